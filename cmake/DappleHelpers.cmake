@@ -1,0 +1,31 @@
+# dapple_layer(NAME DIR DEPS ...): a static library made of every .cc under src/dapple/DIR.
+# Globbing keeps adding a file a one-step change; CONFIGURE_DEPENDS re-globs on build.
+function(dapple_layer name dir)
+  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/dapple/${dir}/*.cc)
+  add_library(${name} STATIC ${srcs})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+endfunction()
+
+# dapple_test_dir(NAME DIR LABEL DEPS ...): one GoogleTest executable of every *_test.cc under
+# tests/DIR, its tests registered with ctest under LABEL.
+function(dapple_test_dir name dir label)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "DEPS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/${dir}/*.cc)
+  if(NOT srcs)
+    return()
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
+  add_executable(${name} ${srcs})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE
+    DAPPLE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    DAPPLE_DATA_DIR="${PROJECT_SOURCE_DIR}/data"
+    DAPPLE_BINARY="$<TARGET_FILE:dapple>")
+  gtest_discover_tests(${name} PROPERTIES LABELS ${label} TIMEOUT ${ARG_TIMEOUT}
+                       DISCOVERY_TIMEOUT 60)
+endfunction()

@@ -1,0 +1,29 @@
+#include "dapple/common/schedule_kind.h"
+
+#include "dapple/common/error.h"
+
+namespace dapple {
+
+std::string ToString(ScheduleKind k) {
+  switch (k) {
+    case ScheduleKind::kGPipe:
+      return "gpipe";
+    case ScheduleKind::kDappleA:
+      return "dapple-a";
+    case ScheduleKind::kDappleB:
+      return "dapple-b";
+  }
+  return "?";
+}
+
+ScheduleKind ParseScheduleKind(const std::string& s) {
+  for (ScheduleKind k : AllScheduleKinds())
+    if (ToString(k) == s) return k;
+  ThrowInput("unknown schedule '{}' (known: gpipe, dapple-a, dapple-b)", s);
+}
+
+std::vector<ScheduleKind> AllScheduleKinds() {
+  return {ScheduleKind::kGPipe, ScheduleKind::kDappleA, ScheduleKind::kDappleB};
+}
+
+}  // namespace dapple

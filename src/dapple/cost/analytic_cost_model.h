@@ -1,0 +1,55 @@
+// The reference cost model of DESIGN.md section 4, from a profile and a cluster.
+#pragma once
+
+#include <vector>
+
+#include "dapple/cost/cost_model.h"
+#include "dapple/format/cluster.h"
+#include "dapple/format/profile.h"
+
+namespace dapple {
+
+struct CostOptions {
+  // Bytes of state per parameter byte: weights, gradients and two Adam moments in fp32.
+  double state_factor = 4.0;
+  // Override of every device's memory (bytes); <= 0 keeps the cluster's.
+  double memory_bytes_override = 0;
+};
+
+// Keeps references to `profile` and `cluster`: both must outlive it. Stage sums are O(1)
+// (prefix sums), so the planner can call it in its inner loop.
+class AnalyticCostModel : public CostModel {
+ public:
+  AnalyticCostModel(const Profile& profile, const Cluster& cluster, CostOptions options = {});
+
+  int num_layers() const override;
+  int num_devices() const override;
+  int profile_batch_size() const override;
+  double ForwardMs(int first, int last, double samples, int device) const override;
+  double BackwardMs(int first, int last, double samples, int device) const override;
+  double CutBytes(int last, double samples) const override;
+  TransferCost Transfer(int last, double micro_batch, const std::vector<int>& from,
+                        const std::vector<int>& to) const override;
+  double AllReduceMs(int first, int last, const std::vector<int>& devices) const override;
+  double StaticMemoryBytes(int first, int last) const override;
+  double ActivationBytes(int first, int last, double samples) const override;
+  double StageInputBytes(int first, double samples) const override;
+  double DeviceMemoryBytes(int device) const override;
+  double SingleDeviceMs(int global_batch) const override;
+
+  const Profile& profile() const { return profile_; }
+  const Cluster& cluster() const { return cluster_; }
+
+ private:
+  const Profile& profile_;
+  const Cluster& cluster_;
+  CostOptions options_;
+  // Prefix sums over layers (size N+1): at PBS, and per measured batch size when present.
+  std::vector<double> fwd_prefix_, bwd_prefix_, param_prefix_, saved_prefix_;
+  std::vector<std::vector<double>> fwd_prefix_by_batch_, bwd_prefix_by_batch_;
+  double ComputeMs(const std::vector<double>& prefix,
+                   const std::vector<std::vector<double>>& by_batch, int first, int last,
+                   double samples, int device) const;
+};
+
+}  // namespace dapple

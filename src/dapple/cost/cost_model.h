@@ -1,0 +1,58 @@
+// The cost model of DESIGN.md section 4 behind one interface, so tests can inject a fake.
+// Every time is in milliseconds, every size in bytes, per device.
+#pragma once
+
+#include <vector>
+
+namespace dapple {
+
+// One split-concat transfer: its duration and the shared resources (links, server ports)
+// it holds exclusively while it runs. Resource ids are opaque small integers.
+struct TransferCost {
+  double ms = 0;
+  std::vector<int> resources;
+};
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+
+  virtual int num_layers() const = 0;
+  virtual int num_devices() const = 0;
+  // The profile batch size the layer times refer to.
+  virtual int profile_batch_size() const = 0;
+
+  // Forward / backward time of layers [first, last] on `device` for `samples` samples
+  // (one replica's slice of a micro-batch).
+  virtual double ForwardMs(int first, int last, double samples, int device) const = 0;
+  virtual double BackwardMs(int first, int last, double samples, int device) const = 0;
+
+  // Bytes crossing the boundary after layer `last` for `samples` samples (the gradient sent
+  // back has the same size).
+  virtual double CutBytes(int last, double samples) const = 0;
+
+  // Split-concat transfer of one micro-batch of `micro_batch` samples across the boundary
+  // after layer `last`, from the replicas `from` (device ids, replica j owns the j-th
+  // contiguous slice) to the replicas `to`. Same cost for the gradient going back.
+  virtual TransferCost Transfer(int last, double micro_batch, const std::vector<int>& from,
+                                const std::vector<int>& to) const = 0;
+
+  // Ring allreduce of the parameters of layers [first, last] among `devices` (0 if one).
+  virtual double AllReduceMs(int first, int last, const std::vector<int>& devices) const = 0;
+
+  // Per device of a stage [first, last]: parameters x state factor (weights, gradients,
+  // optimizer state).
+  virtual double StaticMemoryBytes(int first, int last) const = 0;
+  // Activations one micro-batch slice of `samples` samples keeps alive for the backward.
+  virtual double ActivationBytes(int first, int last, double samples) const = 0;
+  // The stage input of `samples` samples (what re-computation keeps per micro-batch).
+  virtual double StageInputBytes(int first, double samples) const = 0;
+
+  virtual double DeviceMemoryBytes(int device) const = 0;
+
+  // Time of one iteration of `global_batch` samples on one device of speed 1, no
+  // communication: GBS/PBS x sum over layers of (fwd + bwd). The speedup's numerator.
+  virtual double SingleDeviceMs(int global_batch) const = 0;
+};
+
+}  // namespace dapple

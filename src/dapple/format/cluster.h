@@ -1,0 +1,56 @@
+// A cluster (DESIGN.md section 8): servers with devices, device memory and speed, and the
+// intra- and inter-server links. Reader/writer for `dapple-cluster/1` and built-in presets.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dapple {
+
+struct DeviceSpec {
+  double memory_bytes = 16e9;
+  double speed = 1.0;  // relative to the device the profile was taken on
+};
+
+struct LinkSpec {
+  double bandwidth_bytes_per_s = 25e9;
+  double latency_s = 0;
+};
+
+struct ServerSpec {
+  int devices = 1;
+  std::optional<DeviceSpec> device;  // overrides Cluster::device for mixed hardware
+};
+
+struct Cluster {
+  std::string name;
+  std::vector<ServerSpec> servers;
+  DeviceSpec device;
+  LinkSpec intra_server;
+  LinkSpec inter_server;
+
+  // Devices are numbered server by server: server 0 holds 0..d0-1, and so on.
+  int num_devices() const;
+  int num_servers() const { return static_cast<int>(servers.size()); }
+  int ServerOf(int device) const;                   // REQUIRES: 0 <= device < num_devices()
+  const DeviceSpec& Device(int device) const;       // the server's override or `device`
+  int FirstDeviceOf(int server) const;
+};
+
+void ValidateCluster(const Cluster& c, const std::string& source);  // throws InputError
+Cluster ReadClusterJson(const std::filesystem::path& path);
+void WriteClusterJson(const Cluster& c, const std::filesystem::path& path);  // atomic
+std::string ClusterToJsonText(const Cluster& c);
+
+// Presets: "paper-a" (2 x 8 V100 16 GB, 25 GB/s inside, 25 Gbit/s between), "paper-b"
+// (16 x 1, 25 Gbit/s), "paper-c" (16 x 1, 10 Gbit/s), "local" (this machine: one server,
+// one device per core, the machine's memory split among them). Throws InputError listing
+// the known presets for an unknown name.
+Cluster ClusterPreset(const std::string& name);
+std::vector<std::string> ClusterPresetNames();
+// A preset name or a path to a cluster JSON file.
+Cluster LoadCluster(const std::string& name_or_path);
+
+}  // namespace dapple

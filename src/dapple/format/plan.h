@@ -1,0 +1,60 @@
+// A training plan (`dapple-plan/1`, DESIGN.md section 8): stages (layer ranges and their
+// devices), micro-batching and schedule, plus the planner's estimate.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dapple/common/schedule_kind.h"
+#include "dapple/format/cluster.h"
+#include "dapple/format/profile.h"
+
+namespace dapple {
+
+struct StagePlan {
+  int first_layer = 0;  // inclusive indices into the profile's layer order
+  int last_layer = 0;
+  std::string first_layer_id;  // the profile's layer ids; win over indices when both given
+  std::string last_layer_id;
+  std::vector<int> devices;  // global device ids = ranks; replica j is devices[j]
+  int replicas() const { return static_cast<int>(devices.size()); }
+};
+
+struct PlanEstimate {
+  double iteration_ms = 0;
+  double speedup = 0;
+  double latency_ms = 0;  // the planner's analytic L (DESIGN.md section 6)
+  int pivot_stage = 0;
+  std::vector<double> stage_peak_memory_bytes;  // per stage, per device of that stage
+};
+
+struct Plan {
+  std::string planner;  // who made it ("dapple", "dp", "hand", ...)
+  int global_batch_size = 0;
+  int micro_batch_size = 0;
+  int num_micro_batches = 0;
+  ScheduleKind schedule = ScheduleKind::kDappleA;
+  bool recompute = false;
+  std::vector<StagePlan> stages;
+  std::optional<PlanEstimate> estimate;
+
+  int num_stages() const { return static_cast<int>(stages.size()); }
+  int num_devices() const;  // sum of replicas
+};
+
+// Checks the plan against the profile's layers and the cluster: stages cover every layer
+// exactly once and in order, device ids exist and are not shared, GBS = M x m, every stage
+// has at least one device. Throws InputError naming `source` and the stage/field.
+void ValidatePlan(const Plan& plan, const Profile& profile, const Cluster& cluster,
+                  const std::string& source);
+// Fills first_layer/last_layer from the ids (ids win) or the ids from the indices.
+// Throws InputError naming an id the profile does not have.
+void ResolvePlanLayers(Plan& plan, const Profile& profile, const std::string& source);
+
+Plan ReadPlanJson(const std::filesystem::path& path);  // shape checks only; then Resolve+Validate
+void WritePlanJson(const Plan& plan, const std::filesystem::path& path);  // atomic
+std::string PlanToJsonText(const Plan& plan);
+
+}  // namespace dapple

@@ -1,0 +1,76 @@
+// A model's layer profile (DESIGN.md section 8): per-layer compute times, activation and
+// parameter sizes at a profile batch size, and the layer graph. Readers for the profile
+// JSON (`dapple-profile/1`) and PipeDream graph text.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dapple {
+
+struct LayerProfile {
+  std::string id;    // unique ("node5" in PipeDream text)
+  std::string name;  // description; may repeat
+  double forward_ms = 0;
+  double backward_ms = 0;
+  double activation_bytes = 0;  // output activation at the profile batch size
+  double parameter_bytes = 0;
+  // Bytes this layer saves for its backward at the profile batch size; < 0 when unknown
+  // (the cost model then uses activation_bytes).
+  double saved_bytes = -1;
+  // Optional, aligned with Profile::batch_sizes (both empty or both that size).
+  std::vector<double> forward_ms_by_batch;
+  std::vector<double> backward_ms_by_batch;
+};
+
+struct Profile {
+  std::string model;
+  std::string device;  // free text: "V100", "cpu: Intel Xeon ..., 2 threads"
+  int batch_size = 0;  // profile batch size (PBS), > 0
+  // Layers in a topological order; index = position in this vector.
+  std::vector<LayerProfile> layers;
+  // Edges (from, to) as layer indices, from < to. Empty means a chain 0 -> 1 -> ... -> N-1.
+  std::vector<std::pair<int, int>> edges;
+  // Optional batch sizes at which each layer's *_by_batch times were measured, ascending.
+  std::vector<int> batch_sizes;
+  // Free-form facts about the measurement (threads, blas kernel, libtorch version, ...).
+  std::map<std::string, std::string> metadata;
+
+  int num_layers() const { return static_cast<int>(layers.size()); }
+  // Index of the layer with this id, or -1.
+  int IndexOf(const std::string& id) const;
+  // Bytes crossing the boundary after layer `last` (0 <= last < N-1) at the profile batch
+  // size: the sum of activation_bytes over layers <= last with an edge to a layer > last.
+  // For a chain: activation_bytes of `last`. O(N + E) on first call, cached after.
+  double CutBytes(int last) const;
+
+ private:
+  mutable std::vector<double> cut_cache_;
+};
+
+// Checks a profile's invariants; throws InputError naming `source` and the layer/field.
+// Unique ids, non-negative numbers, edges from < to within range, batch_size > 0,
+// *_by_batch aligned with batch_sizes.
+void ValidateProfile(const Profile& p, const std::string& source);
+
+// Reads a `dapple-profile/1` JSON file. Throws InputError naming file and field.
+Profile ReadProfileJson(const std::filesystem::path& path);
+void WriteProfileJson(const Profile& p, const std::filesystem::path& path);  // atomic
+
+// Reads PipeDream graph text (DESIGN.md section 8). The profile batch size is `pbs` when
+// given, else `-pbs-N` in the file name, else an InputError asking for --pbs. Errors name
+// the file and line.
+Profile ReadPipeDreamGraph(const std::filesystem::path& path, std::optional<int> pbs);
+// Parses graph text held in memory; `source` names it in errors. (Also the fuzz entry.)
+Profile ParsePipeDreamGraph(const std::string& text, const std::string& source, int pbs);
+void WritePipeDreamGraph(const Profile& p, const std::filesystem::path& path);
+
+// Reads either format, chosen by content (JSON starts with '{'). `pbs` overrides the
+// profile batch size when given.
+Profile LoadProfile(const std::filesystem::path& path, std::optional<int> pbs = std::nullopt);
+
+}  // namespace dapple

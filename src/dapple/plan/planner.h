@@ -1,0 +1,37 @@
+// The planners (DESIGN.md section 6): DAPPLE's dynamic program and the baselines, all
+// scored by the same simulator. "No feasible plan" is an ordinary result, not an error.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dapple/cost/cost_model.h"
+#include "dapple/format/cluster.h"
+#include "dapple/format/plan.h"
+#include "dapple/format/profile.h"
+
+namespace dapple {
+
+struct PlannerOptions {
+  std::string planner = "dapple";  // dapple, dp, straight, gpipe, pipedream, exhaustive
+  std::optional<ScheduleKind> schedule;  // fixed schedule; default: searched/planner's own
+  std::optional<int> micro_batch_size;   // fixed m; default: searched
+  int rescore_top_k = 8;  // DP candidates re-scored by the exact simulator
+};
+
+struct PlanResult {
+  std::optional<Plan> plan;  // with estimate filled (simulated iteration_ms, speedup, L)
+  std::string reason;        // why there is no plan
+  double required_memory_bytes = 0;  // when nothing fits: what the best plan would need
+  double planning_seconds = 0;
+};
+
+std::vector<std::string> PlannerNames();
+
+// Plans `global_batch` samples of `profile` on `cluster` with `cost`. Throws InputError
+// for an unknown planner or an impossible request (no device, GBS < 1).
+PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const CostModel& cost,
+                      int global_batch, const PlannerOptions& options);
+
+}  // namespace dapple

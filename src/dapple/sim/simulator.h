@@ -1,0 +1,54 @@
+// The exact event-driven simulator of DESIGN.md section 5: runs a lowered schedule of a
+// plan on a cost model and reports time, bubbles, memory and the timeline.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dapple/cost/cost_model.h"
+#include "dapple/format/plan.h"
+#include "dapple/schedule/schedule.h"
+#include "dapple/sim/timeline.h"
+
+namespace dapple {
+
+struct SimOptions {
+  bool record_timeline = true;  // off in the planner's inner loop
+};
+
+struct DeviceStats {
+  int device = 0;
+  int stage = 0;
+  int replica = 0;
+  double busy_ms = 0;    // compute time (forward, backward, optimizer)
+  double bubble_ms = 0;  // iteration_ms - busy_ms
+  double static_memory_bytes = 0;
+  double peak_activation_bytes = 0;
+  double peak_memory_bytes = 0;  // static + peak activations
+  int peak_in_flight = 0;        // micro-batches forwarded but not yet backwarded, at peak
+};
+
+struct StageStats {
+  double forward_ms = 0;   // per micro-batch, per replica
+  double backward_ms = 0;
+  double send_ms = 0;      // transfer to the next stage per micro-batch (0 for the last)
+  double allreduce_ms = 0;
+};
+
+struct SimResult {
+  double iteration_ms = 0;
+  double speedup = 0;          // SingleDeviceMs(GBS) / iteration_ms
+  double bubble_fraction = 0;  // mean over devices of bubble_ms / iteration_ms
+  std::vector<DeviceStats> devices;  // indexed like the plan's devices, stage by stage
+  std::vector<StageStats> stages;
+  Timeline timeline;           // empty events unless record_timeline
+  long long instructions = 0;  // executed (for the benchmark)
+};
+
+// Runs `lowered` (from LowerComms) for `plan`. Throws Error when the schedule deadlocks.
+SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& cost,
+                   const SimOptions& options = {});
+// Builds plan.schedule's schedule, lowers it and runs it.
+SimResult SimulatePlan(const Plan& plan, const CostModel& cost, const SimOptions& options = {});
+
+}  // namespace dapple

@@ -1,0 +1,21 @@
+// The `dapple` sub-commands. Each Add*Command registers its sub-command, options and
+// callback on `app`; the callback throws dapple::Error subclasses on failure, which `main`
+// turns into one line and an exit code (InputError: 2, other errors: 1).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace dapple {
+
+void AddSimulateCommand(CLI::App& app);
+void AddPlanCommand(CLI::App& app);
+#ifdef DAPPLE_WITH_TORCH
+void AddProfileCommand(CLI::App& app);
+void AddTrainCommand(CLI::App& app);
+#endif
+
+// A callback that wants a specific non-zero exit code without an error message (for
+// example a launcher relaying a child's failure) sets it here.
+int& CommandExitCode();
+
+}  // namespace dapple
