@@ -3,6 +3,9 @@
 function(dapple_layer name dir)
   cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
   file(GLOB srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/dapple/${dir}/*.cc)
+  if(NOT srcs)  # a layer not written yet still configures
+    set(srcs ${PROJECT_SOURCE_DIR}/cmake/empty.cc)
+  endif()
   add_library(${name} STATIC ${srcs})
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})

@@ -1,0 +1,1 @@
+// Placeholder source for a library whose layer has no sources yet.
