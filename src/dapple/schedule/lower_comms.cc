@@ -1,0 +1,43 @@
+// The communication pass: turns compute-only programs into the lists the simulator and the
+// runtime execute (DESIGN.md section 3).
+#include "dapple/common/error.h"
+#include "dapple/schedule/schedule.h"
+
+namespace dapple {
+
+// Each receive sits immediately before the compute that needs it and each send
+// immediately after the compute that produced it, so a stage never waits for data earlier
+// than its own order requires and never holds produced data back.
+Schedule LowerComms(const Schedule& compute_only, const std::vector<int>& replicas) {
+  const int num_stages = compute_only.num_stages;
+  DAPPLE_CHECK(static_cast<int>(compute_only.programs.size()) == num_stages);
+  DAPPLE_CHECK(static_cast<int>(replicas.size()) == num_stages, "one replica count per stage");
+  Schedule out;
+  out.num_stages = num_stages;
+  out.num_micro_batches = compute_only.num_micro_batches;
+  out.programs.resize(num_stages);
+  for (int s = 0; s < num_stages; ++s) {
+    const bool first = s == 0, last = s == num_stages - 1;
+    std::vector<Instruction>& p = out.programs[s];
+    p.reserve(compute_only.programs[s].size() * 3 + 2);
+    for (const Instruction& in : compute_only.programs[s]) {
+      DAPPLE_CHECK(in.op == Op::kForward || in.op == Op::kBackward,
+                   "LowerComms needs compute-only programs");
+      const int mb = in.micro_batch;
+      if (in.op == Op::kForward) {
+        if (!first) p.push_back({Op::kRecvAct, mb});
+        p.push_back(in);
+        if (!last) p.push_back({Op::kSendAct, mb});
+      } else {
+        if (!last) p.push_back({Op::kRecvGrad, mb});
+        p.push_back(in);
+        if (!first) p.push_back({Op::kSendGrad, mb});
+      }
+    }
+    if (replicas[s] > 1) p.push_back({Op::kAllReduceGrads, -1});
+    p.push_back({Op::kOptimizerStep, -1});
+  }
+  return out;
+}
+
+}  // namespace dapple
