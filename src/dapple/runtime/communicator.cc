@@ -1,0 +1,211 @@
+// Communicator over c10d's TCPStore and ProcessGroupGloo.
+#include "dapple/runtime/communicator.h"
+
+#include <torch/cuda.h>
+
+#include <cstdlib>
+#include <string_view>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "dapple/common/error.h"
+
+namespace dapple {
+namespace {
+
+int EnvInt(const char* name, int fallback, int min) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < min || x > (1L << 30)) {
+    ThrowInput("environment variable {}={}: expected an integer >= {}", name, v, min);
+  }
+  return static_cast<int>(x);
+}
+
+// First line of an exception message (gloo and c10 append long context lines).
+std::string FirstLine(const std::exception& e) {
+  std::string_view s = e.what();
+  auto nl = s.find('\n');
+  return std::string(s.substr(0, nl));
+}
+
+// The gloo transport device: an explicit interface (GLOO_SOCKET_IFNAME, as PyTorch), the
+// loopback for a local job, else this host's address.
+std::shared_ptr<::gloo::transport::Device> GlooDevice(const DistEnv& env) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+    return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  }
+  const std::string& a = env.master_addr;
+  if (a == "localhost" || a.rfind("127.", 0) == 0) {
+    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  }
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> MakeGlooGroup(const c10::intrusive_ptr<c10d::Store>& store,
+                                                     const DistEnv& env, int rank, int size,
+                                                     std::chrono::milliseconds timeout) {
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  options->devices.push_back(GlooDevice(env));
+  options->threads = 2;
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+}
+
+}  // namespace
+
+DistEnv DistEnv::FromEnvironment() {
+  DistEnv e;
+  e.world_size = EnvInt("WORLD_SIZE", 1, 1);
+  e.rank = EnvInt("RANK", 0, 0);
+  e.local_rank = EnvInt("LOCAL_RANK", e.rank, 0);
+  e.master_port = EnvInt("MASTER_PORT", 29500, 1);
+  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
+  if (e.rank >= e.world_size) {
+    ThrowInput("environment: RANK={} is not below WORLD_SIZE={}", e.rank, e.world_size);
+  }
+  if (e.master_port > 65535) ThrowInput("environment: MASTER_PORT={} is not a port", e.master_port);
+  return e;
+}
+
+torch::Device DeviceForLocalRank(int local_rank) {
+  if (torch::cuda::is_available()) {
+    return torch::Device(torch::kCUDA,
+                         static_cast<c10::DeviceIndex>(local_rank % torch::cuda::device_count()));
+  }
+  return torch::Device(torch::kCPU);
+}
+
+CommWork::CommWork(c10::intrusive_ptr<c10d::Work> work, std::vector<torch::Tensor> tensors,
+                   std::string what)
+    : work_(std::move(work)), tensors_(std::move(tensors)), what_(std::move(what)) {}
+
+bool CommWork::Done() const { return !work_.defined() || work_->isCompleted(); }
+
+void CommWork::Wait(std::chrono::milliseconds timeout) {
+  if (!work_.defined()) return;
+  try {
+    work_->wait(timeout);
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("{}: failed or timed out after {:.1f} s: {}", what_,
+                                timeout.count() / 1000.0, FirstLine(e)));
+  }
+}
+
+Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout)
+    : env_(env), timeout_(timeout) {
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(env.master_port);
+  opts.isServer = env.rank == 0;
+  opts.numWorkers = env.world_size;
+  opts.waitWorkers = true;
+  opts.timeout = timeout;
+  try {
+    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+  } catch (const std::exception& e) {
+    ThrowInput(
+        "rank {}: cannot reach the rendezvous at {}:{} (MASTER_ADDR:MASTER_PORT) within "
+        "{:.1f} s: {}",
+        env.rank, env.master_addr, env.master_port, timeout.count() / 1000.0, FirstLine(e));
+  }
+  try {
+    groups_[""] = MakeGlooGroup(c10::make_intrusive<c10d::PrefixStore>("world", store_), env,
+                                env.rank, env.world_size, timeout);
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("rank {}: cannot form the process group of {} ranks: {}", env.rank,
+                                env.world_size, FirstLine(e)));
+  }
+}
+
+Communicator::~Communicator() = default;
+
+c10d::ProcessGroup& Communicator::Group(const std::string& name) const {
+  auto it = groups_.find(name);
+  DAPPLE_CHECK(it != groups_.end(), "no process group " + name);
+  return *it->second;
+}
+
+CommWork Communicator::Send(const torch::Tensor& t, int peer, uint32_t tag, std::string what) {
+  DAPPLE_CHECK(t.is_contiguous());
+  std::vector<torch::Tensor> v{t};
+  try {
+    return CommWork(Group("").send(v, peer, static_cast<int>(tag)), v, std::move(what));
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("{}: send failed: {}", what, FirstLine(e)));
+  }
+}
+
+CommWork Communicator::Recv(const torch::Tensor& t, int peer, uint32_t tag, std::string what) {
+  DAPPLE_CHECK(t.is_contiguous());
+  std::vector<torch::Tensor> v{t};
+  try {
+    return CommWork(Group("").recv(v, peer, static_cast<int>(tag)), v, std::move(what));
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("{}: receive failed: {}", what, FirstLine(e)));
+  }
+}
+
+void Communicator::CreateGroup(const std::string& name, const std::vector<int>& ranks) {
+  DAPPLE_CHECK(!name.empty() && !groups_.count(name));
+  int me = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] == env_.rank) me = static_cast<int>(i);
+  }
+  DAPPLE_CHECK(me >= 0, "rank not a member of group " + name);
+  try {
+    groups_[name] = MakeGlooGroup(c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_),
+                                  env_, me, static_cast<int>(ranks.size()), timeout_);
+  } catch (const std::exception& e) {
+    throw CommError(
+        fmt::format("rank {}: cannot form process group {}: {}", env_.rank, name, FirstLine(e)));
+  }
+}
+
+void Communicator::AllReduceSum(torch::Tensor& t, const std::string& group,
+                                const std::string& what) {
+  std::vector<torch::Tensor> v{t};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = c10d::ReduceOp::SUM;
+  opts.timeout = timeout_;
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    work = Group(group).allreduce(v, opts);
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("{}: allreduce failed: {}", what, FirstLine(e)));
+  }
+  CommWork(work, v, what).Wait(timeout_);
+}
+
+void Communicator::Barrier(const std::string& what) {
+  c10d::BarrierOptions opts;
+  opts.timeout = timeout_;
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    work = Group("").barrier(opts);
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("{}: barrier failed: {}", what, FirstLine(e)));
+  }
+  CommWork(work, {}, what).Wait(timeout_);
+}
+
+std::vector<std::string> Communicator::GatherStrings(const std::string& key,
+                                                     const std::string& value, int root) {
+  auto full = [&](int r) { return "gather/" + key + "/" + std::to_string(r); };
+  std::vector<std::string> out;
+  try {
+    store_->set(full(env_.rank), std::vector<uint8_t>(value.begin(), value.end()));
+    if (env_.rank != root) return out;
+    for (int r = 0; r < env_.world_size; ++r) {
+      store_->wait({full(r)}, timeout_);
+      auto bytes = store_->get(full(r));
+      out.emplace_back(bytes.begin(), bytes.end());
+    }
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("rank {}: gathering {} failed: {}", env_.rank, key, FirstLine(e)));
+  }
+  return out;
+}
+
+}  // namespace dapple

@@ -1,0 +1,103 @@
+// The runtime's communicator over c10d (DESIGN.md section 7): a TCPStore rendezvous from
+// the usual launcher variables, ProcessGroupGloo for point-to-point data and one sub-group
+// per replicated stage for its allreduce. Every wait has a timeout and a failure names
+// what was being waited on.
+#pragma once
+
+#include <torch/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <vector>
+
+namespace dapple {
+
+// Where this process sits in the job: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+// MASTER_PORT (the variables torchrun, mpirun wrappers and Slurm scripts set).
+struct DistEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+
+  // Reads the variables; a missing one takes the single-process default above; a
+  // malformed one throws InputError naming it.
+  static DistEnv FromEnvironment();
+};
+
+// The one place that maps a process to its compute device: cuda:LOCAL_RANK when libtorch
+// sees CUDA devices, else the CPU. Everything else takes the device from here.
+torch::Device DeviceForLocalRank(int local_rank);
+
+// An asynchronous send, receive or collective. Keeps its tensors alive until Wait returns.
+// Wait rethrows a failure or a timeout as CommError prefixed with `what` (for example
+// "rank 2 (stage 1, replica 0), step 3: RA4 from rank 0").
+class CommWork {
+ public:
+  CommWork() = default;
+  CommWork(c10::intrusive_ptr<c10d::Work> work, std::vector<torch::Tensor> tensors,
+           std::string what);
+  bool valid() const { return work_.defined(); }
+  // True once the operation finished (successfully or not); never blocks.
+  bool Done() const;
+  void Wait(std::chrono::milliseconds timeout);
+  const std::vector<torch::Tensor>& tensors() const { return tensors_; }
+  const std::string& what() const { return what_; }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::vector<torch::Tensor> tensors_;
+  std::string what_;
+};
+
+// Thread-compatible (one thread drives it). Construction is collective over the world:
+// every rank must construct it with the same world size.
+class Communicator {
+ public:
+  // Connects to (rank 0: serves) the TCPStore at env.master_addr:master_port and builds the
+  // world process group. `timeout` bounds every later wait. Throws InputError naming the
+  // address when the rendezvous cannot be reached within the timeout.
+  Communicator(const DistEnv& env, std::chrono::milliseconds timeout);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return env_.rank; }
+  int size() const { return env_.world_size; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // Point-to-point with `tag`; a send must be paired with a receive of the same tag and
+  // size on `peer`. REQUIRES: contiguous tensors.
+  CommWork Send(const torch::Tensor& t, int peer, uint32_t tag, std::string what);
+  CommWork Recv(const torch::Tensor& t, int peer, uint32_t tag, std::string what);
+
+  // Creates sub-group `name` over `ranks` (ascending global ranks). Must be called by
+  // exactly the member ranks, each with the same name and ranks; a rank that is not a
+  // member must not call it.
+  void CreateGroup(const std::string& name, const std::vector<int>& ranks);
+  // In-place sum of `t` over the members of group `name` ("" = the whole world); blocks.
+  void AllReduceSum(torch::Tensor& t, const std::string& group, const std::string& what);
+  void Barrier(const std::string& what);
+
+  // Small metadata through the store: every rank calls with its own `value`; rank `root`
+  // gets all values by rank, the others get an empty vector. `key` must be fresh.
+  std::vector<std::string> GatherStrings(const std::string& key, const std::string& value,
+                                         int root);
+
+ private:
+  c10d::ProcessGroup& Group(const std::string& name) const;
+
+  DistEnv env_;
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::map<std::string, c10::intrusive_ptr<c10d::ProcessGroup>> groups_;  // "" = world
+};
+
+}  // namespace dapple
