@@ -41,6 +41,8 @@ struct Cluster {
 
 void ValidateCluster(const Cluster& c, const std::string& source);  // throws InputError
 Cluster ReadClusterJson(const std::filesystem::path& path);
+// Parses cluster JSON held in memory; `source` names it in errors. Validates.
+Cluster ParseClusterJson(const std::string& text, const std::string& source);
 void WriteClusterJson(const Cluster& c, const std::filesystem::path& path);  // atomic
 std::string ClusterToJsonText(const Cluster& c);
 

@@ -54,6 +54,8 @@ void ValidatePlan(const Plan& plan, const Profile& profile, const Cluster& clust
 void ResolvePlanLayers(Plan& plan, const Profile& profile, const std::string& source);
 
 Plan ReadPlanJson(const std::filesystem::path& path);  // shape checks only; then Resolve+Validate
+// Parses plan JSON held in memory; `source` names it in errors. Shape checks only.
+Plan ParsePlanJson(const std::string& text, const std::string& source);
 void WritePlanJson(const Plan& plan, const std::filesystem::path& path);  // atomic
 std::string PlanToJsonText(const Plan& plan);
 

@@ -59,7 +59,10 @@ void ValidateProfile(const Profile& p, const std::string& source);
 
 // Reads a `dapple-profile/1` JSON file. Throws InputError naming file and field.
 Profile ReadProfileJson(const std::filesystem::path& path);
+// Parses profile JSON held in memory; `source` names it in errors. (Also the fuzz entry.)
+Profile ParseProfileJson(const std::string& text, const std::string& source);
 void WriteProfileJson(const Profile& p, const std::filesystem::path& path);  // atomic
+std::string ProfileToJsonText(const Profile& p);
 
 // Reads PipeDream graph text (DESIGN.md section 8). The profile batch size is `pbs` when
 // given, else `-pbs-N` in the file name, else an InputError asking for --pbs. Errors name
@@ -67,7 +70,12 @@ void WriteProfileJson(const Profile& p, const std::filesystem::path& path);  // 
 Profile ReadPipeDreamGraph(const std::filesystem::path& path, std::optional<int> pbs);
 // Parses graph text held in memory; `source` names it in errors. (Also the fuzz entry.)
 Profile ParsePipeDreamGraph(const std::string& text, const std::string& source, int pbs);
-void WritePipeDreamGraph(const Profile& p, const std::filesystem::path& path);
+void WritePipeDreamGraph(const Profile& p, const std::filesystem::path& path);  // atomic
+// The graph text of `p`: every layer in order, then every edge (a chain's edges when
+// p.edges is empty). Newlines and " -- " in names are replaced so the text parses back.
+std::string PipeDreamGraphText(const Profile& p);
+// The `-pbs-N` in a profile file name ("bert-48-pbs-2.txt" -> 2), if any.
+std::optional<int> PbsFromFileName(const std::filesystem::path& path);
 
 // Reads either format, chosen by content (JSON starts with '{'). `pbs` overrides the
 // profile batch size when given.

@@ -1,0 +1,202 @@
+// Cluster accessors, validation, `dapple-cluster/1` reader/writer and the presets.
+#include "dapple/format/cluster.h"
+
+#include <unistd.h>
+
+#include <cmath>
+
+#include "dapple/common/error.h"
+#include "dapple/common/json_util.h"
+#include "dapple/format/json_text.h"
+
+namespace dapple {
+namespace {
+
+constexpr const char* kFormat = "dapple-cluster/1";
+
+// The `local` preset's link: shared memory between processes of one machine. A documented
+// constant, not a measurement (a calibration step may replace it).
+constexpr double kLocalBandwidthBytesPerS = 5e9;
+constexpr double kLocalLatencyS = 20e-6;
+
+DeviceSpec ReadDevice(const JsonField& f) {
+  DeviceSpec d;
+  d.memory_bytes = f["memory_bytes"].Positive();
+  d.speed = f.Has("speed") ? f["speed"].Positive() : 1.0;
+  return d;
+}
+
+LinkSpec ReadLink(const JsonField& f) {
+  LinkSpec l;
+  l.bandwidth_bytes_per_s = f["bandwidth_bytes_per_s"].Positive();
+  l.latency_s = f.Has("latency_s") ? f["latency_s"].NonNegative() : 0.0;
+  return l;
+}
+
+nlohmann::ordered_json DeviceJson(const DeviceSpec& d) {
+  return {{"memory_bytes", d.memory_bytes}, {"speed", d.speed}};
+}
+
+nlohmann::ordered_json LinkJson(const LinkSpec& l) {
+  return {{"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s}, {"latency_s", l.latency_s}};
+}
+
+Cluster Uniform(std::string name, int servers, int devices_per_server, double memory_bytes,
+                LinkSpec intra, LinkSpec inter) {
+  Cluster c;
+  c.name = std::move(name);
+  c.servers.assign(servers, ServerSpec{devices_per_server, std::nullopt});
+  c.device = DeviceSpec{memory_bytes, 1.0};
+  c.intra_server = intra;
+  c.inter_server = inter;
+  return c;
+}
+
+}  // namespace
+
+int Cluster::num_devices() const {
+  int n = 0;
+  for (const ServerSpec& s : servers) n += s.devices;
+  return n;
+}
+
+int Cluster::ServerOf(int device) const {
+  DAPPLE_CHECK(device >= 0, "Cluster::ServerOf: negative device");
+  for (int s = 0; s < num_servers(); ++s) {
+    if (device < servers[s].devices) return s;
+    device -= servers[s].devices;
+  }
+  DAPPLE_CHECK(false, "Cluster::ServerOf: device out of range");
+  return -1;
+}
+
+const DeviceSpec& Cluster::Device(int device) const {
+  const ServerSpec& s = servers[ServerOf(device)];
+  return s.device ? *s.device : this->device;
+}
+
+int Cluster::FirstDeviceOf(int server) const {
+  DAPPLE_CHECK(server >= 0 && server < num_servers(), "Cluster::FirstDeviceOf: out of range");
+  int first = 0;
+  for (int s = 0; s < server; ++s) first += servers[s].devices;
+  return first;
+}
+
+void ValidateCluster(const Cluster& c, const std::string& source) {
+  auto positive = [&](double v, const std::string& field) {
+    if (!std::isfinite(v) || v <= 0)
+      ThrowInput("{}: {}: must be a finite number > 0 (got {})", source, field, v);
+  };
+  auto device = [&](const DeviceSpec& d, const std::string& where) {
+    positive(d.memory_bytes, where + ".memory_bytes");
+    positive(d.speed, where + ".speed");
+  };
+  auto link = [&](const LinkSpec& l, const std::string& where) {
+    positive(l.bandwidth_bytes_per_s, where + ".bandwidth_bytes_per_s");
+    if (!std::isfinite(l.latency_s) || l.latency_s < 0)
+      ThrowInput("{}: {}.latency_s: must be a finite number >= 0 (got {})", source, where,
+                 l.latency_s);
+  };
+  if (c.servers.empty()) ThrowInput("{}: servers: the cluster has no servers", source);
+  long total = 0;
+  for (size_t s = 0; s < c.servers.size(); ++s) {
+    if (c.servers[s].devices <= 0)
+      ThrowInput("{}: servers[{}].devices: must be positive (got {})", source, s,
+                 c.servers[s].devices);
+    total += c.servers[s].devices;
+    if (total > 1000000) ThrowInput("{}: servers: more than a million devices", source);
+    if (c.servers[s].device) device(*c.servers[s].device, fmt::format("servers[{}].device", s));
+  }
+  device(c.device, "device");
+  link(c.intra_server, "intra_server");
+  link(c.inter_server, "inter_server");
+}
+
+Cluster ParseClusterJson(const std::string& text, const std::string& source) {
+  Json j = format_internal::ParseJsonText(text, source);
+  JsonField root(j, source);
+  format_internal::ExpectFormat(root, kFormat);
+  Cluster c;
+  c.name = root.Has("name") ? root["name"].String()
+                            : std::filesystem::path(source).stem().string();
+  JsonField servers = root["servers"];
+  for (size_t s = 0; s < servers.size(); ++s) {
+    JsonField f = servers[s];
+    ServerSpec server;
+    server.devices = f["devices"].PositiveInt();
+    if (f.Has("device")) server.device = ReadDevice(f["device"]);
+    c.servers.push_back(server);
+  }
+  c.device = ReadDevice(root["device"]);
+  c.intra_server = ReadLink(root["intra_server"]);
+  // One server needs no network: inter_server may then be left out.
+  if (root.Has("inter_server") || c.servers.size() != 1)
+    c.inter_server = ReadLink(root["inter_server"]);
+  else
+    c.inter_server = c.intra_server;
+  ValidateCluster(c, source);
+  return c;
+}
+
+Cluster ReadClusterJson(const std::filesystem::path& path) {
+  return ParseClusterJson(format_internal::ReadTextFile(path.string()), path.string());
+}
+
+std::string ClusterToJsonText(const Cluster& c) {
+  nlohmann::ordered_json root;
+  root["format"] = kFormat;
+  root["name"] = c.name;
+  nlohmann::ordered_json servers = nlohmann::ordered_json::array();
+  for (const ServerSpec& s : c.servers) {
+    nlohmann::ordered_json o;
+    o["devices"] = s.devices;
+    if (s.device) o["device"] = DeviceJson(*s.device);
+    servers.push_back(std::move(o));
+  }
+  root["servers"] = std::move(servers);
+  root["device"] = DeviceJson(c.device);
+  root["intra_server"] = LinkJson(c.intra_server);
+  root["inter_server"] = LinkJson(c.inter_server);
+  return root.dump(2) + "\n";
+}
+
+void WriteClusterJson(const Cluster& c, const std::filesystem::path& path) {
+  WriteFileAtomic(path, ClusterToJsonText(c));
+}
+
+std::vector<std::string> ClusterPresetNames() { return {"paper-a", "paper-b", "paper-c", "local"}; }
+
+Cluster ClusterPreset(const std::string& name) {
+  constexpr double kV100Memory = 16e9;       // 16 GB V100
+  const LinkSpec nvlink{25e9, 0};            // 25 GB/s inside a server
+  const LinkSpec eth25{25e9 / 8, 0};         // 25 Gbit/s Ethernet = 3.125e9 B/s
+  const LinkSpec eth10{10e9 / 8, 0};         // 10 Gbit/s Ethernet = 1.25e9 B/s
+  if (name == "paper-a") return Uniform(name, 2, 8, kV100Memory, nvlink, eth25);
+  if (name == "paper-b") return Uniform(name, 16, 1, kV100Memory, nvlink, eth25);
+  if (name == "paper-c") return Uniform(name, 16, 1, kV100Memory, nvlink, eth10);
+  if (name == "local") {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+    if (cores < 1) cores = 1;
+    double memory = pages > 0 && page_size > 0 ? static_cast<double>(pages) * page_size : 8e9;
+    const LinkSpec shm{kLocalBandwidthBytesPerS, kLocalLatencyS};
+    return Uniform(name, 1, static_cast<int>(cores), memory / cores, shm, shm);
+  }
+  std::string known;
+  for (const std::string& n : ClusterPresetNames()) known += (known.empty() ? "" : ", ") + n;
+  ThrowInput("unknown cluster preset '{}' (known: {})", name, known);
+}
+
+Cluster LoadCluster(const std::string& name_or_path) {
+  for (const std::string& n : ClusterPresetNames())
+    if (n == name_or_path) return ClusterPreset(n);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(name_or_path, ec)) {
+    std::string known;
+    for (const std::string& n : ClusterPresetNames()) known += (known.empty() ? "" : ", ") + n;
+    ThrowInput("cluster '{}': neither a preset ({}) nor a readable file", name_or_path, known);
+  }
+  return ReadClusterJson(name_or_path);
+}
+
+}  // namespace dapple

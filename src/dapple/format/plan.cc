@@ -1,0 +1,97 @@
+// Plan validation against a profile and a cluster, and layer id/index resolution.
+#include "dapple/format/plan.h"
+
+#include <map>
+
+#include "dapple/common/error.h"
+
+namespace dapple {
+
+int Plan::num_devices() const {
+  int n = 0;
+  for (const StagePlan& s : stages) n += s.replicas();
+  return n;
+}
+
+void ResolvePlanLayers(Plan& plan, const Profile& profile, const std::string& source) {
+  const int n = profile.num_layers();
+  auto resolve = [&](int s, const char* what, int& index, std::string& id) {
+    if (!id.empty()) {
+      int i = profile.IndexOf(id);
+      if (i < 0)
+        ThrowInput("{}: stages[{}].{}_layer_id: the profile has no layer '{}'", source, s, what,
+                   id);
+      index = i;  // ids win over indices
+      return;
+    }
+    if (index < 0 || index >= n)
+      ThrowInput("{}: stages[{}].{}_layer: {} is not a layer of the profile (0..{})", source, s,
+                 what, index, n - 1);
+    id = profile.layers[index].id;
+  };
+  for (int s = 0; s < plan.num_stages(); ++s) {
+    StagePlan& st = plan.stages[s];
+    resolve(s, "first", st.first_layer, st.first_layer_id);
+    resolve(s, "last", st.last_layer, st.last_layer_id);
+  }
+}
+
+void ValidatePlan(const Plan& plan, const Profile& profile, const Cluster& cluster,
+                  const std::string& source) {
+  if (plan.micro_batch_size < 1)
+    ThrowInput("{}: micro_batch_size: must be at least 1 (got {})", source, plan.micro_batch_size);
+  if (plan.num_micro_batches < 1)
+    ThrowInput("{}: num_micro_batches: must be at least 1 (got {})", source,
+               plan.num_micro_batches);
+  if (static_cast<long long>(plan.micro_batch_size) * plan.num_micro_batches !=
+      plan.global_batch_size)
+    ThrowInput(
+        "{}: global_batch_size: {} but num_micro_batches x micro_batch_size = {} x {} = {} "
+        "(GBS must equal M x m)",
+        source, plan.global_batch_size, plan.num_micro_batches, plan.micro_batch_size,
+        static_cast<long long>(plan.micro_batch_size) * plan.num_micro_batches);
+  if (plan.stages.empty()) ThrowInput("{}: stages: the plan has no stages", source);
+  const int n = profile.num_layers();
+  std::map<int, int> owner;  // device -> stage
+  for (int s = 0; s < plan.num_stages(); ++s) {
+    const StagePlan& st = plan.stages[s];
+    if (s == 0 && st.first_layer != 0)
+      ThrowInput("{}: stages[0].first_layer: {} but must be 0 (stages must cover the layers in "
+                 "order)",
+                 source, st.first_layer);
+    if (s > 0 && st.first_layer != plan.stages[s - 1].last_layer + 1)
+      ThrowInput("{}: stages[{}].first_layer: {} but stage {} ended at layer {} (stages must "
+                 "cover the layers in order)",
+                 source, s, st.first_layer, s - 1, plan.stages[s - 1].last_layer);
+    if (st.last_layer < st.first_layer || st.last_layer >= n)
+      ThrowInput("{}: stages[{}].last_layer: {} must lie in {}..{} (first_layer..last layer of "
+                 "the profile)",
+                 source, s, st.last_layer, st.first_layer, n - 1);
+    if (st.devices.empty()) ThrowInput("{}: stages[{}].devices: must not be empty", source, s);
+    for (size_t r = 0; r < st.devices.size(); ++r) {
+      int d = st.devices[r];
+      if (d < 0 || d >= cluster.num_devices())
+        ThrowInput("{}: stages[{}].devices[{}]: device {} is not in cluster '{}' (devices "
+                   "0..{})",
+                   source, s, r, d, cluster.name, cluster.num_devices() - 1);
+      auto [it, fresh] = owner.emplace(d, s);
+      if (!fresh)
+        ThrowInput("{}: stages[{}].devices[{}]: device {} is already used by stage {}", source, s,
+                   r, d, it->second);
+    }
+    if (st.replicas() > plan.micro_batch_size)
+      ThrowInput("{}: stages[{}].devices: {} replicas but micro_batch_size is {} (every replica "
+                 "needs at least one sample)",
+                 source, s, st.replicas(), plan.micro_batch_size);
+  }
+  if (plan.stages.back().last_layer != n - 1)
+    ThrowInput("{}: stages[{}].last_layer: {} but the profile's last layer is {} (stages must "
+               "cover every layer)",
+               source, plan.num_stages() - 1, plan.stages.back().last_layer, n - 1);
+  if (plan.estimate && !plan.estimate->stage_peak_memory_bytes.empty() &&
+      plan.estimate->stage_peak_memory_bytes.size() != plan.stages.size())
+    ThrowInput("{}: estimate.stage_peak_memory_bytes: {} values for {} stages", source,
+               plan.estimate->stage_peak_memory_bytes.size(), plan.stages.size());
+}
+
+}  // namespace dapple

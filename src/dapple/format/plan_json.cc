@@ -1,0 +1,126 @@
+// Reader and writer of plan JSON (`dapple-plan/1`, DESIGN.md section 8). The reader checks
+// the shape only; ResolvePlanLayers and ValidatePlan check it against a profile and cluster.
+#include "dapple/common/error.h"
+#include "dapple/format/json_text.h"
+#include "dapple/format/plan.h"
+
+namespace dapple {
+namespace {
+
+constexpr const char* kFormat = "dapple-plan/1";
+
+StagePlan ReadStage(const JsonField& f) {
+  f.ExpectObject();
+  StagePlan st;
+  st.first_layer = f.Has("first_layer") ? f["first_layer"].NonNegativeInt() : -1;
+  st.last_layer = f.Has("last_layer") ? f["last_layer"].NonNegativeInt() : -1;
+  if (f.Has("first_layer_id")) st.first_layer_id = f["first_layer_id"].String();
+  if (f.Has("last_layer_id")) st.last_layer_id = f["last_layer_id"].String();
+  if (st.first_layer < 0 && st.first_layer_id.empty())
+    f.Fail("needs first_layer or first_layer_id");
+  if (st.last_layer < 0 && st.last_layer_id.empty()) f.Fail("needs last_layer or last_layer_id");
+  JsonField devices = f["devices"];
+  for (size_t r = 0; r < devices.size(); ++r) st.devices.push_back(devices[r].NonNegativeInt());
+  if (st.devices.empty()) devices.Fail("must not be empty");
+  return st;
+}
+
+PlanEstimate ReadEstimate(const JsonField& f) {
+  f.ExpectObject();
+  PlanEstimate e;
+  if (f.Has("iteration_ms")) e.iteration_ms = f["iteration_ms"].NonNegative();
+  if (f.Has("speedup")) e.speedup = f["speedup"].NonNegative();
+  if (f.Has("latency_ms")) e.latency_ms = f["latency_ms"].NonNegative();
+  if (f.Has("pivot_stage")) e.pivot_stage = f["pivot_stage"].NonNegativeInt();
+  if (f.Has("stage_peak_memory_bytes")) {
+    JsonField m = f["stage_peak_memory_bytes"];
+    for (size_t s = 0; s < m.size(); ++s) e.stage_peak_memory_bytes.push_back(m[s].NonNegative());
+  }
+  return e;
+}
+
+}  // namespace
+
+Plan ParsePlanJson(const std::string& text, const std::string& source) {
+  Json j = format_internal::ParseJsonText(text, source);
+  JsonField root(j, source);
+  format_internal::ExpectFormat(root, kFormat);
+  Plan plan;
+  plan.planner = root.Has("planner") ? root["planner"].String() : "hand";
+  // Any two of GBS, m and M give the third; all three must agree (checked by ValidatePlan).
+  bool has_gbs = root.Has("global_batch_size"), has_m = root.Has("micro_batch_size"),
+       has_mm = root.Has("num_micro_batches");
+  if (has_gbs) plan.global_batch_size = root["global_batch_size"].PositiveInt();
+  if (has_m) plan.micro_batch_size = root["micro_batch_size"].PositiveInt();
+  if (has_mm) plan.num_micro_batches = root["num_micro_batches"].PositiveInt();
+  if (!has_gbs && has_m && has_mm) {
+    long long gbs = static_cast<long long>(plan.micro_batch_size) * plan.num_micro_batches;
+    if (gbs > 2000000000) root.Fail("num_micro_batches x micro_batch_size is too large");
+    plan.global_batch_size = static_cast<int>(gbs);
+  } else if (has_gbs && has_m != has_mm) {
+    JsonField given = root[has_m ? "micro_batch_size" : "num_micro_batches"];
+    int by = has_m ? plan.micro_batch_size : plan.num_micro_batches;
+    if (plan.global_batch_size % by != 0)
+      given.Fail(fmt::format("global_batch_size {} is not divisible by {}",
+                             plan.global_batch_size, by));
+    (has_m ? plan.num_micro_batches : plan.micro_batch_size) = plan.global_batch_size / by;
+  } else if (!(has_gbs && has_m && has_mm)) {
+    root.Fail("needs two of global_batch_size, micro_batch_size and num_micro_batches");
+  }
+  if (root.Has("schedule")) {
+    JsonField f = root["schedule"];
+    try {
+      plan.schedule = ParseScheduleKind(f.String());
+    } catch (const InputError& e) {
+      f.Fail(e.what());
+    }
+  }
+  if (root.Has("recompute")) plan.recompute = root["recompute"].Bool();
+  JsonField stages = root["stages"];
+  for (size_t s = 0; s < stages.size(); ++s) plan.stages.push_back(ReadStage(stages[s]));
+  if (plan.stages.empty()) stages.Fail("the plan has no stages");
+  if (root.Has("estimate")) plan.estimate = ReadEstimate(root["estimate"]);
+  return plan;
+}
+
+Plan ReadPlanJson(const std::filesystem::path& path) {
+  return ParsePlanJson(format_internal::ReadTextFile(path.string()), path.string());
+}
+
+std::string PlanToJsonText(const Plan& plan) {
+  using OJson = nlohmann::ordered_json;
+  OJson root;
+  root["format"] = kFormat;
+  root["planner"] = plan.planner;
+  root["global_batch_size"] = plan.global_batch_size;
+  root["micro_batch_size"] = plan.micro_batch_size;
+  root["num_micro_batches"] = plan.num_micro_batches;
+  root["schedule"] = ToString(plan.schedule);
+  root["recompute"] = plan.recompute;
+  OJson stages = OJson::array();
+  for (const StagePlan& st : plan.stages) {
+    OJson o;
+    if (st.first_layer >= 0) o["first_layer"] = st.first_layer;
+    if (st.last_layer >= 0) o["last_layer"] = st.last_layer;
+    if (!st.first_layer_id.empty()) o["first_layer_id"] = st.first_layer_id;
+    if (!st.last_layer_id.empty()) o["last_layer_id"] = st.last_layer_id;
+    o["devices"] = st.devices;
+    stages.push_back(std::move(o));
+  }
+  root["stages"] = std::move(stages);
+  if (plan.estimate) {
+    const PlanEstimate& e = *plan.estimate;
+    root["estimate"] = {{"iteration_ms", e.iteration_ms},
+                        {"speedup", e.speedup},
+                        {"latency_ms", e.latency_ms},
+                        {"pivot_stage", e.pivot_stage},
+                        {"stage_peak_memory_bytes", e.stage_peak_memory_bytes}};
+  }
+  return root.dump(2) + "\n";
+}
+
+void WritePlanJson(const Plan& plan, const std::filesystem::path& path) {
+  WriteFileAtomic(path, PlanToJsonText(plan));
+}
+
+}  // namespace dapple

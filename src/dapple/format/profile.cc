@@ -1,0 +1,117 @@
+// Profile queries, validation and format dispatch. The readers and writers live in
+// profile_json.cc and pipedream_graph.cc.
+#include "dapple/format/profile.h"
+
+#include <cctype>
+#include <cmath>
+#include <set>
+
+#include "dapple/common/error.h"
+#include "dapple/format/json_text.h"
+
+namespace dapple {
+
+int Profile::IndexOf(const std::string& id) const {
+  for (int i = 0; i < num_layers(); ++i)
+    if (layers[i].id == id) return i;
+  return -1;
+}
+
+// Layer u contributes activation_bytes[u] to every cut after layers u..reach[u]-1, where
+// reach[u] is the largest layer u has an edge to (u + 1 in a chain). A difference array
+// over those ranges gives every cut in O(N + E).
+double Profile::CutBytes(int last) const {
+  const int n = num_layers();
+  DAPPLE_CHECK(last >= 0 && last < n, "Profile::CutBytes: layer out of range");
+  if (cut_cache_.size() != static_cast<size_t>(n)) {
+    std::vector<int> reach(n);
+    for (int u = 0; u < n; ++u) reach[u] = edges.empty() ? u + 1 : u;
+    for (const auto& [from, to] : edges)
+      if (from >= 0 && from < n && to > reach[from]) reach[from] = std::min(to, n);
+    std::vector<double> diff(n + 1, 0.0);
+    for (int u = 0; u < n; ++u) {
+      if (reach[u] <= u) continue;
+      diff[u] += layers[u].activation_bytes;
+      diff[std::min(reach[u], n)] -= layers[u].activation_bytes;
+    }
+    std::vector<double> cut(n);
+    double run = 0;
+    for (int b = 0; b < n; ++b) cut[b] = (run += diff[b]);
+    cut[n - 1] = 0;  // nothing leaves the last layer
+    cut_cache_ = std::move(cut);
+  }
+  return cut_cache_[last];
+}
+
+namespace {
+
+void CheckNumber(double v, const std::string& source, int layer, const char* field) {
+  if (!std::isfinite(v) || v < 0)
+    ThrowInput("{}: layers[{}].{}: must be a finite number >= 0 (got {})", source, layer, field,
+               v);
+}
+
+}  // namespace
+
+void ValidateProfile(const Profile& p, const std::string& source) {
+  if (p.batch_size <= 0)
+    ThrowInput("{}: batch_size: must be positive (got {})", source, p.batch_size);
+  if (p.layers.empty()) ThrowInput("{}: layers: the profile has no layers", source);
+  for (size_t k = 0; k < p.batch_sizes.size(); ++k) {
+    if (p.batch_sizes[k] <= 0)
+      ThrowInput("{}: batch_sizes[{}]: must be positive (got {})", source, k, p.batch_sizes[k]);
+    if (k > 0 && p.batch_sizes[k] <= p.batch_sizes[k - 1])
+      ThrowInput("{}: batch_sizes[{}]: must be ascending ({} after {})", source, k,
+                 p.batch_sizes[k], p.batch_sizes[k - 1]);
+  }
+  std::set<std::string> ids;
+  for (int i = 0; i < p.num_layers(); ++i) {
+    const LayerProfile& l = p.layers[i];
+    if (l.id.empty()) ThrowInput("{}: layers[{}].id: must not be empty", source, i);
+    if (!ids.insert(l.id).second)
+      ThrowInput("{}: layers[{}].id: '{}' is not unique", source, i, l.id);
+    CheckNumber(l.forward_ms, source, i, "forward_ms");
+    CheckNumber(l.backward_ms, source, i, "backward_ms");
+    CheckNumber(l.activation_bytes, source, i, "activation_bytes");
+    CheckNumber(l.parameter_bytes, source, i, "parameter_bytes");
+    if (!std::isfinite(l.saved_bytes))
+      ThrowInput("{}: layers[{}].saved_bytes: must be finite", source, i);
+    for (const auto* v : {&l.forward_ms_by_batch, &l.backward_ms_by_batch}) {
+      const char* field = v == &l.forward_ms_by_batch ? "forward_ms_by_batch"
+                                                      : "backward_ms_by_batch";
+      if (!v->empty() && v->size() != p.batch_sizes.size())
+        ThrowInput("{}: layers[{}].{}: has {} values but batch_sizes has {}", source, i, field,
+                   v->size(), p.batch_sizes.size());
+      for (double x : *v) CheckNumber(x, source, i, field);
+    }
+  }
+  for (size_t e = 0; e < p.edges.size(); ++e) {
+    auto [from, to] = p.edges[e];
+    if (from < 0 || to >= p.num_layers() || from >= to)
+      ThrowInput(
+          "{}: edges[{}]: {} -> {} must join two layers with the source first (layers are in "
+          "topological order, 0..{})",
+          source, e, from, to, p.num_layers() - 1);
+  }
+}
+
+Profile LoadProfile(const std::filesystem::path& path, std::optional<int> pbs) {
+  std::string text = format_internal::ReadTextFile(path.string());
+  size_t i = 0;
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  if (i < text.size() && text[i] == '{') {
+    Profile p = ParseProfileJson(text, path.string());
+    if (pbs) {
+      p.batch_size = *pbs;
+      ValidateProfile(p, path.string());
+    }
+    return p;
+  }
+  if (!pbs) pbs = PbsFromFileName(path);
+  if (!pbs)
+    ThrowInput("{}: the profile batch size is unknown: pass --pbs N (or name the file *-pbs-N.txt)",
+               path.string());
+  return ParsePipeDreamGraph(text, path.string(), *pbs);
+}
+
+}  // namespace dapple

@@ -1,0 +1,126 @@
+// Reader and writer of profile JSON (`dapple-profile/1`, DESIGN.md section 8).
+#include <map>
+
+#include "dapple/common/error.h"
+#include "dapple/format/json_text.h"
+#include "dapple/format/profile.h"
+
+namespace dapple {
+namespace {
+
+constexpr const char* kFormat = "dapple-profile/1";
+
+std::vector<double> ReadNumbers(const JsonField& f) {
+  std::vector<double> out;
+  for (size_t k = 0; k < f.size(); ++k) out.push_back(f[k].NonNegative());
+  return out;
+}
+
+LayerProfile ReadLayer(const JsonField& l) {
+  l.ExpectObject();
+  LayerProfile layer;
+  layer.id = l["id"].String();
+  layer.name = l.Has("name") ? l["name"].String() : layer.id;
+  layer.forward_ms = l["forward_ms"].NonNegative();
+  layer.backward_ms = l["backward_ms"].NonNegative();
+  layer.activation_bytes = l["activation_bytes"].NonNegative();
+  layer.parameter_bytes = l["parameter_bytes"].NonNegative();
+  if (l.Has("saved_bytes")) layer.saved_bytes = l["saved_bytes"].NonNegative();
+  if (l.Has("forward_ms_by_batch")) layer.forward_ms_by_batch = ReadNumbers(l["forward_ms_by_batch"]);
+  if (l.Has("backward_ms_by_batch"))
+    layer.backward_ms_by_batch = ReadNumbers(l["backward_ms_by_batch"]);
+  return layer;
+}
+
+}  // namespace
+
+Profile ParseProfileJson(const std::string& text, const std::string& source) {
+  Json j = format_internal::ParseJsonText(text, source);
+  JsonField root(j, source);
+  format_internal::ExpectFormat(root, kFormat);
+  Profile p;
+  p.model = root.Has("model") ? root["model"].String() : "";
+  p.device = root.Has("device") ? root["device"].String() : "";
+  p.batch_size = root["batch_size"].PositiveInt();
+  JsonField layers = root["layers"];
+  std::map<std::string, int> index;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    p.layers.push_back(ReadLayer(layers[i]));
+    if (!index.emplace(p.layers.back().id, static_cast<int>(i)).second)
+      layers[i]["id"].Fail(fmt::format("'{}' is not unique", p.layers.back().id));
+  }
+  if (root.Has("batch_sizes")) {
+    JsonField bs = root["batch_sizes"];
+    for (size_t k = 0; k < bs.size(); ++k) p.batch_sizes.push_back(bs[k].PositiveInt());
+  }
+  if (root.Has("metadata")) {
+    JsonField meta = root["metadata"];
+    meta.ExpectObject();
+    for (const auto& [key, value] : meta.json().items())
+      p.metadata[key] = meta[key].String();
+  }
+  if (root.Has("edges")) {
+    JsonField edges = root["edges"];
+    for (size_t e = 0; e < edges.size(); ++e) {
+      JsonField pair = edges[e];
+      if (pair.size() != 2) pair.Fail("expected [from_id, to_id]");
+      int ends[2];
+      for (size_t k = 0; k < 2; ++k) {
+        std::string id = pair[k].String();
+        auto it = index.find(id);
+        if (it == index.end()) pair[k].Fail(fmt::format("no layer has id '{}'", id));
+        ends[k] = it->second;
+      }
+      if (ends[0] >= ends[1])
+        pair.Fail(fmt::format(
+            "edge {} -> {} goes backwards: layers must be listed in topological order",
+            p.layers[ends[0]].id, p.layers[ends[1]].id));
+      p.edges.emplace_back(ends[0], ends[1]);
+    }
+  }
+  ValidateProfile(p, source);
+  return p;
+}
+
+Profile ReadProfileJson(const std::filesystem::path& path) {
+  return ParseProfileJson(format_internal::ReadTextFile(path.string()), path.string());
+}
+
+std::string ProfileToJsonText(const Profile& p) {
+  using OJson = nlohmann::ordered_json;
+  OJson root;
+  root["format"] = kFormat;
+  root["model"] = p.model;
+  root["device"] = p.device;
+  root["batch_size"] = p.batch_size;
+  if (!p.batch_sizes.empty()) root["batch_sizes"] = p.batch_sizes;
+  OJson layers = OJson::array();
+  for (const LayerProfile& l : p.layers) {
+    OJson o;
+    o["id"] = l.id;
+    o["name"] = l.name;
+    o["forward_ms"] = l.forward_ms;
+    o["backward_ms"] = l.backward_ms;
+    o["activation_bytes"] = l.activation_bytes;
+    o["parameter_bytes"] = l.parameter_bytes;
+    if (l.saved_bytes >= 0) o["saved_bytes"] = l.saved_bytes;
+    if (!l.forward_ms_by_batch.empty()) o["forward_ms_by_batch"] = l.forward_ms_by_batch;
+    if (!l.backward_ms_by_batch.empty()) o["backward_ms_by_batch"] = l.backward_ms_by_batch;
+    layers.push_back(std::move(o));
+  }
+  root["layers"] = std::move(layers);
+  if (!p.edges.empty()) {
+    OJson edges = OJson::array();
+    for (auto [from, to] : p.edges)
+      edges.push_back(OJson::array({p.layers.at(from).id, p.layers.at(to).id}));
+    root["edges"] = std::move(edges);
+  }
+  if (!p.metadata.empty()) root["metadata"] = p.metadata;
+  return root.dump(2) + "\n";
+}
+
+void WriteProfileJson(const Profile& p, const std::filesystem::path& path) {
+  WriteFileAtomic(path, ProfileToJsonText(p));
+}
+
+}  // namespace dapple

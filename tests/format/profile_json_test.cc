@@ -1,0 +1,158 @@
+// Profile JSON: round trip, validation errors, LoadProfile dispatch.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "dapple/common/error.h"
+#include "dapple/common/json_util.h"
+#include "dapple/format/profile.h"
+
+namespace dapple {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+Profile SmallProfile() {
+  Profile p;
+  p.model = "toy";
+  p.device = "cpu";
+  p.batch_size = 4;
+  p.batch_sizes = {2, 4, 8};
+  for (int i = 0; i < 3; ++i) {
+    LayerProfile l;
+    l.id = fmt::format("l{}", i);
+    l.name = fmt::format("Linear({})", i);
+    l.forward_ms = 1.5 + i;
+    l.backward_ms = 0.1 * (i + 1);
+    l.activation_bytes = 1000.0 * (i + 1);
+    l.parameter_bytes = 1e9 / 3;
+    if (i == 1) l.saved_bytes = 77;
+    l.forward_ms_by_batch = {1, 1.5 + i, 4};
+    l.backward_ms_by_batch = {0.5, 0.1 * (i + 1), 2};
+    p.layers.push_back(l);
+  }
+  p.edges = {{0, 1}, {0, 2}, {1, 2}};
+  p.metadata = {{"threads", "2"}, {"blas", "openblas"}};
+  return p;
+}
+
+std::string ErrorOf(const std::string& json) {
+  try {
+    ParseProfileJson(json, "p.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(ProfileJson, RoundTrip) {
+  Profile p = SmallProfile();
+  Profile q = ParseProfileJson(ProfileToJsonText(p), "p.json");
+  EXPECT_EQ(q.model, p.model);
+  EXPECT_EQ(q.device, p.device);
+  EXPECT_EQ(q.batch_size, p.batch_size);
+  EXPECT_EQ(q.batch_sizes, p.batch_sizes);
+  EXPECT_EQ(q.edges, p.edges);
+  EXPECT_EQ(q.metadata, p.metadata);
+  ASSERT_EQ(q.num_layers(), 3);
+  for (int i = 0; i < 3; ++i) {
+    const LayerProfile &a = p.layers[i], &b = q.layers[i];
+    EXPECT_EQ(a.id, b.id);
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.forward_ms, b.forward_ms);  // exact: doubles print round-trippably
+    EXPECT_EQ(a.backward_ms, b.backward_ms);
+    EXPECT_EQ(a.activation_bytes, b.activation_bytes);
+    EXPECT_EQ(a.parameter_bytes, b.parameter_bytes);
+    EXPECT_EQ(a.saved_bytes, b.saved_bytes);
+    EXPECT_EQ(a.forward_ms_by_batch, b.forward_ms_by_batch);
+    EXPECT_EQ(a.backward_ms_by_batch, b.backward_ms_by_batch);
+  }
+}
+
+TEST(ProfileJson, WriteIsAtomicAndLoadProfileDetectsJson) {
+  fs::path dir = fs::temp_directory_path() / fmt::format("dapple_profile_{}", getpid());
+  fs::create_directories(dir);
+  fs::path path = dir / "toy.json";
+  WriteProfileJson(SmallProfile(), path);
+  EXPECT_EQ(ReadProfileJson(path).num_layers(), 3);
+  EXPECT_EQ(LoadProfile(path).batch_size, 4);
+  EXPECT_EQ(LoadProfile(path, 16).batch_size, 16);
+  int files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++files;
+  EXPECT_EQ(files, 1);  // no temporary left behind
+  fs::remove_all(dir);
+}
+
+TEST(ProfileJson, IndexOf) {
+  Profile p = SmallProfile();
+  EXPECT_EQ(p.IndexOf("l2"), 2);
+  EXPECT_EQ(p.IndexOf("nope"), -1);
+}
+
+TEST(ProfileJson, CutBytesChainAndGraph) {
+  Profile p = SmallProfile();
+  EXPECT_DOUBLE_EQ(p.CutBytes(0), 1000);         // l0 -> l1, l0 -> l2
+  EXPECT_DOUBLE_EQ(p.CutBytes(1), 1000 + 2000);  // l0 -> l2 and l1 -> l2 cross
+  EXPECT_DOUBLE_EQ(p.CutBytes(2), 0);
+  Profile chain = SmallProfile();
+  chain.edges.clear();
+  EXPECT_DOUBLE_EQ(chain.CutBytes(0), 1000);
+  EXPECT_DOUBLE_EQ(chain.CutBytes(1), 2000);
+}
+
+TEST(ProfileJson, MalformedJson) {
+  EXPECT_THAT(ErrorOf("{\"format\": \"dapple-profile/1\", "), HasSubstr("p.json: malformed JSON"));
+  EXPECT_THAT(ErrorOf("[1, 2]"), HasSubstr("p.json"));
+}
+
+TEST(ProfileJson, MissingNegativeAndInconsistentFields) {
+  const Json base = Json::parse(ProfileToJsonText(SmallProfile()));
+  auto with = [&](auto edit) {
+    Json j = base;
+    edit(j);
+    return ErrorOf(j.dump());
+  };
+  EXPECT_THAT(with([](Json& j) { j["layers"][0].erase("forward_ms"); }),
+              HasSubstr("p.json.layers[0].forward_ms: missing"));
+  EXPECT_THAT(with([](Json& j) { j["layers"][0]["forward_ms"] = -1.5; }),
+              HasSubstr("p.json.layers[0].forward_ms: must not be negative"));
+  EXPECT_THAT(with([](Json& j) { j["layers"][2]["activation_bytes"] = "big"; }),
+              HasSubstr("p.json.layers[2].activation_bytes: expected a number"));
+  EXPECT_THAT(with([](Json& j) { j["batch_size"] = 0; }), HasSubstr("batch_size: must be positive"));
+  EXPECT_THAT(with([](Json& j) { j.erase("batch_size"); }), HasSubstr("batch_size: missing"));
+  EXPECT_THAT(with([](Json& j) { j["format"] = "dapple-profile/9"; }),
+              HasSubstr("format: expected \"dapple-profile/1\""));
+  EXPECT_THAT(with([](Json& j) { j["layers"][1]["id"] = "l0"; }), HasSubstr("not unique"));
+  EXPECT_THAT(with([](Json& j) { j["layers"][0]["forward_ms_by_batch"] = {1}; }),
+              HasSubstr("forward_ms_by_batch: has 1 values but batch_sizes has 3"));
+  EXPECT_THAT(with([](Json& j) { j["edges"][2] = {"l2", "l1"}; }),
+              HasSubstr("topological order"));
+  EXPECT_THAT(with([](Json& j) { j["edges"][2] = {"l1", "zz"}; }),
+              HasSubstr("p.json.edges[2][1]: no layer has id 'zz'"));
+  EXPECT_THAT(with([](Json& j) { j["metadata"]["threads"] = 2; }),
+              HasSubstr("metadata.threads: expected a string"));
+  EXPECT_THAT(with([](Json& j) {
+                j["layers"] = Json::array();
+                j.erase("edges");
+              }),
+              HasSubstr("no layers"));
+}
+
+TEST(ProfileJson, ValidateProfileRejectsBadEdgesAndBatchSizes) {
+  Profile p = SmallProfile();
+  p.edges.push_back({2, 1});
+  EXPECT_THROW(ValidateProfile(p, "x"), InputError);
+  p = SmallProfile();
+  p.batch_sizes = {4, 2, 8};
+  EXPECT_THROW(ValidateProfile(p, "x"), InputError);
+  p = SmallProfile();
+  p.layers[2].activation_bytes = std::nan("");
+  EXPECT_THROW(ValidateProfile(p, "x"), InputError);
+  EXPECT_NO_THROW(ValidateProfile(SmallProfile(), "x"));
+}
+
+}  // namespace
+}  // namespace dapple
