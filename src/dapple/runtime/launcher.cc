@@ -1,0 +1,209 @@
+// LaunchLocal: fork/exec of N children with the launcher variables, wait, stop the rest
+// when one fails.
+#include "dapple/runtime/launcher.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "dapple/common/error.h"
+
+extern char** environ;
+
+namespace dapple {
+namespace {
+
+// Children of the running launcher, for forwarding SIGINT/SIGTERM (async-signal-safe reads).
+constexpr int kMaxChildren = 1024;
+volatile sig_atomic_t g_num_children = 0;
+pid_t g_children[kMaxChildren];
+
+void ForwardSignal(int sig) {
+  for (int i = 0; i < g_num_children; ++i) {
+    if (g_children[i] > 0) kill(g_children[i], sig);
+  }
+}
+
+int StatusToCode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+// The environment of one child: the inherited one with `set` replacing or adding entries.
+std::vector<std::string> ChildEnv(const std::map<std::string, std::string>& set) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos && set.count(kv.substr(0, eq))) continue;
+    env.push_back(std::move(kv));
+  }
+  for (const auto& [k, v] : set) env.push_back(k + "=" + v);
+  return env;
+}
+
+pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  std::vector<char*> a, e;
+  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  a.push_back(nullptr);
+  for (const auto& s : env) e.push_back(const_cast<char*>(s.c_str()));
+  e.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) throw Error(fmt::format("launcher: fork failed: {}", std::strerror(errno)));
+  if (pid == 0) {
+    execve(a[0], a.data(), e.data());
+    // Only async-signal-safe calls between fork and exec/_exit.
+    const char msg[] = "dapple launcher: exec failed\n";
+    ssize_t ignored = write(2, msg, sizeof(msg) - 1);
+    (void)ignored;
+    _exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+std::string OpenBlasCoreTypeForThisCpu() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  bool avx2 = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    line += ' ';
+    if (line.find(" avx512f ") != std::string::npos) return "SkylakeX";
+    if (line.find(" avx2 ") != std::string::npos) avx2 = true;
+    break;  // every core lists the same flags
+  }
+  return avx2 ? "Haswell" : "";
+}
+
+void SetOpenBlasCoreTypeIfUnset() {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  std::string t = OpenBlasCoreTypeForThisCpu();
+  if (!t.empty()) setenv("OPENBLAS_CORETYPE", t.c_str(), 0);
+}
+
+std::string SelfExecutablePath() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw Error("launcher: cannot read /proc/self/exe: " + ec.message());
+  return p.string();
+}
+
+bool LaunchedByLauncher() { return std::getenv("DAPPLE_LAUNCHED") != nullptr; }
+
+int PickFreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw Error(fmt::format("launcher: socket: {}", std::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    int err = errno;
+    close(fd);
+    throw Error(fmt::format("launcher: cannot find a free port: {}", std::strerror(err)));
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+int LaunchLocal(const LaunchOptions& o) {
+  DAPPLE_CHECK(o.nproc_per_node >= 1 && o.nnodes >= 1 && o.node_rank >= 0 &&
+               o.node_rank < o.nnodes && !o.argv.empty());
+  DAPPLE_CHECK(o.nproc_per_node <= kMaxChildren);
+  const int world = o.nproc_per_node * o.nnodes;
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::string threads = std::to_string(std::max(1u, cores / o.nproc_per_node));
+
+  std::map<std::string, std::string> common = o.extra_env;
+  common["WORLD_SIZE"] = std::to_string(world);
+  common["MASTER_ADDR"] = o.master_addr;
+  common["MASTER_PORT"] = std::to_string(o.master_port);
+  common["DAPPLE_LAUNCHED"] = "1";
+  if (!std::getenv("OPENBLAS_CORETYPE")) {
+    std::string t = OpenBlasCoreTypeForThisCpu();
+    if (!t.empty()) common["OPENBLAS_CORETYPE"] = t;
+  }
+  if (!std::getenv("OMP_NUM_THREADS")) common["OMP_NUM_THREADS"] = threads;
+  if (!std::getenv("OPENBLAS_NUM_THREADS")) common["OPENBLAS_NUM_THREADS"] = threads;
+
+  struct sigaction fwd{}, old_int{}, old_term{};
+  fwd.sa_handler = ForwardSignal;
+  sigemptyset(&fwd.sa_mask);
+  sigaction(SIGINT, &fwd, &old_int);
+  sigaction(SIGTERM, &fwd, &old_term);
+
+  std::vector<pid_t> pids;
+  try {
+    for (int i = 0; i < o.nproc_per_node; ++i) {
+      auto env = common;
+      env["RANK"] = std::to_string(o.node_rank * o.nproc_per_node + i);
+      env["LOCAL_RANK"] = std::to_string(i);
+      pids.push_back(Spawn(o.argv, ChildEnv(env)));
+      g_children[i] = pids.back();
+      g_num_children = i + 1;
+    }
+  } catch (...) {
+    for (pid_t p : pids) kill(p, SIGKILL);
+    for (pid_t p : pids) waitpid(p, nullptr, 0);
+    g_num_children = 0;
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    throw;
+  }
+
+  // Wait for all; the first failure stops the others (SIGTERM, SIGKILL after the grace).
+  int first_failure = 0;
+  size_t running = pids.size();
+  std::vector<bool> done(pids.size(), false);
+  auto deadline = std::chrono::steady_clock::time_point::max();
+  bool killed = false;
+  while (running > 0) {
+    int status = 0;
+    pid_t p = waitpid(-1, &status, WNOHANG);
+    if (p < 0 && errno != EINTR) break;
+    if (p <= 0) {
+      if (first_failure != 0 && !killed && std::chrono::steady_clock::now() > deadline) {
+        for (size_t i = 0; i < pids.size(); ++i)
+          if (!done[i]) kill(pids[i], SIGKILL);
+        killed = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (pids[i] != p || done[i]) continue;
+      done[i] = true;
+      g_children[i] = 0;
+      --running;
+      int code = StatusToCode(status);
+      if (code != 0 && first_failure == 0) {
+        first_failure = code;
+        deadline = std::chrono::steady_clock::now() + o.kill_grace;
+        for (size_t j = 0; j < pids.size(); ++j)
+          if (!done[j]) kill(pids[j], SIGTERM);
+      }
+    }
+  }
+  g_num_children = 0;
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  return first_failure;
+}
+
+}  // namespace dapple

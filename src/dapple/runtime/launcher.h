@@ -1,0 +1,52 @@
+// The built-in local launcher (DESIGN.md section 7): starts the processes of one node of a
+// job with the variables DistEnv reads, as torchrun does, and relays their failure.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dapple {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;  // this node's index: its processes get RANK node_rank*nproc + i
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  // Program and arguments of every process; argv[0] is the executable's path.
+  std::vector<std::string> argv;
+  // Set in every child on top of the inherited environment (and the launcher's variables).
+  std::map<std::string, std::string> extra_env;
+  // After one process fails, the others get SIGTERM, then SIGKILL after this grace.
+  std::chrono::milliseconds kill_grace{3000};
+};
+
+// Starts nproc_per_node processes of `argv` with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT, DAPPLE_LAUNCHED=1; OPENBLAS_CORETYPE (when unset, from the CPU flags) and
+// OMP_NUM_THREADS / OPENBLAS_NUM_THREADS (when unset: the cores divided among the processes,
+// at least 1). Waits for all of them. When one fails, stops the others.
+// Returns 0 when every process succeeded, else the exit status of the first that failed
+// (128 + signal number for a process killed by a signal). Throws Error when it cannot start
+// a process. REQUIRES: nproc_per_node >= 1, 0 <= node_rank < nnodes, !argv.empty().
+int LaunchLocal(const LaunchOptions& options);
+
+// True in a process started by LaunchLocal (DAPPLE_LAUNCHED is set).
+bool LaunchedByLauncher();
+
+// A TCP port that was free on the loopback a moment ago (for single-node jobs).
+int PickFreePort();
+
+// The OpenBLAS core type for this CPU ("SkylakeX" with avx512f, "Haswell" with avx2), or
+// "" when neither flag is present (then OpenBLAS detects the CPU itself).
+std::string OpenBlasCoreTypeForThisCpu();
+
+// Sets OPENBLAS_CORETYPE in this process from the CPU flags when it is unset. Must run
+// before OpenBLAS initialises (before the first torch computation).
+void SetOpenBlasCoreTypeIfUnset();
+
+// Path of the running executable (/proc/self/exe), for re-launching oneself.
+std::string SelfExecutablePath();
+
+}  // namespace dapple
