@@ -14,20 +14,28 @@
 namespace dapple {
 
 struct PlannerOptions {
-  std::string planner = "dapple";  // dapple, dp, straight, gpipe, pipedream, exhaustive
+  std::string planner = "dapple";        // dapple, dp, straight, gpipe, pipedream, exhaustive
   std::optional<ScheduleKind> schedule;  // fixed schedule; default: searched/planner's own
   std::optional<int> micro_batch_size;   // fixed m; default: searched
-  int rescore_top_k = 8;  // DP candidates re-scored by the exact simulator
+  int rescore_top_k = 8;                 // DP candidates re-scored by the exact simulator
 };
 
 struct PlanResult {
-  std::optional<Plan> plan;  // with estimate filled (simulated iteration_ms, speedup, L)
-  std::string reason;        // why there is no plan
+  std::optional<Plan> plan;          // with estimate filled (simulated iteration_ms, speedup, L)
+  std::string reason;                // why there is no plan
   double required_memory_bytes = 0;  // when nothing fits: what the best plan would need
   double planning_seconds = 0;
+  long long plans_simulated = 0;  // proposals the simulator scored
+  // Which proposal won: "dapple-dp" (the DP), or a baseline's name ("dp", "straight",
+  // "pipedream", ...) when a baseline's partition won inside the DAPPLE planner.
+  std::string origin;
 };
 
 std::vector<std::string> PlannerNames();
+
+// The micro-batch sizes the planners search: every divisor of `global_batch`, ascending
+// (the powers of two that divide it are among them).
+std::vector<int> MicroBatchSizes(int global_batch);
 
 // Plans `global_batch` samples of `profile` on `cluster` with `cost`. Throws InputError
 // for an unknown planner or an impossible request (no device, GBS < 1).

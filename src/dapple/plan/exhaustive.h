@@ -1,0 +1,34 @@
+// Exhaustive search for small problems, the ground truth of the planner tests: every
+// contiguous partition, replica count, placement, micro-batch size and schedule, each
+// scored by the simulator (with a lower bound to skip hopeless branches).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "dapple/common/schedule_kind.h"
+#include "dapple/cost/cost_model.h"
+#include "dapple/format/cluster.h"
+#include "dapple/format/plan.h"
+
+namespace dapple {
+
+// The largest problems ExhaustivePlan accepts (RunPlanner throws InputError beyond).
+inline constexpr int kExhaustiveMaxLayers = 12;
+inline constexpr int kExhaustiveMaxDevices = 8;
+
+struct ExhaustiveResult {
+  std::optional<Plan> plan;  // the fastest plan that fits; estimate.iteration_ms set
+  double iteration_ms = 0;
+  long long simulated = 0;      // plans simulated
+  double min_memory_bytes = 0;  // when none fits: the smallest peak memory of any plan
+};
+
+// Placements: a stage takes, on each server, any number of its free devices (a server's
+// devices are interchangeable, and so are identical servers: only one of each mirror
+// image is tried). Memory: static + K_s x activations of the largest slice must fit.
+ExhaustiveResult ExhaustivePlan(const CostModel& cost, const Cluster& cluster, int global_batch,
+                                const std::vector<int>& micro_batch_sizes,
+                                const std::vector<ScheduleKind>& schedules);
+
+}  // namespace dapple

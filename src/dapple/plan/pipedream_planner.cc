@@ -1,0 +1,83 @@
+// PipeDream's planner objective as a baseline: see baselines.h.
+#include <algorithm>
+#include <vector>
+
+#include "dapple/common/error.h"
+#include "dapple/plan/baselines.h"
+#include "dapple/plan/layer_blocks.h"
+#include "dapple/plan/plan_costs.h"
+#include "dapple/schedule/schedule.h"
+
+namespace dapple {
+
+std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster, MicroBatching mb,
+                                  bool enforce_memory, int max_blocks) {
+  const int m = mb.micro_batch_size, M = mb.num_micro_batches;
+  const std::vector<int> ends = BlockEnds(cost, max_blocks);
+  const int nb = static_cast<int>(ends.size());
+  const int D = cluster.num_devices();
+  int server_size = 1;
+  for (const ServerSpec& s : cluster.servers) server_size = std::max(server_size, s.devices);
+  auto block_first = [&](int i) { return i == 0 ? 0 : ends[i - 1] + 1; };
+  const double inf = 1e300;
+  // Backwards: best[i][d] = slowest stage or transfer when the blocks i..nb-1 run on the
+  // last d devices (ids D-d..D-1). from[i][d] = (next block, devices of this stage).
+  std::vector<std::vector<double>> best(nb + 1, std::vector<double>(D + 1, inf));
+  std::vector<std::vector<std::pair<int, int>>> from(nb + 1,
+                                                     std::vector<std::pair<int, int>>(D + 1));
+  best[nb][0] = 0;
+  std::vector<int> devs, to;
+  for (int i = nb; i >= 1; --i) {
+    const int last = ends[i - 1];
+    for (int d = 0; d < D; ++d) {
+      if (best[i][d] >= inf) continue;
+      // At most this many stages can follow, each on a block and a device of its own.
+      const int after = std::min(nb - i, d);
+      const int k = WarmupDepth(ScheduleKind::kDappleA, 0, after + 1, M);
+      const int max_n = std::min(D - d, m);
+      for (int n : ReplicaCounts(max_n, server_size)) {
+        devs.clear();
+        for (int x = D - d - n; x < D - d; ++x) devs.push_back(x);
+        to.clear();  // the devices of the stage after
+        if (d > 0)
+          for (int x = D - d; x < D - d + from[i][d].second; ++x) to.push_back(x);
+        for (int ip = i - 1; ip >= 0; --ip) {
+          const int first = block_first(ip);
+          StageCost c = EvaluateStage(cost, first, last, devs, m, k);
+          if (enforce_memory && !c.fits()) continue;
+          double t = c.forward_ms + c.backward_ms + c.allreduce_ms;
+          if (d > 0) t = std::max(t, 2 * cost.Transfer(last, m, devs, to).ms);
+          double v = std::max(best[i][d], t);
+          if (v < best[ip][d + n]) {
+            best[ip][d + n] = v;
+            from[ip][d + n] = {i, n};
+          }
+        }
+      }
+    }
+  }
+  int bd = -1;
+  for (int d = 1; d <= D; ++d)
+    if (best[0][d] < inf && (bd < 0 || best[0][d] < best[0][bd])) bd = d;
+  if (bd < 0) return std::nullopt;
+  Plan p;
+  p.planner = "pipedream";
+  p.micro_batch_size = m;
+  p.num_micro_batches = M;
+  p.global_batch_size = m * M;
+  p.schedule = ScheduleKind::kDappleA;
+  int i = 0, d = bd;
+  while (i < nb) {
+    auto [ni, n] = from[i][d];
+    StagePlan s;
+    s.first_layer = block_first(i);
+    s.last_layer = ends[ni - 1];
+    for (int x = D - d; x < D - d + n; ++x) s.devices.push_back(x);
+    p.stages.push_back(std::move(s));
+    i = ni;
+    d -= n;
+  }
+  return p;
+}
+
+}  // namespace dapple

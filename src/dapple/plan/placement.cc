@@ -1,0 +1,118 @@
+// Placement policies: see placement.h for the exact rule of each.
+#include "dapple/plan/placement.h"
+
+#include <algorithm>
+
+#include "dapple/common/error.h"
+
+namespace dapple {
+
+std::string ToString(PlacementPolicy p) {
+  switch (p) {
+    case PlacementPolicy::kFreshFirst:
+      return "fresh-first";
+    case PlacementPolicy::kAppendFirst:
+      return "append-first";
+    case PlacementPolicy::kScatterFirst:
+      return "scatter-first";
+  }
+  return "?";
+}
+
+std::vector<PlacementPolicy> AllPlacementPolicies() {
+  return {PlacementPolicy::kFreshFirst, PlacementPolicy::kAppendFirst,
+          PlacementPolicy::kScatterFirst};
+}
+
+namespace {
+
+// Takes up to `need` devices from each server of `order` in turn, filling each.
+void FillInOrder(const std::vector<int>& order, const std::vector<int>& free,
+                 std::vector<int>& take, int& need) {
+  for (int s : order) {
+    if (need == 0) return;
+    int t = std::min(need, free[s] - take[s]);
+    take[s] += t;
+    need -= t;
+  }
+}
+
+}  // namespace
+
+std::optional<std::vector<int>> PlaceCounts(const Cluster& cluster, const std::vector<int>& usage,
+                                            int n, PlacementPolicy policy) {
+  const int servers = cluster.num_servers();
+  DAPPLE_CHECK(static_cast<int>(usage.size()) == servers && n >= 1);
+  std::vector<int> free(servers);
+  int total_free = 0;
+  std::vector<int> fresh, partial;
+  for (int s = 0; s < servers; ++s) {
+    free[s] = cluster.servers[s].devices - usage[s];
+    DAPPLE_CHECK(free[s] >= 0);
+    total_free += free[s];
+    if (free[s] == 0) continue;
+    (usage[s] == 0 ? fresh : partial).push_back(s);
+  }
+  if (total_free < n) return std::nullopt;
+  std::vector<int> take(servers, 0);
+  int need = n;
+  switch (policy) {
+    case PlacementPolicy::kFreshFirst: {
+      for (int s : fresh) {
+        if (free[s] >= n) {  // the whole stage inside one fresh server
+          take[s] = n;
+          return take;
+        }
+      }
+      FillInOrder(fresh, free, take, need);
+      FillInOrder(partial, free, take, need);
+      break;
+    }
+    case PlacementPolicy::kAppendFirst:
+      FillInOrder(partial, free, take, need);
+      FillInOrder(fresh, free, take, need);
+      break;
+    case PlacementPolicy::kScatterFirst:
+      while (need > 0) {
+        int best = -1;
+        for (int s = 0; s < servers; ++s) {
+          if (free[s] - take[s] > 0 && (best < 0 || free[s] - take[s] > free[best] - take[best]))
+            best = s;
+        }
+        ++take[best];
+        --need;
+      }
+      break;
+  }
+  DAPPLE_CHECK(need == 0);
+  return take;
+}
+
+std::vector<int> DevicesOf(const Cluster& cluster, const std::vector<int>& usage,
+                           const std::vector<int>& take) {
+  std::vector<int> devices;
+  for (int s = 0; s < cluster.num_servers(); ++s) {
+    int first = cluster.FirstDeviceOf(s) + usage[s];
+    for (int k = 0; k < take[s]; ++k) devices.push_back(first + k);
+  }
+  return devices;
+}
+
+bool IdenticalServers(const Cluster& c) {
+  for (int s = 1; s < c.num_servers(); ++s) {
+    if (c.servers[s].devices != c.servers[0].devices) return false;
+    const DeviceSpec& a = c.Device(c.FirstDeviceOf(s));
+    const DeviceSpec& b = c.Device(0);
+    if (a.memory_bytes != b.memory_bytes || a.speed != b.speed) return false;
+  }
+  return true;
+}
+
+std::vector<int> PlaceDevices(const Cluster& cluster, const std::vector<int>& usage, int n,
+                              PlacementPolicy policy) {
+  auto take = PlaceCounts(cluster, usage, n, policy);
+  if (!take) return {};
+  return DevicesOf(cluster, usage, *take);
+}
+
+}  // namespace dapple

@@ -1,0 +1,74 @@
+// Plan costs for the planners: see plan_costs.h.
+#include "dapple/plan/plan_costs.h"
+
+#include <algorithm>
+
+#include "dapple/common/error.h"
+#include "dapple/common/slicing.h"
+#include "dapple/schedule/schedule.h"
+
+namespace dapple {
+
+int SamplesPerReplica(int micro_batch, int replicas) {
+  return static_cast<int>(SliceOf(micro_batch, replicas, 0).size());
+}
+
+StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::vector<int>& devices,
+                        int micro_batch, int warmup_depth, bool recompute) {
+  DAPPLE_CHECK(!devices.empty() && micro_batch >= 1);
+  StageCost c;
+  const int r = static_cast<int>(devices.size());
+  c.device_memory_bytes = 1e300;
+  for (int j = 0; j < r; ++j) {
+    double samples = static_cast<double>(SliceOf(micro_batch, r, j).size());
+    if (samples <= 0) continue;
+    double f = cost.ForwardMs(first, last, samples, devices[j]);
+    double b = cost.BackwardMs(first, last, samples, devices[j]);
+    c.forward_ms = std::max(c.forward_ms, f);
+    c.backward_ms = std::max(c.backward_ms, recompute ? b + f : b);
+    c.device_memory_bytes = std::min(c.device_memory_bytes, cost.DeviceMemoryBytes(devices[j]));
+  }
+  c.allreduce_ms = r > 1 ? cost.AllReduceMs(first, last, devices) : 0.0;
+  const double s = SamplesPerReplica(micro_batch, r);
+  c.warmup_depth = warmup_depth;
+  double act = cost.ActivationBytes(first, last, s);
+  c.memory_bytes =
+      cost.StaticMemoryBytes(first, last) +
+      (recompute ? warmup_depth * cost.StageInputBytes(first, s) + act : warmup_depth * act);
+  return c;
+}
+
+PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
+  PlanCosts pc;
+  const int S = plan.num_stages();
+  const int M = plan.num_micro_batches;
+  DAPPLE_CHECK(S > 0 && M >= 1);
+  std::vector<LatencyStage> compute;
+  for (int s = 0; s < S; ++s) {
+    const StagePlan& st = plan.stages[s];
+    int k = WarmupDepth(plan.schedule, s, S, M);
+    StageCost c = EvaluateStage(cost, st.first_layer, st.last_layer, st.devices,
+                                plan.micro_batch_size, k, plan.recompute);
+    pc.fits = pc.fits && c.fits();
+    pc.peak_memory_bytes = std::max(pc.peak_memory_bytes, c.memory_bytes);
+    compute.push_back({c.forward_ms, c.backward_ms, c.allreduce_ms});
+    pc.stages.push_back(c);
+    if (s + 1 < S) {
+      pc.transfer_ms.push_back(cost.Transfer(st.last_layer, plan.micro_batch_size, st.devices,
+                                             plan.stages[s + 1].devices)
+                                   .ms);
+    }
+  }
+  pc.latency = ComputeLatency(WithTransfers(compute, pc.transfer_ms), M);
+  pc.pivot_stage = ComputeStageOf(pc.latency.pivot);
+  return pc;
+}
+
+double IterationLowerBound(const PlanCosts& costs, int num_micro_batches) {
+  double lb = 0;
+  for (const StageCost& c : costs.stages)
+    lb = std::max(lb, num_micro_batches * (c.forward_ms + c.backward_ms) + c.allreduce_ms);
+  return lb;
+}
+
+}  // namespace dapple

@@ -1,0 +1,49 @@
+// What a plan costs under a cost model, as the planner sees it: per-stage forward,
+// backward and allreduce times, transfers, memory per device and the latency L.
+#pragma once
+
+#include <vector>
+
+#include "dapple/common/schedule_kind.h"
+#include "dapple/cost/cost_model.h"
+#include "dapple/format/plan.h"
+#include "dapple/plan/pipeline_latency.h"
+
+namespace dapple {
+
+struct StageCost {
+  double forward_ms = 0;   // per micro-batch, slowest replica
+  double backward_ms = 0;  // includes the re-computed forward when recompute
+  double allreduce_ms = 0;
+  double memory_bytes = 0;         // per device, at the warm-up depth
+  double device_memory_bytes = 0;  // the smallest memory among the stage's devices
+  int warmup_depth = 0;            // K_s
+  bool fits() const { return memory_bytes <= device_memory_bytes; }
+};
+
+struct PlanCosts {
+  std::vector<StageCost> stages;
+  std::vector<double> transfer_ms;  // transfer_ms[s]: from stage s to s+1 (size S-1)
+  PipelineLatency latency;          // over the stage list with transfers as stages
+  int pivot_stage = 0;              // the compute stage of latency.pivot
+  bool fits = true;                 // every stage fits its devices' memory
+  double peak_memory_bytes = 0;     // max over stages
+};
+
+// Samples of the largest replica slice of a micro-batch (SliceOf's first slice).
+int SamplesPerReplica(int micro_batch, int replicas);
+
+// Costs of stage [first, last] on `devices` for micro-batches of `micro_batch` samples
+// with `warmup_depth` micro-batches in flight. Forward/backward are those of the slowest
+// replica (its slice and its device's speed).
+StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::vector<int>& devices,
+                        int micro_batch, int warmup_depth, bool recompute = false);
+
+// Every stage of `plan` (stages, micro-batching, schedule, recompute) and L.
+PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost);
+
+// Lower bound of the simulated iteration time: every replica of stage s runs M forwards
+// and backwards and then the allreduce, so time >= max_s M (F_s + B_s) + AR_s.
+double IterationLowerBound(const PlanCosts& costs, int num_micro_batches);
+
+}  // namespace dapple

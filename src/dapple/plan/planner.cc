@@ -1,0 +1,206 @@
+// The planner registry: RunPlanner dispatches by name, searches the micro-batch size and
+// the schedule, and lets the simulator pick among the proposals (rescoring.h).
+#include "dapple/plan/planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "dapple/common/error.h"
+#include "dapple/plan/baselines.h"
+#include "dapple/plan/dapple_dp.h"
+#include "dapple/plan/exhaustive.h"
+#include "dapple/plan/rescoring.h"
+
+namespace dapple {
+
+std::vector<std::string> PlannerNames() {
+  return {"dapple", "dp", "straight", "gpipe", "pipedream", "exhaustive"};
+}
+
+std::vector<int> MicroBatchSizes(int global_batch) {
+  std::vector<int> sizes;
+  for (int m = 1; m <= global_batch; ++m)
+    if (global_batch % m == 0) sizes.push_back(m);
+  return sizes;
+}
+
+namespace {
+
+struct Context {
+  const Profile& profile;
+  const Cluster& cluster;
+  const CostModel& cost;
+  int global_batch;
+  const PlannerOptions& options;
+  std::vector<int> sizes;               // micro-batch sizes to try, ascending
+  std::vector<ScheduleKind> schedules;  // for the planners that choose (dapple-a, dapple-b)
+};
+
+MicroBatching Mb(const Context& c, int m) { return {m, c.global_batch / m}; }
+
+// Adds `plan` once per schedule in `kinds`.
+void AddWithSchedules(std::vector<Proposal>& out, Plan plan, const std::string& origin,
+                      const std::vector<ScheduleKind>& kinds) {
+  for (ScheduleKind k : kinds) {
+    plan.schedule = k;
+    out.push_back({plan, origin});
+  }
+}
+
+// The baselines' proposals; `into_dapple` tags them as candidates of the DAPPLE planner.
+void ProposeBaseline(const Context& c, const std::string& name, bool enforce_memory,
+                     const std::vector<ScheduleKind>& kinds, std::vector<Proposal>& out) {
+  const int n = c.cost.num_layers();
+  if (name == "dp") {
+    for (int m : c.sizes) {
+      auto p = DataParallelPlan(c.cluster, n, Mb(c, m));
+      if (p) AddWithSchedules(out, std::move(*p), "dp", kinds);
+    }
+  } else if (name == "straight" || name == "gpipe") {
+    for (int m : c.sizes) {
+      Plan p = BalancedPipelinePlan(c.cost, c.cluster, Mb(c, m), kinds.front(), name.c_str());
+      AddWithSchedules(out, std::move(p), name, kinds);
+    }
+  } else if (name == "pipedream") {
+    for (int m : c.sizes) {
+      auto p = PipeDreamPlan(c.cost, c.cluster, Mb(c, m), enforce_memory);
+      if (p) AddWithSchedules(out, std::move(*p), "pipedream", kinds);
+    }
+  }
+}
+
+void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>& out) {
+  std::vector<DpCandidate> all;
+  std::map<int, size_t> best_of_m;  // index in `all` of each m's best
+  for (int m : c.sizes) {
+    DpOptions o;
+    o.micro_batch_size = m;
+    o.num_micro_batches = c.global_batch / m;
+    o.memory_schedule = c.schedules.front();  // dapple-a: the smallest warm-up depths
+    o.enforce_memory = enforce_memory;
+    o.top_k = c.options.rescore_top_k;
+    for (DpCandidate& d : DappleDp(c.cost, c.cluster, o)) {
+      if (!best_of_m.count(m)) best_of_m[m] = all.size();
+      all.push_back(std::move(d));
+    }
+  }
+  std::vector<size_t> order(all.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return all[a].latency_ms < all[b].latency_ms; });
+  std::vector<bool> chosen(all.size(), false);
+  for (size_t i = 0; i < order.size() && static_cast<int>(i) < c.options.rescore_top_k; ++i)
+    chosen[order[i]] = true;
+  for (auto& [m, i] : best_of_m) chosen[i] = true;
+  for (size_t i : order)
+    if (chosen[i]) AddWithSchedules(out, all[i].plan, "dapple-dp", c.schedules);
+  // Pure data parallelism and the straight pipeline are candidates too, and so are the
+  // other baselines' partitions under DAPPLE's schedules.
+  for (const char* b : {"dp", "straight", "pipedream"})
+    ProposeBaseline(c, b, enforce_memory, c.schedules, out);
+}
+
+std::vector<Proposal> Propose(const Context& c, bool enforce_memory) {
+  std::vector<Proposal> out;
+  const std::string& name = c.options.planner;
+  if (name == "dapple") {
+    ProposeDapple(c, enforce_memory, out);
+  } else if (name == "gpipe") {
+    ProposeBaseline(c, name, enforce_memory, {c.options.schedule.value_or(ScheduleKind::kGPipe)},
+                    out);
+  } else if (name == "dp" && enforce_memory) {
+    // The largest micro-batch that fits.
+    std::vector<Proposal> all;
+    ProposeBaseline(c, name, enforce_memory, {c.schedules.front()}, all);
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+      if (EvaluatePlan(it->plan, c.cost).fits) {
+        out.push_back(*it);
+        break;
+      }
+    }
+    if (out.empty()) out = std::move(all);  // none fits: reported as such
+  } else if (name == "exhaustive") {
+    ExhaustiveResult r = ExhaustivePlan(c.cost, c.cluster, c.global_batch, c.sizes, c.schedules);
+    if (r.plan) out.push_back({*r.plan, "exhaustive"});
+  } else {
+    ProposeBaseline(c, name, enforce_memory, {c.schedules.front()}, out);
+  }
+  return out;
+}
+
+}  // namespace
+
+PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const CostModel& cost,
+                      int global_batch, const PlannerOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto names = PlannerNames();
+  if (std::find(names.begin(), names.end(), options.planner) == names.end())
+    ThrowInput("unknown planner '{}' (known: {})", options.planner, fmt::join(names, ", "));
+  if (global_batch < 1) ThrowInput("--global-batch must be at least 1, got {}", global_batch);
+  if (cluster.num_devices() < 1) ThrowInput("cluster '{}' has no device", cluster.name);
+  if (profile.num_layers() < 1) ThrowInput("profile '{}' has no layer", profile.model);
+  DAPPLE_CHECK(cost.num_layers() == profile.num_layers());
+  DAPPLE_CHECK(cost.num_devices() == cluster.num_devices());
+  if (options.rescore_top_k < 1) ThrowInput("rescore_top_k must be at least 1");
+
+  Context c{profile, cluster, cost, global_batch, options, {}, {}};
+  if (options.micro_batch_size) {
+    int m = *options.micro_batch_size;
+    if (m < 1 || global_batch % m != 0)
+      ThrowInput("--micro-batch {} does not divide --global-batch {}", m, global_batch);
+    c.sizes = {m};
+  } else {
+    c.sizes = MicroBatchSizes(global_batch);
+  }
+  if (options.schedule) {
+    c.schedules = {*options.schedule};
+  } else {
+    c.schedules = {ScheduleKind::kDappleA, ScheduleKind::kDappleB};
+  }
+  if (options.planner == "exhaustive" &&
+      (cost.num_layers() > kExhaustiveMaxLayers || cluster.num_devices() > kExhaustiveMaxDevices))
+    ThrowInput(
+        "the exhaustive planner is for small problems (at most {} layers and {} devices; "
+        "this one has {} and {})",
+        kExhaustiveMaxLayers, kExhaustiveMaxDevices, cost.num_layers(), cluster.num_devices());
+  if (options.planner == "dp" && cluster.num_devices() > c.sizes.back())
+    ThrowInput(
+        "data parallelism needs at least one sample per device: micro-batch {} < {} "
+        "devices (raise --global-batch or --micro-batch)",
+        c.sizes.back(), cluster.num_devices());
+
+  PlanResult result;
+  std::vector<Proposal> proposals = Propose(c, /*enforce_memory=*/true);
+  Selection sel = SelectFastest(proposals, cost);
+  result.plans_simulated = sel.simulated;
+  if (sel.best) {
+    Plan plan = std::move(sel.best->plan);
+    plan.planner = options.planner;
+    plan.global_batch_size = global_batch;
+    ResolvePlanLayers(plan, profile, "planner");
+    result.plan = std::move(plan);
+    result.origin = sel.best->origin;
+  } else {
+    // Nothing fits: what would the plans need?
+    std::vector<Proposal> loose = Propose(c, /*enforce_memory=*/false);
+    double leanest = 0;
+    for (const Proposal& p : loose) {
+      double need = EvaluatePlan(p.plan, cost).peak_memory_bytes;
+      if (leanest == 0 || need < leanest) leanest = need;
+    }
+    if (loose.empty()) {
+      result.reason = "no plan: every partition needs more replicas than samples";
+    } else {
+      result.required_memory_bytes = leanest;
+      result.reason = fmt::format(
+          "no plan fits in device memory: the leanest plan found needs {:.2f} GB per device",
+          leanest / 1e9);
+    }
+  }
+  result.planning_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace dapple

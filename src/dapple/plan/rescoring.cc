@@ -1,0 +1,73 @@
+// Simulator re-scoring of proposed plans: see rescoring.h.
+#include "dapple/plan/rescoring.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "dapple/common/error.h"
+
+namespace dapple {
+
+Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel& cost,
+                        bool ignore_memory) {
+  Selection sel;
+  struct Item {
+    double lb;
+    size_t index;
+    PlanCosts costs;
+  };
+  std::vector<Item> items;
+  double leanest = 0;
+  for (size_t i = 0; i < proposals.size(); ++i) {
+    PlanCosts pc = EvaluatePlan(proposals[i].plan, cost);
+    if (!pc.fits && !ignore_memory) {
+      if (leanest == 0 || pc.peak_memory_bytes < leanest) leanest = pc.peak_memory_bytes;
+      continue;
+    }
+    double lb = IterationLowerBound(pc, proposals[i].plan.num_micro_batches);
+    items.push_back({lb, i, std::move(pc)});
+  }
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item& a, const Item& b) { return a.lb < b.lb; });
+  size_t best_index = 0;
+  for (Item& it : items) {
+    if (sel.best && it.lb > sel.best->sim.iteration_ms) break;
+    const Plan& plan = proposals[it.index].plan;
+    SimResult r = SimulatePlan(plan, cost, SimOptions{.record_timeline = false});
+    ++sel.simulated;
+    if (!ignore_memory) {
+      bool fits = true;
+      for (const DeviceStats& d : r.devices)
+        fits = fits && d.peak_memory_bytes <= cost.DeviceMemoryBytes(d.device) * (1 + 1e-12);
+      if (!fits) {
+        if (leanest == 0 || it.costs.peak_memory_bytes < leanest)
+          leanest = it.costs.peak_memory_bytes;
+        continue;
+      }
+    }
+    bool better = !sel.best || r.iteration_ms < sel.best->sim.iteration_ms ||
+                  (r.iteration_ms == sel.best->sim.iteration_ms && it.index < best_index);
+    if (!better) continue;
+    best_index = it.index;
+    Scored s{plan, proposals[it.index].origin, std::move(r), std::move(it.costs)};
+    PlanEstimate e;
+    e.iteration_ms = s.sim.iteration_ms;
+    e.speedup = s.sim.speedup;
+    e.latency_ms = s.costs.latency.latency_ms;
+    e.pivot_stage = s.costs.pivot_stage;
+    e.stage_peak_memory_bytes.assign(plan.num_stages(), 0.0);
+    for (int st = 0; st < plan.num_stages(); ++st)
+      e.stage_peak_memory_bytes[st] = s.costs.stages[st].memory_bytes;
+    for (const DeviceStats& d : s.sim.devices) {
+      if (d.stage >= 0 && d.stage < plan.num_stages())
+        e.stage_peak_memory_bytes[d.stage] =
+            std::max(e.stage_peak_memory_bytes[d.stage], d.peak_memory_bytes);
+    }
+    s.plan.estimate = std::move(e);
+    sel.best = std::move(s);
+  }
+  sel.leanest_unfit_memory_bytes = leanest;
+  return sel;
+}
+
+}  // namespace dapple

@@ -1,0 +1,42 @@
+// Picks the fastest of several proposed plans with the exact simulator: plans that do not
+// fit memory are set aside, the others are simulated in order of a lower bound on their
+// time until no remaining one can win.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dapple/cost/cost_model.h"
+#include "dapple/format/plan.h"
+#include "dapple/plan/plan_costs.h"
+#include "dapple/sim/simulator.h"
+
+namespace dapple {
+
+struct Proposal {
+  Plan plan;
+  std::string origin;  // who proposed it: "dapple-dp", "dp", "straight", ...
+};
+
+struct Scored {
+  Plan plan;  // estimate filled: simulated time and speedup, L, pivot, peak memory
+  std::string origin;
+  SimResult sim;
+  PlanCosts costs;
+};
+
+struct Selection {
+  std::optional<Scored> best;
+  long long simulated = 0;
+  // The smallest peak memory per device among the proposals that did not fit (0 if none).
+  double leanest_unfit_memory_bytes = 0;
+};
+
+// Fastest simulated proposal that fits memory (per the planner's memory rule and the
+// simulator's peak); ties go to the earlier proposal. With `ignore_memory`, memory is not
+// checked (to tell what the best plans would need).
+Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel& cost,
+                        bool ignore_memory = false);
+
+}  // namespace dapple
