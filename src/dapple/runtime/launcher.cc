@@ -142,7 +142,8 @@ int LaunchLocal(const LaunchOptions& o) {
   if (!std::getenv("OMP_NUM_THREADS")) common["OMP_NUM_THREADS"] = threads;
   if (!std::getenv("OPENBLAS_NUM_THREADS")) common["OPENBLAS_NUM_THREADS"] = threads;
 
-  struct sigaction fwd{}, old_int{}, old_term{};
+  struct sigaction fwd {
+  }, old_int{}, old_term{};
   fwd.sa_handler = ForwardSignal;
   sigemptyset(&fwd.sa_mask);
   sigaction(SIGINT, &fwd, &old_int);

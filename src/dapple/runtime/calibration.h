@@ -1,0 +1,100 @@
+// Calibration (issue 6): measures, through the runtime's own Communicator, what the cost model
+// needs about the machines a job runs on (point-to-point latency and bandwidth inside a
+// server and between servers, allreduce time against size) and writes it as a cluster.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dapple/format/cluster.h"
+
+namespace dapple {
+
+class Communicator;
+
+// One measured point: `seconds` for a message (or allreduce) of `bytes`; for point-to-point,
+// the one-way time (half the median round trip of a ping-pong).
+struct TimingSample {
+  double bytes = 0;
+  double seconds = 0;
+};
+
+// t(bytes) = latency_s + bytes / bandwidth_bytes_per_s, fitted to `samples`.
+struct LinkFit {
+  double latency_s = 0;
+  double bandwidth_bytes_per_s = 0;
+  double max_relative_error = 0;  // max over samples of |fit - measured| / measured
+  std::vector<TimingSample> samples;
+};
+
+// Weighted least squares fit of t = a + b x bytes, each sample weighted by 1/t^2 so that
+// relative errors count (a sweep over sizes spans six orders of magnitude of time). The
+// latency is clamped at 0. Throws InputError naming `what` when there are fewer than two
+// distinct sizes or the time does not grow with size (bandwidth not measurable).
+LinkFit FitLatencyBandwidth(const std::vector<TimingSample>& samples, const std::string& what);
+
+// The server of each rank, grouping ranks by the host name they reported (servers numbered
+// in order of first appearance). Devices are numbered server by server and the device id is
+// the global rank, so the ranks of one host must be consecutive: throws InputError naming
+// the host and its ranks otherwise.
+std::vector<int> ServersOfRanks(const std::vector<std::string>& hosts);
+
+// The host name this process reports: $DAPPLE_HOST when set (network namespaces share the
+// machine's host name), else gethostname().
+std::string CalibrationHostName();
+
+// The machine's physical memory in bytes (sysconf).
+double PhysicalMemoryBytes();
+
+// Sizes 4 B, 16 B, ... (x4) up to and including `max_bytes` (or the last power below it).
+std::vector<int64_t> SizeSweep(int64_t min_bytes, int64_t max_bytes);
+
+struct CalibrationOptions {
+  std::vector<int64_t> p2p_sizes = SizeSweep(4, 16 << 20);
+  std::vector<int64_t> allreduce_sizes = SizeSweep(4, 16 << 20);
+  int repeats = 10;  // timed round trips (or allreduces) per size, after one warm-up
+  // Wall time one link's (or the allreduce's) sweep may take: larger sizes are skipped when
+  // they would not finish in it. The sizes up to `min_fit_bytes` must finish, else the link
+  // is too slow to measure (InputError). REQUIRES: well below the communicator's timeout,
+  // which bounds the waits of ranks not taking part in a measurement.
+  std::chrono::milliseconds budget{20000};
+  int64_t min_fit_bytes = 1 << 20;
+  std::string name = "calibrated";
+  double speed = 1.0;       // device compute speed relative to the profile's device
+  double memory_bytes = 0;  // per device; 0: the server's physical memory / its devices
+};
+
+struct CalibrationResult {
+  Cluster cluster;
+  std::vector<std::string> hosts;  // by rank
+  std::vector<int> server_of_rank;
+  // The pair measured for each link (initiator, responder) and its fit; absent when no
+  // server runs two ranks (intra) or there is one server (inter).
+  std::optional<std::pair<int, int>> intra_pair, inter_pair;
+  std::optional<LinkFit> intra, inter;
+  std::vector<TimingSample> allreduce;  // world allreduce (float32 sum): seconds per call
+  std::optional<LinkFit> allreduce_fit;
+  CalibrationOptions options;
+  double timeout_s = 0;
+};
+
+// Measures the links and the allreduce. Collective over the world: every rank calls it with
+// the same options and its own host name. Returns the result on rank 0 and std::nullopt on
+// the others. Throws InputError (on every rank) naming the link when a measurement is
+// impossible: a peer that does not answer within the communicator's timeout, or a link too
+// slow for the sizes up to min_fit_bytes to finish within the budget.
+// REQUIRES: comm.size() >= 2.
+std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string& host,
+                                           const CalibrationOptions& options);
+
+// `result.cluster` as dapple-cluster/1 JSON with a "calibration" field holding the ranks,
+// hosts, fits, samples and the allreduce table (readers of the cluster format ignore it).
+std::string CalibrationToJsonText(const CalibrationResult& result);
+
+// A few lines for people: servers, fitted links, the allreduce table.
+std::string CalibrationSummary(const CalibrationResult& result);
+
+}  // namespace dapple

@@ -1,0 +1,119 @@
+// Optimizer construction and per-parameter state export/import over torch::optim.
+#include "dapple/runtime/optimizer.h"
+
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include "dapple/common/error.h"
+
+namespace dapple {
+namespace {
+
+std::string Key(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+
+template <typename State>
+void ExportAdamLike(const State& s, std::map<std::string, torch::Tensor>& out) {
+  out["step"] = torch::tensor(s.step(), torch::kInt64);
+  out["exp_avg"] = s.exp_avg();
+  out["exp_avg_sq"] = s.exp_avg_sq();
+  if (s.max_exp_avg_sq().defined()) out["max_exp_avg_sq"] = s.max_exp_avg_sq();
+}
+
+template <typename State>
+std::unique_ptr<State> ImportAdamLike(const std::map<std::string, torch::Tensor>& in) {
+  auto s = std::make_unique<State>();
+  s->step(in.at("step").item<int64_t>());
+  s->exp_avg(in.at("exp_avg").clone());
+  s->exp_avg_sq(in.at("exp_avg_sq").clone());
+  if (in.count("max_exp_avg_sq")) s->max_exp_avg_sq(in.at("max_exp_avg_sq").clone());
+  return s;
+}
+
+}  // namespace
+
+OptimizerKind ParseOptimizerKind(const std::string& s) {
+  if (s == "sgd") return OptimizerKind::kSgd;
+  if (s == "adam") return OptimizerKind::kAdam;
+  if (s == "adamw") return OptimizerKind::kAdamW;
+  ThrowInput("unknown optimizer '{}' (known: sgd, adam, adamw)", s);
+}
+
+std::string ToString(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kAdam:
+      return "adam";
+    case OptimizerKind::kAdamW:
+      return "adamw";
+  }
+  return "?";
+}
+
+std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimizerOptions& o,
+                                                       const std::vector<torch::Tensor>& params) {
+  switch (o.kind) {
+    case OptimizerKind::kSgd: {
+      torch::optim::SGDOptions opts(o.lr);
+      opts.momentum(o.momentum);
+      if (o.weight_decay >= 0) opts.weight_decay(o.weight_decay);
+      return std::make_unique<torch::optim::SGD>(params, opts);
+    }
+    case OptimizerKind::kAdam: {
+      torch::optim::AdamOptions opts(o.lr);
+      if (o.weight_decay >= 0) opts.weight_decay(o.weight_decay);
+      return std::make_unique<torch::optim::Adam>(params, opts);
+    }
+    case OptimizerKind::kAdamW: {
+      torch::optim::AdamWOptions opts(o.lr);
+      if (o.weight_decay >= 0) opts.weight_decay(o.weight_decay);
+      return std::make_unique<torch::optim::AdamW>(params, opts);
+    }
+  }
+  DAPPLE_CHECK(false, "unknown optimizer kind");
+  return nullptr;
+}
+
+std::map<std::string, torch::Tensor> ExportParamState(torch::optim::Optimizer& opt,
+                                                      OptimizerKind kind, const torch::Tensor& p) {
+  std::map<std::string, torch::Tensor> out;
+  auto it = opt.state().find(Key(p));
+  if (it == opt.state().end()) return out;
+  switch (kind) {
+    case OptimizerKind::kSgd: {
+      auto& s = static_cast<torch::optim::SGDParamState&>(*it->second);
+      if (s.momentum_buffer().defined()) out["momentum_buffer"] = s.momentum_buffer();
+      break;
+    }
+    case OptimizerKind::kAdam:
+      ExportAdamLike(static_cast<torch::optim::AdamParamState&>(*it->second), out);
+      break;
+    case OptimizerKind::kAdamW:
+      ExportAdamLike(static_cast<torch::optim::AdamWParamState&>(*it->second), out);
+      break;
+  }
+  return out;
+}
+
+void ImportParamState(torch::optim::Optimizer& opt, OptimizerKind kind, const torch::Tensor& p,
+                      const std::map<std::string, torch::Tensor>& state) {
+  opt.state().erase(Key(p));
+  if (state.empty()) return;
+  switch (kind) {
+    case OptimizerKind::kSgd: {
+      auto s = std::make_unique<torch::optim::SGDParamState>();
+      s->momentum_buffer(state.at("momentum_buffer").clone());
+      opt.state()[Key(p)] = std::move(s);
+      break;
+    }
+    case OptimizerKind::kAdam:
+      opt.state()[Key(p)] = ImportAdamLike<torch::optim::AdamParamState>(state);
+      break;
+    case OptimizerKind::kAdamW:
+      opt.state()[Key(p)] = ImportAdamLike<torch::optim::AdamWParamState>(state);
+      break;
+  }
+}
+
+}  // namespace dapple

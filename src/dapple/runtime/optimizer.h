@@ -1,0 +1,42 @@
+// The optimizers a stage applies once per iteration (SGD with momentum, Adam, AdamW, all
+// torch::optim), and their per-parameter state as named tensors, so a checkpoint can hold
+// it per layer and a different plan can load it back.
+#pragma once
+
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dapple {
+
+enum class OptimizerKind { kSgd, kAdam, kAdamW };
+
+struct OptimizerOptions {
+  OptimizerKind kind = OptimizerKind::kSgd;
+  double lr = 0.01;
+  double momentum = 0.9;     // SGD only
+  double weight_decay = -1;  // < 0: the optimizer's default (0; AdamW 0.01)
+};
+
+// "sgd", "adam", "adamw"; throws InputError listing them.
+OptimizerKind ParseOptimizerKind(const std::string& s);
+std::string ToString(OptimizerKind k);
+
+// An optimizer over `params` (a stage's parameters). An empty list is allowed (a stage of
+// parameter-free layers); its step does nothing.
+std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimizerOptions& o,
+                                                       const std::vector<torch::Tensor>& params);
+
+// State of parameter `p` as named tensors ("momentum_buffer"; "step", "exp_avg",
+// "exp_avg_sq", "max_exp_avg_sq"); empty before its first step.
+std::map<std::string, torch::Tensor> ExportParamState(torch::optim::Optimizer& opt,
+                                                      OptimizerKind kind, const torch::Tensor& p);
+// Installs state saved by ExportParamState for `p` (an empty map clears it).
+void ImportParamState(torch::optim::Optimizer& opt, OptimizerKind kind, const torch::Tensor& p,
+                      const std::map<std::string, torch::Tensor>& state);
+
+}  // namespace dapple

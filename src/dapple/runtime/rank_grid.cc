@@ -1,0 +1,80 @@
+// RankGrid: rank <-> (stage, replica) and the split-concat pieces between stages.
+#include "dapple/runtime/rank_grid.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "dapple/common/error.h"
+
+namespace dapple {
+
+RankGrid::RankGrid(const Plan& plan, int world_size, const std::string& source)
+    : num_micro_batches_(std::max(1, plan.num_micro_batches)) {
+  if (plan.num_devices() != world_size) {
+    ThrowInput("{}: the plan uses {} devices but the job has {} processes (WORLD_SIZE / --nproc)",
+               source, plan.num_devices(), world_size);
+  }
+  of_.assign(world_size, StageReplica{-1, -1});
+  for (int s = 0; s < plan.num_stages(); ++s) {
+    const auto& devices = plan.stages[s].devices;
+    if (devices.empty()) ThrowInput("{}: stages[{}].devices: empty", source, s);
+    ranks_.push_back(devices);
+    for (int j = 0; j < static_cast<int>(devices.size()); ++j) {
+      int d = devices[j];
+      if (d < 0 || d >= world_size) {
+        ThrowInput("{}: stages[{}].devices: device {} is not a rank of a job of {} processes",
+                   source, s, d, world_size);
+      }
+      if (of_[d].stage >= 0) {
+        ThrowInput("{}: stages[{}].devices: device {} is already used by stage {}", source, s, d,
+                   of_[d].stage);
+      }
+      of_[d] = {s, j};
+    }
+  }
+}
+
+std::vector<int> RankGrid::Replicas() const {
+  std::vector<int> r;
+  for (const auto& v : ranks_) r.push_back(static_cast<int>(v.size()));
+  return r;
+}
+
+SampleRange RankGrid::SliceRows(int stage, int replica, int64_t m) const {
+  return SliceOf(m, replicas(stage), replica);
+}
+
+std::vector<TransferPiece> RankGrid::Pieces(int boundary, int64_t m) const {
+  DAPPLE_CHECK(boundary >= 0 && boundary + 1 < num_stages());
+  std::vector<TransferPiece> out;
+  int rs = replicas(boundary), rr = replicas(boundary + 1);
+  for (int k = 0; k < rr; ++k) {
+    SampleRange recv = SliceOf(m, rr, k);
+    for (int j = 0; j < rs; ++j) {
+      SampleRange send = SliceOf(m, rs, j);
+      if (Overlap(send, recv) == 0) continue;
+      SampleRange rows{std::max(send.begin, recv.begin), std::min(send.end, recv.end)};
+      out.push_back({j, k, ranks_[boundary][j], ranks_[boundary + 1][k], rows});
+    }
+  }
+  return out;  // receivers ascending, senders ascending = rows ascending within a receiver
+}
+
+uint32_t RankGrid::Tag(int boundary, Direction dir, int micro_batch, int sender_rank,
+                       int receiver_rank) const {
+  int64_t w = world_size();
+  int64_t t = ((static_cast<int64_t>(boundary) * 2 + static_cast<int>(dir)) * num_micro_batches_ +
+               micro_batch) *
+                  w * w +
+              static_cast<int64_t>(sender_rank) * w + receiver_rank;
+  DAPPLE_CHECK(t >= 0 && t < (int64_t{1} << 31), "tag overflow");
+  return static_cast<uint32_t>(t);
+}
+
+std::string RankGrid::Describe(int rank) const {
+  const auto& sr = of_.at(rank);
+  return fmt::format("rank {} (stage {}, replica {})", rank, sr.stage, sr.replica);
+}
+
+}  // namespace dapple

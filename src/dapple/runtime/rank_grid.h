@@ -1,0 +1,64 @@
+// Which rank runs which stage replica, and how a micro-batch's rows move between stages of
+// any replica counts (split-concat, DESIGN.md section 1). Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dapple/common/slicing.h"
+#include "dapple/format/plan.h"
+
+namespace dapple {
+
+struct StageReplica {
+  int stage = 0;
+  int replica = 0;
+};
+
+// Rows of one micro-batch that one sender replica hands to one receiver replica across a
+// stage boundary. `rows` are micro-batch-relative; every receiver's pieces, sorted by
+// rows.begin, tile its slice exactly.
+struct TransferPiece {
+  int sender_replica = 0;
+  int receiver_replica = 0;
+  int sender_rank = 0;
+  int receiver_rank = 0;
+  SampleRange rows;
+};
+
+enum class Direction { kForward = 0, kBackward = 1 };
+
+class RankGrid {
+ public:
+  // REQUIRES: the plan's devices are exactly 0..world_size-1, each used once; throws
+  // InputError naming the plan `source` and the device otherwise, and when the plan's
+  // device count differs from `world_size`.
+  RankGrid(const Plan& plan, int world_size, const std::string& source);
+
+  int world_size() const { return static_cast<int>(of_.size()); }
+  int num_stages() const { return static_cast<int>(ranks_.size()); }
+  int num_micro_batches() const { return num_micro_batches_; }
+  StageReplica Of(int rank) const { return of_.at(rank); }
+  const std::vector<int>& RanksOf(int stage) const { return ranks_.at(stage); }
+  int replicas(int stage) const { return static_cast<int>(ranks_.at(stage).size()); }
+  std::vector<int> Replicas() const;  // per stage
+
+  // Rows of a micro-batch of `m` samples held by `replica` of `stage` (SliceOf).
+  SampleRange SliceRows(int stage, int replica, int64_t m) const;
+  // Pieces crossing the boundary after `stage` (stage -> stage+1) for a micro-batch of `m`
+  // rows, sorted by (receiver_replica, rows.begin); each also sorted by sender.
+  std::vector<TransferPiece> Pieces(int boundary, int64_t m) const;
+  // A tag unique per (boundary, direction, micro-batch, sender, receiver) within a step.
+  uint32_t Tag(int boundary, Direction dir, int micro_batch, int sender_rank,
+               int receiver_rank) const;
+  // "rank 3 (stage 1, replica 0)"
+  std::string Describe(int rank) const;
+
+ private:
+  std::vector<StageReplica> of_;         // [rank]
+  std::vector<std::vector<int>> ranks_;  // [stage][replica]
+  int num_micro_batches_ = 1;
+};
+
+}  // namespace dapple

@@ -1,0 +1,349 @@
+// StageWorker: interprets one stage replica's lowered instruction list.
+//
+// Note [Receive order and send lifetime]: receives block (at RA/RG) and sends never do, the
+// semantics FindScheduleError validated, so a sound list cannot deadlock. The next receive
+// of each kind is posted as soon as the previous one completes, so a transfer overlaps the
+// compute before it; receives are still posted in schedule order. A send's buffer is kept
+// until the send is known complete: SA(mb) once every RG(mb) piece arrived (a receiver
+// computes that gradient only after receiving the activation), SG and everything else at
+// the end of the step, when nothing this rank waits for can depend on it any more.
+#include "dapple/runtime/stage_worker.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <csignal>
+
+#include "dapple/common/error.h"
+#include "dapple/runtime/grad_sync.h"
+
+namespace dapple {
+namespace {
+
+double NowMs() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+int64_t Bytes(const torch::Tensor& t) {
+  return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
+}
+
+const char* Category(Op op) {
+  switch (op) {
+    case Op::kForward:
+      return "forward";
+    case Op::kBackward:
+      return "backward";
+    case Op::kSendAct:
+    case Op::kRecvAct:
+    case Op::kSendGrad:
+    case Op::kRecvGrad:
+      return "transfer";
+    case Op::kAllReduceGrads:
+      return "allreduce";
+    case Op::kOptimizerStep:
+      return "step";
+  }
+  return "?";
+}
+
+std::vector<int64_t> WithRows(int64_t rows, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s{rows};
+  s.insert(s.end(), shape.begin(), shape.end());
+  return s;
+}
+
+}  // namespace
+
+std::vector<ActivationSpec> ProbeActivations(Model& model, torch::Device device) {
+  torch::NoGradGuard no_grad;
+  auto opts = torch::TensorOptions().dtype(model.input_dtype).device(device);
+  torch::Tensor x = torch::zeros(WithRows(2, model.input_shape), opts);
+  std::vector<ActivationSpec> specs;
+  for (auto& layer : model.layers) {
+    x = layer.module.forward(x);
+    if (x.dim() == 0 || x.size(0) != 2) {
+      ThrowInput(
+          "model {}: layer {}: output's first dimension is not the batch (shape {}), so "
+          "the runtime cannot cut the model after it",
+          model.name, layer.name, fmt::join(x.sizes(), "x"));
+    }
+    specs.push_back(
+        {std::vector<int64_t>(x.sizes().begin() + 1, x.sizes().end()), x.scalar_type()});
+  }
+  return specs;
+}
+
+StageWorker::StageWorker(Model& model, const RankGrid& grid, int rank,
+                         std::vector<Instruction> program, std::vector<ActivationSpec> specs,
+                         Communicator& comm, torch::optim::Optimizer& optimizer,
+                         torch::Device device, int first_layer, int last_layer,
+                         StageWorkerOptions options)
+    : model_(model),
+      grid_(grid),
+      rank_(rank),
+      stage_(grid.Of(rank).stage),
+      replica_(grid.Of(rank).replica),
+      program_(std::move(program)),
+      specs_(std::move(specs)),
+      comm_(comm),
+      optimizer_(optimizer),
+      device_(device),
+      first_(first_layer),
+      last_(last_layer),
+      opt_(options) {
+  params_ = model.Parameters(first_, last_);
+  my_rows_ = grid.SliceRows(stage_, replica_, opt_.micro_batch);
+  DAPPLE_CHECK(my_rows_.size() > 0, "empty replica slice");
+  if (stage_ > 0) {
+    for (const auto& p : grid.Pieces(stage_ - 1, opt_.micro_batch))
+      if (p.receiver_replica == replica_) in_pieces_.push_back(p);
+  }
+  if (stage_ + 1 < grid.num_stages()) {
+    for (const auto& p : grid.Pieces(stage_, opt_.micro_batch))
+      if (p.sender_replica == replica_) out_pieces_.push_back(p);
+  }
+}
+
+std::string StageWorker::Where(const std::string& what) const {
+  return fmt::format("{}, step {}: {}", grid_.Describe(rank_), step_, what);
+}
+
+void StageWorker::AddLive(int64_t bytes, int mbs) {
+  live_bytes_ += bytes;
+  live_mbs_ += mbs;
+  peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);
+  peak_live_mbs_ = std::max(peak_live_mbs_, live_mbs_);
+}
+
+StepResult StageWorker::RunStep(int64_t step, const Batch& batch) {
+  step_ = step;
+  batch_ = &batch;
+  loss_part_ = 0;
+  slots_.clear();
+  recvs_.clear();
+  StepResult result;
+  for (int pc = 0; pc < static_cast<int>(program_.size()); ++pc) {
+    const Instruction& inst = program_[pc];
+    if (opt_.die_at_step == step && pc == static_cast<int>(program_.size()) / 2) {
+      std::fprintf(stderr, "%s: test hook DAPPLE_TEST_DIE_AT: killing myself at %s\n",
+                   Where("").c_str(), ToString(inst).c_str());
+      std::fflush(stderr);
+      std::raise(SIGKILL);
+    }
+    double start = NowMs();
+    Execute(inst, pc);
+    result.events.push_back(
+        {rank_, ToString(inst), Category(inst.op), start, NowMs(), stage_, inst.micro_batch});
+  }
+  for (auto& [key, works] : sends_)
+    for (auto& w : works) w.Wait(opt_.timeout);
+  sends_.clear();
+  DAPPLE_CHECK(slots_.empty() && recvs_.empty(), "micro-batches left over after the step");
+  DAPPLE_CHECK(live_mbs_ == 0);
+  result.loss_part = loss_part_;
+  return result;
+}
+
+void StageWorker::Execute(const Instruction& inst, int pc) {
+  // Note: exhaustive, no default (-Werror=switch): a new Op must be handled here.
+  switch (inst.op) {
+    case Op::kForward:
+      Forward(inst.micro_batch);
+      return;
+    case Op::kBackward:
+      Backward(inst.micro_batch);
+      return;
+    case Op::kSendAct:
+      SendActivation(inst.micro_batch);
+      return;
+    case Op::kRecvAct:
+      WaitRecv(inst);
+      PostNextRecv(pc, Op::kRecvAct);
+      return;
+    case Op::kSendGrad:
+      SendGradient(inst.micro_batch);
+      return;
+    case Op::kRecvGrad: {
+      WaitRecv(inst);
+      // Every receiver of SA(mb) has sent its gradient, so those sends are complete.
+      auto it = sends_.find({Op::kSendAct, inst.micro_batch});
+      if (it != sends_.end()) {
+        for (auto& w : it->second) w.Wait(opt_.timeout);
+        sends_.erase(it);
+      }
+      PostNextRecv(pc, Op::kRecvGrad);
+      return;
+    }
+    case Op::kAllReduceGrads:
+      AllReduceGradients(comm_, fmt::format("stage{}", stage_), params_, opt_.bucket_bytes,
+                         Where("AR (allreduce among the stage's replicas)"));
+      return;
+    case Op::kOptimizerStep:
+      optimizer_.step();
+      optimizer_.zero_grad();
+      return;
+  }
+  DAPPLE_CHECK(false, "unknown instruction");
+}
+
+torch::Tensor StageWorker::RunLayers(torch::Tensor x, int64_t* saved_bytes) {
+  *saved_bytes = Bytes(x);
+  for (int l = first_; l <= last_; ++l) {
+    x = model_.layers[l].module.forward(x);
+    *saved_bytes += Bytes(x);
+  }
+  return x;
+}
+
+void StageWorker::Forward(int mb) {
+  Slot& s = slots_[mb];
+  const int64_t n = my_rows_.size();
+  if (stage_ == 0) {
+    int64_t begin = mb * opt_.micro_batch + my_rows_.begin;
+    s.input = batch_->inputs.narrow(0, begin, n).to(device_);
+  } else {
+    auto it = recvs_.find({Op::kRecvAct, mb});
+    DAPPLE_CHECK(it != recvs_.end(), "F before its RA");
+    std::vector<torch::Tensor> parts;
+    for (const auto& w : it->second) parts.push_back(w.tensors().at(0));
+    recvs_.erase(it);
+    s.input = parts.size() == 1 ? parts[0] : torch::cat(parts);
+    if (s.input.is_floating_point()) s.input.requires_grad_(true);
+  }
+  int64_t saved = 0;
+  torch::Tensor out;
+  if (opt_.recompute) {
+    torch::NoGradGuard no_grad;
+    out = RunLayers(s.input, &saved);
+    AddLive(saved, 0);  // transient: the whole forward once
+    AddLive(-saved, 0);
+    s.live_bytes = Bytes(s.input);
+  } else {
+    out = RunLayers(s.input, &saved);
+    s.live_bytes = saved;
+  }
+  if (stage_ + 1 == grid_.num_stages()) {
+    int64_t begin = mb * opt_.micro_batch + my_rows_.begin;
+    torch::Tensor target = batch_->targets.narrow(0, begin, n).to(device_);
+    torch::Tensor loss = model_.loss(out, target);
+    double scale = static_cast<double>(n) / static_cast<double>(opt_.global_batch);
+    loss_part_ += loss.item<double>() * scale;
+    s.loss = loss * scale;
+  } else {
+    s.output = out;
+  }
+  AddLive(s.live_bytes, 1);
+}
+
+void StageWorker::Backward(int mb) {
+  auto it = slots_.find(mb);
+  DAPPLE_CHECK(it != slots_.end(), "B before its F");
+  Slot& s = it->second;
+  const bool last = stage_ + 1 == grid_.num_stages();
+  int64_t transient = 0;
+  if (opt_.recompute) {
+    torch::Tensor out = RunLayers(s.input, &transient);
+    transient -= Bytes(s.input);
+    AddLive(transient, 0);
+    if (last) {
+      int64_t n = my_rows_.size(), begin = mb * opt_.micro_batch + my_rows_.begin;
+      torch::Tensor target = batch_->targets.narrow(0, begin, n).to(device_);
+      s.loss = model_.loss(out, target) *
+               (static_cast<double>(n) / static_cast<double>(opt_.global_batch));
+    } else {
+      s.output = out;
+    }
+  }
+  if (last) {
+    s.loss.backward();
+  } else {
+    auto rit = recvs_.find({Op::kRecvGrad, mb});
+    DAPPLE_CHECK(rit != recvs_.end(), "B before its RG");
+    std::vector<torch::Tensor> parts;
+    for (const auto& w : rit->second) parts.push_back(w.tensors().at(0));
+    recvs_.erase(rit);
+    torch::Tensor grad = parts.size() == 1 ? parts[0] : torch::cat(parts);
+    if (s.output.requires_grad()) s.output.backward(grad);
+  }
+  if (stage_ > 0) {
+    s.grad_in = s.input.grad();
+    if (!s.grad_in.defined()) s.grad_in = torch::zeros_like(s.input);
+  }
+  AddLive(-transient, 0);
+  AddLive(-s.live_bytes, -1);
+  s.input = torch::Tensor();
+  s.output = torch::Tensor();
+  s.loss = torch::Tensor();
+  if (stage_ == 0) slots_.erase(it);
+}
+
+void StageWorker::SendActivation(int mb) {
+  Slot& s = slots_.at(mb);
+  torch::Tensor out = s.output.detach();
+  auto& works = sends_[{Op::kSendAct, mb}];
+  for (const auto& p : out_pieces_) {
+    torch::Tensor t = out.narrow(0, p.rows.begin - my_rows_.begin, p.rows.size()).contiguous();
+    uint32_t tag = grid_.Tag(stage_, Direction::kForward, mb, rank_, p.receiver_rank);
+    works.push_back(comm_.Send(t, p.receiver_rank, tag,
+                               Where(fmt::format("SA{} to rank {}", mb, p.receiver_rank))));
+  }
+}
+
+void StageWorker::SendGradient(int mb) {
+  auto it = slots_.find(mb);
+  DAPPLE_CHECK(it != slots_.end() && it->second.grad_in.defined(), "SG before its B");
+  auto& works = sends_[{Op::kSendGrad, mb}];
+  for (const auto& p : in_pieces_) {
+    torch::Tensor t =
+        it->second.grad_in.narrow(0, p.rows.begin - my_rows_.begin, p.rows.size()).contiguous();
+    uint32_t tag = grid_.Tag(stage_ - 1, Direction::kBackward, mb, rank_, p.sender_rank);
+    works.push_back(comm_.Send(t, p.sender_rank, tag,
+                               Where(fmt::format("SG{} to rank {}", mb, p.sender_rank))));
+  }
+  slots_.erase(it);
+}
+
+void StageWorker::PostRecv(const Instruction& inst) {
+  auto key = std::make_pair(inst.op, inst.micro_batch);
+  if (recvs_.count(key)) return;
+  auto& works = recvs_[key];
+  const int mb = inst.micro_batch;
+  if (inst.op == Op::kRecvAct) {
+    const ActivationSpec& spec = specs_.at(first_ - 1);
+    auto opts = torch::TensorOptions().dtype(spec.dtype).device(device_);
+    for (const auto& p : in_pieces_) {
+      torch::Tensor buf = torch::empty(WithRows(p.rows.size(), spec.shape), opts);
+      uint32_t tag = grid_.Tag(stage_ - 1, Direction::kForward, mb, p.sender_rank, rank_);
+      works.push_back(comm_.Recv(buf, p.sender_rank, tag,
+                                 Where(fmt::format("RA{} from rank {}", mb, p.sender_rank))));
+    }
+  } else {
+    DAPPLE_CHECK(inst.op == Op::kRecvGrad);
+    const ActivationSpec& spec = specs_.at(last_);
+    auto opts = torch::TensorOptions().dtype(spec.dtype).device(device_);
+    for (const auto& p : out_pieces_) {
+      torch::Tensor buf = torch::empty(WithRows(p.rows.size(), spec.shape), opts);
+      uint32_t tag = grid_.Tag(stage_, Direction::kBackward, mb, p.receiver_rank, rank_);
+      works.push_back(comm_.Recv(buf, p.receiver_rank, tag,
+                                 Where(fmt::format("RG{} from rank {}", mb, p.receiver_rank))));
+    }
+  }
+}
+
+void StageWorker::WaitRecv(const Instruction& inst) {
+  PostRecv(inst);
+  for (auto& w : recvs_.at({inst.op, inst.micro_batch})) w.Wait(opt_.timeout);
+}
+
+void StageWorker::PostNextRecv(int pc, Op op) {
+  for (int i = pc + 1; i < static_cast<int>(program_.size()); ++i) {
+    if (program_[i].op == op) {
+      PostRecv(program_[i]);
+      return;
+    }
+  }
+}
+
+}  // namespace dapple

@@ -1,0 +1,117 @@
+// The stage worker (DESIGN.md section 7): runs one stage replica's lowered instruction list
+// with real tensors, one exhaustive switch over the instruction kind, the same lists the
+// simulator runs. Records live activation bytes and a per-instruction timeline.
+#pragma once
+
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dapple/models/data.h"
+#include "dapple/models/model.h"
+#include "dapple/runtime/communicator.h"
+#include "dapple/runtime/rank_grid.h"
+#include "dapple/schedule/instruction.h"
+#include "dapple/sim/timeline.h"
+
+namespace dapple {
+
+// Per-sample shape and dtype of one layer's output (what crosses a boundary after it).
+struct ActivationSpec {
+  std::vector<int64_t> shape;  // without the batch dimension
+  torch::Dtype dtype = torch::kFloat32;
+};
+
+// Runs the whole model once on two zero samples and records every layer's output spec.
+// Throws InputError naming the layer when an output's first dimension is not the batch.
+std::vector<ActivationSpec> ProbeActivations(Model& model, torch::Device device);
+
+struct StageWorkerOptions {
+  int64_t global_batch = 0;  // GBS: the loss of every slice is scaled by rows / GBS
+  int64_t micro_batch = 0;   // m
+  bool recompute = false;    // keep only stage inputs; recompute the forward in B
+  int64_t bucket_bytes = 0;  // allreduce bucket size
+  std::chrono::milliseconds timeout{60000};
+  int die_at_step = -1;  // test hook: SIGKILL itself halfway through this step
+};
+
+struct StepResult {
+  // Sum over this replica's slices of loss_mean(slice) x rows / GBS (last stage only);
+  // the sum over the last stage's replicas is the mean loss of the global batch.
+  double loss_part = 0;
+  std::vector<TimelineEvent> events;  // start/end in ms on the steady clock
+};
+
+// Not thread-safe. Every replica of every stage must run RunStep for the same steps in
+// the same order; the pairing of sends and receives comes from the lowered lists.
+class StageWorker {
+ public:
+  // `model` holds all layers; this worker trains layers [first, last] of `stage`.
+  StageWorker(Model& model, const RankGrid& grid, int rank, std::vector<Instruction> program,
+              std::vector<ActivationSpec> specs, Communicator& comm,
+              torch::optim::Optimizer& optimizer, torch::Device device, int first_layer,
+              int last_layer, StageWorkerOptions options);
+
+  // Runs the program once on global batch `step`. `batch` is the global batch on the
+  // first stage (inputs) and last stage (targets); ignored elsewhere.
+  StepResult RunStep(int64_t step, const Batch& batch);
+
+  const std::vector<torch::Tensor>& parameters() const { return params_; }
+  int peak_live_micro_batches() const { return peak_live_mbs_; }
+  int64_t peak_live_bytes() const { return peak_live_bytes_; }
+
+ private:
+  // One micro-batch in flight on this stage, from its F to its SG (or B on stage 0).
+  struct Slot {
+    torch::Tensor input;    // stage input; requires grad on stages > 0
+    torch::Tensor output;   // stage output (not on the last stage)
+    torch::Tensor loss;     // last stage: the scaled loss
+    torch::Tensor grad_in;  // gradient w.r.t. the input, to send back
+    int64_t live_bytes = 0;
+  };
+  void Execute(const Instruction& inst, int pc);
+  void Forward(int mb);
+  void Backward(int mb);
+  void SendActivation(int mb);
+  void SendGradient(int mb);
+  void PostRecv(const Instruction& inst);
+  void WaitRecv(const Instruction& inst);
+  void PostNextRecv(int pc, Op op);
+  torch::Tensor RunLayers(torch::Tensor x, int64_t* saved_bytes);
+  std::string Where(const std::string& inst) const;
+  void AddLive(int64_t bytes, int mbs);
+
+  Model& model_;
+  const RankGrid& grid_;
+  int rank_;
+  int stage_, replica_;
+  std::vector<Instruction> program_;
+  std::vector<ActivationSpec> specs_;
+  Communicator& comm_;
+  torch::optim::Optimizer& optimizer_;
+  torch::Device device_;
+  int first_, last_;
+  StageWorkerOptions opt_;
+  std::vector<torch::Tensor> params_;
+  SampleRange my_rows_;                                // my slice of every micro-batch
+  std::vector<TransferPiece> in_pieces_, out_pieces_;  // boundary before / after my stage
+
+  // Per-step state.
+  int64_t step_ = 0;
+  const Batch* batch_ = nullptr;
+  double loss_part_ = 0;
+  std::map<int, Slot> slots_;
+  std::map<std::pair<Op, int>, std::vector<CommWork>> recvs_;  // posted receives
+  std::map<std::pair<Op, int>, std::vector<CommWork>> sends_;  // not known complete
+  int64_t live_bytes_ = 0;
+  int live_mbs_ = 0;
+  int peak_live_mbs_ = 0;
+  int64_t peak_live_bytes_ = 0;
+};
+
+}  // namespace dapple
