@@ -61,8 +61,7 @@ TEST(PipeDreamGraph, EveryShippedProfileLoads) {
       for (auto [from, to] : p.edges) EXPECT_LT(from, to);
       // Every layer but the first has a predecessor after chaining.
       std::vector<bool> has_in(p.num_layers(), false);
-      if (p.edges.empty())
-        std::fill(has_in.begin(), has_in.end(), true);
+      if (p.edges.empty()) std::fill(has_in.begin(), has_in.end(), true);
       for (auto [from, to] : p.edges) has_in[to] = true;
       int roots = static_cast<int>(std::count(has_in.begin(), has_in.end(), false));
       EXPECT_LE(roots, 3);  // gnmt has a few inputs that follow other inputs
@@ -128,9 +127,8 @@ TEST(PipeDreamGraph, NodesWithoutInputsFollowThePreviousNode) {
   EXPECT_THAT(Ids(chain), ::testing::ElementsAre("x", "y", "z"));
   EXPECT_TRUE(chain.edges.empty());
   // y has no input: it follows x. w has no input too and follows y.
-  Profile p = ParsePipeDreamGraph(Node("x") + Node("y") + Node("z") + Node("w") +
-                                      "\tx -- z\n\ty -- z\n",
-                                  "g.txt", 1);
+  Profile p = ParsePipeDreamGraph(
+      Node("x") + Node("y") + Node("z") + Node("w") + "\tx -- z\n\ty -- z\n", "g.txt", 1);
   EXPECT_THAT(Ids(p), ::testing::ElementsAre("x", "y", "z", "w"));
   EXPECT_THAT(p.edges, ::testing::ElementsAre(std::pair(0, 1), std::pair(0, 2), std::pair(1, 2),
                                               std::pair(2, 3)));
@@ -167,9 +165,10 @@ TEST(PipeDreamGraph, CycleIsAnError) {
 
 TEST(PipeDreamGraph, BadLinesNameFileAndLine) {
   EXPECT_THAT(ErrorOf(Node("a") + "garbage\n", "bad.txt"), HasSubstr("bad.txt:2:"));
-  EXPECT_THAT(ErrorOf(Node("a") + "\n" + "b -- x -- forward_compute_time=abc, "
-                                         "backward_compute_time=1, activation_size=1, "
-                                         "parameter_size=1\n"),
+  EXPECT_THAT(ErrorOf(Node("a") + "\n" +
+                      "b -- x -- forward_compute_time=abc, "
+                      "backward_compute_time=1, activation_size=1, "
+                      "parameter_size=1\n"),
               HasSubstr("g.txt:3: forward_compute_time: 'abc'"));
   EXPECT_THAT(ErrorOf("a -- x -- forward_compute_time=1, backward_compute_time=1, "
                       "activation_size=1\n"),
@@ -205,8 +204,7 @@ TEST(PipeDreamGraph, WriterRoundTrips) {
   Profile resnet = LoadProfile(fs::path(DAPPLE_DATA_DIR) / "profiles/pipedream/resnet18.txt", 64);
   Profile again = ParsePipeDreamGraph(PipeDreamGraphText(resnet), "again.txt", 64);
   ASSERT_EQ(again.num_layers(), resnet.num_layers());
-  for (int i = 0; i < resnet.num_layers(); ++i)
-    EXPECT_EQ(again.layers[i].id, resnet.layers[i].id);
+  for (int i = 0; i < resnet.num_layers(); ++i) EXPECT_EQ(again.layers[i].id, resnet.layers[i].id);
   EXPECT_EQ(again.edges, resnet.edges);
 }
 

@@ -121,16 +121,18 @@ TEST(ProfileJson, MissingNegativeAndInconsistentFields) {
               HasSubstr("p.json.layers[0].forward_ms: must not be negative"));
   EXPECT_THAT(with([](Json& j) { j["layers"][2]["activation_bytes"] = "big"; }),
               HasSubstr("p.json.layers[2].activation_bytes: expected a number"));
-  EXPECT_THAT(with([](Json& j) { j["batch_size"] = 0; }), HasSubstr("batch_size: must be positive"));
+  EXPECT_THAT(with([](Json& j) { j["batch_size"] = 0; }),
+              HasSubstr("batch_size: must be positive"));
   EXPECT_THAT(with([](Json& j) { j.erase("batch_size"); }), HasSubstr("batch_size: missing"));
   EXPECT_THAT(with([](Json& j) { j["format"] = "dapple-profile/9"; }),
               HasSubstr("format: expected \"dapple-profile/1\""));
   EXPECT_THAT(with([](Json& j) { j["layers"][1]["id"] = "l0"; }), HasSubstr("not unique"));
   EXPECT_THAT(with([](Json& j) { j["layers"][0]["forward_ms_by_batch"] = {1}; }),
               HasSubstr("forward_ms_by_batch: has 1 values but batch_sizes has 3"));
-  EXPECT_THAT(with([](Json& j) { j["edges"][2] = {"l2", "l1"}; }),
-              HasSubstr("topological order"));
-  EXPECT_THAT(with([](Json& j) { j["edges"][2] = {"l1", "zz"}; }),
+  EXPECT_THAT(with([](Json& j) { j["edges"][2] = {"l2", "l1"}; }), HasSubstr("topological order"));
+  EXPECT_THAT(with([](Json& j) {
+                j["edges"][2] = {"l1", "zz"};
+              }),
               HasSubstr("p.json.edges[2][1]: no layer has id 'zz'"));
   EXPECT_THAT(with([](Json& j) { j["metadata"]["threads"] = 2; }),
               HasSubstr("metadata.threads: expected a string"));

@@ -117,8 +117,7 @@ Cluster ParseClusterJson(const std::string& text, const std::string& source) {
   JsonField root(j, source);
   format_internal::ExpectFormat(root, kFormat);
   Cluster c;
-  c.name = root.Has("name") ? root["name"].String()
-                            : std::filesystem::path(source).stem().string();
+  c.name = root.Has("name") ? root["name"].String() : std::filesystem::path(source).stem().string();
   JsonField servers = root["servers"];
   for (size_t s = 0; s < servers.size(); ++s) {
     JsonField f = servers[s];
@@ -167,10 +166,10 @@ void WriteClusterJson(const Cluster& c, const std::filesystem::path& path) {
 std::vector<std::string> ClusterPresetNames() { return {"paper-a", "paper-b", "paper-c", "local"}; }
 
 Cluster ClusterPreset(const std::string& name) {
-  constexpr double kV100Memory = 16e9;       // 16 GB V100
-  const LinkSpec nvlink{25e9, 0};            // 25 GB/s inside a server
-  const LinkSpec eth25{25e9 / 8, 0};         // 25 Gbit/s Ethernet = 3.125e9 B/s
-  const LinkSpec eth10{10e9 / 8, 0};         // 10 Gbit/s Ethernet = 1.25e9 B/s
+  constexpr double kV100Memory = 16e9;  // 16 GB V100
+  const LinkSpec nvlink{25e9, 0};       // 25 GB/s inside a server
+  const LinkSpec eth25{25e9 / 8, 0};    // 25 Gbit/s Ethernet = 3.125e9 B/s
+  const LinkSpec eth10{10e9 / 8, 0};    // 10 Gbit/s Ethernet = 1.25e9 B/s
   if (name == "paper-a") return Uniform(name, 2, 8, kV100Memory, nvlink, eth25);
   if (name == "paper-b") return Uniform(name, 16, 1, kV100Memory, nvlink, eth25);
   if (name == "paper-c") return Uniform(name, 16, 1, kV100Memory, nvlink, eth10);

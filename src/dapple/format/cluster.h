@@ -34,8 +34,8 @@ struct Cluster {
   // Devices are numbered server by server: server 0 holds 0..d0-1, and so on.
   int num_devices() const;
   int num_servers() const { return static_cast<int>(servers.size()); }
-  int ServerOf(int device) const;                   // REQUIRES: 0 <= device < num_devices()
-  const DeviceSpec& Device(int device) const;       // the server's override or `device`
+  int ServerOf(int device) const;              // REQUIRES: 0 <= device < num_devices()
+  const DeviceSpec& Device(int device) const;  // the server's override or `device`
   int FirstDeviceOf(int server) const;
 };
 

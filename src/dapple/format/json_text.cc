@@ -17,7 +17,8 @@ std::string ReadTextFile(const std::string& path) {
 void ExpectFormat(const JsonField& root, const char* expected) {
   root.ExpectObject();
   std::string got = root["format"].String();
-  if (got != expected) root["format"].Fail(fmt::format("expected \"{}\", got \"{}\"", expected, got));
+  if (got != expected)
+    root["format"].Fail(fmt::format("expected \"{}\", got \"{}\"", expected, got));
 }
 
 }  // namespace dapple::format_internal

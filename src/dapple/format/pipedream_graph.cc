@@ -75,15 +75,16 @@ class GraphParser {
     size_t first = text.find(kSep);
     size_t last = text.rfind(kSep);
     if (first == std::string_view::npos || first == last)
-      Fail(line, "expected 'nodeN -- description -- forward_compute_time=..., ...' or a "
-                 "tab-indented edge 'nodeA -- nodeB'");
+      Fail(line,
+           "expected 'nodeN -- description -- forward_compute_time=..., ...' or a "
+           "tab-indented edge 'nodeA -- nodeB'");
     Node node;
     node.line = line;
     node.layer.id = std::string(Trim(text.substr(0, first)));
     if (node.layer.id.empty()) Fail(line, "the node has no id");
     size_t name_begin = first + kSep.size();
-    node.layer.name = last > name_begin ? std::string(text.substr(name_begin, last - name_begin))
-                                        : std::string();
+    node.layer.name =
+        last > name_begin ? std::string(text.substr(name_begin, last - name_begin)) : std::string();
     std::string_view kv = text.substr(last + kSep.size());
     bool seen[4] = {false, false, false, false};
     static constexpr std::string_view kKeys[4] = {"forward_compute_time", "backward_compute_time",
@@ -93,14 +94,15 @@ class GraphParser {
       std::string_view item = Trim(kv.substr(0, comma));
       kv = comma == std::string_view::npos ? std::string_view() : kv.substr(comma + 1);
       size_t eq = item.find('=');
-      if (eq == std::string_view::npos) Fail(line, fmt::format("expected key=value, got '{}'", item));
+      if (eq == std::string_view::npos)
+        Fail(line, fmt::format("expected key=value, got '{}'", item));
       std::string_view key = Trim(item.substr(0, eq)), value = item.substr(eq + 1);
       int k = static_cast<int>(std::find(kKeys, kKeys + 4, key) - kKeys);
       if (k == 4) continue;  // an unknown key: ignored, for forward compatibility
       if (seen[k]) Fail(line, fmt::format("{} given twice", key));
       seen[k] = true;
       double v = k == 2 ? ParseSize(value, line, key) : ParseNumber(value, line, key);
-      (k == 0 ? node.layer.forward_ms
+      (k == 0   ? node.layer.forward_ms
        : k == 1 ? node.layer.backward_ms
        : k == 2 ? node.layer.activation_bytes
                 : node.layer.parameter_bytes) = v;

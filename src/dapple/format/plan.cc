@@ -56,38 +56,44 @@ void ValidatePlan(const Plan& plan, const Profile& profile, const Cluster& clust
   for (int s = 0; s < plan.num_stages(); ++s) {
     const StagePlan& st = plan.stages[s];
     if (s == 0 && st.first_layer != 0)
-      ThrowInput("{}: stages[0].first_layer: {} but must be 0 (stages must cover the layers in "
-                 "order)",
-                 source, st.first_layer);
+      ThrowInput(
+          "{}: stages[0].first_layer: {} but must be 0 (stages must cover the layers in "
+          "order)",
+          source, st.first_layer);
     if (s > 0 && st.first_layer != plan.stages[s - 1].last_layer + 1)
-      ThrowInput("{}: stages[{}].first_layer: {} but stage {} ended at layer {} (stages must "
-                 "cover the layers in order)",
-                 source, s, st.first_layer, s - 1, plan.stages[s - 1].last_layer);
+      ThrowInput(
+          "{}: stages[{}].first_layer: {} but stage {} ended at layer {} (stages must "
+          "cover the layers in order)",
+          source, s, st.first_layer, s - 1, plan.stages[s - 1].last_layer);
     if (st.last_layer < st.first_layer || st.last_layer >= n)
-      ThrowInput("{}: stages[{}].last_layer: {} must lie in {}..{} (first_layer..last layer of "
-                 "the profile)",
-                 source, s, st.last_layer, st.first_layer, n - 1);
+      ThrowInput(
+          "{}: stages[{}].last_layer: {} must lie in {}..{} (first_layer..last layer of "
+          "the profile)",
+          source, s, st.last_layer, st.first_layer, n - 1);
     if (st.devices.empty()) ThrowInput("{}: stages[{}].devices: must not be empty", source, s);
     for (size_t r = 0; r < st.devices.size(); ++r) {
       int d = st.devices[r];
       if (d < 0 || d >= cluster.num_devices())
-        ThrowInput("{}: stages[{}].devices[{}]: device {} is not in cluster '{}' (devices "
-                   "0..{})",
-                   source, s, r, d, cluster.name, cluster.num_devices() - 1);
+        ThrowInput(
+            "{}: stages[{}].devices[{}]: device {} is not in cluster '{}' (devices "
+            "0..{})",
+            source, s, r, d, cluster.name, cluster.num_devices() - 1);
       auto [it, fresh] = owner.emplace(d, s);
       if (!fresh)
         ThrowInput("{}: stages[{}].devices[{}]: device {} is already used by stage {}", source, s,
                    r, d, it->second);
     }
     if (st.replicas() > plan.micro_batch_size)
-      ThrowInput("{}: stages[{}].devices: {} replicas but micro_batch_size is {} (every replica "
-                 "needs at least one sample)",
-                 source, s, st.replicas(), plan.micro_batch_size);
+      ThrowInput(
+          "{}: stages[{}].devices: {} replicas but micro_batch_size is {} (every replica "
+          "needs at least one sample)",
+          source, s, st.replicas(), plan.micro_batch_size);
   }
   if (plan.stages.back().last_layer != n - 1)
-    ThrowInput("{}: stages[{}].last_layer: {} but the profile's last layer is {} (stages must "
-               "cover every layer)",
-               source, plan.num_stages() - 1, plan.stages.back().last_layer, n - 1);
+    ThrowInput(
+        "{}: stages[{}].last_layer: {} but the profile's last layer is {} (stages must "
+        "cover every layer)",
+        source, plan.num_stages() - 1, plan.stages.back().last_layer, n - 1);
   if (plan.estimate && !plan.estimate->stage_peak_memory_bytes.empty() &&
       plan.estimate->stage_peak_memory_bytes.size() != plan.stages.size())
     ThrowInput("{}: estimate.stage_peak_memory_bytes: {} values for {} stages", source,

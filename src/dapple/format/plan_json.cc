@@ -61,8 +61,8 @@ Plan ParsePlanJson(const std::string& text, const std::string& source) {
     JsonField given = root[has_m ? "micro_batch_size" : "num_micro_batches"];
     int by = has_m ? plan.micro_batch_size : plan.num_micro_batches;
     if (plan.global_batch_size % by != 0)
-      given.Fail(fmt::format("global_batch_size {} is not divisible by {}",
-                             plan.global_batch_size, by));
+      given.Fail(
+          fmt::format("global_batch_size {} is not divisible by {}", plan.global_batch_size, by));
     (has_m ? plan.num_micro_batches : plan.micro_batch_size) = plan.global_batch_size / by;
   } else if (!(has_gbs && has_m && has_mm)) {
     root.Fail("needs two of global_batch_size, micro_batch_size and num_micro_batches");

@@ -47,8 +47,7 @@ namespace {
 
 void CheckNumber(double v, const std::string& source, int layer, const char* field) {
   if (!std::isfinite(v) || v < 0)
-    ThrowInput("{}: layers[{}].{}: must be a finite number >= 0 (got {})", source, layer, field,
-               v);
+    ThrowInput("{}: layers[{}].{}: must be a finite number >= 0 (got {})", source, layer, field, v);
 }
 
 }  // namespace
@@ -77,8 +76,8 @@ void ValidateProfile(const Profile& p, const std::string& source) {
     if (!std::isfinite(l.saved_bytes))
       ThrowInput("{}: layers[{}].saved_bytes: must be finite", source, i);
     for (const auto* v : {&l.forward_ms_by_batch, &l.backward_ms_by_batch}) {
-      const char* field = v == &l.forward_ms_by_batch ? "forward_ms_by_batch"
-                                                      : "backward_ms_by_batch";
+      const char* field =
+          v == &l.forward_ms_by_batch ? "forward_ms_by_batch" : "backward_ms_by_batch";
       if (!v->empty() && v->size() != p.batch_sizes.size())
         ThrowInput("{}: layers[{}].{}: has {} values but batch_sizes has {}", source, i, field,
                    v->size(), p.batch_sizes.size());

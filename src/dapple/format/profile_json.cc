@@ -26,7 +26,8 @@ LayerProfile ReadLayer(const JsonField& l) {
   layer.activation_bytes = l["activation_bytes"].NonNegative();
   layer.parameter_bytes = l["parameter_bytes"].NonNegative();
   if (l.Has("saved_bytes")) layer.saved_bytes = l["saved_bytes"].NonNegative();
-  if (l.Has("forward_ms_by_batch")) layer.forward_ms_by_batch = ReadNumbers(l["forward_ms_by_batch"]);
+  if (l.Has("forward_ms_by_batch"))
+    layer.forward_ms_by_batch = ReadNumbers(l["forward_ms_by_batch"]);
   if (l.Has("backward_ms_by_batch"))
     layer.backward_ms_by_batch = ReadNumbers(l["backward_ms_by_batch"]);
   return layer;
@@ -56,8 +57,7 @@ Profile ParseProfileJson(const std::string& text, const std::string& source) {
   if (root.Has("metadata")) {
     JsonField meta = root["metadata"];
     meta.ExpectObject();
-    for (const auto& [key, value] : meta.json().items())
-      p.metadata[key] = meta[key].String();
+    for (const auto& [key, value] : meta.json().items()) p.metadata[key] = meta[key].String();
   }
   if (root.Has("edges")) {
     JsonField edges = root["edges"];
@@ -72,9 +72,9 @@ Profile ParseProfileJson(const std::string& text, const std::string& source) {
         ends[k] = it->second;
       }
       if (ends[0] >= ends[1])
-        pair.Fail(fmt::format(
-            "edge {} -> {} goes backwards: layers must be listed in topological order",
-            p.layers[ends[0]].id, p.layers[ends[1]].id));
+        pair.Fail(
+            fmt::format("edge {} -> {} goes backwards: layers must be listed in topological order",
+                        p.layers[ends[0]].id, p.layers[ends[1]].id));
       p.edges.emplace_back(ends[0], ends[1]);
     }
   }

@@ -1,0 +1,138 @@
+// Cluster JSON, presets and accessors.
+#include "dapple/format/cluster.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "dapple/common/error.h"
+#include "dapple/common/json_util.h"
+
+namespace dapple {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::string ErrorOf(const std::string& json) {
+  try {
+    ParseClusterJson(json, "c.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Cluster, PaperPresets) {
+  Cluster a = ClusterPreset("paper-a");
+  EXPECT_EQ(a.num_servers(), 2);
+  EXPECT_EQ(a.num_devices(), 16);
+  EXPECT_DOUBLE_EQ(a.device.memory_bytes, 16e9);
+  EXPECT_DOUBLE_EQ(a.intra_server.bandwidth_bytes_per_s, 25e9);
+  EXPECT_DOUBLE_EQ(a.inter_server.bandwidth_bytes_per_s, 3.125e9);
+  Cluster b = ClusterPreset("paper-b");
+  EXPECT_EQ(b.num_servers(), 16);
+  EXPECT_EQ(b.num_devices(), 16);
+  EXPECT_DOUBLE_EQ(b.inter_server.bandwidth_bytes_per_s, 3.125e9);
+  Cluster c = ClusterPreset("paper-c");
+  EXPECT_EQ(c.num_devices(), 16);
+  EXPECT_DOUBLE_EQ(c.inter_server.bandwidth_bytes_per_s, 1.25e9);
+  EXPECT_THAT(ClusterPresetNames(), ::testing::Contains("local"));
+}
+
+TEST(Cluster, LocalPresetIsThisMachine) {
+  Cluster l = ClusterPreset("local");
+  EXPECT_EQ(l.num_servers(), 1);
+  EXPECT_EQ(l.num_devices(), sysconf(_SC_NPROCESSORS_ONLN));
+  double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  EXPECT_NEAR(l.device.memory_bytes * l.num_devices(), memory, 1.0);
+  EXPECT_NO_THROW(ValidateCluster(l, "local"));
+}
+
+TEST(Cluster, UnknownPresetListsKnownOnes) {
+  try {
+    LoadCluster("paper-z");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("paper-z"));
+    EXPECT_THAT(e.what(), HasSubstr("paper-a"));
+  }
+}
+
+TEST(Cluster, AccessorsAndMixedHardware) {
+  Cluster c = ClusterPreset("paper-a");
+  c.servers = {{2, std::nullopt}, {3, DeviceSpec{8e9, 2.0}}, {1, std::nullopt}};
+  EXPECT_EQ(c.num_devices(), 6);
+  EXPECT_EQ(c.ServerOf(0), 0);
+  EXPECT_EQ(c.ServerOf(1), 0);
+  EXPECT_EQ(c.ServerOf(2), 1);
+  EXPECT_EQ(c.ServerOf(4), 1);
+  EXPECT_EQ(c.ServerOf(5), 2);
+  EXPECT_EQ(c.FirstDeviceOf(2), 5);
+  EXPECT_DOUBLE_EQ(c.Device(3).speed, 2.0);
+  EXPECT_DOUBLE_EQ(c.Device(5).memory_bytes, 16e9);
+}
+
+TEST(Cluster, RoundTripThroughFile) {
+  Cluster c = ClusterPreset("paper-a");
+  c.name = "mixed";
+  c.servers[1].device = DeviceSpec{32e9, 1.5};
+  c.inter_server.latency_s = 5e-6;
+  fs::path path = fs::temp_directory_path() / fmt::format("dapple_cluster_{}.json", getpid());
+  WriteClusterJson(c, path);
+  Cluster d = LoadCluster(path.string());
+  fs::remove(path);
+  EXPECT_EQ(d.name, "mixed");
+  ASSERT_EQ(d.num_servers(), 2);
+  EXPECT_EQ(d.servers[0].devices, 8);
+  EXPECT_FALSE(d.servers[0].device.has_value());
+  ASSERT_TRUE(d.servers[1].device.has_value());
+  EXPECT_EQ(d.servers[1].device->memory_bytes, 32e9);
+  EXPECT_EQ(d.servers[1].device->speed, 1.5);
+  EXPECT_EQ(d.intra_server.bandwidth_bytes_per_s, c.intra_server.bandwidth_bytes_per_s);
+  EXPECT_EQ(d.inter_server.bandwidth_bytes_per_s, c.inter_server.bandwidth_bytes_per_s);
+  EXPECT_EQ(d.inter_server.latency_s, 5e-6);
+  EXPECT_EQ(ClusterToJsonText(d), ClusterToJsonText(c));
+}
+
+TEST(Cluster, DesignExampleParses) {
+  Cluster c = ParseClusterJson(
+      R"({"format": "dapple-cluster/1", "name": "paper-a", "servers": [{"devices": 8},
+      {"devices": 8}], "device": {"memory_bytes": 16e9, "speed": 1.0}, "intra_server":
+      {"bandwidth_bytes_per_s": 25e9, "latency_s": 0}, "inter_server":
+      {"bandwidth_bytes_per_s": 3.125e9, "latency_s": 0}})",
+      "c.json");
+  EXPECT_EQ(ClusterToJsonText(c), ClusterToJsonText(ClusterPreset("paper-a")));
+}
+
+TEST(Cluster, BadInput) {
+  const Json base = Json::parse(ClusterToJsonText(ClusterPreset("paper-a")));
+  auto with = [&](auto edit) {
+    Json j = base;
+    edit(j);
+    return ErrorOf(j.dump());
+  };
+  EXPECT_THAT(ErrorOf("{\"format\": "), HasSubstr("c.json: malformed JSON"));
+  EXPECT_THAT(with([](Json& j) { j.erase("servers"); }), HasSubstr("c.json.servers: missing"));
+  EXPECT_THAT(with([](Json& j) { j["servers"][1]["devices"] = -2; }),
+              HasSubstr("c.json.servers[1].devices: must be positive"));
+  EXPECT_THAT(with([](Json& j) { j["servers"][1]["devices"] = 1.5; }),
+              HasSubstr("expected an integer"));
+  EXPECT_THAT(with([](Json& j) { j["device"]["memory_bytes"] = -1; }),
+              HasSubstr("c.json.device.memory_bytes: must be positive"));
+  EXPECT_THAT(with([](Json& j) { j["inter_server"]["latency_s"] = -1; }),
+              HasSubstr("c.json.inter_server.latency_s: must not be negative"));
+  EXPECT_THAT(with([](Json& j) { j["servers"] = Json::array(); }), HasSubstr("no servers"));
+  EXPECT_THAT(with([](Json& j) { j.erase("inter_server"); }), HasSubstr("inter_server: missing"));
+  // One server needs no inter-server link.
+  EXPECT_EQ(with([](Json& j) {
+              j.erase("inter_server");
+              j["servers"] = Json::parse(R"([{"devices": 4}])");
+            }),
+            "(no error)");
+}
+
+}  // namespace
+}  // namespace dapple

@@ -1,0 +1,198 @@
+// Plan JSON: round trip, layer resolution, validation errors.
+#include "dapple/format/plan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "dapple/common/error.h"
+#include "dapple/common/json_util.h"
+
+namespace dapple {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+// Layers "a0".."a9"; a chain.
+Profile TenLayers() {
+  Profile p;
+  p.batch_size = 1;
+  for (int i = 0; i < 10; ++i) {
+    LayerProfile l;
+    l.id = fmt::format("a{}", i);
+    l.forward_ms = 1;
+    p.layers.push_back(l);
+  }
+  return p;
+}
+
+Plan TwoStages() {
+  Plan plan;
+  plan.planner = "hand";
+  plan.global_batch_size = 64;
+  plan.micro_batch_size = 8;
+  plan.num_micro_batches = 8;
+  plan.schedule = ScheduleKind::kDappleB;
+  plan.recompute = true;
+  plan.stages = {StagePlan{0, 5, "a0", "a5", {0, 1}}, StagePlan{6, 9, "a6", "a9", {8}}};
+  return plan;
+}
+
+std::string ValidateError(const Plan& plan) {
+  try {
+    ValidatePlan(plan, TenLayers(), ClusterPreset("paper-a"), "plan.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string ParseError(const std::string& text) {
+  try {
+    ParsePlanJson(text, "plan.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Plan, RoundTripWithEstimate) {
+  Plan plan = TwoStages();
+  plan.estimate = PlanEstimate{123.5, 3.25, 100.25, 1, {1e9, 2.5e9}};
+  fs::path path = fs::temp_directory_path() / fmt::format("dapple_plan_{}.json", getpid());
+  WritePlanJson(plan, path);
+  Plan q = ReadPlanJson(path);
+  fs::remove(path);
+  EXPECT_EQ(q.planner, "hand");
+  EXPECT_EQ(q.global_batch_size, 64);
+  EXPECT_EQ(q.micro_batch_size, 8);
+  EXPECT_EQ(q.num_micro_batches, 8);
+  EXPECT_EQ(q.schedule, ScheduleKind::kDappleB);
+  EXPECT_TRUE(q.recompute);
+  ASSERT_EQ(q.num_stages(), 2);
+  EXPECT_EQ(q.stages[0].devices, (std::vector<int>{0, 1}));
+  EXPECT_EQ(q.stages[1].first_layer_id, "a6");
+  EXPECT_EQ(q.num_devices(), 3);
+  ASSERT_TRUE(q.estimate.has_value());
+  EXPECT_EQ(q.estimate->iteration_ms, 123.5);
+  EXPECT_EQ(q.estimate->pivot_stage, 1);
+  EXPECT_EQ(q.estimate->stage_peak_memory_bytes, (std::vector<double>{1e9, 2.5e9}));
+  EXPECT_EQ(PlanToJsonText(q), PlanToJsonText(plan));
+  EXPECT_EQ(ValidateError(q), "(no error)");
+}
+
+TEST(Plan, IdsWinOverIndices) {
+  Plan plan = ParsePlanJson(R"({"format": "dapple-plan/1", "global_batch_size": 8,
+      "micro_batch_size": 2, "stages": [
+        {"first_layer": 0, "last_layer": 1, "last_layer_id": "a3", "devices": [0]},
+        {"first_layer_id": "a4", "last_layer": 9, "devices": [1]}]})",
+                            "plan.json");
+  EXPECT_EQ(plan.num_micro_batches, 4);  // derived from GBS / m
+  EXPECT_EQ(plan.schedule, ScheduleKind::kDappleA);
+  ResolvePlanLayers(plan, TenLayers(), "plan.json");
+  EXPECT_EQ(plan.stages[0].last_layer, 3);
+  EXPECT_EQ(plan.stages[0].first_layer_id, "a0");
+  EXPECT_EQ(plan.stages[1].first_layer, 4);
+  EXPECT_EQ(plan.stages[1].last_layer_id, "a9");
+  EXPECT_EQ(ValidateError(plan), "(no error)");
+
+  plan.stages[1].first_layer_id = "zz";
+  try {
+    ResolvePlanLayers(plan, TenLayers(), "plan.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("plan.json: stages[1].first_layer_id"));
+    EXPECT_THAT(e.what(), HasSubstr("'zz'"));
+  }
+}
+
+TEST(Plan, StagesMustCoverLayersInOrder) {
+  Plan overlap = TwoStages();
+  overlap.stages[1].first_layer = 4;
+  EXPECT_EQ(ValidateError(overlap),
+            "plan.json: stages[1].first_layer: 4 but stage 0 ended at layer 5 (stages must "
+            "cover the layers in order)");
+  Plan skip = TwoStages();
+  skip.stages[1].first_layer = 7;
+  EXPECT_THAT(ValidateError(skip), HasSubstr("stages[1].first_layer: 7 but stage 0 ended at "
+                                             "layer 5"));
+  Plan late_start = TwoStages();
+  late_start.stages[0].first_layer = 1;
+  EXPECT_THAT(ValidateError(late_start), HasSubstr("stages[0].first_layer: 1 but must be 0"));
+  Plan short_end = TwoStages();
+  short_end.stages[1].last_layer = 8;
+  EXPECT_THAT(ValidateError(short_end), HasSubstr("stages[1].last_layer: 8 but the profile's "
+                                                  "last layer is 9"));
+  Plan empty_stage = TwoStages();
+  empty_stage.stages[1].last_layer = 5;
+  EXPECT_THAT(ValidateError(empty_stage), HasSubstr("stages[1].last_layer"));
+}
+
+TEST(Plan, DevicesMustExistAndNotBeShared) {
+  Plan outside = TwoStages();
+  outside.stages[1].devices = {16};
+  EXPECT_THAT(ValidateError(outside), HasSubstr("plan.json: stages[1].devices[0]: device 16 is "
+                                                "not in cluster 'paper-a'"));
+  Plan shared = TwoStages();
+  shared.stages[1].devices = {2, 1};
+  EXPECT_THAT(ValidateError(shared), HasSubstr("plan.json: stages[1].devices[1]: device 1 is "
+                                               "already used by stage 0"));
+  Plan none = TwoStages();
+  none.stages[0].devices.clear();
+  EXPECT_THAT(ValidateError(none), HasSubstr("stages[0].devices: must not be empty"));
+  Plan too_many = TwoStages();
+  too_many.micro_batch_size = 1;
+  too_many.num_micro_batches = 64;
+  EXPECT_THAT(ValidateError(too_many), HasSubstr("2 replicas but micro_batch_size is 1"));
+}
+
+TEST(Plan, GlobalBatchMustBeMTimesM) {
+  Plan plan = TwoStages();
+  plan.num_micro_batches = 7;
+  EXPECT_THAT(ValidateError(plan), HasSubstr("plan.json: global_batch_size: 64 but "
+                                             "num_micro_batches x micro_batch_size = 7 x 8"));
+  EXPECT_THAT(ParseError(R"({"format": "dapple-plan/1", "global_batch_size": 10,
+      "micro_batch_size": 3, "stages": [{"first_layer": 0, "last_layer": 9, "devices": [0]}]})"),
+              HasSubstr("plan.json.micro_batch_size: global_batch_size 10 is not divisible by 3"));
+  plan = TwoStages();
+  plan.micro_batch_size = 0;
+  EXPECT_THAT(ValidateError(plan), HasSubstr("micro_batch_size: must be at least 1"));
+}
+
+TEST(Plan, ParseErrorsNameTheField) {
+  const Json base = Json::parse(PlanToJsonText(TwoStages()));
+  auto with = [&](auto edit) {
+    Json j = base;
+    edit(j);
+    return ParseError(j.dump());
+  };
+  EXPECT_EQ(with([](Json&) {}), "(no error)");
+  EXPECT_THAT(ParseError("{\"stages\": [}"), HasSubstr("plan.json: malformed JSON"));
+  EXPECT_THAT(with([](Json& j) { j.erase("stages"); }), HasSubstr("plan.json.stages: missing"));
+  EXPECT_THAT(with([](Json& j) { j["stages"][1].erase("devices"); }),
+              HasSubstr("plan.json.stages[1].devices: missing"));
+  EXPECT_THAT(with([](Json& j) { j["stages"][1]["devices"][0] = -3; }),
+              HasSubstr("plan.json.stages[1].devices[0]: must not be negative"));
+  EXPECT_THAT(with([](Json& j) { j["micro_batch_size"] = -8; }),
+              HasSubstr("plan.json.micro_batch_size: must be positive"));
+  EXPECT_THAT(with([](Json& j) { j["schedule"] = "zigzag"; }),
+              HasSubstr("plan.json.schedule: unknown schedule 'zigzag'"));
+  EXPECT_THAT(with([](Json& j) {
+                j["stages"][0].erase("first_layer");
+                j["stages"][0].erase("first_layer_id");
+              }),
+              HasSubstr("plan.json.stages[0]: needs first_layer or first_layer_id"));
+  EXPECT_THAT(with([](Json& j) {
+                j.erase("micro_batch_size");
+                j.erase("num_micro_batches");
+              }),
+              HasSubstr("needs two of"));
+  EXPECT_THAT(with([](Json& j) { j["format"] = "dapple-cluster/1"; }),
+              HasSubstr("plan.json.format: expected \"dapple-plan/1\""));
+}
+
+}  // namespace
+}  // namespace dapple
