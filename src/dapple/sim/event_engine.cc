@@ -1,0 +1,288 @@
+#include "dapple/sim/event_engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <queue>
+
+#include "dapple/common/error.h"
+
+namespace dapple::internal {
+namespace {
+
+// Note [Lazy devices]: a device runs its list eagerly until a receive whose transfer has
+// not finished, or an allreduce its peers have not reached. Its clock may run ahead of the
+// global time `now_`, but everything it produces (a transfer becoming ready) is stamped with
+// its clock, which is >= now_ when it was woken, so events never arrive in the past. Only
+// transfers that hold resources need the global clock, to decide who gets a link first.
+
+struct DeviceState {
+  double clock = 0;
+  double busy = 0;
+  double bytes = 0, peak_bytes = 0;
+  int in_flight = 0, peak_in_flight = 0;
+  int pc = 0;
+  int blocked_on = -1;  // transfer id this device waits for, -1 when none
+};
+
+struct Transfer {
+  double ready = 0;    // when the last sender executed its send
+  double start = -1;   // when it got its resources
+  double finish = -1;  // < 0 until finished
+  int arrived = 0;     // senders that executed their send
+};
+
+struct Event {
+  double time;
+  int transfer;
+  bool ready;  // true: the transfer became ready; false: it finished
+  bool operator>(const Event& o) const {
+    if (time != o.time) return time > o.time;
+    if (ready != o.ready) return ready > o.ready;  // finishes (freeing links) first
+    return transfer > o.transfer;
+  }
+};
+
+class Engine {
+ public:
+  explicit Engine(const EngineSetup& s)
+      : s_(s),
+        S_(s.num_stages),
+        M_(s.num_micro_batches),
+        dev_(s.devices.size()),
+        xfer_(2 * std::max(S_ - 1, 0) * M_),
+        ar_arrived_(S_, 0),
+        ar_ready_(S_, 0.0),
+        resource_busy_(s.num_resources, 0) {}
+
+  EngineResult Run() {
+    for (int d = static_cast<int>(dev_.size()) - 1; d >= 0; --d) runnable_.push_back(d);
+    while (true) {
+      while (!runnable_.empty()) {
+        int d = runnable_.back();
+        runnable_.pop_back();
+        RunDevice(d);
+      }
+      if (!queue_.empty() && queue_.top().time <= now_) {
+        Event e = queue_.top();
+        queue_.pop();
+        e.ready ? Enqueue(e.transfer) : Finish(e.transfer, e.time);
+        continue;
+      }
+      if (StartWaiting()) continue;
+      if (queue_.empty()) break;
+      now_ = queue_.top().time;
+    }
+    CheckAllFinished();
+    EngineResult r;
+    r.devices.resize(dev_.size());
+    for (size_t d = 0; d < dev_.size(); ++d) {
+      r.devices[d] = {dev_[d].clock, dev_[d].busy, dev_[d].peak_bytes, dev_[d].peak_in_flight};
+      r.instructions += dev_[d].pc;
+    }
+    r.events = std::move(events_);
+    return r;
+  }
+
+ private:
+  int ActId(int boundary, int mb) const { return boundary * M_ + mb; }
+  int GradId(int boundary, int mb) const { return (S_ - 1 + boundary) * M_ + mb; }
+  int RouteOf(int id) const { return id / M_; }
+  // Stage whose devices receive transfer `id`.
+  int ReceiverStage(int id) const {
+    int route = RouteOf(id);
+    return route < S_ - 1 ? route + 1 : route - (S_ - 1);
+  }
+
+  void Record(int track, const Instruction& in, const char* category, double start, double end,
+              int stage) {
+    events_.push_back({track, ToString(in), category, start, end, stage, in.micro_batch});
+  }
+
+  // Runs device d from its pc until it blocks or ends. The one exhaustive switch over Op.
+  void RunDevice(int d) {
+    DeviceState& dv = dev_[d];
+    const EngineDevice& cfg = s_.devices[d];
+    const EngineStage& st = s_.stages[cfg.stage];
+    const Instruction* prog = st.program;
+    double clock = dv.clock;
+    int pc = dv.pc;
+    for (; pc < st.length; ++pc) {
+      const Instruction in = prog[pc];
+      switch (in.op) {
+        case Op::kForward:
+          if (s_.record_timeline)
+            Record(d, in, "forward", clock, clock + cfg.forward_ms, cfg.stage);
+          clock += cfg.forward_ms;
+          dv.busy += cfg.forward_ms;
+          dv.bytes += cfg.bytes_per_micro_batch;
+          dv.peak_bytes = std::max(dv.peak_bytes, dv.bytes);
+          dv.peak_in_flight = std::max(dv.peak_in_flight, ++dv.in_flight);
+          break;
+        case Op::kBackward:
+          if (s_.record_timeline)
+            Record(d, in, "backward", clock, clock + cfg.backward_ms, cfg.stage);
+          clock += cfg.backward_ms;
+          dv.busy += cfg.backward_ms;
+          dv.bytes -= cfg.bytes_per_micro_batch;
+          --dv.in_flight;
+          break;
+        case Op::kSendAct:
+          Arrive(ActId(cfg.stage, in.micro_batch), clock, st.replicas);
+          break;
+        case Op::kSendGrad:
+          Arrive(GradId(cfg.stage - 1, in.micro_batch), clock, st.replicas);
+          break;
+        case Op::kRecvAct:
+        case Op::kRecvGrad: {
+          int id = in.op == Op::kRecvAct ? ActId(cfg.stage - 1, in.micro_batch)
+                                         : GradId(cfg.stage, in.micro_batch);
+          const Transfer& x = xfer_[id];
+          if (x.finish < 0) {
+            dv.blocked_on = id;
+            dv.clock = clock;
+            dv.pc = pc;
+            return;
+          }
+          clock = std::max(clock, x.finish);
+          break;
+        }
+        case Op::kAllReduceGrads: {
+          const int stage = cfg.stage;
+          ar_ready_[stage] = std::max(ar_ready_[stage], clock);
+          if (++ar_arrived_[stage] < st.replicas) {
+            dv.clock = clock;
+            dv.pc = pc;  // released by the last replica to arrive
+            return;
+          }
+          const double start = ar_ready_[stage], end = start + st.allreduce_ms;
+          ar_arrived_[stage] = 0;
+          ar_ready_[stage] = 0;
+          for (int r = st.first_device; r < st.first_device + st.replicas; ++r) {
+            if (s_.record_timeline) Record(r, in, "allreduce", start, end, stage);
+            if (r == d) continue;
+            dev_[r].clock = end;
+            dev_[r].pc = pc + 1;
+            runnable_.push_back(r);
+          }
+          clock = end;
+          break;
+        }
+        case Op::kOptimizerStep:
+          if (s_.record_timeline) Record(d, in, "step", clock, clock + s_.step_ms, cfg.stage);
+          clock += s_.step_ms;
+          dv.busy += s_.step_ms;
+          break;
+      }
+    }
+    dv.clock = clock;
+    dv.pc = pc;
+  }
+
+  // One sender of transfer `id` executed its send at `clock`.
+  void Arrive(int id, double clock, int senders) {
+    Transfer& x = xfer_[id];
+    x.ready = std::max(x.ready, clock);
+    if (++x.arrived != senders) return;
+    const EngineRoute& route = s_.routes[RouteOf(id)];
+    if (route.resources.empty()) {  // nothing to contend for: it runs as soon as it is ready
+      x.start = x.ready;
+      Finish(id, x.ready + route.ms);
+    } else {
+      queue_.push({x.ready, id, true});
+    }
+  }
+
+  // Adds a ready transfer to the waiting list, kept in priority order: ready time, then
+  // boundary, then micro-batch, then activations before gradients.
+  void Enqueue(int id) {
+    auto key = [this](int t) {
+      int route = RouteOf(t), dir = route >= S_ - 1;
+      return std::make_tuple(xfer_[t].ready, route - dir * (S_ - 1), t % M_, dir);
+    };
+    auto it = std::upper_bound(waiting_.begin(), waiting_.end(), id,
+                               [&](int a, int b) { return key(a) < key(b); });
+    waiting_.insert(it, id);
+  }
+
+  // Starts, at now_, every waiting transfer whose resources are all free, in priority order.
+  bool StartWaiting() {
+    bool started = false;
+    for (size_t i = 0; i < waiting_.size();) {
+      int id = waiting_[i];
+      const EngineRoute& route = s_.routes[RouteOf(id)];
+      bool free = true;
+      for (int r : route.resources) free = free && !resource_busy_[r];
+      if (!free) {
+        ++i;
+        continue;
+      }
+      for (int r : route.resources) resource_busy_[r] = 1;
+      xfer_[id].start = now_;
+      queue_.push({now_ + route.ms, id, false});
+      waiting_.erase(waiting_.begin() + i);
+      started = true;
+    }
+    return started;
+  }
+
+  // Transfer `id` finished at `end`: frees its resources and wakes its receivers.
+  void Finish(int id, double end) {
+    Transfer& x = xfer_[id];
+    x.finish = end;
+    const int route = RouteOf(id);
+    for (int r : s_.routes[route].resources) resource_busy_[r] = 0;
+    if (s_.record_timeline) {
+      bool act = route < S_ - 1;
+      Instruction in{act ? Op::kSendAct : Op::kSendGrad, id % M_};
+      int from = act ? route : route - (S_ - 1) + 1;
+      Record(static_cast<int>(dev_.size()) + route, in, "transfer", x.start, end, from);
+    }
+    const EngineStage& st = s_.stages[ReceiverStage(id)];
+    for (int r = st.first_device; r < st.first_device + st.replicas; ++r) {
+      if (dev_[r].blocked_on != id) continue;
+      dev_[r].blocked_on = -1;
+      runnable_.push_back(r);
+    }
+  }
+
+  void CheckAllFinished() const {
+    std::string blocked;
+    int shown = 0, count = 0;
+    for (size_t d = 0; d < dev_.size(); ++d) {
+      const EngineDevice& cfg = s_.devices[d];
+      const EngineStage& st = s_.stages[cfg.stage];
+      if (dev_[d].pc >= st.length) continue;
+      ++count;
+      if (shown >= 8) continue;
+      ++shown;
+      const Instruction& in = st.program[dev_[d].pc];
+      blocked += fmt::format("{}stage {} replica {} pc {} {}", blocked.empty() ? "" : "; ",
+                             cfg.stage, cfg.replica, dev_[d].pc, ToString(in));
+      if (in.micro_batch >= 0) blocked += fmt::format(" (micro-batch {})", in.micro_batch);
+    }
+    if (count == 0) return;
+    if (count > shown) blocked += fmt::format("; and {} more", count - shown);
+    throw Error("simulated schedule deadlocks: " + blocked);
+  }
+
+  const EngineSetup& s_;
+  const int S_, M_;
+  std::vector<DeviceState> dev_;
+  std::vector<Transfer> xfer_;
+  std::vector<int> ar_arrived_;
+  std::vector<double> ar_ready_;
+  std::vector<char> resource_busy_;
+  std::vector<int> runnable_;
+  std::vector<int> waiting_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
+  std::vector<TimelineEvent> events_;
+  double now_ = 0;
+};
+
+}  // namespace
+
+EngineResult RunEngine(const EngineSetup& setup) { return Engine(setup).Run(); }
+
+}  // namespace dapple::internal

@@ -1,0 +1,67 @@
+// The event-driven core of the simulator (docs/schedules.md, "Simulator"): devices run
+// their stage's lowered list in order; split-concat transfers and allreduces couple them.
+// Internal to dapple_sim: Simulate() builds the EngineSetup from a plan and a cost model.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dapple/schedule/instruction.h"
+#include "dapple/sim/timeline.h"
+
+namespace dapple::internal {
+
+struct EngineStage {
+  const Instruction* program = nullptr;  // the stage's lowered list (outlives the engine)
+  int length = 0;
+  int first_device = 0;  // devices of the stage are first_device .. first_device+replicas-1
+  int replicas = 1;
+  double allreduce_ms = 0;
+};
+
+struct EngineDevice {
+  int stage = 0;
+  int replica = 0;
+  double forward_ms = 0;
+  double backward_ms = 0;
+  double bytes_per_micro_batch = 0;  // activation memory a forward adds and its backward frees
+};
+
+// One direction of one stage boundary: every transfer on it has this cost and resources.
+struct EngineRoute {
+  double ms = 0;
+  std::vector<int> resources;  // dense ids in [0, num_resources)
+};
+
+struct EngineSetup {
+  int num_stages = 0;
+  int num_micro_batches = 0;
+  std::vector<EngineStage> stages;
+  std::vector<EngineDevice> devices;
+  // routes[b]: activations across boundary b (stage b -> b+1); routes[S-1+b]: gradients
+  // (stage b+1 -> b). Size 2(S-1).
+  std::vector<EngineRoute> routes;
+  int num_resources = 0;
+  double step_ms = 0;
+  bool record_timeline = false;
+};
+
+struct EngineDeviceResult {
+  double end_ms = 0;  // when its STEP ended
+  double busy_ms = 0;
+  double peak_bytes = 0;  // peak of in-flight micro-batches x bytes_per_micro_batch
+  int peak_in_flight = 0;
+};
+
+struct EngineResult {
+  std::vector<EngineDeviceResult> devices;
+  // Compute events on tracks 0..D-1 (device index); transfers on track D + route.
+  std::vector<TimelineEvent> events;
+  long long instructions = 0;
+};
+
+// Runs the setup to the end. Throws dapple::Error naming every blocked device (stage,
+// replica, pc, instruction) when the lists deadlock.
+EngineResult RunEngine(const EngineSetup& setup);
+
+}  // namespace dapple::internal

@@ -1,0 +1,180 @@
+// Simulate / SimulatePlan: turns a plan, its lowered schedule and a cost model into the
+// engine's setup (per-device costs, per-boundary transfer routes) and its result into
+// SimResult (docs/schedules.md, "Simulator").
+#include "dapple/sim/simulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "dapple/common/error.h"
+#include "dapple/common/slicing.h"
+#include "dapple/sim/event_engine.h"
+
+namespace dapple {
+namespace {
+
+// The optimizer step is free in this model (its cost is small next to a micro-batch and
+// the profile does not measure it).
+constexpr double kStepMs = 0;
+
+// Memory safety of the engine, which indexes by micro-batch and neighbour: every
+// micro-batch in range, communication only towards an existing neighbour. Deeper
+// soundness (pairing, deadlock) is FindScheduleError's job; a deadlock still throws.
+void CheckShape(const Plan& plan, const Schedule& lowered) {
+  DAPPLE_CHECK(lowered.num_stages == plan.num_stages(), "schedule and plan stages differ");
+  DAPPLE_CHECK(static_cast<int>(lowered.programs.size()) == lowered.num_stages);
+  DAPPLE_CHECK(lowered.num_micro_batches == plan.num_micro_batches,
+               "schedule and plan micro-batches differ");
+  const int S = lowered.num_stages, M = lowered.num_micro_batches;
+  for (int s = 0; s < S; ++s) {
+    for (const Instruction& in : lowered.programs[s]) {
+      bool ok = true;
+      switch (in.op) {
+        case Op::kForward:
+        case Op::kBackward:
+          break;
+        case Op::kRecvAct:
+        case Op::kSendGrad:
+          ok = s > 0;
+          break;
+        case Op::kSendAct:
+        case Op::kRecvGrad:
+          ok = s < S - 1;
+          break;
+        case Op::kAllReduceGrads:
+        case Op::kOptimizerStep:
+          continue;
+      }
+      if (!ok || in.micro_batch < 0 || in.micro_batch >= M)
+        throw Error(fmt::format("cannot simulate: stage {} has {}", s, ToString(in)));
+    }
+  }
+}
+
+// Dense ids for the cost model's opaque resource ids.
+int Dense(std::unordered_map<int, int>& ids, int id) {
+  return ids.emplace(id, static_cast<int>(ids.size())).first->second;
+}
+
+}  // namespace
+
+SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& cost,
+                   const SimOptions& options) {
+  CheckShape(plan, lowered);
+  const int S = plan.num_stages(), M = plan.num_micro_batches;
+  const double m = plan.micro_batch_size;
+  internal::EngineSetup setup;
+  setup.num_stages = S;
+  setup.num_micro_batches = M;
+  setup.step_ms = kStepMs;
+  setup.record_timeline = options.record_timeline;
+  setup.stages.resize(S);
+  SimResult result;
+  result.stages.resize(S);
+  std::vector<double> static_bytes(S), recompute_extra;
+  for (int s = 0; s < S; ++s) {
+    const StagePlan& sp = plan.stages[s];
+    if (sp.devices.empty()) ThrowInput("plan: stage {} has no devices", s);
+    internal::EngineStage& es = setup.stages[s];
+    es.program = lowered.programs[s].data();
+    es.length = static_cast<int>(lowered.programs[s].size());
+    es.first_device = static_cast<int>(setup.devices.size());
+    es.replicas = sp.replicas();
+    es.allreduce_ms = cost.AllReduceMs(sp.first_layer, sp.last_layer, sp.devices);
+    static_bytes[s] = cost.StaticMemoryBytes(sp.first_layer, sp.last_layer);
+    StageStats& stats = result.stages[s];
+    stats.allreduce_ms = es.allreduce_ms;
+    for (int j = 0; j < sp.replicas(); ++j) {
+      const int dev = sp.devices[j];
+      if (dev < 0 || dev >= cost.num_devices())
+        ThrowInput("plan: stage {} device {} outside the cluster's {} devices", s, dev,
+                   cost.num_devices());
+      const double samples =
+          static_cast<double>(SliceOf(plan.micro_batch_size, es.replicas, j).size());
+      internal::EngineDevice ed;
+      ed.stage = s;
+      ed.replica = j;
+      ed.forward_ms = cost.ForwardMs(sp.first_layer, sp.last_layer, samples, dev);
+      ed.backward_ms = cost.BackwardMs(sp.first_layer, sp.last_layer, samples, dev);
+      const double act = cost.ActivationBytes(sp.first_layer, sp.last_layer, samples);
+      // With re-computation a micro-batch keeps only its stage input until its backward,
+      // which rebuilds one micro-batch of activations (added once, below).
+      ed.bytes_per_micro_batch =
+          plan.recompute ? cost.StageInputBytes(sp.first_layer, samples) : act;
+      recompute_extra.push_back(plan.recompute ? act : 0.0);
+      stats.forward_ms = std::max(stats.forward_ms, ed.forward_ms);
+      stats.backward_ms = std::max(stats.backward_ms, ed.backward_ms);
+      setup.devices.push_back(ed);
+    }
+  }
+  // Transfer routes: activations b -> b+1 at index b, gradients b+1 -> b at S-1+b. The
+  // gradient direction asks the cost model for the reversed transfer, so it holds the links
+  // and ports of that direction (full duplex: activations and gradients do not contend).
+  std::unordered_map<int, int> resource_ids;
+  setup.routes.resize(2 * std::max(S - 1, 0));
+  for (int b = 0; b + 1 < S; ++b) {
+    const StagePlan &lo = plan.stages[b], &hi = plan.stages[b + 1];
+    TransferCost fwd = cost.Transfer(lo.last_layer, m, lo.devices, hi.devices);
+    TransferCost bwd = cost.Transfer(lo.last_layer, m, hi.devices, lo.devices);
+    setup.routes[b].ms = fwd.ms;
+    for (int r : fwd.resources) setup.routes[b].resources.push_back(Dense(resource_ids, r));
+    setup.routes[S - 1 + b].ms = bwd.ms;
+    for (int r : bwd.resources) setup.routes[S - 1 + b].resources.push_back(Dense(resource_ids, r));
+    result.stages[b].send_ms = fwd.ms;
+  }
+  setup.num_resources = static_cast<int>(resource_ids.size());
+
+  internal::EngineResult run = internal::RunEngine(setup);
+
+  const int D = static_cast<int>(setup.devices.size());
+  for (const auto& d : run.devices) result.iteration_ms = std::max(result.iteration_ms, d.end_ms);
+  result.devices.resize(D);
+  double bubble_sum = 0;
+  for (int d = 0; d < D; ++d) {
+    const internal::EngineDevice& ed = setup.devices[d];
+    const internal::EngineDeviceResult& rd = run.devices[d];
+    DeviceStats& ds = result.devices[d];
+    ds.device = plan.stages[ed.stage].devices[ed.replica];
+    ds.stage = ed.stage;
+    ds.replica = ed.replica;
+    ds.busy_ms = rd.busy_ms;
+    ds.bubble_ms = result.iteration_ms - rd.busy_ms;
+    ds.static_memory_bytes = static_bytes[ed.stage];
+    ds.peak_activation_bytes = rd.peak_bytes + (rd.peak_in_flight > 0 ? recompute_extra[d] : 0);
+    ds.peak_memory_bytes = ds.static_memory_bytes + ds.peak_activation_bytes;
+    ds.peak_in_flight = rd.peak_in_flight;
+    if (result.iteration_ms > 0) bubble_sum += ds.bubble_ms / result.iteration_ms;
+  }
+  result.bubble_fraction = D > 0 ? bubble_sum / D : 0;
+  result.speedup = result.iteration_ms > 0
+                       ? cost.SingleDeviceMs(plan.global_batch_size) / result.iteration_ms
+                       : 0;
+  result.instructions = run.instructions;
+  if (options.record_timeline) {
+    Timeline& t = result.timeline;
+    t.title =
+        fmt::format("simulated: {}, {} stages, {} micro-batches", ToString(plan.schedule), S, M);
+    for (const DeviceStats& ds : result.devices)
+      t.device_labels.push_back(
+          fmt::format("dev {} (stage {}, replica {})", ds.device, ds.stage, ds.replica));
+    for (int b = 0; b + 1 < S; ++b)
+      t.device_labels.push_back(fmt::format("link stage {} -> {} (activations)", b, b + 1));
+    for (int b = 0; b + 1 < S; ++b)
+      t.device_labels.push_back(fmt::format("link stage {} -> {} (gradients)", b + 1, b));
+    t.events = std::move(run.events);
+  }
+  return result;
+}
+
+SimResult SimulatePlan(const Plan& plan, const CostModel& cost, const SimOptions& options) {
+  std::vector<int> replicas;
+  replicas.reserve(plan.stages.size());
+  for (const StagePlan& sp : plan.stages) replicas.push_back(sp.replicas());
+  Schedule lowered =
+      LowerComms(MakeSchedule(plan.schedule, plan.num_stages(), plan.num_micro_batches), replicas);
+  return Simulate(plan, lowered, cost, options);
+}
+
+}  // namespace dapple
