@@ -17,7 +17,10 @@ struct CostOptions {
 };
 
 // Keeps references to `profile` and `cluster`: both must outlive it. Stage sums are O(1)
-// (prefix sums), so the planner can call it in its inner loop.
+// (prefix sums), so the planner can call it in its inner loop; after construction every
+// method only reads, so threads may share one model. Link resource ids of Transfer: 2s is
+// server s's egress port, 2s+1 its ingress port, 2 x num_servers + d device d's own
+// intra-server (receive) link.
 class AnalyticCostModel : public CostModel {
  public:
   AnalyticCostModel(const Profile& profile, const Cluster& cluster, CostOptions options = {});
@@ -47,6 +50,9 @@ class AnalyticCostModel : public CostModel {
   // Prefix sums over layers (size N+1): at PBS, and per measured batch size when present.
   std::vector<double> fwd_prefix_, bwd_prefix_, param_prefix_, saved_prefix_;
   std::vector<std::vector<double>> fwd_prefix_by_batch_, bwd_prefix_by_batch_;
+  std::vector<double> cut_bytes_;  // Profile::CutBytes(b) for every b
+  std::vector<int> server_of_;     // device -> server
+  void CheckRange(int first, int last) const;
   double ComputeMs(const std::vector<double>& prefix,
                    const std::vector<std::vector<double>>& by_batch, int first, int last,
                    double samples, int device) const;

@@ -2,6 +2,7 @@
 // profile_json.cc and pipedream_graph.cc.
 #include "dapple/format/profile.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <set>
@@ -20,25 +21,30 @@ int Profile::IndexOf(const std::string& id) const {
 // Layer u contributes activation_bytes[u] to every cut after layers u..reach[u]-1, where
 // reach[u] is the largest layer u has an edge to (u + 1 in a chain). A difference array
 // over those ranges gives every cut in O(N + E).
-double Profile::CutBytes(int last) const {
+std::vector<double> Profile::AllCutBytes() const {
   const int n = num_layers();
-  DAPPLE_CHECK(last >= 0 && last < n, "Profile::CutBytes: layer out of range");
-  if (cut_cache_.size() != static_cast<size_t>(n)) {
-    std::vector<int> reach(n);
-    for (int u = 0; u < n; ++u) reach[u] = edges.empty() ? u + 1 : u;
-    for (const auto& [from, to] : edges)
-      if (from >= 0 && from < n && to > reach[from]) reach[from] = std::min(to, n);
-    std::vector<double> diff(n + 1, 0.0);
-    for (int u = 0; u < n; ++u) {
-      if (reach[u] <= u) continue;
-      diff[u] += layers[u].activation_bytes;
-      diff[std::min(reach[u], n)] -= layers[u].activation_bytes;
-    }
-    std::vector<double> cut(n);
-    double run = 0;
-    for (int b = 0; b < n; ++b) cut[b] = (run += diff[b]);
-    cut[n - 1] = 0;  // nothing leaves the last layer
-    cut_cache_ = std::move(cut);
+  std::vector<int> reach(n);
+  for (int u = 0; u < n; ++u) reach[u] = edges.empty() ? u + 1 : u;
+  for (const auto& [from, to] : edges)
+    if (from >= 0 && from < n && to > reach[from]) reach[from] = std::min(to, n);
+  std::vector<double> diff(n + 1, 0.0);
+  for (int u = 0; u < n; ++u) {
+    if (reach[u] <= u) continue;
+    diff[u] += layers[u].activation_bytes;
+    diff[reach[u]] -= layers[u].activation_bytes;
+  }
+  std::vector<double> cut(n);
+  double run = 0;
+  for (int b = 0; b < n; ++b) cut[b] = (run += diff[b]);
+  if (n > 0) cut[n - 1] = 0;  // nothing leaves the last layer
+  return cut;
+}
+
+double Profile::CutBytes(int last) const {
+  DAPPLE_CHECK(last >= 0 && last < num_layers(), "Profile::CutBytes: layer out of range");
+  if (cut_cache_.size() != layers.size() || cut_cache_edges_ != edges.size()) {
+    cut_cache_ = AllCutBytes();
+    cut_cache_edges_ = edges.size();
   }
   return cut_cache_[last];
 }

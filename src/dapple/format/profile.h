@@ -45,11 +45,17 @@ struct Profile {
   int IndexOf(const std::string& id) const;
   // Bytes crossing the boundary after layer `last` (0 <= last < N-1) at the profile batch
   // size: the sum of activation_bytes over layers <= last with an edge to a layer > last.
-  // For a chain: activation_bytes of `last`. O(N + E) on first call, cached after.
+  // For a chain: activation_bytes of `last`; 0 after the last layer. O(N + E) on first
+  // call, cached after (the cache is rebuilt when the number of layers or edges changes;
+  // code that edits sizes or edges in place should use AllCutBytes). Not thread-safe on
+  // first call: copy AllCutBytes() where threads share a profile.
   double CutBytes(int last) const;
+  // CutBytes for every layer, computed afresh in O(N + E).
+  std::vector<double> AllCutBytes() const;
 
  private:
   mutable std::vector<double> cut_cache_;
+  mutable size_t cut_cache_edges_ = 0;
 };
 
 // Checks a profile's invariants; throws InputError naming `source` and the layer/field.

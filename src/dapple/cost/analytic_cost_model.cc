@@ -1,0 +1,154 @@
+// The reference cost model (DESIGN.md section 4): compute from prefix sums (interpolated
+// over batch size when the profile has several), memory, ring allreduce. The split-concat
+// transfer is in split_concat.cc.
+#include "dapple/cost/analytic_cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "dapple/common/error.h"
+
+namespace dapple {
+namespace {
+
+std::vector<double> Prefix(const std::vector<LayerProfile>& layers,
+                           double (*value)(const LayerProfile&)) {
+  std::vector<double> prefix(layers.size() + 1, 0.0);
+  for (size_t i = 0; i < layers.size(); ++i) prefix[i + 1] = prefix[i] + value(layers[i]);
+  return prefix;
+}
+
+// Prefix sums of a layer's time at batch_sizes[k]: the measured value, or the PBS value
+// scaled linearly when the layer has no per-batch measurements.
+std::vector<std::vector<double>> PrefixByBatch(const Profile& p, bool forward) {
+  std::vector<std::vector<double>> out;
+  for (size_t k = 0; k < p.batch_sizes.size(); ++k) {
+    std::vector<double> prefix(p.layers.size() + 1, 0.0);
+    for (size_t i = 0; i < p.layers.size(); ++i) {
+      const LayerProfile& l = p.layers[i];
+      const std::vector<double>& by = forward ? l.forward_ms_by_batch : l.backward_ms_by_batch;
+      double at_pbs = forward ? l.forward_ms : l.backward_ms;
+      double v = by.empty() ? at_pbs * p.batch_sizes[k] / p.batch_size : by[k];
+      prefix[i + 1] = prefix[i] + v;
+    }
+    out.push_back(std::move(prefix));
+  }
+  return out;
+}
+
+}  // namespace
+
+AnalyticCostModel::AnalyticCostModel(const Profile& profile, const Cluster& cluster,
+                                     CostOptions options)
+    : profile_(profile), cluster_(cluster), options_(options) {
+  ValidateProfile(profile, "profile");
+  ValidateCluster(cluster, "cluster");
+  fwd_prefix_ = Prefix(profile.layers, [](const LayerProfile& l) { return l.forward_ms; });
+  bwd_prefix_ = Prefix(profile.layers, [](const LayerProfile& l) { return l.backward_ms; });
+  param_prefix_ = Prefix(profile.layers, [](const LayerProfile& l) { return l.parameter_bytes; });
+  saved_prefix_ = Prefix(profile.layers, [](const LayerProfile& l) {
+    return l.saved_bytes >= 0 ? l.saved_bytes : l.activation_bytes;
+  });
+  fwd_prefix_by_batch_ = PrefixByBatch(profile, true);
+  bwd_prefix_by_batch_ = PrefixByBatch(profile, false);
+  // Cut sizes once, here, so concurrent callers (a parallel planner) only read.
+  cut_bytes_ = profile.AllCutBytes();
+  for (int d = 0; d < cluster.num_devices(); ++d) server_of_.push_back(cluster.ServerOf(d));
+}
+
+int AnalyticCostModel::num_layers() const { return profile_.num_layers(); }
+int AnalyticCostModel::num_devices() const { return static_cast<int>(server_of_.size()); }
+int AnalyticCostModel::profile_batch_size() const { return profile_.batch_size; }
+
+void AnalyticCostModel::CheckRange(int first, int last) const {
+  DAPPLE_CHECK(0 <= first && first <= last && last < num_layers(), "layer range out of bounds");
+}
+
+double AnalyticCostModel::ComputeMs(const std::vector<double>& prefix,
+                                    const std::vector<std::vector<double>>& by_batch, int first,
+                                    int last, double samples, int device) const {
+  CheckRange(first, last);
+  DAPPLE_CHECK(device >= 0 && device < num_devices(), "device out of range");
+  if (samples <= 0) return 0;
+  double ms;
+  const std::vector<int>& sizes = profile_.batch_sizes;
+  if (sizes.empty()) {
+    ms = (prefix[last + 1] - prefix[first]) * samples / profile_.batch_size;
+  } else if (sizes.size() == 1) {
+    ms = (by_batch[0][last + 1] - by_batch[0][first]) * samples / sizes[0];
+  } else {
+    // Piecewise-linear in the batch size, extrapolated from the nearest two measurements.
+    size_t hi = std::upper_bound(sizes.begin(), sizes.end(), samples) - sizes.begin();
+    hi = std::clamp<size_t>(hi, 1, sizes.size() - 1);
+    size_t lo = hi - 1;
+    double y0 = by_batch[lo][last + 1] - by_batch[lo][first];
+    double y1 = by_batch[hi][last + 1] - by_batch[hi][first];
+    double t = (samples - sizes[lo]) / (sizes[hi] - sizes[lo]);
+    ms = std::max(0.0, y0 + t * (y1 - y0));
+  }
+  return ms / cluster_.Device(device).speed;
+}
+
+double AnalyticCostModel::ForwardMs(int first, int last, double samples, int device) const {
+  return ComputeMs(fwd_prefix_, fwd_prefix_by_batch_, first, last, samples, device);
+}
+
+double AnalyticCostModel::BackwardMs(int first, int last, double samples, int device) const {
+  return ComputeMs(bwd_prefix_, bwd_prefix_by_batch_, first, last, samples, device);
+}
+
+double AnalyticCostModel::CutBytes(int last, double samples) const {
+  DAPPLE_CHECK(last >= 0 && last < num_layers(), "layer out of range");
+  return cut_bytes_[last] * samples / profile_.batch_size;
+}
+
+double AnalyticCostModel::AllReduceMs(int first, int last, const std::vector<int>& devices) const {
+  CheckRange(first, last);
+  const int r = static_cast<int>(devices.size());
+  if (r <= 1) return 0;
+  bool spans = false;
+  for (int d : devices) {
+    DAPPLE_CHECK(d >= 0 && d < num_devices(), "device out of range");
+    spans = spans || server_of_[d] != server_of_[devices[0]];
+  }
+  // The slowest link of the ring: the inter-server one as soon as the ring leaves a server.
+  const LinkSpec& intra = cluster_.intra_server;
+  const LinkSpec& inter = cluster_.inter_server;
+  double bw = spans ? std::min(intra.bandwidth_bytes_per_s, inter.bandwidth_bytes_per_s)
+                    : intra.bandwidth_bytes_per_s;
+  double latency = spans ? std::max(intra.latency_s, inter.latency_s) : intra.latency_s;
+  double bytes = param_prefix_[last + 1] - param_prefix_[first];
+  double seconds = 2.0 * (r - 1) / r * bytes / bw + 2.0 * (r - 1) * latency;
+  return seconds * 1e3;
+}
+
+double AnalyticCostModel::StaticMemoryBytes(int first, int last) const {
+  CheckRange(first, last);
+  return (param_prefix_[last + 1] - param_prefix_[first]) * options_.state_factor;
+}
+
+double AnalyticCostModel::ActivationBytes(int first, int last, double samples) const {
+  CheckRange(first, last);
+  return (saved_prefix_[last + 1] - saved_prefix_[first]) * samples / profile_.batch_size;
+}
+
+double AnalyticCostModel::StageInputBytes(int first, double samples) const {
+  DAPPLE_CHECK(first >= 0 && first < num_layers(), "layer out of range");
+  // The first stage's input is the model input; its size is layer 0's activation (the
+  // "Input" node of PipeDream profiles).
+  if (first == 0) return profile_.layers[0].activation_bytes * samples / profile_.batch_size;
+  return CutBytes(first - 1, samples);
+}
+
+double AnalyticCostModel::DeviceMemoryBytes(int device) const {
+  DAPPLE_CHECK(device >= 0 && device < num_devices(), "device out of range");
+  return options_.memory_bytes_override > 0 ? options_.memory_bytes_override
+                                            : cluster_.Device(device).memory_bytes;
+}
+
+double AnalyticCostModel::SingleDeviceMs(int global_batch) const {
+  const int n = num_layers();
+  return (fwd_prefix_[n] + bwd_prefix_[n]) * global_batch / profile_.batch_size;
+}
+
+}  // namespace dapple

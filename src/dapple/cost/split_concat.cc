@@ -1,0 +1,73 @@
+// The split-concat transfer of DESIGN.md section 4: sender replica j owns the j-th
+// contiguous slice of the micro-batch, receiver replica k needs the k-th slice of the next
+// stage's split, and each receiver gets the overlapping sample ranges from the senders.
+#include <algorithm>
+#include <cmath>
+
+#include "dapple/common/error.h"
+#include "dapple/common/slicing.h"
+#include "dapple/cost/analytic_cost_model.h"
+
+namespace dapple {
+
+TransferCost AnalyticCostModel::Transfer(int last, double micro_batch, const std::vector<int>& from,
+                                         const std::vector<int>& to) const {
+  DAPPLE_CHECK(last >= 0 && last < num_layers(), "layer out of range");
+  DAPPLE_CHECK(!from.empty() && !to.empty(), "a transfer needs senders and receivers");
+  for (int d : from) DAPPLE_CHECK(d >= 0 && d < num_devices(), "sender out of range");
+  for (int d : to) DAPPLE_CHECK(d >= 0 && d < num_devices(), "receiver out of range");
+  const int64_t m = std::llround(micro_batch);
+  if (m <= 0) return {};
+  const double bytes_per_sample = cut_bytes_[last] / profile_.batch_size;
+  const int rf = static_cast<int>(from.size()), rt = static_cast<int>(to.size());
+  const int servers = cluster_.num_servers();
+
+  std::vector<double> intra(rt, 0.0), out(servers, 0.0), in(servers, 0.0);
+  std::vector<char> intra_used(rt, 0), out_used(servers, 0), in_used(servers, 0);
+  bool any_message = false, crosses = false;
+  // Both splits are ordered sample ranges: walk them together, O(rf + rt) pairs.
+  for (int j = 0, k = 0; j < rf && k < rt;) {
+    SampleRange a = SliceOf(m, rf, j), b = SliceOf(m, rt, k);
+    int64_t samples = Overlap(a, b);
+    if (samples > 0 && from[j] != to[k]) {  // a replica feeding itself moves nothing
+      double bytes = samples * bytes_per_sample;
+      int src = server_of_[from[j]], dst = server_of_[to[k]];
+      any_message = true;
+      if (src == dst) {
+        intra[k] += bytes;
+        intra_used[k] = 1;
+      } else {
+        crosses = true;
+        out[src] += bytes;
+        in[dst] += bytes;
+        out_used[src] = in_used[dst] = 1;
+      }
+    }
+    if (a.end <= b.end) ++j;
+    if (b.end <= a.end) ++k;
+  }
+  if (!any_message) return {};
+
+  const LinkSpec& intra_link = cluster_.intra_server;
+  const LinkSpec& inter_link = cluster_.inter_server;
+  double seconds = 0;
+  TransferCost cost;
+  for (int s = 0; s < servers; ++s) {
+    seconds = std::max(seconds, out[s] / inter_link.bandwidth_bytes_per_s);
+    seconds = std::max(seconds, in[s] / inter_link.bandwidth_bytes_per_s);
+    if (out_used[s]) cost.resources.push_back(2 * s);
+    if (in_used[s]) cost.resources.push_back(2 * s + 1);
+  }
+  for (int k = 0; k < rt; ++k) {
+    seconds = std::max(seconds, intra[k] / intra_link.bandwidth_bytes_per_s);
+    if (intra_used[k]) cost.resources.push_back(2 * servers + to[k]);
+  }
+  seconds += crosses ? inter_link.latency_s : intra_link.latency_s;
+  cost.ms = seconds * 1e3;
+  std::sort(cost.resources.begin(), cost.resources.end());
+  cost.resources.erase(std::unique(cost.resources.begin(), cost.resources.end()),
+                       cost.resources.end());
+  return cost;
+}
+
+}  // namespace dapple

@@ -1,0 +1,141 @@
+// AnalyticCostModel: compute, interpolation, cut sizes, allreduce and memory, by hand.
+#include "dapple/cost/analytic_cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include "cost/cost_test_util.h"
+
+namespace dapple {
+namespace {
+
+using testing::FourLayerChain;
+using testing::TwoByFour;
+
+TEST(AnalyticCostModel, ComputeScalesWithSamplesAndSpeed) {
+  Profile p = FourLayerChain();
+  Cluster c = TwoByFour();
+  AnalyticCostModel cost(p, c);
+  EXPECT_EQ(cost.num_layers(), 4);
+  EXPECT_EQ(cost.num_devices(), 8);
+  EXPECT_EQ(cost.profile_batch_size(), 4);
+  EXPECT_DOUBLE_EQ(cost.ForwardMs(1, 2, 2, 0), (2 + 3) * 2.0 / 4);       // 2.5
+  EXPECT_DOUBLE_EQ(cost.ForwardMs(1, 2, 2, 4), 2.5 / 2);                 // speed 2
+  EXPECT_DOUBLE_EQ(cost.BackwardMs(0, 3, 8, 0), (2 + 4 + 6 + 8) * 2.0);  // 40
+  EXPECT_DOUBLE_EQ(cost.ForwardMs(3, 3, 4, 1), 4);
+  EXPECT_DOUBLE_EQ(cost.SingleDeviceMs(8), (10 + 20) * 8.0 / 4);  // 60
+}
+
+// Stage [0, 1] forward at batch 2, 4, 8: 1.5, 2.5, 5.5 ms.
+Profile ByBatchProfile() {
+  Profile p;
+  p.batch_size = 4;
+  p.batch_sizes = {2, 4, 8};
+  LayerProfile a;
+  a.id = "a";
+  a.forward_ms = 1.5;
+  a.forward_ms_by_batch = {1.0, 1.5, 3.5};
+  a.backward_ms = 2;  // no per-batch backward: scaled linearly from PBS (1, 2, 4)
+  LayerProfile b;
+  b.id = "b";
+  b.forward_ms = 1.0;
+  b.forward_ms_by_batch = {0.5, 1.0, 2.0};
+  b.backward_ms = 2.0;
+  b.backward_ms_by_batch = {0.1, 2.0, 4.0};
+  p.layers = {a, b};
+  return p;
+}
+
+TEST(AnalyticCostModel, InterpolatesOverBatchSizes) {
+  Profile p = ByBatchProfile();
+  Cluster c = TwoByFour();
+  AnalyticCostModel cost(p, c);
+  EXPECT_DOUBLE_EQ(cost.ForwardMs(0, 1, 2, 0), 1.5);    // measured
+  EXPECT_DOUBLE_EQ(cost.ForwardMs(0, 1, 4, 0), 2.5);    // measured
+  EXPECT_DOUBLE_EQ(cost.ForwardMs(0, 1, 3, 0), 2.0);    // between 2 and 4
+  EXPECT_DOUBLE_EQ(cost.ForwardMs(0, 1, 6, 0), 4.0);    // between 4 and 8
+  EXPECT_DOUBLE_EQ(cost.ForwardMs(0, 1, 16, 0), 11.5);  // from 4 and 8: 2.5 + 3 x 3
+  EXPECT_DOUBLE_EQ(cost.ForwardMs(0, 1, 1, 0), 1.0);    // from 2 and 4: 1.5 - 0.5
+  EXPECT_DOUBLE_EQ(cost.ForwardMs(0, 1, 3, 4), 1.0);    // speed 2
+  EXPECT_DOUBLE_EQ(cost.BackwardMs(0, 0, 3, 0), 1.5);   // linear from PBS
+  EXPECT_DOUBLE_EQ(cost.BackwardMs(1, 1, 1, 0), 0.0);   // 0.1 - 0.5 x 1.9 < 0: clamped
+  EXPECT_DOUBLE_EQ(cost.BackwardMs(1, 1, 3, 0), 1.05);
+  EXPECT_DOUBLE_EQ(cost.BackwardMs(0, 1, 0, 0), 0.0);  // no samples, no work
+}
+
+TEST(AnalyticCostModel, SingleMeasuredBatchSizeScalesLinearly) {
+  Profile p = ByBatchProfile();
+  p.batch_sizes = {8};
+  for (LayerProfile& l : p.layers) {
+    if (!l.forward_ms_by_batch.empty()) l.forward_ms_by_batch = {l.forward_ms_by_batch.back()};
+    if (!l.backward_ms_by_batch.empty()) l.backward_ms_by_batch = {l.backward_ms_by_batch.back()};
+  }
+  Cluster c = TwoByFour();
+  AnalyticCostModel cost(p, c);
+  EXPECT_DOUBLE_EQ(cost.ForwardMs(0, 1, 4, 0), 5.5 / 2);
+}
+
+TEST(AnalyticCostModel, CutBytesOnBranchingGraph) {
+  Profile p = FourLayerChain();
+  Cluster c = TwoByFour();
+  {
+    AnalyticCostModel chain(p, c);
+    EXPECT_DOUBLE_EQ(chain.CutBytes(1, 4), 200);
+    EXPECT_DOUBLE_EQ(chain.CutBytes(1, 2), 100);
+    EXPECT_DOUBLE_EQ(chain.CutBytes(3, 4), 0);
+  }
+  // l0 -> l1, l0 -> l2, l1 -> l2, l2 -> l3, l0 -> l3 (a skip over two layers).
+  p.edges = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {2, 3}};
+  AnalyticCostModel graph(p, c);
+  EXPECT_DOUBLE_EQ(graph.CutBytes(0, 4), 100);
+  EXPECT_DOUBLE_EQ(graph.CutBytes(1, 4), 100 + 200);
+  EXPECT_DOUBLE_EQ(graph.CutBytes(2, 4), 100 + 400);
+  EXPECT_DOUBLE_EQ(graph.CutBytes(1, 2), 150);
+  EXPECT_DOUBLE_EQ(graph.StageInputBytes(2, 4), 300);
+}
+
+TEST(AnalyticCostModel, RingAllReduce) {
+  Profile p = FourLayerChain();  // 100 B of parameters in all
+  Cluster c = TwoByFour();
+  AnalyticCostModel cost(p, c);
+  EXPECT_DOUBLE_EQ(cost.AllReduceMs(0, 3, {2}), 0);
+  // 4 devices of one server: 2 x 3/4 x 100 B / 1e6 B/s + 6 x 1 ms = 0.15 ms + 6 ms.
+  EXPECT_NEAR(cost.AllReduceMs(0, 3, {0, 1, 2, 3}), 6.15, 1e-12);
+  // Across servers: 2 x 1/2 x 100 B / 1e5 B/s + 2 x 2 ms = 1 ms + 4 ms.
+  EXPECT_NEAR(cost.AllReduceMs(0, 3, {0, 4}), 5.0, 1e-12);
+  // Layers 1..2 only (50 B), 2 devices of server 1: 50 / 1e6 s + 2 ms.
+  EXPECT_NEAR(cost.AllReduceMs(1, 2, {5, 6}), 2.05, 1e-12);
+}
+
+TEST(AnalyticCostModel, Memory) {
+  Profile p = FourLayerChain();
+  Cluster c = TwoByFour();
+  AnalyticCostModel cost(p, c);
+  EXPECT_DOUBLE_EQ(cost.StaticMemoryBytes(0, 1), 30 * 4.0);
+  EXPECT_DOUBLE_EQ(cost.ActivationBytes(1, 2, 2), (200 + 50) * 2.0 / 4);  // saved_bytes wins
+  EXPECT_DOUBLE_EQ(cost.ActivationBytes(0, 3, 4), 100 + 200 + 50 + 800);
+  EXPECT_DOUBLE_EQ(cost.StageInputBytes(0, 4), 100);  // layer 0's activation
+  EXPECT_DOUBLE_EQ(cost.StageInputBytes(2, 2), 100);  // l1's 200 B at half the batch
+  EXPECT_DOUBLE_EQ(cost.DeviceMemoryBytes(0), 16e9);
+  EXPECT_DOUBLE_EQ(cost.DeviceMemoryBytes(7), 8e9);
+  AnalyticCostModel custom(p, c, CostOptions{2.0, 1e9});
+  EXPECT_DOUBLE_EQ(custom.StaticMemoryBytes(0, 1), 60);
+  EXPECT_DOUBLE_EQ(custom.DeviceMemoryBytes(7), 1e9);
+}
+
+TEST(AnalyticCostModel, ShippedProfileOnPaperCluster) {
+  // A sanity check on real numbers: BERT-48 on paper-a, two 26-layer halves.
+  Profile p = LoadProfile(std::string(DAPPLE_DATA_DIR) + "/profiles/dapple/bert-48-pbs-2.txt");
+  Cluster c = ClusterPreset("paper-a");
+  AnalyticCostModel cost(p, c);
+  const int n = p.num_layers();
+  double whole = cost.ForwardMs(0, n - 1, 2, 0);
+  double sum = 0;
+  for (const LayerProfile& l : p.layers) sum += l.forward_ms;
+  EXPECT_NEAR(whole, sum, 1e-9);
+  EXPECT_NEAR(cost.ForwardMs(0, n / 2, 2, 0) + cost.ForwardMs(n / 2 + 1, n - 1, 2, 0), whole, 1e-9);
+  EXPECT_GT(cost.CutBytes(n / 2, 2), 0);
+  EXPECT_GT(cost.AllReduceMs(0, n - 1, {0, 8}), cost.AllReduceMs(0, n - 1, {0, 1}));
+}
+
+}  // namespace
+}  // namespace dapple
