@@ -1,0 +1,59 @@
+// The pivot stage rule and L (DESIGN.md section 6) against hand-computed examples.
+#include "dapple/plan/pipeline_latency.h"
+
+#include <gtest/gtest.h>
+
+namespace dapple {
+namespace {
+
+TEST(PipelineLatency, TwoStagesWithATransferBetween) {
+  // c0 = (F 1, B 2, AR 0.5), transfer 0.5, c1 = (2, 4, 1), M = 4.
+  auto st = WithTransfers({{1, 2, 0.5}, {2, 4, 1}}, {0.5});
+  ASSERT_EQ(st.size(), 3u);
+  EXPECT_EQ(st[1].forward_ms, 0.5);
+  EXPECT_EQ(st[1].backward_ms, 0.5);
+  EXPECT_EQ(st[1].allreduce_ms, 0.0);
+  // Q: start 2; s=1: l1 = 3*1 = 3 <= l2 = 3*6 = 18; s=0: l1 = 9 <= 18 + 1 = 19. Q = 2.
+  PipelineLatency l = ComputeLatency(st, 4);
+  EXPECT_EQ(l.pivot, 2);
+  EXPECT_EQ(ComputeStageOf(l.pivot), 1);
+  EXPECT_DOUBLE_EQ(l.warmup_ms, 3.5);   // 1 + 0.5 + 2
+  EXPECT_DOUBLE_EQ(l.steady_ms, 18.0);  // 3 * (2 + 4)
+  // E_2 = 4 (+AR 1) = 5; E_1 = 4.5; E_0 = 6.5 (+AR 0.5) = 7.
+  EXPECT_DOUBLE_EQ(l.ending_ms, 7.0);
+  EXPECT_DOUBLE_EQ(l.latency_ms, 28.5);
+}
+
+TEST(PipelineLatency, PivotMovesToASlowFirstStage) {
+  // s0 = (4, 8, AR 1), s1 = (1, 2, AR 3), s2 = (1, 1, AR 13); M = 3.
+  std::vector<LatencyStage> st = {{4, 8, 1}, {1, 2, 3}, {1, 1, 13}};
+  // s=1: l1 = 2*3 = 6 > l2 = 2*2 = 4 -> Q = 1; s=0: l1 = 24 > 2*3 + 0 = 6 -> Q = 0.
+  EXPECT_EQ(PivotStage(st, 3), 0);
+  PipelineLatency l = ComputeLatency(st, 3);
+  EXPECT_DOUBLE_EQ(l.warmup_ms, 4.0);
+  EXPECT_DOUBLE_EQ(l.steady_ms, 24.0);
+  // E_0 = 8 -> 9; E_1 = -(empty) = 0 -> 3; E_2 = -B_1 = -2 -> 11. The paper's printed
+  // form (-sum_{a=Q..s} B_a = -11) would give 2 for s = 2 and T_e = 9.
+  EXPECT_DOUBLE_EQ(l.ending_ms, 11.0);
+  EXPECT_DOUBLE_EQ(l.latency_ms, 39.0);
+}
+
+TEST(PipelineLatency, TiesKeepTheLaterPivot) {
+  // s=0: l1 = (M-1)*3 = l2 = (M-1)*3: not strictly larger, Q stays 1.
+  std::vector<LatencyStage> st = {{1, 2, 0}, {1, 2, 0}};
+  EXPECT_EQ(PivotStage(st, 5), 1);
+  // One micro-batch: l1 = l2 = 0 everywhere; L = sum F + sum B.
+  std::vector<LatencyStage> three = {{1, 2, 0}, {3, 4, 0}, {5, 6, 0}};
+  PipelineLatency l = ComputeLatency(three, 1);
+  EXPECT_EQ(l.pivot, 2);
+  EXPECT_DOUBLE_EQ(l.latency_ms, 1 + 3 + 5 + 6 + 4 + 2);
+}
+
+TEST(PipelineLatency, SingleStageIsGradientAccumulation) {
+  PipelineLatency l = ComputeLatency({{2, 3, 7}}, 8);
+  EXPECT_EQ(l.pivot, 0);
+  EXPECT_DOUBLE_EQ(l.latency_ms, 2 + 7 * 5 + 3 + 7);  // M (F + B) + AR
+}
+
+}  // namespace
+}  // namespace dapple

@@ -1,0 +1,83 @@
+// Placement policies return the documented device sets (placement.h) on small clusters.
+#include "dapple/plan/placement.h"
+
+#include <gtest/gtest.h>
+
+namespace dapple {
+namespace {
+
+Cluster Servers(std::vector<int> sizes) {
+  Cluster c;
+  c.name = "test";
+  for (int s : sizes) c.servers.push_back(ServerSpec{s, std::nullopt});
+  return c;
+}
+
+std::vector<int> Seq(int from, int to) {  // from..to inclusive
+  std::vector<int> v;
+  for (int i = from; i <= to; ++i) v.push_back(i);
+  return v;
+}
+
+TEST(Placement, FreshFirstKeepsAStageInsideOneFreshServer) {
+  Cluster c = Servers({8, 8});
+  EXPECT_EQ(PlaceDevices(c, {0, 0}, 4, PlacementPolicy::kFreshFirst), Seq(0, 3));
+  EXPECT_EQ(PlaceDevices(c, {4, 0}, 4, PlacementPolicy::kFreshFirst), Seq(8, 11));
+  // 10 devices do not fit in the fresh server: fill it, then the partly used one.
+  auto take = PlaceCounts(c, {4, 0}, 10, PlacementPolicy::kFreshFirst);
+  ASSERT_TRUE(take);
+  EXPECT_EQ(*take, (std::vector<int>{2, 8}));
+  std::vector<int> want = {4, 5};
+  for (int d = 8; d <= 15; ++d) want.push_back(d);
+  EXPECT_EQ(PlaceDevices(c, {4, 0}, 10, PlacementPolicy::kFreshFirst), want);
+}
+
+TEST(Placement, FreshFirstPicksTheFirstFreshServerWithRoom) {
+  Cluster c = Servers({2, 4, 4});
+  EXPECT_EQ(PlaceDevices(c, {0, 0, 0}, 3, PlacementPolicy::kFreshFirst), Seq(2, 4));
+  EXPECT_EQ(PlaceDevices(c, {0, 0, 0}, 2, PlacementPolicy::kFreshFirst), Seq(0, 1));
+}
+
+TEST(Placement, AppendFirstFillsPartlyUsedServers) {
+  Cluster c = Servers({8, 8});
+  EXPECT_EQ(PlaceDevices(c, {4, 0}, 2, PlacementPolicy::kAppendFirst), Seq(4, 5));
+  std::vector<int> want = Seq(4, 7);
+  want.push_back(8);
+  want.push_back(9);
+  EXPECT_EQ(PlaceDevices(c, {4, 0}, 6, PlacementPolicy::kAppendFirst), want);
+  EXPECT_EQ(PlaceDevices(c, {0, 0}, 3, PlacementPolicy::kAppendFirst), Seq(0, 2));
+  EXPECT_EQ(PlaceDevices(c, {8, 3}, 2, PlacementPolicy::kAppendFirst), Seq(11, 12));
+}
+
+TEST(Placement, ScatterFirstSpreadsEvenly) {
+  Cluster c = Servers({8, 8});
+  EXPECT_EQ(PlaceDevices(c, {0, 0}, 4, PlacementPolicy::kScatterFirst),
+            (std::vector<int>{0, 1, 8, 9}));
+  // Free 4 and 8: server 1 gives until both have 4 free, then they alternate.
+  auto take = PlaceCounts(c, {4, 0}, 6, PlacementPolicy::kScatterFirst);
+  ASSERT_TRUE(take);
+  EXPECT_EQ(*take, (std::vector<int>{1, 5}));
+  Cluster four = Servers({1, 1, 1, 1});
+  EXPECT_EQ(PlaceDevices(four, {0, 1, 0, 0}, 2, PlacementPolicy::kScatterFirst),
+            (std::vector<int>{0, 2}));
+}
+
+TEST(Placement, NotEnoughFreeDevices) {
+  Cluster c = Servers({8, 8});
+  for (PlacementPolicy p : AllPlacementPolicies()) {
+    EXPECT_FALSE(PlaceCounts(c, {8, 7}, 2, p)) << ToString(p);
+    EXPECT_TRUE(PlaceDevices(c, {8, 7}, 2, p).empty());
+    EXPECT_EQ(PlaceDevices(c, {8, 7}, 1, p), std::vector<int>{15});
+  }
+}
+
+TEST(Placement, IdenticalServers) {
+  EXPECT_TRUE(IdenticalServers(Servers({8, 8})));
+  EXPECT_FALSE(IdenticalServers(Servers({8, 4})));
+  Cluster c = Servers({2, 2});
+  c.servers[1].device = DeviceSpec{16e9, 2.0};
+  EXPECT_FALSE(IdenticalServers(c));
+}
+
+}  // namespace
+}  // namespace dapple

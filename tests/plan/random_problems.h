@@ -1,0 +1,67 @@
+// Seeded random small planning problems for the planner tests: a fake cost model with
+// random layer costs, transfers, allreduce and memory, on 1-2 servers.
+#pragma once
+
+#include <memory>
+#include <random>
+#include <string>
+
+#include "dapple/format/cluster.h"
+#include "dapple/format/profile.h"
+#include "fakes/fake_cost_model.h"
+
+namespace dapple::testing {
+
+struct RandomProblem {
+  Profile profile;  // the layer ids and names (the fake carries the costs)
+  Cluster cluster;
+  std::unique_ptr<FakeCostModel> cost;
+  int global_batch = 1;
+  std::string description;
+};
+
+// Up to 10 layers, up to 8 devices on 1 or 2 servers, global batch 4, 8 or 16.
+inline RandomProblem MakeRandomProblem(unsigned seed) {
+  std::mt19937 rng(seed);
+  auto uni = [&](double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); };
+  auto pick = [&](int a, int b) { return std::uniform_int_distribution<int>(a, b)(rng); };
+  RandomProblem p;
+  const int layers = pick(2, 10);
+  const int servers = pick(1, 2);
+  const int per_server = pick(1, 4);
+  const int devices = servers * per_server;
+  p.cluster.name = "random";
+  for (int s = 0; s < servers; ++s) p.cluster.servers.push_back(ServerSpec{per_server, {}});
+  p.profile.model = "random";
+  p.profile.batch_size = 1;
+  for (int i = 0; i < layers; ++i) {
+    LayerProfile l;
+    l.id = "l" + std::to_string(i);
+    l.name = "layer" + std::to_string(i);
+    p.profile.layers.push_back(l);
+  }
+  p.cost = std::make_unique<FakeCostModel>(layers, devices);
+  FakeCostModel& c = *p.cost;
+  double params = 0, acts = 0;
+  for (int i = 0; i < layers; ++i) {
+    c.fwd_ms[i] = uni(0.2, 4.0);
+    c.bwd_ms[i] = c.fwd_ms[i] * uni(1.0, 3.0);
+    c.act_bytes[i] = uni(1e6, 50e6);
+    c.param_bytes[i] = uni(1e6, 200e6);
+    params += c.param_bytes[i];
+    acts += c.act_bytes[i];
+  }
+  c.transfer_ms = uni(0.0, 1.0) < 0.3 ? 0.0 : uni(0.0, 2.0);
+  c.transfer_ms_per_sample = uni(0.0, 0.3);
+  c.allreduce_ms = uni(0.0, 1.0) < 0.2 ? 0.0 : uni(0.0, 20.0);
+  // Memory from "everything fits on one device" down to "the model must be split".
+  c.memory_bytes = (params * c.state_factor + 4 * acts) * uni(0.3, 1.5);
+  const int batches[] = {4, 8, 16};
+  p.global_batch = batches[pick(0, 2)];
+  p.description = "seed " + std::to_string(seed) + ": " + std::to_string(layers) + " layers, " +
+                  std::to_string(servers) + "x" + std::to_string(per_server) + " devices, GBS " +
+                  std::to_string(p.global_batch);
+  return p;
+}
+
+}  // namespace dapple::testing

@@ -1,0 +1,241 @@
+// `dapple plan`: plans a profile on a cluster with the DAPPLE planner (or a baseline),
+// prints the plan as a table next to every baseline's figures, and writes the plan JSON.
+// No feasible plan (nothing fits in memory) is reported as one line, exit code 2.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "dapple/common/error.h"
+#include "dapple/cost/analytic_cost_model.h"
+#include "dapple/format/cluster.h"
+#include "dapple/format/plan.h"
+#include "dapple/format/profile.h"
+#include "dapple/plan/exhaustive.h"
+#include "dapple/plan/plan_costs.h"
+#include "dapple/plan/planner.h"
+
+namespace dapple {
+namespace {
+
+struct PlanArgs {
+  std::string profile;
+  std::optional<int> pbs;
+  std::string cluster;
+  int global_batch = 0;
+  std::string planner = "dapple";
+  std::optional<double> memory_gb;
+  std::optional<std::string> schedule;
+  std::optional<int> micro_batch;
+  std::string output;
+  bool json = false;
+  bool baselines = true;
+};
+
+// "0-7", "0-3,8-11": ascending device ids as ranges.
+std::string Ranges(const std::vector<int>& ids) {
+  std::string out;
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += j > i ? fmt::format("{}-{}", ids[i], ids[j]) : fmt::format("{}", ids[i]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string ServersOf(const Cluster& c, const std::vector<int>& devices) {
+  std::vector<int> servers;
+  for (int d : devices) {
+    int s = c.ServerOf(d);
+    if (servers.empty() || servers.back() != s) servers.push_back(s);
+  }
+  return Ranges(servers);
+}
+
+std::string Shorten(const std::string& s, size_t n) {
+  return s.size() <= n ? s : s.substr(0, n - 2) + "..";
+}
+
+// One line per planner of the comparison.
+struct Row {
+  std::string planner;
+  std::optional<PlanResult> result;
+  std::string skipped;  // why there is no result
+};
+
+std::string Shape(const Plan& p) {
+  std::string r;
+  for (const StagePlan& s : p.stages) r += (r.empty() ? "" : "+") + std::to_string(s.replicas());
+  return fmt::format("{} stage{} [{}], m={} x {}, {}", p.num_stages(),
+                     p.num_stages() == 1 ? "" : "s", r, p.micro_batch_size, p.num_micro_batches,
+                     ToString(p.schedule));
+}
+
+Row RunOne(const std::string& name, const Profile& profile, const Cluster& cluster,
+           const CostModel& cost, int gbs, PlannerOptions o) {
+  Row row{name, std::nullopt, ""};
+  if (name == "exhaustive" &&
+      (cost.num_layers() > kExhaustiveMaxLayers || cluster.num_devices() > kExhaustiveMaxDevices)) {
+    row.skipped = "skipped: problem too big";
+    return row;
+  }
+  o.planner = name;
+  try {
+    row.result = RunPlanner(profile, cluster, cost, gbs, o);
+    if (!row.result->plan) row.skipped = row.result->reason;
+  } catch (const InputError& e) {
+    row.skipped = e.what();
+  }
+  return row;
+}
+
+void PrintTable(const PlanArgs& a, const Profile& profile, const Cluster& cluster,
+                const CostModel& cost, const PlanResult& r, const std::vector<Row>& rows) {
+  const Plan& p = *r.plan;
+  const PlanEstimate& e = *p.estimate;
+  PlanCosts pc = EvaluatePlan(p, cost);
+  fmt::print("{} ({} layers, PBS {}) on {} ({} servers, {} devices), global batch {}\n",
+             profile.model, profile.num_layers(), profile.batch_size, cluster.name,
+             cluster.num_servers(), cluster.num_devices(), p.global_batch_size);
+  fmt::print("plan by {}{}: {} ({:.3f} s to plan, {} plans simulated)\n\n", a.planner,
+             r.origin.empty() || r.origin == "dapple-dp" || r.origin == a.planner
+                 ? ""
+                 : " (the " + r.origin + " partition won)",
+             Shape(p), r.planning_seconds, r.plans_simulated);
+  fmt::print("{:<7}{:<44}{:<14}{:<8}{:>9}{:>9}{:>9}{:>9}{:>10}\n", "stage", "layers", "devices",
+             "servers", "fwd ms", "bwd ms", "send ms", "AR ms", "mem GB");
+  for (int s = 0; s < p.num_stages(); ++s) {
+    const StagePlan& st = p.stages[s];
+    std::string layers = fmt::format("{}-{} {} .. {}", st.first_layer, st.last_layer,
+                                     Shorten(profile.layers[st.first_layer].name, 14),
+                                     Shorten(profile.layers[st.last_layer].name, 14));
+    std::string mark = s == e.pivot_stage ? fmt::format("{} *", s) : std::to_string(s);
+    fmt::print("{:<7}{:<44}{:<14}{:<8}{:>9.2f}{:>9.2f}{:>9.2f}{:>9.2f}{:>10.2f}\n", mark,
+               Shorten(layers, 43), Shorten(Ranges(st.devices), 13),
+               Shorten(ServersOf(cluster, st.devices), 7), pc.stages[s].forward_ms,
+               pc.stages[s].backward_ms, s + 1 < p.num_stages() ? pc.transfer_ms[s] : 0.0,
+               pc.stages[s].allreduce_ms, e.stage_peak_memory_bytes[s] / 1e9);
+  }
+  fmt::print("(* pivot stage; times per micro-batch and replica; memory per device of {:.1f} GB)\n",
+             cost.DeviceMemoryBytes(0) / 1e9);
+  fmt::print("simulated iteration {:.2f} ms, speedup {:.2f}x (analytic L {:.2f} ms)\n",
+             e.iteration_ms, e.speedup, e.latency_ms);
+  if (rows.empty()) return;
+  fmt::print("\n{:<12}{:>14}{:>10}{:>12}  {}\n", "planner", "iteration ms", "speedup", "planning s",
+             "plan");
+  for (const Row& row : rows) {
+    if (!row.result || !row.result->plan) {
+      fmt::print("{:<12}{:>14}{:>10}{:>12}  {}\n", row.planner, "-", "-",
+                 row.result ? fmt::format("{:.3f}", row.result->planning_seconds) : "-",
+                 row.skipped);
+      continue;
+    }
+    const Plan& q = *row.result->plan;
+    fmt::print("{:<12}{:>14.2f}{:>9.2f}x{:>12.3f}  {}\n", row.planner, q.estimate->iteration_ms,
+               q.estimate->speedup, row.result->planning_seconds, Shape(q));
+  }
+}
+
+Json RowJson(const Row& row) {
+  Json j;
+  j["planner"] = row.planner;
+  if (row.result) j["planning_seconds"] = row.result->planning_seconds;
+  if (!row.result || !row.result->plan) {
+    j["feasible"] = false;
+    j["reason"] = row.skipped;
+    if (row.result && row.result->required_memory_bytes > 0)
+      j["required_memory_bytes"] = row.result->required_memory_bytes;
+    return j;
+  }
+  const Plan& q = *row.result->plan;
+  j["feasible"] = true;
+  j["iteration_ms"] = q.estimate->iteration_ms;
+  j["speedup"] = q.estimate->speedup;
+  j["summary"] = Shape(q);
+  j["origin"] = row.result->origin;
+  j["plan"] = Json::parse(PlanToJsonText(q));
+  return j;
+}
+
+void RunPlanCommand(const PlanArgs& a) {
+  Profile profile = LoadProfile(a.profile, a.pbs);
+  Cluster cluster = LoadCluster(a.cluster);
+  if (cluster.num_devices() < 1) ThrowInput("{}: the cluster has no device", a.cluster);
+  CostOptions co;
+  if (a.memory_gb) {
+    if (!(*a.memory_gb > 0)) ThrowInput("--memory-gb must be positive, got {}", *a.memory_gb);
+    co.memory_bytes_override = *a.memory_gb * 1e9;
+  }
+  AnalyticCostModel cost(profile, cluster, co);
+  PlannerOptions o;
+  o.planner = a.planner;
+  if (a.schedule) o.schedule = ParseScheduleKind(*a.schedule);
+  o.micro_batch_size = a.micro_batch;
+  PlanResult r = RunPlanner(profile, cluster, cost, a.global_batch, o);
+  if (!r.plan) {
+    if (r.required_memory_bytes > 0)
+      ThrowInput(
+          "{} on {}: {} (device memory {:.2f} GB; try --memory-gb {:.0f}, more devices "
+          "or a smaller global batch)",
+          profile.model, cluster.name, r.reason, cost.DeviceMemoryBytes(0) / 1e9,
+          std::ceil(r.required_memory_bytes / 1e9));
+    ThrowInput("{} on {}: {}", profile.model, cluster.name, r.reason);
+  }
+  std::vector<Row> rows;
+  if (a.baselines) {
+    for (const std::string& name : PlannerNames())
+      if (name != a.planner)
+        rows.push_back(RunOne(name, profile, cluster, cost, a.global_batch, o));
+  }
+  if (!a.output.empty()) WritePlanJson(*r.plan, a.output);
+  if (a.json) {
+    Json j;
+    j["profile"] = a.profile;
+    j["model"] = profile.model;
+    j["cluster"] = cluster.name;
+    j["global_batch_size"] = a.global_batch;
+    Row self{a.planner, r, ""};
+    j["result"] = RowJson(self);
+    j["iteration_ms"] = r.plan->estimate->iteration_ms;
+    j["speedup"] = r.plan->estimate->speedup;
+    j["baselines"] = Json::array();
+    for (const Row& row : rows) j["baselines"].push_back(RowJson(row));
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    PrintTable(a, profile, cluster, cost, r, rows);
+    if (!a.output.empty()) fmt::print("plan written to {}\n", a.output);
+  }
+}
+
+}  // namespace
+
+void AddPlanCommand(CLI::App& app) {
+  auto args = std::make_shared<PlanArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "Find stages, replication, placement, micro-batch size and schedule for a model");
+  cmd->add_option("--profile", args->profile, "Profile: dapple-profile/1 JSON or PipeDream text")
+      ->required();
+  cmd->add_option("--pbs", args->pbs, "Profile batch size (else from the file)");
+  cmd->add_option("--cluster", args->cluster, "Cluster preset (paper-a, ...) or JSON file")
+      ->required();
+  cmd->add_option("--global-batch", args->global_batch, "Samples per iteration (GBS)")->required();
+  cmd->add_option("--planner", args->planner,
+                  "dapple, dp, straight, gpipe, pipedream or exhaustive (small problems)");
+  cmd->add_option("--memory-gb", args->memory_gb, "Device memory in GB (overrides the cluster)");
+  cmd->add_option("--schedule", args->schedule, "Fix the schedule: gpipe, dapple-a, dapple-b");
+  cmd->add_option("--micro-batch", args->micro_batch, "Fix the micro-batch size m");
+  cmd->add_option("-o,--output", args->output, "Write the plan JSON (dapple-plan/1) here");
+  cmd->add_flag("--json", args->json, "Print the result and every baseline as JSON");
+  cmd->add_flag("!--no-baselines", args->baselines, "Do not run the other planners");
+  cmd->callback([args] { RunPlanCommand(*args); });
+}
+
+}  // namespace dapple
