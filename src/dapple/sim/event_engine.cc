@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <queue>
 
 #include "dapple/common/error.h"
 
@@ -44,17 +43,41 @@ struct Event {
   }
 };
 
+// The engine's working memory, kept per thread between runs: the planner simulates many
+// plans in a row, and fresh multi-megabyte vectors cost more in page faults than the run.
+struct Scratch {
+  std::vector<DeviceState> dev;
+  std::vector<Transfer> xfer;
+  std::vector<int> ar_arrived;
+  std::vector<double> ar_ready;
+  std::vector<char> resource_busy;
+  std::vector<int> runnable, waiting;
+  std::vector<Event> queue;  // a min-heap under std::greater<Event>
+};
+
 class Engine {
  public:
-  explicit Engine(const EngineSetup& s)
+  Engine(const EngineSetup& s, Scratch& scratch)
       : s_(s),
         S_(s.num_stages),
         M_(s.num_micro_batches),
-        dev_(s.devices.size()),
-        xfer_(2 * std::max(S_ - 1, 0) * M_),
-        ar_arrived_(S_, 0),
-        ar_ready_(S_, 0.0),
-        resource_busy_(s.num_resources, 0) {}
+        dev_(scratch.dev),
+        xfer_(scratch.xfer),
+        ar_arrived_(scratch.ar_arrived),
+        ar_ready_(scratch.ar_ready),
+        resource_busy_(scratch.resource_busy),
+        runnable_(scratch.runnable),
+        waiting_(scratch.waiting),
+        queue_(scratch.queue) {
+    dev_.assign(s.devices.size(), DeviceState{});
+    xfer_.assign(2 * std::max(S_ - 1, 0) * M_, Transfer{});
+    ar_arrived_.assign(S_, 0);
+    ar_ready_.assign(S_, 0.0);
+    resource_busy_.assign(s.num_resources, 0);
+    runnable_.clear();
+    waiting_.clear();
+    queue_.clear();
+  }
 
   EngineResult Run() {
     for (int d = static_cast<int>(dev_.size()) - 1; d >= 0; --d) runnable_.push_back(d);
@@ -64,15 +87,16 @@ class Engine {
         runnable_.pop_back();
         RunDevice(d);
       }
-      if (!queue_.empty() && queue_.top().time <= now_) {
-        Event e = queue_.top();
-        queue_.pop();
+      if (!queue_.empty() && queue_.front().time <= now_) {
+        std::pop_heap(queue_.begin(), queue_.end(), std::greater<Event>());
+        Event e = queue_.back();
+        queue_.pop_back();
         e.ready ? Enqueue(e.transfer) : Finish(e.transfer, e.time);
         continue;
       }
       if (StartWaiting()) continue;
       if (queue_.empty()) break;
-      now_ = queue_.top().time;
+      now_ = queue_.front().time;
     }
     CheckAllFinished();
     EngineResult r;
@@ -180,6 +204,11 @@ class Engine {
     dv.pc = pc;
   }
 
+  void Push(const Event& e) {
+    queue_.push_back(e);
+    std::push_heap(queue_.begin(), queue_.end(), std::greater<Event>());
+  }
+
   // One sender of transfer `id` executed its send at `clock`.
   void Arrive(int id, double clock, int senders) {
     Transfer& x = xfer_[id];
@@ -190,7 +219,7 @@ class Engine {
       x.start = x.ready;
       Finish(id, x.ready + route.ms);
     } else {
-      queue_.push({x.ready, id, true});
+      Push({x.ready, id, true});
     }
   }
 
@@ -204,10 +233,13 @@ class Engine {
     auto it = std::upper_bound(waiting_.begin(), waiting_.end(), id,
                                [&](int a, int b) { return key(a) < key(b); });
     waiting_.insert(it, id);
+    waiting_dirty_ = true;
   }
 
   // Starts, at now_, every waiting transfer whose resources are all free, in priority order.
   bool StartWaiting() {
+    if (!waiting_dirty_) return false;  // nothing freed or added since the last pass
+    waiting_dirty_ = false;
     bool started = false;
     for (size_t i = 0; i < waiting_.size();) {
       int id = waiting_[i];
@@ -220,7 +252,7 @@ class Engine {
       }
       for (int r : route.resources) resource_busy_[r] = 1;
       xfer_[id].start = now_;
-      queue_.push({now_ + route.ms, id, false});
+      Push({now_ + route.ms, id, false});
       waiting_.erase(waiting_.begin() + i);
       started = true;
     }
@@ -233,6 +265,7 @@ class Engine {
     x.finish = end;
     const int route = RouteOf(id);
     for (int r : s_.routes[route].resources) resource_busy_[r] = 0;
+    waiting_dirty_ = waiting_dirty_ || !s_.routes[route].resources.empty();
     if (s_.record_timeline) {
       bool act = route < S_ - 1;
       Instruction in{act ? Op::kSendAct : Op::kSendGrad, id % M_};
@@ -269,20 +302,24 @@ class Engine {
 
   const EngineSetup& s_;
   const int S_, M_;
-  std::vector<DeviceState> dev_;
-  std::vector<Transfer> xfer_;
-  std::vector<int> ar_arrived_;
-  std::vector<double> ar_ready_;
-  std::vector<char> resource_busy_;
-  std::vector<int> runnable_;
-  std::vector<int> waiting_;
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
+  std::vector<DeviceState>& dev_;
+  std::vector<Transfer>& xfer_;
+  std::vector<int>& ar_arrived_;
+  std::vector<double>& ar_ready_;
+  std::vector<char>& resource_busy_;
+  std::vector<int>& runnable_;
+  std::vector<int>& waiting_;
+  std::vector<Event>& queue_;
   std::vector<TimelineEvent> events_;
   double now_ = 0;
+  bool waiting_dirty_ = false;
 };
 
 }  // namespace
 
-EngineResult RunEngine(const EngineSetup& setup) { return Engine(setup).Run(); }
+EngineResult RunEngine(const EngineSetup& setup) {
+  thread_local Scratch scratch;
+  return Engine(setup, scratch).Run();
+}
 
 }  // namespace dapple::internal
