@@ -14,11 +14,14 @@ namespace {
 
 constexpr int kProblems = 200;
 
-TEST(RandomPlanner, NearExhaustiveAndNeverWorseThanABaseline) {
+using Maker = std::unique_ptr<testing::RandomProblem> (*)(unsigned);
+
+void CompareWithExhaustive(Maker make, const char* label) {
   int compared = 0, within5 = 0, dp_origin = 0, exact = 0;
   double worst_ratio = 1;
   for (int seed = 1; seed <= kProblems; ++seed) {
-    testing::RandomProblem p = testing::MakeRandomProblem(seed);
+    std::unique_ptr<testing::RandomProblem> owner = make(seed);
+    testing::RandomProblem& p = *owner;
     SCOPED_TRACE(p.description);
     PlannerOptions o;
     PlanResult dapple = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, o);
@@ -44,7 +47,7 @@ TEST(RandomPlanner, NearExhaustiveAndNeverWorseThanABaseline) {
     if (dapple.origin == "dapple-dp") ++dp_origin;
     // Every plan fits memory.
     for (double bytes : dapple.plan->estimate->stage_peak_memory_bytes)
-      EXPECT_LE(bytes, p.cost->memory_bytes * (1 + 1e-12));
+      EXPECT_LE(bytes, p.memory_bytes * (1 + 1e-12));
     // Never worse than a baseline.
     for (const char* b : {"dp", "straight", "gpipe", "pipedream"}) {
       o.planner = b;
@@ -60,16 +63,26 @@ TEST(RandomPlanner, NearExhaustiveAndNeverWorseThanABaseline) {
     }
   }
   std::printf(
-      "random problems: %d with a plan; DAPPLE within 5%% of the optimum in %d, "
+      "%s: %d problems with a plan; DAPPLE within 5%% of the optimum in %d, "
       "optimal in %d, worst ratio %.4f; the DP's own plan won %d\n",
-      compared, within5, exact, worst_ratio, dp_origin);
+      label, compared, within5, exact, worst_ratio, dp_origin);
   ASSERT_GT(compared, kProblems / 2);
   EXPECT_GE(within5, 0.95 * compared);
 }
 
+TEST(RandomPlanner, FakeCostsNearExhaustiveAndNeverWorseThanABaseline) {
+  CompareWithExhaustive(&testing::MakeRandomProblem, "fake costs");
+}
+
+TEST(RandomPlanner, AnalyticCostsNearExhaustiveAndNeverWorseThanABaseline) {
+  CompareWithExhaustive(&testing::MakeRandomAnalyticProblem, "analytic costs");
+}
+
 TEST(RandomPlanner, Deterministic) {
   for (int seed = 1; seed <= 20; ++seed) {
-    testing::RandomProblem p = testing::MakeRandomProblem(seed);
+    auto owner =
+        seed % 2 ? testing::MakeRandomProblem(seed) : testing::MakeRandomAnalyticProblem(seed);
+    testing::RandomProblem& p = *owner;
     PlanResult a = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, {});
     PlanResult b = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, {});
     ASSERT_EQ(a.plan.has_value(), b.plan.has_value());

@@ -7,6 +7,7 @@
 
 #include "dapple/common/error.h"
 #include "dapple/plan/layer_blocks.h"
+#include "dapple/plan/pipeline_latency.h"
 #include "dapple/plan/placement.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/schedule/schedule.h"
@@ -35,6 +36,26 @@ struct Complete {
   double peak_memory = 0;
 };
 
+// True when every device computes at the same speed and has the same memory, as the cost
+// model says: then a stage's F and B depend only on its layers and its largest slice.
+bool UniformDevices(const CostModel& cost) {
+  const int n = cost.num_layers() - 1;
+  const double pbs = cost.profile_batch_size();
+  for (int d = 1; d < cost.num_devices(); ++d) {
+    if (cost.ForwardMs(0, n, pbs, d) != cost.ForwardMs(0, n, pbs, 0) ||
+        cost.BackwardMs(0, n, pbs, d) != cost.BackwardMs(0, n, pbs, 0) ||
+        cost.DeviceMemoryBytes(d) != cost.DeviceMemoryBytes(0))
+      return false;
+  }
+  return true;
+}
+
+// The head stage of a state's score: all layers before the suffix on the free devices.
+struct Head {
+  std::vector<int> devices;
+  LatencyStage cost;
+};
+
 }  // namespace
 
 std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
@@ -48,9 +69,15 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   int server_size = 1;
   for (const ServerSpec& s : cluster.servers) server_size = std::max(server_size, s.devices);
   const bool identical = IdenticalServers(cluster);
+  const bool uniform = UniformDevices(cost);
   auto key_of = [&](std::vector<int> usage) {
     if (identical) std::sort(usage.begin(), usage.end());
     return usage;
+  };
+  std::vector<std::vector<int>> counts_for(std::min(num_devices, m) + 1);
+  auto counts = [&](int max_n) -> const std::vector<int>& {
+    if (counts_for[max_n].empty()) counts_for[max_n] = ReplicaCounts(max_n, server_size);
+    return counts_for[max_n];
   };
 
   std::vector<std::map<std::vector<int>, Entry>> memo(nb + 1);
@@ -59,6 +86,8 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
     start.usage.assign(cluster.num_servers(), 0);
     memo[nb].emplace(start.usage, std::move(start));
   }
+  // heads[ip][usage]: the head stage of layers 0..block_first(ip)-1 on the free devices.
+  std::vector<std::map<std::vector<int>, Head>> heads(nb);
   std::vector<Complete> complete;
   long long order = 0;
   double threshold = 1e300;  // L of the k-th best complete plan once k are known
@@ -72,6 +101,15 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
     }
   };
   DpStats local;
+  std::vector<LatencyStage> lat, full;
+  std::vector<int> usage;
+  // Per block range ending at the current `last`, for uniform devices: F and B of the
+  // largest slice with n replicas, static and activation bytes (index [ip][n]).
+  struct RangeCost {
+    double f = -1, b = 0, act = 0, stat = 0;
+  };
+  std::vector<std::vector<RangeCost>> table(nb, std::vector<RangeCost>(counts_for.size()));
+  const double device_memory = cost.DeviceMemoryBytes(0);
 
   for (int i = nb; i >= 1; --i) {
     auto& states = memo[i];
@@ -82,6 +120,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
       for (size_t r = opt.max_states; r < order_by.size(); ++r) states.erase(order_by[r].second);
     }
     const int last = ends[i - 1];
+    for (auto& row : table) std::fill(row.begin(), row.end(), RangeCost{});
     for (auto& [key, e] : states) {
       ++local.states;
       const int used = std::accumulate(e.usage.begin(), e.usage.end(), 0);
@@ -90,25 +129,45 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
       if (max_n < 1) continue;
       const int after = static_cast<int>(e.stages.size());
       const int k = WarmupDepth(opt.memory_schedule, 0, after + 1, M);
-      const std::vector<int> counts = ReplicaCounts(max_n, server_size);
-      for (int ip = i - 1; ip >= 0; --ip) {
-        const int first = block_first(ip);
-        for (int n : counts) {
-          std::vector<std::vector<int>> seen;
-          for (PlacementPolicy policy : AllPlacementPolicies()) {
-            auto take = PlaceCounts(cluster, e.usage, n, policy);
-            if (!take || std::find(seen.begin(), seen.end(), *take) != seen.end()) continue;
-            seen.push_back(*take);
-            std::vector<int> devs = DevicesOf(cluster, e.usage, *take);
-            StageCost c = EvaluateStage(cost, first, last, devs, m, k);
-            if (opt.enforce_memory && !c.fits()) continue;
+      for (int n : counts(max_n)) {
+        std::vector<std::vector<int>> seen;
+        const int samples = SamplesPerReplica(m, n);
+        for (PlacementPolicy policy : AllPlacementPolicies()) {
+          auto take = PlaceCounts(cluster, e.usage, n, policy);
+          if (!take || std::find(seen.begin(), seen.end(), *take) != seen.end()) continue;
+          seen.push_back(*take);
+          std::vector<int> devs = DevicesOf(cluster, e.usage, *take);
+          const double t_after =
+              after > 0 ? cost.Transfer(last, m, devs, e.stages[0].devices).ms : 0;
+          usage = e.usage;
+          for (size_t s = 0; s < usage.size(); ++s) usage[s] += (*take)[s];
+          const int free_after = free - n;
+          for (int ip = i - 1; ip >= 0; --ip) {
+            const int first = block_first(ip);
+            StageCost c;
+            if (uniform) {
+              RangeCost& rc = table[ip][n];
+              if (rc.f < 0) {
+                rc.f = cost.ForwardMs(first, last, samples, 0);
+                rc.b = cost.BackwardMs(first, last, samples, 0);
+                rc.act = cost.ActivationBytes(first, last, samples);
+                rc.stat = cost.StaticMemoryBytes(first, last);
+              }
+              c.forward_ms = rc.f;
+              c.backward_ms = rc.b;
+              c.memory_bytes = rc.stat + k * rc.act;
+              c.device_memory_bytes = device_memory;
+              if (opt.enforce_memory && !c.fits()) continue;
+              c.allreduce_ms = n > 1 ? cost.AllReduceMs(first, last, devs) : 0.0;
+            } else {
+              c = EvaluateStage(cost, first, last, devs, m, k);
+              if (opt.enforce_memory && !c.fits()) continue;
+            }
             ++local.transitions;
-            std::vector<LatencyStage> lat;
-            lat.reserve(e.lat.size() + 4);
+            lat.clear();
             lat.push_back({c.forward_ms, c.backward_ms, c.allreduce_ms});
             if (after > 0) {
-              double t = cost.Transfer(last, m, devs, e.stages[0].devices).ms;
-              lat.push_back({t, t, 0.0});
+              lat.push_back({t_after, t_after, 0.0});
               lat.insert(lat.end(), e.lat.begin(), e.lat.end());
             }
             const double peak = std::max(e.peak_memory, c.memory_bytes);
@@ -123,18 +182,19 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
               if (static_cast<int>(complete.size()) >= 4 * opt.top_k + 16) trim();
               continue;
             }
-            const int free_after = free - n;
             if (free_after == 0) continue;  // no device left for the layers before
-            std::vector<int> usage = e.usage;
-            for (size_t s = 0; s < usage.size(); ++s) usage[s] += (*take)[s];
             // The paper's T_PL: the layers before form one stage on the free devices.
-            std::vector<int> head =
-                PlaceDevices(cluster, usage, std::min(free_after, m), PlacementPolicy::kFreshFirst);
-            StageCost hc = EvaluateStage(cost, 0, first - 1, head, m, 0);
-            double ht = cost.Transfer(first - 1, m, head, devs).ms;
-            std::vector<LatencyStage> full;
-            full.reserve(lat.size() + 2);
-            full.push_back({hc.forward_ms, hc.backward_ms, hc.allreduce_ms});
+            auto [hit, fresh] = heads[ip].try_emplace(usage);
+            Head& head = hit->second;
+            if (fresh) {
+              head.devices = PlaceDevices(cluster, usage, std::min(free_after, m),
+                                          PlacementPolicy::kFreshFirst);
+              StageCost hc = EvaluateStage(cost, 0, first - 1, head.devices, m, 0);
+              head.cost = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms};
+            }
+            const double ht = cost.Transfer(first - 1, m, head.devices, devs).ms;
+            full.clear();
+            full.push_back(head.cost);
             full.push_back({ht, ht, 0.0});
             full.insert(full.end(), lat.begin(), lat.end());
             const double score = ComputeLatency(full, M).latency_ms;
@@ -142,11 +202,11 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
             if (!inserted && score >= it->second.score) continue;
             Entry& ne = it->second;
             ne.score = score;
-            ne.usage = std::move(usage);
+            ne.usage = usage;
             ne.stages.clear();
-            ne.stages.push_back({first, last, std::move(devs)});
+            ne.stages.push_back({first, last, devs});
             ne.stages.insert(ne.stages.end(), e.stages.begin(), e.stages.end());
-            ne.lat = std::move(lat);
+            ne.lat = lat;
             ne.peak_memory = peak;
           }
         }

@@ -11,14 +11,17 @@ int PivotStage(const std::vector<LatencyStage>& st, int num_micro_batches) {
   const int n = static_cast<int>(st.size());
   DAPPLE_CHECK(n > 0 && num_micro_batches >= 1);
   const double m1 = num_micro_batches - 1;
-  // prefix[i] = sum_{a<i} (F_a + B_a), for the middle sum in O(1).
-  std::vector<double> prefix(n + 1, 0.0);
-  for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + st[i].forward_ms + st[i].backward_ms;
   int q = n - 1;
+  double middle = 0;  // sum_{s<s'<Q} (F_s' + B_s') for the s being tried
   for (int s = n - 2; s >= 0; --s) {
     double l1 = m1 * (st[s].forward_ms + st[s].backward_ms);
-    double l2 = m1 * (st[q].forward_ms + st[q].backward_ms) + (prefix[q] - prefix[s + 1]);
-    if (l1 > l2) q = s;
+    double l2 = m1 * (st[q].forward_ms + st[q].backward_ms) + middle;
+    if (l1 > l2) {
+      q = s;
+      middle = 0;
+    } else {
+      middle += st[s].forward_ms + st[s].backward_ms;
+    }
   }
   return q;
 }

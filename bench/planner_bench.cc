@@ -1,0 +1,85 @@
+// Planning time of the DAPPLE planner per shipped profile (data/profiles/dapple) and
+// cluster preset, and BERT-48 on a 64 x 8 cluster (512 devices). Global batches as in the
+// planning report (scripts/planning_report.py).
+#include <benchmark/benchmark.h>
+
+#include <filesystem>
+#include <string>
+
+#include "dapple/cost/analytic_cost_model.h"
+#include "dapple/format/cluster.h"
+#include "dapple/format/profile.h"
+#include "dapple/plan/planner.h"
+
+namespace dapple {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path ProfileDir() { return fs::path(DAPPLE_SOURCE_DIR) / "data" / "profiles" / "dapple"; }
+
+// The report's global batches; profiles without "-pbs-N" in their name get PBS 32.
+int GlobalBatch(const std::string& file) {
+  if (file.rfind("vgg", 0) == 0 || file.rfind("resnet", 0) == 0) return 2048;
+  if (file.rfind("gnmt", 0) == 0) return 1024;
+  if (file.rfind("bert", 0) == 0) return 64;
+  if (file.rfind("xlnet", 0) == 0 || file.rfind("amoeba", 0) == 0) return 128;
+  return 256;
+}
+
+void Plan(benchmark::State& state, const std::string& file, const Cluster& cluster, int gbs) {
+  fs::path path = ProfileDir() / file;
+  std::optional<int> pbs;
+  if (!PbsFromFileName(path)) pbs = 32;
+  Profile profile = LoadProfile(path, pbs);
+  AnalyticCostModel cost(profile, cluster);
+  PlanResult r;
+  for (auto _ : state) {
+    r = RunPlanner(profile, cluster, cost, gbs, PlannerOptions{});
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["layers"] = profile.num_layers();
+  state.counters["devices"] = cluster.num_devices();
+  state.counters["gbs"] = gbs;
+  state.counters["speedup"] = r.plan ? r.plan->estimate->speedup : 0;
+  state.counters["stages"] = r.plan ? r.plan->num_stages() : 0;
+  state.counters["simulated"] = static_cast<double>(r.plans_simulated);
+}
+
+Cluster Big() {
+  Cluster c = ClusterPreset("paper-a");
+  c.name = "64x8";
+  c.servers.assign(64, ServerSpec{8, std::nullopt});
+  return c;
+}
+
+int Register() {
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(ProfileDir()))
+    if (e.path().extension() == ".txt") files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  for (const std::string& preset : {"paper-a", "paper-b", "paper-c"}) {
+    for (const std::string& f : files) {
+      benchmark::RegisterBenchmark(("plan/" + preset + "/" + f).c_str(),
+                                   [f, preset](benchmark::State& s) {
+                                     Plan(s, f, ClusterPreset(preset), GlobalBatch(f));
+                                   })
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(1);
+    }
+  }
+  benchmark::RegisterBenchmark("plan/64x8/bert-48-pbs-2.txt/gbs-1024",
+                               [](benchmark::State& s) {
+                                 Plan(s, "bert-48-pbs-2.txt", Big(), 1024);
+                               })
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(1);
+  return 0;
+}
+
+const int registered = Register();
+
+}  // namespace
+}  // namespace dapple
+
+BENCHMARK_MAIN();

@@ -1,0 +1,135 @@
+// `dapple plan` on the built binary: a plan for BERT-48 on paper-a is written, read back
+// and simulated; --json has the baselines; bad input is one line and exit code 2.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "dapple/format/cluster.h"
+#include "dapple/format/plan.h"
+#include "dapple/format/profile.h"
+
+namespace dapple {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class PlanCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("dapple_plan_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Run Dapple(const std::string& args) {
+    fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+    std::string cmd = std::string(DAPPLE_BINARY) + " " + args + " >" + out.string() + " 2>" +
+                      err.string();
+    int status = std::system(cmd.c_str());
+    Run r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = Slurp(out);
+    r.err = Slurp(err);
+    return r;
+  }
+
+  static std::string Profile(const std::string& name) {
+    return std::string(DAPPLE_DATA_DIR) + "/profiles/dapple/" + name;
+  }
+
+  fs::path dir_;
+};
+
+int Lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+TEST_F(PlanCli, Bert48OnPaperAIsWrittenAndSimulated) {
+  fs::path plan = dir_ / "plan.json";
+  Run r = Dapple("plan --profile " + Profile("bert-48-pbs-2.txt") +
+                 " --cluster paper-a --global-batch 64 -o " + plan.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("pivot stage"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("speedup"), std::string::npos);
+  for (const char* b : {"dp", "straight", "gpipe", "pipedream", "exhaustive"})
+    EXPECT_NE(r.out.find(b), std::string::npos) << b;
+  ASSERT_TRUE(fs::exists(plan));
+  // The file is a valid plan for the profile and the cluster.
+  Plan p = ReadPlanJson(plan);
+  dapple::Profile prof = LoadProfile(Profile("bert-48-pbs-2.txt"));
+  ResolvePlanLayers(p, prof, plan.string());
+  EXPECT_NO_THROW(ValidatePlan(p, prof, ClusterPreset("paper-a"), plan.string()));
+  EXPECT_EQ(p.global_batch_size, 64);
+  ASSERT_TRUE(p.estimate);
+  // `dapple simulate` reads it back and finds the planner's time.
+  Run sim = Dapple("simulate --plan " + plan.string() + " --profile " +
+                   Profile("bert-48-pbs-2.txt") + " --cluster paper-a --json");
+  ASSERT_EQ(sim.code, 0) << sim.err;
+  auto j = nlohmann::json::parse(sim.out);
+  EXPECT_NEAR(j.at("iteration_ms").get<double>(), p.estimate->iteration_ms,
+              1e-6 * p.estimate->iteration_ms);
+}
+
+TEST_F(PlanCli, JsonHasThePlanAndEveryBaseline) {
+  Run r = Dapple("plan --profile " + Profile("vgg-19-pbs-32.txt") +
+                 " --cluster paper-b --global-batch 256 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j.at("iteration_ms").get<double>(), 0);
+  EXPECT_GT(j.at("speedup").get<double>(), 0);
+  ASSERT_EQ(j.at("baselines").size(), 5u);
+  for (const auto& b : j.at("baselines")) {
+    if (b.at("feasible").get<bool>() && b.at("planner") != "exhaustive") {
+      EXPECT_LE(j.at("iteration_ms").get<double>(),
+                b.at("iteration_ms").get<double>() * (1 + 1e-9))
+          << b.at("planner");
+    }
+  }
+}
+
+TEST_F(PlanCli, BadInputIsOneLineAndExitTwo) {
+  const std::string bert = " --profile " + Profile("bert-48-pbs-2.txt");
+  for (const std::string& args : {
+           "plan" + bert + " --cluster paper-a --global-batch 64 --planner nope",
+           "plan" + bert + " --cluster nowhere --global-batch 64",
+           "plan" + bert + " --cluster paper-a --global-batch 0",
+           "plan" + bert + " --cluster paper-a --global-batch 8 --planner dp",
+           "plan" + bert + " --cluster paper-a --global-batch 64 --micro-batch 3",
+           "plan" + bert + " --cluster paper-a --global-batch 64 --schedule fast",
+           "plan" + bert + " --cluster paper-a --global-batch 64 --memory-gb 0.5",
+           "plan" + bert + " --cluster paper-a --global-batch 64 --planner exhaustive",
+       }) {
+    Run r = Dapple(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_EQ(Lines(r.err), 1) << args << "\n" << r.err;
+  }
+  Run mem = Dapple("plan" + bert + " --cluster paper-a --global-batch 64 --memory-gb 0.5");
+  EXPECT_NE(mem.err.find("no plan fits"), std::string::npos) << mem.err;
+  EXPECT_NE(mem.err.find("--memory-gb"), std::string::npos) << mem.err;
+}
+
+}  // namespace
+}  // namespace dapple
