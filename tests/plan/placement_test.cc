@@ -38,6 +38,16 @@ TEST(Placement, FreshFirstPicksTheFirstFreshServerWithRoom) {
   EXPECT_EQ(PlaceDevices(c, {0, 0, 0}, 2, PlacementPolicy::kFreshFirst), Seq(0, 1));
 }
 
+TEST(Placement, WithoutAFreshServerAStageStaysInsideOnePartlyUsedServer) {
+  Cluster c = Servers({4, 4});
+  // Free 2 and 3: both policies take the fullest server that holds the stage.
+  EXPECT_EQ(PlaceDevices(c, {2, 1}, 2, PlacementPolicy::kFreshFirst), Seq(2, 3));
+  EXPECT_EQ(PlaceDevices(c, {2, 1}, 3, PlacementPolicy::kFreshFirst), Seq(5, 7));
+  EXPECT_EQ(PlaceDevices(c, {1, 2}, 2, PlacementPolicy::kAppendFirst), Seq(6, 7));
+  EXPECT_EQ(PlaceDevices(c, {0, 2}, 2, PlacementPolicy::kAppendFirst), Seq(6, 7));
+  EXPECT_EQ(PlaceDevices(c, {0, 2}, 2, PlacementPolicy::kFreshFirst), Seq(0, 1));
+}
+
 TEST(Placement, AppendFirstFillsPartlyUsedServers) {
   Cluster c = Servers({8, 8});
   EXPECT_EQ(PlaceDevices(c, {4, 0}, 2, PlacementPolicy::kAppendFirst), Seq(4, 5));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "dapple/common/error.h"
 #include "dapple/plan/planner.h"
@@ -43,6 +44,9 @@ void CompareWithExhaustive(Maker make, const char* label) {
     double ratio = t / best;
     worst_ratio = std::max(worst_ratio, ratio);
     if (ratio <= 1.05) ++within5;
+    if (ratio > 1.05 && std::getenv("DAPPLE_DEBUG"))
+      std::printf("%s ratio %.3f\n dapple: %s\n exhaustive: %s\n", p.description.c_str(), ratio,
+                  PlanToJsonText(*dapple.plan).c_str(), PlanToJsonText(*truth.plan).c_str());
     if (ratio <= 1 + 1e-9) ++exact;
     if (dapple.origin == "dapple-dp") ++dp_origin;
     // Every plan fits memory.

@@ -80,11 +80,15 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
     return counts_for[max_n];
   };
 
-  std::vector<std::map<std::vector<int>, Entry>> memo(nb + 1);
+  const int per_state = opt.suffixes_per_state > 0 ? opt.suffixes_per_state
+                        : nb * num_devices <= 160  ? 4
+                                                   : 1;
+  // memo[i][key]: the best suffixes of the state, by ascending score (ties: first found).
+  std::vector<std::map<std::vector<int>, std::vector<Entry>>> memo(nb + 1);
   {
     Entry start;
     start.usage.assign(cluster.num_servers(), 0);
-    memo[nb].emplace(start.usage, std::move(start));
+    memo[nb][start.usage].push_back(std::move(start));
   }
   // heads[ip][usage]: the head stage of layers 0..block_first(ip)-1 on the free devices.
   std::vector<std::map<std::vector<int>, Head>> heads(nb);
@@ -115,103 +119,109 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
     auto& states = memo[i];
     if (static_cast<int>(states.size()) > opt.max_states) {  // beam: keep the best scores
       std::vector<std::pair<double, std::vector<int>>> order_by;
-      for (auto& [k, e] : states) order_by.emplace_back(e.score, k);
+      for (auto& [k, e] : states) order_by.emplace_back(e.front().score, k);
       std::sort(order_by.begin(), order_by.end());
       for (size_t r = opt.max_states; r < order_by.size(); ++r) states.erase(order_by[r].second);
     }
     const int last = ends[i - 1];
     for (auto& row : table) std::fill(row.begin(), row.end(), RangeCost{});
-    for (auto& [key, e] : states) {
-      ++local.states;
-      const int used = std::accumulate(e.usage.begin(), e.usage.end(), 0);
-      const int free = num_devices - used;
-      const int max_n = std::min(free, m);
-      if (max_n < 1) continue;
-      const int after = static_cast<int>(e.stages.size());
-      const int k = WarmupDepth(opt.memory_schedule, 0, after + 1, M);
-      for (int n : counts(max_n)) {
-        std::vector<std::vector<int>> seen;
-        const int samples = SamplesPerReplica(m, n);
-        for (PlacementPolicy policy : AllPlacementPolicies()) {
-          auto take = PlaceCounts(cluster, e.usage, n, policy);
-          if (!take || std::find(seen.begin(), seen.end(), *take) != seen.end()) continue;
-          seen.push_back(*take);
-          std::vector<int> devs = DevicesOf(cluster, e.usage, *take);
-          const double t_after =
-              after > 0 ? cost.Transfer(last, m, devs, e.stages[0].devices).ms : 0;
-          usage = e.usage;
-          for (size_t s = 0; s < usage.size(); ++s) usage[s] += (*take)[s];
-          const int free_after = free - n;
-          for (int ip = i - 1; ip >= 0; --ip) {
-            const int first = block_first(ip);
-            StageCost c;
-            if (uniform) {
-              RangeCost& rc = table[ip][n];
-              if (rc.f < 0) {
-                rc.f = cost.ForwardMs(first, last, samples, 0);
-                rc.b = cost.BackwardMs(first, last, samples, 0);
-                rc.act = cost.ActivationBytes(first, last, samples);
-                rc.stat = cost.StaticMemoryBytes(first, last);
+    for (auto& [key, entries] : states)
+      for (const Entry& e : entries) {
+        ++local.states;
+        const int used = std::accumulate(e.usage.begin(), e.usage.end(), 0);
+        const int free = num_devices - used;
+        const int max_n = std::min(free, m);
+        if (max_n < 1) continue;
+        const int after = static_cast<int>(e.stages.size());
+        const int k = WarmupDepth(opt.memory_schedule, 0, after + 1, M);
+        for (int n : counts(max_n)) {
+          std::vector<std::vector<int>> seen;
+          const int samples = SamplesPerReplica(m, n);
+          for (PlacementPolicy policy : AllPlacementPolicies()) {
+            auto take = PlaceCounts(cluster, e.usage, n, policy);
+            if (!take || std::find(seen.begin(), seen.end(), *take) != seen.end()) continue;
+            seen.push_back(*take);
+            std::vector<int> devs = DevicesOf(cluster, e.usage, *take);
+            const double t_after =
+                after > 0 ? cost.Transfer(last, m, devs, e.stages[0].devices).ms : 0;
+            usage = e.usage;
+            for (size_t s = 0; s < usage.size(); ++s) usage[s] += (*take)[s];
+            const int free_after = free - n;
+            for (int ip = i - 1; ip >= 0; --ip) {
+              const int first = block_first(ip);
+              StageCost c;
+              if (uniform) {
+                RangeCost& rc = table[ip][n];
+                if (rc.f < 0) {
+                  rc.f = cost.ForwardMs(first, last, samples, 0);
+                  rc.b = cost.BackwardMs(first, last, samples, 0);
+                  rc.act = cost.ActivationBytes(first, last, samples);
+                  rc.stat = cost.StaticMemoryBytes(first, last);
+                }
+                c.forward_ms = rc.f;
+                c.backward_ms = rc.b;
+                c.memory_bytes = rc.stat + k * rc.act;
+                c.device_memory_bytes = device_memory;
+                if (opt.enforce_memory && !c.fits()) continue;
+                c.allreduce_ms = n > 1 ? cost.AllReduceMs(first, last, devs) : 0.0;
+              } else {
+                c = EvaluateStage(cost, first, last, devs, m, k);
+                if (opt.enforce_memory && !c.fits()) continue;
               }
-              c.forward_ms = rc.f;
-              c.backward_ms = rc.b;
-              c.memory_bytes = rc.stat + k * rc.act;
-              c.device_memory_bytes = device_memory;
-              if (opt.enforce_memory && !c.fits()) continue;
-              c.allreduce_ms = n > 1 ? cost.AllReduceMs(first, last, devs) : 0.0;
-            } else {
-              c = EvaluateStage(cost, first, last, devs, m, k);
-              if (opt.enforce_memory && !c.fits()) continue;
+              ++local.transitions;
+              lat.clear();
+              lat.push_back({c.forward_ms, c.backward_ms, c.allreduce_ms});
+              if (after > 0) {
+                lat.push_back({t_after, t_after, 0.0});
+                lat.insert(lat.end(), e.lat.begin(), e.lat.end());
+              }
+              const double peak = std::max(e.peak_memory, c.memory_bytes);
+              if (ip == 0) {  // a complete plan
+                double l = ComputeLatency(lat, M).latency_ms;
+                if (l >= threshold) continue;
+                Complete done{l, order++, {}, peak};
+                done.stages.reserve(after + 1);
+                done.stages.push_back({first, last, devs});
+                done.stages.insert(done.stages.end(), e.stages.begin(), e.stages.end());
+                complete.push_back(std::move(done));
+                if (static_cast<int>(complete.size()) >= 4 * opt.top_k + 16) trim();
+                continue;
+              }
+              if (free_after == 0) continue;  // no device left for the layers before
+              // The paper's T_PL: the layers before form one stage on the free devices.
+              auto [hit, fresh] = heads[ip].try_emplace(usage);
+              Head& head = hit->second;
+              if (fresh) {
+                head.devices = PlaceDevices(cluster, usage, std::min(free_after, m),
+                                            PlacementPolicy::kFreshFirst);
+                StageCost hc = EvaluateStage(cost, 0, first - 1, head.devices, m, 0);
+                head.cost = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms};
+              }
+              const double ht = cost.Transfer(first - 1, m, head.devices, devs).ms;
+              full.clear();
+              full.push_back(head.cost);
+              full.push_back({ht, ht, 0.0});
+              full.insert(full.end(), lat.begin(), lat.end());
+              const double score = ComputeLatency(full, M).latency_ms;
+              std::vector<Entry>& kept = memo[ip][key_of(usage)];
+              if (static_cast<int>(kept.size()) >= per_state && score >= kept.back().score)
+                continue;
+              auto pos = std::upper_bound(kept.begin(), kept.end(), score,
+                                          [](double v, const Entry& x) { return v < x.score; });
+              pos = kept.insert(pos, Entry{});
+              if (static_cast<int>(kept.size()) > per_state) kept.pop_back();
+              Entry& ne = *pos;
+              ne.score = score;
+              ne.usage = usage;
+              ne.stages.clear();
+              ne.stages.push_back({first, last, devs});
+              ne.stages.insert(ne.stages.end(), e.stages.begin(), e.stages.end());
+              ne.lat = lat;
+              ne.peak_memory = peak;
             }
-            ++local.transitions;
-            lat.clear();
-            lat.push_back({c.forward_ms, c.backward_ms, c.allreduce_ms});
-            if (after > 0) {
-              lat.push_back({t_after, t_after, 0.0});
-              lat.insert(lat.end(), e.lat.begin(), e.lat.end());
-            }
-            const double peak = std::max(e.peak_memory, c.memory_bytes);
-            if (ip == 0) {  // a complete plan
-              double l = ComputeLatency(lat, M).latency_ms;
-              if (l >= threshold) continue;
-              Complete done{l, order++, {}, peak};
-              done.stages.reserve(after + 1);
-              done.stages.push_back({first, last, devs});
-              done.stages.insert(done.stages.end(), e.stages.begin(), e.stages.end());
-              complete.push_back(std::move(done));
-              if (static_cast<int>(complete.size()) >= 4 * opt.top_k + 16) trim();
-              continue;
-            }
-            if (free_after == 0) continue;  // no device left for the layers before
-            // The paper's T_PL: the layers before form one stage on the free devices.
-            auto [hit, fresh] = heads[ip].try_emplace(usage);
-            Head& head = hit->second;
-            if (fresh) {
-              head.devices = PlaceDevices(cluster, usage, std::min(free_after, m),
-                                          PlacementPolicy::kFreshFirst);
-              StageCost hc = EvaluateStage(cost, 0, first - 1, head.devices, m, 0);
-              head.cost = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms};
-            }
-            const double ht = cost.Transfer(first - 1, m, head.devices, devs).ms;
-            full.clear();
-            full.push_back(head.cost);
-            full.push_back({ht, ht, 0.0});
-            full.insert(full.end(), lat.begin(), lat.end());
-            const double score = ComputeLatency(full, M).latency_ms;
-            auto [it, inserted] = memo[ip].try_emplace(key_of(usage));
-            if (!inserted && score >= it->second.score) continue;
-            Entry& ne = it->second;
-            ne.score = score;
-            ne.usage = usage;
-            ne.stages.clear();
-            ne.stages.push_back({first, last, devs});
-            ne.stages.insert(ne.stages.end(), e.stages.begin(), e.stages.end());
-            ne.lat = lat;
-            ne.peak_memory = peak;
           }
         }
       }
-    }
     states.clear();
   }
   trim();

@@ -20,6 +20,8 @@ struct DpOptions {
   int top_k = 8;          // complete plans returned, by ascending L
   int max_blocks = 32;    // layer coarsening (layer_blocks.h)
   int max_states = 2000;  // per block: the states with the smallest score are kept (beam)
+  // Suffixes kept per state (the paper keeps 1); 0: 4 when blocks x devices <= 160, else 1.
+  int suffixes_per_state = 0;
 };
 
 struct DpCandidate {
@@ -35,7 +37,7 @@ struct DpStats {
 
 // The DP runs backwards over layer blocks: state (i, u) = the layers from block i on are
 // planned as stages on devices with per-server usage u (u is summarised as a sorted
-// multiset when all servers are identical), keeping the suffix whose score is smallest.
+// multiset when all servers are identical), keeping the suffixes whose score is smallest.
 // The score is L of the suffix plus a head stage made of all layers before block i on the
 // free devices (at most m of them), as the paper's T_PL. A transition prepends one stage
 // (a block range, a replica count n <= m, a placement policy). Going backwards makes each

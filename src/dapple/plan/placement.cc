@@ -37,6 +37,15 @@ void FillInOrder(const std::vector<int>& order, const std::vector<int>& free,
   }
 }
 
+// The server of `order` with the fewest free devices that still holds n (ties: the
+// first), or -1.
+int BestFit(const std::vector<int>& order, const std::vector<int>& free, int n) {
+  int best = -1;
+  for (int s : order)
+    if (free[s] >= n && (best < 0 || free[s] < free[best])) best = s;
+  return best;
+}
+
 }  // namespace
 
 std::optional<std::vector<int>> PlaceCounts(const Cluster& cluster, const std::vector<int>& usage,
@@ -64,11 +73,19 @@ std::optional<std::vector<int>> PlaceCounts(const Cluster& cluster, const std::v
           return take;
         }
       }
+      if (int s = BestFit(partial, free, n); s >= 0) {  // or inside a partly used one
+        take[s] = n;
+        return take;
+      }
       FillInOrder(fresh, free, take, need);
       FillInOrder(partial, free, take, need);
       break;
     }
     case PlacementPolicy::kAppendFirst:
+      if (int s = BestFit(partial, free, n); s >= 0) {
+        take[s] = n;
+        return take;
+      }
       FillInOrder(partial, free, take, need);
       FillInOrder(fresh, free, take, need);
       break;

@@ -12,9 +12,11 @@ namespace dapple {
 
 enum class PlacementPolicy {
   // Servers with nothing placed yet first: the first fresh server with room for the whole
-  // stage, else fresh servers in order, each filled; then partly used servers in order.
+  // stage; else the partly used server with room for it and the fewest free devices; else
+  // fresh servers in order, each filled, then partly used servers in order.
   kFreshFirst,
-  // Partly used servers first (in order, each filled), then fresh servers in order.
+  // Partly used servers first: the one with room for the whole stage and the fewest free
+  // devices; else partly used servers in order, each filled, then fresh servers in order.
   kAppendFirst,
   // One device at a time from the server with the most free devices (ties: lowest id), so
   // the stage spreads evenly over the servers.
