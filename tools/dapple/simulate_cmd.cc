@@ -1,0 +1,239 @@
+// `dapple simulate`: runs a plan on the exact simulator with the analytic cost model and
+// prints a table of stages (or JSON), optionally writing the timeline as a Chrome trace
+// and an SVG Gantt chart. Input errors are one line and exit code 2, with no output file.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "dapple/common/error.h"
+#include "dapple/common/json_util.h"
+#include "dapple/cost/analytic_cost_model.h"
+#include "dapple/format/cluster.h"
+#include "dapple/format/plan.h"
+#include "dapple/format/profile.h"
+#include "dapple/sim/simulator.h"
+#include "dapple/sim/timeline.h"
+
+namespace dapple {
+namespace {
+
+struct SimulateArgs {
+  std::string profile;
+  std::optional<int> pbs;
+  std::string cluster;
+  std::string plan;
+  std::optional<std::string> schedule;
+  std::optional<double> memory_gb;
+  std::optional<std::string> trace;
+  std::optional<std::string> svg;
+  bool json = false;
+};
+
+std::string Shorten(const std::string& s, size_t n) {
+  return s.size() <= n ? s : s.substr(0, n - 2) + "..";
+}
+
+// "0-7", "0-3,8-11": device ids as ranges, in the plan's order.
+std::string Ranges(const std::vector<int>& ids) {
+  std::string out;
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += j > i ? fmt::format("{}-{}", ids[i], ids[j]) : fmt::format("{}", ids[i]);
+    i = j + 1;
+  }
+  return out;
+}
+
+// An output file's folder must exist before anything runs, so a bad path fails before
+// any output is written.
+void CheckOutputPath(const std::optional<std::string>& path, const char* flag) {
+  if (!path) return;
+  std::filesystem::path p(*path);
+  if (p.filename().empty()) ThrowInput("{} {}: not a file name", flag, *path);
+  std::filesystem::path dir = p.parent_path().empty() ? "." : p.parent_path();
+  if (!std::filesystem::is_directory(dir))
+    ThrowInput("{} {}: folder {} does not exist", flag, *path, dir.string());
+}
+
+// Per stage: the largest peak memory and the mean bubble over its replicas.
+struct StageSummary {
+  double peak_memory_bytes = 0;
+  double memory_bytes = 0;  // the smallest device memory among its replicas
+  double bubble_ms = 0;
+};
+
+std::vector<StageSummary> Summarise(const Plan& plan, const SimResult& r, const CostModel& cost) {
+  std::vector<StageSummary> out(plan.num_stages());
+  for (StageSummary& s : out) s.memory_bytes = -1;
+  for (const DeviceStats& d : r.devices) {
+    StageSummary& s = out[d.stage];
+    s.peak_memory_bytes = std::max(s.peak_memory_bytes, d.peak_memory_bytes);
+    double mem = cost.DeviceMemoryBytes(d.device);
+    s.memory_bytes = s.memory_bytes < 0 ? mem : std::min(s.memory_bytes, mem);
+    s.bubble_ms += d.bubble_ms / plan.stages[d.stage].replicas();
+  }
+  return out;
+}
+
+void PrintSummary(const Profile& profile, const Cluster& cluster, const Plan& plan,
+                  const SimResult& r, const std::vector<StageSummary>& sum) {
+  fmt::print("{} ({} layers, PBS {}) on {} ({} devices): {}, global batch {} = {} x {}{}\n",
+             profile.model, profile.num_layers(), profile.batch_size, cluster.name,
+             cluster.num_devices(), ToString(plan.schedule), plan.global_batch_size,
+             plan.num_micro_batches, plan.micro_batch_size,
+             plan.recompute ? ", re-computation" : "");
+  fmt::print("{:<6}{:<44}{:<14}{:>9}{:>9}{:>9}{:>9}{:>16}{:>10}\n", "stage", "layers", "devices",
+             "fwd ms", "bwd ms", "send ms", "AR ms", "mem GB / dev", "bubble");
+  for (int s = 0; s < plan.num_stages(); ++s) {
+    const StagePlan& st = plan.stages[s];
+    const StageStats& ss = r.stages[s];
+    std::string layers = fmt::format("{}-{} {} .. {}", st.first_layer, st.last_layer,
+                                     Shorten(profile.layers[st.first_layer].name, 14),
+                                     Shorten(profile.layers[st.last_layer].name, 14));
+    std::string mem =
+        fmt::format("{:.2f} / {:.1f}", sum[s].peak_memory_bytes / 1e9, sum[s].memory_bytes / 1e9);
+    std::string bubble =
+        r.iteration_ms > 0 ? fmt::format("{:.1f}%", 100 * sum[s].bubble_ms / r.iteration_ms) : "-";
+    fmt::print("{:<6}{:<44}{:<14}{:>9.3f}{:>9.3f}{:>9.3f}{:>9.3f}{:>16}{:>10}\n", s,
+               Shorten(layers, 43), Shorten(Ranges(st.devices), 13), ss.forward_ms, ss.backward_ms,
+               ss.send_ms, ss.allreduce_ms, mem, bubble);
+  }
+  fmt::print("(times per micro-batch and replica; send = transfer to the next stage)\n");
+  fmt::print("iteration time   {:.3f} ms\n", r.iteration_ms);
+  fmt::print("speedup          {:.3f}x over one device\n", r.speedup);
+  fmt::print("bubble fraction  {:.3f}\n", r.bubble_fraction);
+}
+
+Json ResultJson(const Profile& profile, const Cluster& cluster, const Plan& plan,
+                const SimResult& r, const std::vector<StageSummary>& sum, const CostModel& cost,
+                bool fits) {
+  Json j;
+  j["model"] = profile.model;
+  j["cluster"] = cluster.name;
+  j["schedule"] = ToString(plan.schedule);
+  j["global_batch_size"] = plan.global_batch_size;
+  j["micro_batch_size"] = plan.micro_batch_size;
+  j["num_micro_batches"] = plan.num_micro_batches;
+  j["recompute"] = plan.recompute;
+  j["iteration_ms"] = r.iteration_ms;
+  j["speedup"] = r.speedup;
+  j["bubble_fraction"] = r.bubble_fraction;
+  j["fits_memory"] = fits;
+  Json devices = Json::array();
+  for (const DeviceStats& d : r.devices) {
+    devices.push_back({{"device", d.device},
+                       {"stage", d.stage},
+                       {"replica", d.replica},
+                       {"busy_ms", d.busy_ms},
+                       {"bubble_ms", d.bubble_ms},
+                       {"static_memory_bytes", d.static_memory_bytes},
+                       {"peak_activation_bytes", d.peak_activation_bytes},
+                       {"peak_memory_bytes", d.peak_memory_bytes},
+                       {"memory_bytes", cost.DeviceMemoryBytes(d.device)},
+                       {"peak_in_flight", d.peak_in_flight}});
+  }
+  j["devices"] = std::move(devices);
+  Json stages = Json::array();
+  for (int s = 0; s < plan.num_stages(); ++s) {
+    const StagePlan& st = plan.stages[s];
+    const StageStats& ss = r.stages[s];
+    stages.push_back({{"stage", s},
+                      {"first_layer", st.first_layer},
+                      {"last_layer", st.last_layer},
+                      {"first_layer_id", profile.layers[st.first_layer].id},
+                      {"last_layer_id", profile.layers[st.last_layer].id},
+                      {"devices", st.devices},
+                      {"forward_ms", ss.forward_ms},
+                      {"backward_ms", ss.backward_ms},
+                      {"send_ms", ss.send_ms},
+                      {"allreduce_ms", ss.allreduce_ms},
+                      {"peak_memory_bytes", sum[s].peak_memory_bytes},
+                      {"bubble_ms", sum[s].bubble_ms}});
+  }
+  j["stages"] = std::move(stages);
+  return j;
+}
+
+void RunSimulate(const SimulateArgs& a) {
+  // Checked here rather than by CLI11, whose messages take two lines and print the range.
+  if (a.pbs && *a.pbs <= 0) ThrowInput("--pbs: must be positive, got {}", *a.pbs);
+  if (a.memory_gb && !(*a.memory_gb > 0))
+    ThrowInput("--memory-gb: must be positive, got {}", *a.memory_gb);
+  CheckOutputPath(a.trace, "--trace");
+  CheckOutputPath(a.svg, "--svg");
+  Profile profile = LoadProfile(a.profile, a.pbs);
+  Cluster cluster = LoadCluster(a.cluster);
+  Plan plan = ReadPlanJson(a.plan);
+  ResolvePlanLayers(plan, profile, a.plan);
+  ValidatePlan(plan, profile, cluster, a.plan);
+  if (a.schedule) {
+    try {
+      plan.schedule = ParseScheduleKind(*a.schedule);
+    } catch (const InputError& e) {
+      ThrowInput("--schedule: {}", e.what());
+    }
+  }
+  CostOptions options;
+  if (a.memory_gb) options.memory_bytes_override = *a.memory_gb * 1e9;
+  AnalyticCostModel cost(profile, cluster, options);
+  SimOptions sim;
+  sim.record_timeline = a.trace.has_value() || a.svg.has_value();
+  SimResult r = SimulatePlan(plan, cost, sim);
+
+  bool fits = true;
+  for (const DeviceStats& d : r.devices) {
+    double capacity = cost.DeviceMemoryBytes(d.device);
+    if (d.peak_memory_bytes <= capacity) continue;
+    if (fits)
+      std::fprintf(stderr,
+                   "dapple: warning: the plan does not fit memory: device %d (stage %d) needs "
+                   "%.2f GB of %.2f GB\n",
+                   d.device, d.stage, d.peak_memory_bytes / 1e9, capacity / 1e9);
+    fits = false;
+  }
+  if (sim.record_timeline) {
+    r.timeline.title =
+        fmt::format("simulated: {} on {}, {}, {} x {}", profile.model, cluster.name,
+                    ToString(plan.schedule), plan.num_micro_batches, plan.micro_batch_size);
+    if (a.trace) WriteChromeTrace({r.timeline}, *a.trace);
+    if (a.svg) WriteSvgGantt(r.timeline, *a.svg);
+  }
+  std::vector<StageSummary> sum = Summarise(plan, r, cost);
+  if (a.json) {
+    fmt::print("{}\n", ResultJson(profile, cluster, plan, r, sum, cost, fits).dump(2));
+  } else {
+    PrintSummary(profile, cluster, plan, r, sum);
+  }
+}
+
+}  // namespace
+
+void AddSimulateCommand(CLI::App& app) {
+  auto args = std::make_shared<SimulateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "simulate", "Simulate one training iteration of a plan (exact event-driven simulator)");
+  cmd->add_option("--profile", args->profile, "profile: PipeDream graph text or dapple JSON")
+      ->required();
+  cmd->add_option("--pbs", args->pbs, "profile batch size (default: -pbs-N in the file name)");
+  cmd->add_option("--cluster", args->cluster,
+                  "cluster preset (paper-a, paper-b, paper-c, local) or cluster JSON")
+      ->required();
+  cmd->add_option("--plan", args->plan, "plan JSON (dapple-plan/1)")->required();
+  cmd->add_option("--schedule", args->schedule,
+                  "override the plan's schedule: gpipe, dapple-a, dapple-b");
+  cmd->add_option("--memory-gb", args->memory_gb, "device memory in GB (overrides the cluster)");
+  cmd->add_option("--trace", args->trace, "write the timeline as Chrome trace JSON");
+  cmd->add_option("--svg", args->svg, "write the timeline as an SVG Gantt chart");
+  cmd->add_flag("--json", args->json, "print JSON instead of the table");
+  cmd->callback([args] { RunSimulate(*args); });
+}
+
+}  // namespace dapple
