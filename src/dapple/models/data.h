@@ -3,12 +3,12 @@
 // Deterministic for a seed: global batch `step` is the same in every process.
 #pragma once
 
+#include <torch/types.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
-
-#include <torch/types.h>
 
 #include "dapple/models/model.h"
 
@@ -39,5 +39,9 @@ std::unique_ptr<Dataset> MakeDataset(const std::string& name, const Model& model
 
 // Rows [range.begin, range.end) of a batch.
 Batch SliceBatch(const Batch& b, int64_t begin, int64_t end);
+
+// Where decompressed data sets are cached by default: $DAPPLE_CACHE_DIR, else
+// $XDG_CACHE_HOME/dapple, else ~/.cache/dapple.
+std::filesystem::path DefaultDataCacheDir();
 
 }  // namespace dapple

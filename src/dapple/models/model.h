@@ -4,6 +4,9 @@
 // running the model, so the runtime can cut it into stages anywhere.
 #pragma once
 
+#include <torch/nn/modules/container/any.h>
+#include <torch/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -11,16 +14,13 @@
 #include <string>
 #include <vector>
 
-#include <torch/types.h>
-#include <torch/nn/modules/container/any.h>
-
 namespace dapple {
 
 // Model options as given on the command line: "--hidden 64" -> {"hidden", "64"}.
 using ModelOptions = std::map<std::string, std::string>;
 
 struct NamedLayer {
-  std::string name;         // unique within the model: "embed", "block3", "head"
+  std::string name;             // unique within the model: "embed", "block3", "head"
   torch::nn::AnyModule module;  // Tensor forward(Tensor)
 };
 
@@ -32,11 +32,12 @@ struct Model {
   std::function<torch::Tensor(const torch::Tensor& output, const torch::Tensor& target)> loss;
   // Shape of one input sample and one target sample, and their dtypes, for synthetic data
   // and for receive buffers.
-  std::vector<int64_t> input_shape;   // without the batch dimension
+  std::vector<int64_t> input_shape;  // without the batch dimension
   torch::Dtype input_dtype = torch::kFloat32;
   std::vector<int64_t> target_shape;  // without the batch dimension; {} for class labels
   torch::Dtype target_dtype = torch::kInt64;
-  int64_t num_classes = 0;            // output classes / vocabulary for synthetic targets
+  int64_t num_classes = 0;  // output classes / vocabulary for synthetic targets
+  int64_t vocab_size = 0;   // token models (input_dtype kInt64): ids in [0, vocab_size)
 
   int num_layers() const { return static_cast<int>(layers.size()); }
   // Runs layers [first, last] on x.
