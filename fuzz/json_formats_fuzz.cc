@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "cost_probe.h"
 #include "dapple/common/error.h"
 #include "dapple/format/cluster.h"
 #include "dapple/format/plan.h"
@@ -35,6 +36,7 @@ void FuzzProfile(const std::string& text) {
     return;
   }
   for (int i = 0; i < p.num_layers(); ++i) (void)p.CutBytes(i);
+  dapple::fuzz::ProbeCostModel(p);
   dapple::Profile q = dapple::ParseProfileJson(dapple::ProfileToJsonText(p), "again.json");
   if (q.num_layers() != p.num_layers() || q.edges != p.edges) abort();
 }

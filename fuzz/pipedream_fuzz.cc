@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "cost_probe.h"
 #include "dapple/common/error.h"
 #include "dapple/format/profile.h"
 
@@ -19,6 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   dapple::ValidateProfile(p, "fuzz.txt");  // must not throw: the reader validated it
   for (int i = 0; i < p.num_layers(); ++i) (void)p.CutBytes(i);
+  dapple::fuzz::ProbeCostModel(p);
   std::string written;
   try {
     written = dapple::PipeDreamGraphText(p);

@@ -2,19 +2,15 @@
 # Builds the torch-free layers (common, format, cost, schedule, sim, plan, the dapple tool)
 # with AddressSanitizer and UndefinedBehaviorSanitizer into build-asan/ and runs their unit
 # tests (ctest -L unit). Any sanitizer report fails the run. .ci/run calls it.
-# Environment: JOBS (default: nproc), BUILD_DIR (default: build-asan). Extra arguments go
-# to ctest, e.g. scripts/sanitize.sh -R Split
+# Environment: JOBS (default: nproc), BUILD_DIR (default: build-asan), CXX (the compiler;
+# default cmake's choice). Extra arguments go to ctest, e.g. scripts/sanitize.sh -R Split
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${BUILD_DIR:-build-asan}"
 jobs="${JOBS:-$(nproc)}"
-compiler_args=()
-if [[ -z "${CXX:-}" ]] && command -v clang++ >/dev/null; then
-  compiler_args=(-DCMAKE_CXX_COMPILER=clang++)  # clang's UBSan checks more than GCC's
-fi
 cmake -G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDAPPLE_SANITIZE=ON \
   -DDAPPLE_WITH_TORCH=OFF -DDAPPLE_BUILD_TESTS=ON -DDAPPLE_BUILD_BENCHMARKS=OFF \
-  -DDAPPLE_BUILD_FUZZERS=OFF "${compiler_args[@]}" >/dev/null
+  -DDAPPLE_BUILD_FUZZERS=OFF >/dev/null
 ninja -C "$build" -j"$jobs"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_stack_use_after_return=1:strict_string_checks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"

@@ -106,6 +106,8 @@ TEST(ProfileJson, CutBytesChainAndGraph) {
 TEST(ProfileJson, MalformedJson) {
   EXPECT_THAT(ErrorOf("{\"format\": \"dapple-profile/1\", "), HasSubstr("p.json: malformed JSON"));
   EXPECT_THAT(ErrorOf("[1, 2]"), HasSubstr("p.json"));
+  // A number beyond double is nlohmann's out_of_range, not a parse_error (found by fuzzing).
+  EXPECT_THAT(ErrorOf("{\"format\": 1e999}"), HasSubstr("p.json: malformed JSON"));
 }
 
 TEST(ProfileJson, MissingNegativeAndInconsistentFields) {
@@ -134,6 +136,11 @@ TEST(ProfileJson, MissingNegativeAndInconsistentFields) {
                 j["edges"][2] = {"l1", "zz"};
               }),
               HasSubstr("p.json.edges[2][1]: no layer has id 'zz'"));
+  EXPECT_THAT(with([](Json& j) {
+                j["layers"][0]["forward_ms"] = 1e308;
+                j["layers"][1]["forward_ms"] = 1e308;
+              }),
+              HasSubstr("add up beyond the range of double"));
   EXPECT_THAT(with([](Json& j) { j["metadata"]["threads"] = 2; }),
               HasSubstr("metadata.threads: expected a string"));
   EXPECT_THAT(with([](Json& j) {

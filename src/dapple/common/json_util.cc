@@ -18,6 +18,8 @@ Json ReadJsonFile(const std::filesystem::path& path) {
     return Json::parse(ss.str());
   } catch (const Json::parse_error& e) {
     ThrowInput("{}: malformed JSON at byte {}", path.string(), e.byte);
+  } catch (const Json::exception&) {  // e.g. out_of_range: a number beyond double
+    ThrowInput("{}: malformed JSON: a number is out of range", path.string());
   }
 }
 

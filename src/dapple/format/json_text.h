@@ -14,6 +14,8 @@ inline Json ParseJsonText(const std::string& text, const std::string& source) {
     return Json::parse(text);
   } catch (const Json::parse_error& e) {
     ThrowInput("{}: malformed JSON at byte {}", source, e.byte);
+  } catch (const Json::exception&) {  // e.g. out_of_range: a number beyond double
+    ThrowInput("{}: malformed JSON: a number is out of range", source);
   }
 }
 

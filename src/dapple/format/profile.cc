@@ -90,6 +90,19 @@ void ValidateProfile(const Profile& p, const std::string& source) {
       for (double x : *v) CheckNumber(x, source, i, field);
     }
   }
+  // Totals must stay finite too, or the cost model's prefix sums would turn into inf - inf.
+  double totals[4] = {0, 0, 0, 0};
+  for (const LayerProfile& l : p.layers) {
+    totals[0] += l.forward_ms + l.backward_ms;
+    totals[1] += l.activation_bytes + std::max(0.0, l.saved_bytes);
+    totals[2] += l.parameter_bytes;
+    for (size_t k = 0; k < l.forward_ms_by_batch.size(); ++k) totals[3] += l.forward_ms_by_batch[k];
+    for (size_t k = 0; k < l.backward_ms_by_batch.size(); ++k)
+      totals[3] += l.backward_ms_by_batch[k];
+  }
+  for (double t : totals)
+    if (!std::isfinite(t))
+      ThrowInput("{}: layers: the values add up beyond the range of double", source);
   for (size_t e = 0; e < p.edges.size(); ++e) {
     auto [from, to] = p.edges[e];
     if (from < 0 || to >= p.num_layers() || from >= to)
