@@ -1,6 +1,7 @@
 // Communicator over c10d's TCPStore and ProcessGroupGloo.
 #include "dapple/runtime/communicator.h"
 
+#include <glog/logging.h>
 #include <torch/cuda.h>
 
 #include <cstdlib>
@@ -102,9 +103,15 @@ Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout
   opts.numWorkers = env.world_size;
   opts.waitWorkers = true;
   opts.timeout = timeout;
+  // c10d logs every failed connection attempt through glog; the failure is reported once,
+  // below, as one line.
+  const int saved_level = FLAGS_minloglevel;
+  FLAGS_minloglevel = google::GLOG_FATAL;
   try {
     store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+    FLAGS_minloglevel = saved_level;
   } catch (const std::exception& e) {
+    FLAGS_minloglevel = saved_level;
     ThrowInput(
         "rank {}: cannot reach the rendezvous at {}:{} (MASTER_ADDR:MASTER_PORT) within "
         "{:.1f} s: {}",

@@ -122,7 +122,10 @@ int PickFreePort() {
   return ntohs(addr.sin_port);
 }
 
-int LaunchLocal(const LaunchOptions& o) {
+int LaunchLocal(const LaunchOptions& o) { return LaunchLocal(o, nullptr); }
+
+int LaunchLocal(const LaunchOptions& o, int* failed_rank) {
+  if (failed_rank) *failed_rank = -1;
   DAPPLE_CHECK(o.nproc_per_node >= 1 && o.nnodes >= 1 && o.node_rank >= 0 &&
                o.node_rank < o.nnodes && !o.argv.empty());
   DAPPLE_CHECK(o.nproc_per_node <= kMaxChildren);
@@ -173,13 +176,20 @@ int LaunchLocal(const LaunchOptions& o) {
   size_t running = pids.size();
   std::vector<bool> done(pids.size(), false);
   auto deadline = std::chrono::steady_clock::time_point::max();
-  bool killed = false;
+  bool killed = false, termed = false;
+  auto term_at = std::chrono::steady_clock::time_point::max();
   while (running > 0) {
     int status = 0;
     pid_t p = waitpid(-1, &status, WNOHANG);
     if (p < 0 && errno != EINTR) break;
     if (p <= 0) {
-      if (first_failure != 0 && !killed && std::chrono::steady_clock::now() > deadline) {
+      if (first_failure != 0 && !termed && std::chrono::steady_clock::now() > term_at) {
+        for (size_t j = 0; j < pids.size(); ++j)
+          if (!done[j]) kill(pids[j], SIGTERM);
+        termed = true;
+        deadline = std::chrono::steady_clock::now() + o.kill_grace;
+      }
+      if (termed && !killed && std::chrono::steady_clock::now() > deadline) {
         for (size_t i = 0; i < pids.size(); ++i)
           if (!done[i]) kill(pids[i], SIGKILL);
         killed = true;
@@ -195,9 +205,8 @@ int LaunchLocal(const LaunchOptions& o) {
       int code = StatusToCode(status);
       if (code != 0 && first_failure == 0) {
         first_failure = code;
-        deadline = std::chrono::steady_clock::now() + o.kill_grace;
-        for (size_t j = 0; j < pids.size(); ++j)
-          if (!done[j]) kill(pids[j], SIGTERM);
+        if (failed_rank) *failed_rank = o.node_rank * o.nproc_per_node + static_cast<int>(i);
+        term_at = std::chrono::steady_clock::now() + o.term_delay;
       }
     }
   }

@@ -21,6 +21,9 @@ struct LaunchOptions {
   std::map<std::string, std::string> extra_env;
   // After one process fails, the others get SIGTERM, then SIGKILL after this grace.
   std::chrono::milliseconds kill_grace{3000};
+  // After the first failure, the others get this long to exit on their own (and report
+  // what they were waiting on) before the SIGTERM.
+  std::chrono::milliseconds term_delay{0};
 };
 
 // Starts nproc_per_node processes of `argv` with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,
@@ -31,6 +34,9 @@ struct LaunchOptions {
 // (128 + signal number for a process killed by a signal). Throws Error when it cannot start
 // a process. REQUIRES: nproc_per_node >= 1, 0 <= node_rank < nnodes, !argv.empty().
 int LaunchLocal(const LaunchOptions& options);
+// As above; also sets *failed_rank to the RANK of the first process that failed (-1 when
+// none did).
+int LaunchLocal(const LaunchOptions& options, int* failed_rank);
 
 // True in a process started by LaunchLocal (DAPPLE_LAUNCHED is set).
 bool LaunchedByLauncher();

@@ -106,8 +106,10 @@ StageWorker::StageWorker(Model& model, const RankGrid& grid, int rank,
   }
 }
 
-std::string StageWorker::Where(const std::string& what) const {
-  return fmt::format("{}, step {}: {}", grid_.Describe(rank_), step_, what);
+std::string StageWorker::Where(int mb, const std::string& what) const {
+  if (mb < 0) return fmt::format("{}, step {}: {}", grid_.Describe(rank_), step_, what);
+  return fmt::format("{}, step {}, micro-batch {}: waiting on {}", grid_.Describe(rank_), step_, mb,
+                     what);
 }
 
 void StageWorker::AddLive(int64_t bytes, int mbs) {
@@ -128,7 +130,7 @@ StepResult StageWorker::RunStep(int64_t step, const Batch& batch) {
     const Instruction& inst = program_[pc];
     if (opt_.die_at_step == step && pc == static_cast<int>(program_.size()) / 2) {
       std::fprintf(stderr, "%s: test hook DAPPLE_TEST_DIE_AT: killing myself at %s\n",
-                   Where("").c_str(), ToString(inst).c_str());
+                   Where(-1, "").c_str(), ToString(inst).c_str());
       std::fflush(stderr);
       std::raise(SIGKILL);
     }
@@ -178,7 +180,7 @@ void StageWorker::Execute(const Instruction& inst, int pc) {
     }
     case Op::kAllReduceGrads:
       AllReduceGradients(comm_, fmt::format("stage{}", stage_), params_, opt_.bucket_bytes,
-                         Where("AR (allreduce among the stage's replicas)"));
+                         Where(-1, "AR (allreduce among the stage's replicas)"));
       return;
     case Op::kOptimizerStep:
       optimizer_.step();
@@ -287,7 +289,7 @@ void StageWorker::SendActivation(int mb) {
     torch::Tensor t = out.narrow(0, p.rows.begin - my_rows_.begin, p.rows.size()).contiguous();
     uint32_t tag = grid_.Tag(stage_, Direction::kForward, mb, rank_, p.receiver_rank);
     works.push_back(comm_.Send(t, p.receiver_rank, tag,
-                               Where(fmt::format("SA{} to rank {}", mb, p.receiver_rank))));
+                               Where(mb, fmt::format("SA{} to rank {}", mb, p.receiver_rank))));
   }
 }
 
@@ -300,7 +302,7 @@ void StageWorker::SendGradient(int mb) {
         it->second.grad_in.narrow(0, p.rows.begin - my_rows_.begin, p.rows.size()).contiguous();
     uint32_t tag = grid_.Tag(stage_ - 1, Direction::kBackward, mb, rank_, p.sender_rank);
     works.push_back(comm_.Send(t, p.sender_rank, tag,
-                               Where(fmt::format("SG{} to rank {}", mb, p.sender_rank))));
+                               Where(mb, fmt::format("SG{} to rank {}", mb, p.sender_rank))));
   }
   slots_.erase(it);
 }
@@ -317,7 +319,7 @@ void StageWorker::PostRecv(const Instruction& inst) {
       torch::Tensor buf = torch::empty(WithRows(p.rows.size(), spec.shape), opts);
       uint32_t tag = grid_.Tag(stage_ - 1, Direction::kForward, mb, p.sender_rank, rank_);
       works.push_back(comm_.Recv(buf, p.sender_rank, tag,
-                                 Where(fmt::format("RA{} from rank {}", mb, p.sender_rank))));
+                                 Where(mb, fmt::format("RA{} from rank {}", mb, p.sender_rank))));
     }
   } else {
     DAPPLE_CHECK(inst.op == Op::kRecvGrad);
@@ -327,7 +329,7 @@ void StageWorker::PostRecv(const Instruction& inst) {
       torch::Tensor buf = torch::empty(WithRows(p.rows.size(), spec.shape), opts);
       uint32_t tag = grid_.Tag(stage_, Direction::kBackward, mb, p.receiver_rank, rank_);
       works.push_back(comm_.Recv(buf, p.receiver_rank, tag,
-                                 Where(fmt::format("RG{} from rank {}", mb, p.receiver_rank))));
+                                 Where(mb, fmt::format("RG{} from rank {}", mb, p.receiver_rank))));
     }
   }
 }

@@ -83,7 +83,8 @@ class StageWorker {
   void WaitRecv(const Instruction& inst);
   void PostNextRecv(int pc, Op op);
   torch::Tensor RunLayers(torch::Tensor x, int64_t* saved_bytes);
-  std::string Where(const std::string& inst) const;
+  // "rank 2 (stage 1, replica 0), step 3, micro-batch 4: waiting on RA4 from rank 0"
+  std::string Where(int mb, const std::string& what) const;
   void AddLive(int64_t bytes, int mbs);
 
   Model& model_;

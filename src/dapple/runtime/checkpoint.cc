@@ -1,0 +1,153 @@
+// Per-layer checkpoints: pickled dicts of tensors, atomic writes, a `latest` pointer.
+#include "dapple/runtime/checkpoint.h"
+
+#include <fmt/format.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "dapple/common/error.h"
+#include "dapple/common/json_util.h"
+
+namespace dapple {
+namespace {
+
+// Layer names become file names: keep [A-Za-z0-9_.-], replace the rest.
+std::string FileName(const std::string& layer) {
+  std::string s = layer;
+  for (char& c : s) {
+    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+    if (!ok) c = '_';
+  }
+  return s + ".pt";
+}
+
+std::vector<char> ReadBytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) ThrowInput("{}: cannot open the checkpoint file", p.string());
+  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+std::filesystem::path CheckpointStepDir(const std::filesystem::path& dir, int64_t step) {
+  return dir / fmt::format("step-{}", step);
+}
+
+void SaveLayer(const std::filesystem::path& dir, int64_t step, const std::string& layer,
+               torch::nn::Module& module, torch::optim::Optimizer* opt, OptimizerKind kind) {
+  c10::Dict<std::string, torch::Tensor> dict;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    torch::Tensor p = item.value();
+    dict.insert("param/" + item.key(), p.detach().cpu().clone());
+    if (opt == nullptr) continue;
+    for (const auto& [field, t] : ExportParamState(*opt, kind, p)) {
+      dict.insert("state/" + item.key() + "/" + field, t.detach().cpu().clone());
+    }
+  }
+  std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(dict));
+  auto folder = CheckpointStepDir(dir, step);
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  if (ec) ThrowInput("{}: cannot create the checkpoint folder: {}", folder.string(), ec.message());
+  WriteFileAtomic(folder / FileName(layer), std::string_view(bytes.data(), bytes.size()));
+}
+
+void CommitCheckpoint(const std::filesystem::path& dir, const CheckpointMeta& meta) {
+  Json j = {{"format", "dapple-checkpoint/1"},
+            {"step", meta.step},
+            {"model", meta.model},
+            {"optimizer", meta.optimizer},
+            {"dtype", meta.dtype},
+            {"layers", meta.layers},
+            {"losses", meta.losses}};
+  auto folder = CheckpointStepDir(dir, meta.step);
+  WriteFileAtomic(folder / "meta.json", j.dump(2) + "\n");
+  WriteFileAtomic(dir / "latest", folder.filename().string() + "\n");
+}
+
+std::optional<std::filesystem::path> LatestCheckpoint(const std::filesystem::path& dir) {
+  std::ifstream in(dir / "latest");
+  std::string name;
+  if (!in || !(in >> name)) return std::nullopt;
+  return dir / name;
+}
+
+CheckpointMeta ReadCheckpointMeta(const std::filesystem::path& step_dir) {
+  auto path = step_dir / "meta.json";
+  Json j = ReadJsonFile(path);
+  JsonField f(j, path.string());
+  if (f["format"].String() != "dapple-checkpoint/1") f["format"].Fail("not dapple-checkpoint/1");
+  CheckpointMeta m;
+  m.step = f["step"].NonNegativeInt();
+  m.model = f["model"].String();
+  m.optimizer = f["optimizer"].String();
+  m.dtype = f["dtype"].String();
+  for (size_t i = 0; i < f["layers"].size(); ++i) m.layers.push_back(f["layers"][i].String());
+  for (size_t i = 0; i < f["losses"].size(); ++i) m.losses.push_back(f["losses"][i].Number());
+  return m;
+}
+
+LayerState ReadLayer(const std::filesystem::path& step_dir, const std::string& layer) {
+  auto path = step_dir / FileName(layer);
+  c10::IValue v;
+  try {
+    v = torch::jit::pickle_load(ReadBytes(path));
+  } catch (const c10::Error& e) {
+    ThrowInput("{}: not a layer checkpoint: {}", path.string(), e.what_without_backtrace());
+  }
+  if (!v.isGenericDict()) ThrowInput("{}: not a layer checkpoint (no dict)", path.string());
+  LayerState out;
+  for (const auto& entry : v.toGenericDict()) {
+    std::string key = entry.key().toStringRef();
+    torch::Tensor t = entry.value().toTensor();
+    if (key.rfind("param/", 0) == 0) {
+      out.params[key.substr(6)] = t;
+    } else if (key.rfind("state/", 0) == 0) {
+      auto rest = key.substr(6);
+      auto slash = rest.rfind('/');
+      if (slash == std::string::npos) ThrowInput("{}: malformed key {}", path.string(), key);
+      out.optimizer[rest.substr(0, slash)][rest.substr(slash + 1)] = t;
+    } else {
+      ThrowInput("{}: unexpected key {}", path.string(), key);
+    }
+  }
+  return out;
+}
+
+void LoadLayer(const std::filesystem::path& step_dir, const std::string& layer,
+               torch::nn::Module& module, torch::optim::Optimizer* opt, OptimizerKind kind) {
+  LayerState st = ReadLayer(step_dir, layer);
+  auto path = (step_dir / FileName(layer)).string();
+  torch::NoGradGuard no_grad;
+  auto named = module.named_parameters(true);
+  if (named.size() != st.params.size()) {
+    ThrowInput("{}: {} parameters but layer {} has {}", path, st.params.size(), layer,
+               named.size());
+  }
+  for (const auto& item : named) {
+    auto it = st.params.find(item.key());
+    if (it == st.params.end()) ThrowInput("{}: no parameter {}", path, item.key());
+    torch::Tensor p = item.value();
+    if (it->second.sizes() != p.sizes()) {
+      ThrowInput("{}: parameter {} has shape {} but the model's has {}", path, item.key(),
+                 fmt::join(it->second.sizes(), "x"), fmt::join(p.sizes(), "x"));
+    }
+    p.copy_(it->second);
+    if (opt == nullptr) continue;
+    auto sit = st.optimizer.find(item.key());
+    std::map<std::string, torch::Tensor> state;
+    if (sit != st.optimizer.end()) {
+      for (const auto& [field, t] : sit->second) state[field] = t.to(p.device());
+    }
+    try {
+      ImportParamState(*opt, kind, p, state);
+    } catch (const std::out_of_range&) {
+      ThrowInput("{}: optimizer state of {} does not fit optimizer {}", path, item.key(),
+                 ToString(kind));
+    }
+  }
+}
+
+}  // namespace dapple

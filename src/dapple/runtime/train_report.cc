@@ -1,0 +1,150 @@
+// Progress lines, the measured trace and the summary of a training run.
+#include "dapple/runtime/train_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+#include "dapple/common/json_util.h"
+
+namespace dapple {
+
+ProgressPrinter::ProgressPrinter(const TrainOptions& o, const Plan& plan, int64_t start_step)
+    : o_(o), gbs_(plan.global_batch_size), start_(start_step) {}
+
+void ProgressPrinter::Step(int64_t step, double loss, double step_ms) {
+  total_ms_ += step_ms;
+  ++done_;
+  double per_s = step_ms > 0 ? gbs_ * 1000.0 / step_ms : 0;
+  double eta_s = total_ms_ / done_ * static_cast<double>(o_.steps - step - 1) / 1000.0;
+  if (o_.log_json) {
+    Json j = {{"step", step}, {"loss", loss}, {"step_ms", step_ms}, {"samples_per_s", per_s}};
+    std::printf("%s\n", j.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+  } else if (!o_.quiet) {
+    std::printf("step %lld/%lld  loss %.6f  %.1f samples/s  %.1f ms/step  ETA %.1f s\n",
+                static_cast<long long>(step + 1), static_cast<long long>(o_.steps), loss, per_s,
+                step_ms, eta_s);
+  }
+  std::fflush(stdout);
+}
+
+void RunStats::AddStep(const std::vector<TimelineEvent>& events, double t0, double t1,
+                       double step_ms, bool first) {
+  double busy = 0;
+  for (const auto& e : events) {
+    if (e.category == "forward" || e.category == "backward") busy += e.end_ms - e.start_ms;
+  }
+  double bubble = t1 > t0 ? std::max(0.0, 1.0 - busy / (t1 - t0)) : 0;
+  if (first) {
+    first_bubble_ = bubble;
+    first_step_ms_ = step_ms;
+    return;
+  }
+  bubble_sum_ += bubble;
+  step_ms_sum_ += step_ms;
+  ++counted_;
+}
+
+double RunStats::BubbleFraction() const {
+  return counted_ > 0 ? bubble_sum_ / counted_ : first_bubble_;
+}
+
+double RunStats::MeanStepMs() const {
+  return counted_ > 0 ? step_ms_sum_ / counted_ : first_step_ms_;
+}
+
+void WriteMeasuredTrace(Communicator& comm, const RankGrid& grid, const Plan& plan,
+                        const TrainOptions& o, const std::vector<TimelineEvent>& events) {
+  Json mine = Json::array();
+  for (const auto& e : events) {
+    mine.push_back({e.name, e.category, e.start_ms, e.end_ms, e.stage, e.micro_batch});
+  }
+  auto all = comm.GatherStrings("trace", mine.dump(), 0);
+  if (comm.rank() != 0) return;
+  Timeline t;
+  t.title = fmt::format("measured: {} {} ({} stages, {} micro-batches)", o.model,
+                        ToString(plan.schedule), plan.num_stages(), plan.num_micro_batches);
+  double t_min = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < comm.size(); ++r) {
+    auto sr = grid.Of(r);
+    t.device_labels.push_back(
+        fmt::format("dev {} (stage {}, replica {})", r, sr.stage, sr.replica));
+    for (const auto& e : Json::parse(all[r])) {
+      TimelineEvent ev{r,
+                       e[0].get<std::string>(),
+                       e[1].get<std::string>(),
+                       e[2].get<double>(),
+                       e[3].get<double>(),
+                       e[4].get<int>(),
+                       e[5].get<int>()};
+      t_min = std::min(t_min, ev.start_ms);
+      t.events.push_back(ev);
+    }
+  }
+  for (auto& e : t.events) {
+    e.start_ms -= t_min;
+    e.end_ms -= t_min;
+  }
+  WriteChromeTrace({t}, o.trace_path);
+  if (!o.log_json) std::printf("wrote the measured timeline to %s\n", o.trace_path.c_str());
+}
+
+void GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, const Plan& plan,
+                           const TrainOptions& o, const RunStats& stats,
+                           const std::vector<double>& losses, int64_t start_step) {
+  Json mine = {{"peak_mbs", stats.peak_micro_batches()},
+               {"peak_bytes", stats.peak_bytes()},
+               {"bubble", stats.BubbleFraction()},
+               {"step_ms", stats.MeanStepMs()}};
+  auto all = comm.GatherStrings("summary", mine.dump(), 0);
+  if (comm.rank() != 0) return;
+  const int S = grid.num_stages();
+  std::vector<int> peak_mbs(S, 0);
+  std::vector<int64_t> peak_bytes(S, 0);
+  double bubble = 0, step_ms = 0;
+  for (int r = 0; r < comm.size(); ++r) {
+    Json j = Json::parse(all[r]);
+    int s = grid.Of(r).stage;
+    peak_mbs[s] = std::max(peak_mbs[s], j["peak_mbs"].get<int>());
+    peak_bytes[s] = std::max(peak_bytes[s], j["peak_bytes"].get<int64_t>());
+    bubble += j["bubble"].get<double>() / comm.size();
+    step_ms = std::max(step_ms, j["step_ms"].get<double>());
+  }
+  double per_s = step_ms > 0 ? plan.global_batch_size * 1000.0 / step_ms : 0;
+  int64_t steps_run = o.steps - start_step;
+  double final_loss = losses.empty() ? 0 : losses.back();
+  if (o.log_json) {
+    Json stages = Json::array();
+    for (int s = 0; s < S; ++s) {
+      stages.push_back({{"stage", s},
+                        {"replicas", grid.replicas(s)},
+                        {"peak_live_micro_batches", peak_mbs[s]},
+                        {"peak_live_activation_bytes", peak_bytes[s]}});
+    }
+    Json j = {{"summary",
+               {{"steps", steps_run},
+                {"final_loss", final_loss},
+                {"step_ms", step_ms},
+                {"samples_per_s", per_s},
+                {"bubble_fraction", bubble},
+                {"schedule", ToString(plan.schedule)},
+                {"num_micro_batches", plan.num_micro_batches},
+                {"stages", stages}}}};
+    std::printf("%s\n", j.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+  } else {
+    std::printf(
+        "done: %lld steps, final loss %.6f, %.1f samples/s (%.2f ms/step), measured "
+        "bubble fraction %.3f\n",
+        static_cast<long long>(steps_run), final_loss, per_s, step_ms, bubble);
+    for (int s = 0; s < S; ++s) {
+      std::printf("  stage %d (%d replica%s): peak live activations %d micro-batch%s, %.3f MiB\n",
+                  s, grid.replicas(s), grid.replicas(s) == 1 ? "" : "s", peak_mbs[s],
+                  peak_mbs[s] == 1 ? "" : "es", peak_bytes[s] / 1048576.0);
+    }
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace dapple

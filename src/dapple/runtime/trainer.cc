@@ -1,0 +1,275 @@
+// RunTraining: plan and model checks, setup of one stage replica, the step loop.
+#include "dapple/runtime/trainer.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <optional>
+
+#include "dapple/common/error.h"
+#include "dapple/common/json_util.h"
+#include "dapple/format/cluster.h"
+#include "dapple/models/data.h"
+#include "dapple/runtime/checkpoint.h"
+#include "dapple/runtime/rank_grid.h"
+#include "dapple/runtime/stage_worker.h"
+#include "dapple/runtime/train_report.h"
+#include "dapple/schedule/schedule.h"
+
+namespace dapple {
+namespace {
+
+double NowMs() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+std::string DtypeName(torch::Dtype d) { return d == torch::kFloat64 ? "float64" : "float32"; }
+
+std::vector<std::string> LayerNames(const Model& m) {
+  std::vector<std::string> names;
+  for (const auto& l : m.layers) names.push_back(l.name);
+  return names;
+}
+
+std::string FewNames(const std::vector<std::string>& names) {
+  if (names.size() <= 6) return fmt::format("{}", fmt::join(names, ", "));
+  return fmt::format("{}, {}, {}, ..., {}", names[0], names[1], names[2], names.back());
+}
+
+// Saves this rank's layers when it is replica 0 of its stage; rank 0 commits.
+void SaveCheckpoint(const TrainOptions& o, Model& model, const StagePlan& stage, int replica,
+                    torch::optim::Optimizer& opt, Communicator& comm, int64_t steps_done,
+                    const std::vector<double>& losses) {
+  if (replica == 0) {
+    for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
+      SaveLayer(o.checkpoint_dir, steps_done, model.layers[l].name, *model.layers[l].module.ptr(),
+                &opt, o.optimizer.kind);
+    }
+  }
+  comm.Barrier(fmt::format("rank {}: checkpoint after step {}", comm.rank(), steps_done));
+  if (comm.rank() == 0) {
+    CheckpointMeta meta{steps_done,         o.model,           ToString(o.optimizer.kind),
+                        DtypeName(o.dtype), LayerNames(model), losses};
+    CommitCheckpoint(o.checkpoint_dir, meta);
+  }
+}
+
+// Loads this stage's layers from the newest checkpoint; returns its meta.
+CheckpointMeta Resume(const TrainOptions& o, Model& model, const StagePlan& stage,
+                      torch::optim::Optimizer& opt) {
+  auto latest = LatestCheckpoint(o.checkpoint_dir);
+  if (!latest) {
+    ThrowInput("{}: no checkpoint to resume from (no 'latest' file)", o.checkpoint_dir.string());
+  }
+  CheckpointMeta meta = ReadCheckpointMeta(*latest);
+  std::string where = (*latest / "meta.json").string();
+  if (meta.model != o.model) ThrowInput("{}: model is {}, not {}", where, meta.model, o.model);
+  if (meta.layers != LayerNames(model)) {
+    ThrowInput("{}: layers [{}] differ from model {}'s [{}]", where, FewNames(meta.layers), o.model,
+               FewNames(LayerNames(model)));
+  }
+  if (meta.optimizer != ToString(o.optimizer.kind)) {
+    ThrowInput("{}: optimizer is {}, not {} (pass --optimizer {})", where, meta.optimizer,
+               ToString(o.optimizer.kind), meta.optimizer);
+  }
+  for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
+    LoadLayer(*latest, model.layers[l].name, *model.layers[l].module.ptr(), &opt, o.optimizer.kind);
+  }
+  return meta;
+}
+
+// Rank 0: the whole model from the checkpoint after `steps` steps, then the accuracy of its
+// argmax on the test split (classification models only).
+void EvaluateFromCheckpoint(const TrainOptions& o, Model& model, Dataset* data,
+                            torch::Device device) {
+  Batch test = data ? data->TestSet() : Batch{};
+  if (!test.inputs.defined() || test.inputs.size(0) == 0 || !model.target_shape.empty()) {
+    std::printf("evaluation: the %s data has no classification test split\n", o.data.c_str());
+    return;
+  }
+  auto dir = CheckpointStepDir(o.checkpoint_dir, o.steps);
+  for (auto& l : model.layers) LoadLayer(dir, l.name, *l.module.ptr(), nullptr, o.optimizer.kind);
+  torch::NoGradGuard no_grad;
+  int64_t n = test.inputs.size(0), correct = 0;
+  double loss_sum = 0;
+  for (int64_t b = 0; b < n; b += 1024) {
+    int64_t len = std::min<int64_t>(1024, n - b);
+    torch::Tensor x = test.inputs.narrow(0, b, len).to(device);
+    torch::Tensor y = test.targets.narrow(0, b, len).to(device);
+    torch::Tensor out = model.Forward(x);
+    loss_sum += model.loss(out, y).item<double>() * len;
+    correct += out.argmax(1).eq(y).sum().item<int64_t>();
+  }
+  double acc = static_cast<double>(correct) / n;
+  if (o.log_json) {
+    Json j = {{"eval", {{"test_samples", n}, {"accuracy", acc}, {"loss", loss_sum / n}}}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("test accuracy %.4f (%lld samples), test loss %.6f\n", acc,
+                static_cast<long long>(n), loss_sum / n);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
+  const std::string source = o.plan_path.string();
+  CheckedPlan c{ReadPlanJson(o.plan_path), BuildModel(o.model, o.model_options, o.seed, o.dtype)};
+  Plan& plan = c.plan;
+  if (plan.num_devices() != world_size) {
+    ThrowInput("{}: the plan uses {} devices but the job has {} processes (--nproc or WORLD_SIZE)",
+               source, plan.num_devices(), world_size);
+  }
+  // The model's layer names are the layer ids of its profile (`dapple profile`).
+  Profile names;
+  names.model = o.model;
+  names.batch_size = 1;
+  for (const auto& l : c.model.layers) names.layers.push_back({l.name, l.name});
+  const int n = names.num_layers();
+  for (int s = 0; s < plan.num_stages(); ++s) {
+    const StagePlan& st = plan.stages[s];
+    for (const std::string* id : {&st.first_layer_id, &st.last_layer_id}) {
+      if (!id->empty() && names.IndexOf(*id) < 0) {
+        ThrowInput("{}: stages[{}]: layer id '{}' is not a layer of model {} ({} layers: {})",
+                   source, s, *id, o.model, n, FewNames(LayerNames(c.model)));
+      }
+    }
+    for (auto [id, index] : {std::pair{&st.first_layer_id, st.first_layer},
+                             std::pair{&st.last_layer_id, st.last_layer}}) {
+      if (id->empty() && (index < 0 || index >= n)) {
+        ThrowInput(
+            "{}: stages[{}]: layer {} is not a layer of model {}, which has {} layers; was "
+            "the plan made for another model or model options?",
+            source, s, index, o.model, n);
+      }
+    }
+  }
+  ResolvePlanLayers(plan, names, source);
+  if (plan.stages.back().last_layer != n - 1) {
+    ThrowInput(
+        "{}: the plan's stages end at layer {} ('{}') but model {} has {} layers (last: "
+        "'{}'); was the plan made for another model or model options?",
+        source, plan.stages.back().last_layer, plan.stages.back().last_layer_id, o.model, n,
+        names.layers.back().id);
+  }
+  Cluster job;
+  job.name = "job";
+  job.servers = {ServerSpec{world_size, std::nullopt}};
+  ValidatePlan(plan, names, job, source);
+  return c;
+}
+
+void ApplyTestHooksFromEnvironment(TrainOptions& o) {
+  const char* v = std::getenv("DAPPLE_TEST_DIE_AT");
+  if (v == nullptr || *v == '\0') return;
+  int rank = -1;
+  long long step = -1;
+  if (std::sscanf(v, "%d:%lld", &rank, &step) != 2) {
+    ThrowInput("DAPPLE_TEST_DIE_AT={}: expected rank:step", v);
+  }
+  o.die_at_rank = rank;
+  o.die_at_step = step;
+}
+
+void RunTraining(const TrainOptions& o, const DistEnv& env) {
+  CheckedPlan checked = LoadAndCheckPlan(o, env.world_size);
+  const Plan& plan = checked.plan;
+  Model& model = checked.model;
+  const std::string source = o.plan_path.string();
+  torch::Device device = DeviceForLocalRank(env.local_rank);
+  if (!device.is_cpu()) {
+    for (auto& l : model.layers) l.module.ptr()->to(device);
+  }
+  RankGrid grid(plan, env.world_size, source);
+  const int S = plan.num_stages(), M = plan.num_micro_batches;
+  Schedule lowered = LowerComms(MakeSchedule(plan.schedule, S, M), grid.Replicas());
+  if (auto err = FindScheduleError(lowered)) {
+    throw Error(
+        fmt::format("{}: schedule {} is unsound: {}", source, ToString(plan.schedule), *err));
+  }
+  const auto [stage, replica] = grid.Of(env.rank);
+  const StagePlan& sp = plan.stages[stage];
+
+  // Note [Leak on failure]: destroying a process group with a wait still pending can block
+  // until gloo's own timeout; a failing rank must exit at once, so on an exception the
+  // communicator is deliberately leaked (the process is about to exit).
+  std::unique_ptr<Communicator> comm_owner = std::make_unique<Communicator>(env, o.timeout);
+  struct LeakOnThrow {
+    std::unique_ptr<Communicator>& p;
+    int pending = std::uncaught_exceptions();
+    ~LeakOnThrow() {
+      if (std::uncaught_exceptions() > pending) (void)p.release();
+    }
+  } leak_on_throw{comm_owner};
+  Communicator& comm = *comm_owner;
+  if (sp.replicas() > 1) comm.CreateGroup(fmt::format("stage{}", stage), sp.devices);
+
+  auto optimizer = MakeOptimizer(o.optimizer, model.Parameters(sp.first_layer, sp.last_layer));
+  int64_t start = 0;
+  std::vector<double> losses;
+  if (o.resume) {
+    CheckpointMeta meta = Resume(o, model, sp, *optimizer);
+    start = meta.step;
+    losses = meta.losses;
+  }
+  std::unique_ptr<Dataset> data;
+  if (stage == 0 || stage == S - 1) {
+    data = MakeDataset(o.data, model, o.seed,
+                       o.data_cache_dir.empty() ? DefaultDataCacheDir() : o.data_cache_dir);
+  }
+  StageWorkerOptions wo;
+  wo.global_batch = plan.global_batch_size;
+  wo.micro_batch = plan.micro_batch_size;
+  wo.recompute = o.recompute || plan.recompute;
+  wo.bucket_bytes = o.bucket_bytes;
+  wo.timeout = o.timeout;
+  wo.die_at_step = o.die_at_rank == env.rank ? o.die_at_step : -1;
+  StageWorker worker(model, grid, env.rank, lowered.programs[stage],
+                     ProbeActivations(model, device), comm, *optimizer, device, sp.first_layer,
+                     sp.last_layer, wo);
+
+  const bool leader = env.rank == 0;
+  ProgressPrinter progress(o, plan, start);
+  RunStats stats;
+  const int64_t trace_step = o.steps - 1;
+  comm.Barrier(fmt::format("rank {}: start of training", env.rank));
+  for (int64_t step = start; step < o.steps; ++step) {
+    if (step == trace_step && !o.trace_path.empty()) {
+      comm.Barrier(fmt::format("rank {}: before the traced step", env.rank));
+    }
+    Batch batch = data ? data->GlobalBatch(step, plan.global_batch_size) : Batch{};
+    double t0 = NowMs();
+    StepResult r = worker.RunStep(step, batch);
+    double t1 = NowMs();
+    torch::Tensor loss = torch::tensor({r.loss_part}, torch::kFloat64);
+    comm.AllReduceSum(loss, "", fmt::format("rank {}, step {}: loss allreduce", env.rank, step));
+    double step_ms = NowMs() - t0;
+    losses.push_back(loss.item<double>());
+    stats.AddStep(r.events, t0, t1, step_ms, step == start);
+    if (leader) progress.Step(step, losses.back(), step_ms);
+    if (!o.checkpoint_dir.empty()) {
+      bool due =
+          step + 1 == o.steps || (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0);
+      if (due) SaveCheckpoint(o, model, sp, replica, *optimizer, comm, step + 1, losses);
+    }
+    if (step == trace_step && !o.trace_path.empty()) {
+      WriteMeasuredTrace(comm, grid, plan, o, r.events);
+    }
+  }
+  stats.SetPeaks(worker.peak_live_micro_batches(), worker.peak_live_bytes());
+  GatherAndPrintSummary(comm, grid, plan, o, stats, losses, start);
+  if (o.evaluate && leader) {
+    if (!data)
+      data = MakeDataset(o.data, model, o.seed,
+                         o.data_cache_dir.empty() ? DefaultDataCacheDir() : o.data_cache_dir);
+    EvaluateFromCheckpoint(o, model, data.get(), device);
+  }
+}
+
+}  // namespace dapple

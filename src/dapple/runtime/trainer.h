@@ -1,0 +1,67 @@
+// Training under a plan (DESIGN.md section 7): one process per device builds the model,
+// takes its stage's layers, rendezvouses with the others and runs the schedule's lowered
+// instruction lists step after step, with progress, checkpoints, a measured trace and a
+// closing summary printed by rank 0.
+#pragma once
+
+#include <torch/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "dapple/format/plan.h"
+#include "dapple/models/model.h"
+#include "dapple/runtime/communicator.h"
+#include "dapple/runtime/optimizer.h"
+
+namespace dapple {
+
+struct TrainOptions {
+  std::string model;
+  ModelOptions model_options;
+  std::filesystem::path plan_path;
+  int64_t steps = 1;  // total steps: a resumed run continues up to this many
+  std::string data = "synthetic";
+  std::filesystem::path data_cache_dir;  // empty: DefaultDataCacheDir()
+  OptimizerOptions optimizer;
+  uint64_t seed = 0;
+  torch::Dtype dtype = torch::kFloat32;
+  std::filesystem::path checkpoint_dir;  // empty: no checkpoints
+  int64_t checkpoint_every = 0;          // steps; 0: only at the end when a dir is given
+  bool resume = false;
+  bool recompute = false;            // or the plan's `recompute`
+  std::filesystem::path trace_path;  // empty: no trace
+  bool log_json = false;
+  bool quiet = false;  // no per-step lines (the summary is still printed)
+  // After training, rank 0 loads every layer from the final checkpoint and reports the
+  // classification accuracy on the data set's test split. REQUIRES: checkpoint_dir.
+  bool evaluate = false;
+  std::chrono::milliseconds timeout{60000};
+  int64_t bucket_bytes = 25 << 20;
+  // Test hook (DAPPLE_TEST_DIE_AT=rank:step): that rank kills itself mid-step.
+  int die_at_rank = -1;
+  int64_t die_at_step = -1;
+};
+
+// A plan read and checked against a model: layer ids are the model's layer names.
+struct CheckedPlan {
+  Plan plan;
+  Model model;
+};
+
+// Reads options.plan_path, builds the model and checks that the plan's layers are the
+// model's (by layer id = layer name, and the layer count) and that the plan uses exactly
+// `world_size` devices. Throws InputError with one line naming the plan and the mismatch.
+CheckedPlan LoadAndCheckPlan(const TrainOptions& options, int world_size);
+
+// Runs training as rank env.rank of env.world_size (collective: every rank calls it).
+// Throws InputError for bad input, CommError when a peer fails or stops answering.
+void RunTraining(const TrainOptions& options, const DistEnv& env);
+
+// Parses DAPPLE_TEST_DIE_AT ("rank:step") into options (test-only, undocumented).
+void ApplyTestHooksFromEnvironment(TrainOptions& options);
+
+}  // namespace dapple

@@ -1,0 +1,84 @@
+// `dapple train` fails cleanly: a process killed mid-iteration stops the job within the
+// timeout with the failed rank named and the others naming what they waited on; bad input
+// (plan vs model, plan vs world size, unreachable rendezvous) is one line and exit code 2.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "train_test_util.h"
+
+namespace dapple::testing {
+namespace {
+
+std::string Base() {
+  return std::string("train ") + kMlpFlags + " --dtype float64 --data synthetic --steps 3";
+}
+
+fs::path TwoStagePlan(const fs::path& dir) {
+  return WritePlan(dir, "plan",
+                   PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1, 2}}}, 4, 4, "dapple-a"));
+}
+
+int CountLines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+TEST(TrainFailure, KilledProcessStopsTheJobWithinTheTimeout) {
+  fs::path dir = TestDir("die");
+  auto t0 = std::chrono::steady_clock::now();
+  RunResult r = RunDapple(Base() + " --timeout-s 4 --nproc 3 --plan " + TwoStagePlan(dir).string(),
+                          dir, "DAPPLE_TEST_DIE_AT=1:1");
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("rank 1 of 3 failed"), std::string::npos) << r.err;
+  // The survivors name rank, stage, micro-batch and instruction they waited on.
+  EXPECT_NE(r.err.find("micro-batch"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(stage "), std::string::npos) << r.err;
+  // Timeout 4 s, plus launching and the launcher's grace: far below a hang.
+  EXPECT_LT(secs, 25) << r.err;
+  fs::remove_all(dir);
+}
+
+TEST(TrainFailure, WorldSizeMismatchIsOneLineExit2) {
+  fs::path dir = TestDir("world");
+  RunResult r = RunDapple(Base() + " --nproc 2 --plan " + TwoStagePlan(dir).string(), dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("uses 3 devices but the job has 2 processes"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
+TEST(TrainFailure, PlanLayersNotTheModelsIsOneLineExit2) {
+  fs::path dir = TestDir("layers");
+  fs::path plan = WritePlan(
+      dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"block2", "head", {1}}}, 2, 2, "gpipe"));
+  RunResult r = RunDapple(Base() + " --nproc 2 --plan " + plan.string(), dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("'block2' is not a layer of model mlp"), std::string::npos) << r.err;
+
+  // A plan for a model with more layers (by index): names the counts.
+  nlohmann::json j = nlohmann::json::parse(PlanJson({{"", "", {0}}}, 2, 2, "gpipe"));
+  j["stages"][0] = {{"first_layer", 0}, {"last_layer", 6}, {"devices", {0}}};
+  plan = WritePlan(dir, "plan7", j.dump());
+  r = RunDapple(Base() + " --plan " + plan.string(), dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  fs::remove_all(dir);
+}
+
+TEST(TrainFailure, UnreachableRendezvousIsOneLineExit2) {
+  fs::path dir = TestDir("rdzv");
+  // Rank 1 of 2 whose rank 0 never comes: nobody serves the store.
+  RunResult r = RunDapple(Base() + " --timeout-s 2 --plan " + TwoStagePlan(dir).string(), dir,
+                          "WORLD_SIZE=3 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("cannot reach the rendezvous"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace dapple::testing

@@ -1,0 +1,167 @@
+// `dapple train`: trains a zoo model under a plan, one process per device (issue 5,
+// DESIGN.md section 7). With --nproc N it checks the plan, then launches N local processes
+// of itself and relays the first failure; without it, it is one rank of a job whose
+// launcher set RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "dapple/common/error.h"
+#include "dapple/models/zoo.h"
+#include "dapple/runtime/launcher.h"
+#include "dapple/runtime/trainer.h"
+
+namespace dapple {
+namespace {
+
+struct TrainArgs {
+  TrainOptions o;
+  std::vector<std::string> model_opts;    // key=value
+  std::vector<std::string> model_extras;  // --key value words
+  std::string optimizer = "sgd";
+  std::string dtype = "float32";
+  double timeout_s = 60;
+  double bucket_mb = 25;
+  int nproc = 0;  // 0: one rank of a job started by someone else
+};
+
+// This process's own command line without --nproc (for the children).
+std::vector<std::string> ChildArgv() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), {});
+  std::vector<std::string> args;
+  for (size_t i = 0; i < all.size();) {
+    size_t end = all.find('\0', i);
+    if (end == std::string::npos) end = all.size();
+    args.push_back(all.substr(i, end - i));
+    i = end + 1;
+  }
+  std::vector<std::string> out = {SelfExecutablePath()};
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--nproc") {
+      ++i;  // and its value
+      continue;
+    }
+    if (args[i].rfind("--nproc=", 0) == 0) continue;
+    out.push_back(args[i]);
+  }
+  return out;
+}
+
+void Finish(TrainArgs& a) {
+  a.o.model_options = ParseModelFlags(a.model_opts);
+  for (const auto& [k, v] : ParseModelFlags(a.model_extras)) a.o.model_options[k] = v;
+  a.o.optimizer.kind = ParseOptimizerKind(a.optimizer);
+  if (a.dtype == "float32") {
+    a.o.dtype = torch::kFloat32;
+  } else if (a.dtype == "float64") {
+    a.o.dtype = torch::kFloat64;
+  } else {
+    ThrowInput("--dtype {}: expected float32 or float64", a.dtype);
+  }
+  if (a.timeout_s <= 0) ThrowInput("--timeout-s {}: must be positive", a.timeout_s);
+  a.o.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
+  a.o.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(a.bucket_mb * 1048576));
+  if (a.o.steps < 1) ThrowInput("--steps {}: must be at least 1", a.o.steps);
+  if (a.o.resume && a.o.checkpoint_dir.empty()) ThrowInput("--resume needs --checkpoint-dir");
+  if (a.o.evaluate && a.o.checkpoint_dir.empty()) ThrowInput("--eval needs --checkpoint-dir");
+  ApplyTestHooksFromEnvironment(a.o);
+}
+
+int Launch(TrainArgs& a) {
+  // One clear line for a bad plan, before any process starts.
+  LoadAndCheckPlan(a.o, a.nproc);
+  LaunchOptions lo;
+  lo.nproc_per_node = a.nproc;
+  lo.master_port = PickFreePort();
+  lo.argv = ChildArgv();
+  lo.term_delay = a.o.timeout + std::chrono::seconds(2);  // let them report what they waited on
+  lo.kill_grace = std::chrono::seconds(2);
+  int failed_rank = -1;
+  int code = LaunchLocal(lo, &failed_rank);
+  if (code != 0) {
+    std::fprintf(stderr, "dapple train: rank %d of %d failed (%s %d); the job was stopped\n",
+                 failed_rank, a.nproc, code > 128 ? "killed by signal" : "exit code",
+                 code > 128 ? code - 128 : code);
+  }
+  return code;
+}
+
+void Run(TrainArgs& a) {
+  Finish(a);
+  SetOpenBlasCoreTypeIfUnset();  // before the first torch computation
+  if (a.nproc > 0) {
+    int code = Launch(a);
+    CommandExitCode() = code == 0 ? 0 : (code > 255 ? 1 : code);
+    return;
+  }
+  DistEnv env = DistEnv::FromEnvironment();
+  if (env.world_size == 1 && std::getenv("MASTER_PORT") == nullptr) {
+    env.master_port = PickFreePort();  // a lone process needs no agreed port
+  }
+  RunTraining(a.o, env);
+}
+
+}  // namespace
+
+void AddTrainCommand(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "train",
+      "Train a model under a plan: pipeline + data parallel over c10d (one process per "
+      "device)");
+  cmd->add_option("--model", a->o.model, "Zoo model name (as for `dapple profile`)")->required();
+  cmd->add_option("--opt", a->model_opts,
+                  "Model option key=value (repeatable), e.g. --opt hidden=64 --opt layers=3");
+  cmd->add_option("--plan", a->o.plan_path,
+                  "Plan JSON (dapple-plan/1) whose layer ids are the "
+                  "model's layer names")
+      ->required();
+  cmd->add_option("--steps", a->o.steps, "Total training steps (a resumed run continues to it)")
+      ->required();
+  cmd->add_option("--data", a->o.data, "fashion-mnist | kjv | synthetic")->capture_default_str();
+  cmd->add_option("--data-cache-dir", a->o.data_cache_dir, "Where decompressed data is cached");
+  cmd->add_option("--nproc", a->nproc,
+                  "Launch this many local processes (else read RANK, WORLD_SIZE, LOCAL_RANK, "
+                  "MASTER_ADDR, MASTER_PORT)");
+  cmd->add_option("--optimizer", a->optimizer, "sgd (momentum) | adam | adamw")
+      ->capture_default_str();
+  cmd->add_option("--lr", a->o.optimizer.lr, "Learning rate")->capture_default_str();
+  cmd->add_option("--momentum", a->o.optimizer.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--weight-decay", a->o.optimizer.weight_decay,
+                  "Weight decay (default: the optimizer's own)");
+  cmd->add_option("--seed", a->o.seed, "Seed of the parameters and the data")
+      ->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, "float32 | float64")->capture_default_str();
+  cmd->add_option("--checkpoint-dir", a->o.checkpoint_dir,
+                  "Save per-layer checkpoints here (always after the last step)");
+  cmd->add_option("--checkpoint-every", a->o.checkpoint_every, "Also every K steps");
+  cmd->add_flag("--resume", a->o.resume,
+                "Continue from the newest checkpoint in --checkpoint-dir "
+                "(the plan may differ)");
+  cmd->add_flag("--recompute", a->o.recompute,
+                "Keep only stage inputs and recompute the forward in the backward");
+  cmd->add_option("--trace", a->o.trace_path,
+                  "Write the last step's measured timeline (Chrome trace, as `simulate`)");
+  cmd->add_flag("--log-json", a->o.log_json, "One JSON object per step and a JSON summary");
+  cmd->add_flag("--quiet", a->o.quiet, "No per-step lines");
+  cmd->add_flag("--eval", a->o.evaluate,
+                "After training, report the test accuracy (rank 0, from the final checkpoint)");
+  cmd->add_option("--timeout-s", a->timeout_s,
+                  "Longest wait for a peer or the rendezvous before failing")
+      ->capture_default_str();
+  cmd->add_option("--bucket-mb", a->bucket_mb, "Allreduce bucket size in MiB")
+      ->capture_default_str();
+  // Model options may also be given as extra words, as for `dapple profile`: --hidden 64.
+  cmd->allow_extras();
+  cmd->callback([a, cmd] {
+    for (const auto& w : cmd->remaining()) a->model_extras.push_back(w);
+    Run(*a);
+  });
+}
+
+}  // namespace dapple
