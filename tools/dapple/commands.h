@@ -12,6 +12,7 @@ void AddPlanCommand(CLI::App& app);
 #ifdef DAPPLE_WITH_TORCH
 void AddProfileCommand(CLI::App& app);
 void AddTrainCommand(CLI::App& app);
+void AddCalibrateCommand(CLI::App& app);
 #endif
 
 // A callback that wants a specific non-zero exit code without an error message (for

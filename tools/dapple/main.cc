@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   dapple::AddSimulateCommand(app);
 #ifdef DAPPLE_WITH_TORCH
   dapple::AddTrainCommand(app);
+  dapple::AddCalibrateCommand(app);
 #endif
   try {
     app.parse(argc, argv);

@@ -30,10 +30,14 @@ struct LinkFit {
   std::vector<TimingSample> samples;
 };
 
-// Weighted least squares fit of t = a + b x bytes, each sample weighted by 1/t^2 so that
-// relative errors count (a sweep over sizes spans six orders of magnitude of time). The
-// latency is clamped at 0. Throws InputError naming `what` when there are fewer than two
-// distinct sizes or the time does not grow with size (bandwidth not measurable).
+// Fits t = latency + bytes / bandwidth by least squares in the two regimes of a sweep: the
+// bandwidth is the least squares slope over the bandwidth-dominated sizes (bytes >= the
+// largest / 64, at least two sizes), the latency the least squares intercept, at that slope,
+// over the smaller sizes (clamped at 0). One least squares line over all sizes is pulled off
+// the large-message slope by a few slow small messages (scheduler noise) and by a token
+// bucket's burst, which lets mid-sized messages through faster than the rate.
+// Throws InputError naming `what` when there are fewer than two distinct sizes or the time
+// does not grow with size (bandwidth not measurable).
 LinkFit FitLatencyBandwidth(const std::vector<TimingSample>& samples, const std::string& what);
 
 // The server of each rank, grouping ranks by the host name they reported (servers numbered

@@ -1,0 +1,298 @@
+// Calibrate: host discovery, ping-pong sweeps over the intra- and inter-server links, an
+// allreduce sweep, and the cluster they describe. Every loop is bounded by the size list,
+// the repeat count and the budget; every wait by the communicator's timeout.
+#include "dapple/runtime/calibration.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "dapple/common/error.h"
+#include "dapple/runtime/communicator.h"
+
+namespace dapple {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kTagControl = 7101;
+constexpr uint32_t kTagData = 7102;
+constexpr int kMinRepeats = 3;
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string Bytes(double b) {
+  if (b >= (1 << 20)) return fmt::format("{:g} MiB", b / (1 << 20));
+  if (b >= 1024) return fmt::format("{:g} KiB", b / 1024);
+  return fmt::format("{:g} B", b);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// How many repeats of an operation predicted to take `op_s` fit in what is left of the
+// budget after one warm-up: at most `repeats`; 0 when fewer than kMinRepeats fit.
+int RepeatsThatFit(double op_s, double left_s, int repeats) {
+  if (op_s <= 0) return repeats;
+  double n = std::floor(left_s / op_s) - 1;
+  if (n < kMinRepeats) return 0;
+  return static_cast<int>(std::min<double>(repeats, n));
+}
+
+// A link under measurement: `a` times round trips to `b`.
+struct Link {
+  std::string name;  // "inter-server"
+  int a = 0, b = 0;
+  std::string hosts;  // "rank 0 (dapple-s0) <-> rank 2 (dapple-s1)"
+};
+
+// The initiator's side of a ping-pong sweep: for each size, tells the responder the size
+// index and repeat count (-1: done), then one warm-up and `reps` timed round trips. Stops
+// before a size that would not finish within the budget. Returns one-way times.
+std::vector<TimingSample> PingPongInitiator(Communicator& comm, const Link& l,
+                                            const CalibrationOptions& o) {
+  auto ms = comm.timeout();
+  auto control = torch::zeros({2}, torch::kInt64);
+  auto buf = torch::zeros({o.p2p_sizes.back()}, torch::kUInt8);
+  auto echo = torch::zeros({o.p2p_sizes.back()}, torch::kUInt8);
+  std::vector<TimingSample> samples;
+  const double budget_s = o.budget.count() / 1000.0;
+  auto t0 = Clock::now();
+  for (size_t k = 0; k < o.p2p_sizes.size(); ++k) {
+    const int64_t n = o.p2p_sizes[k];
+    int reps = o.repeats;
+    if (!samples.empty()) {  // predicted round trip: the last one scaled with the size
+      double rtt = 2 * samples.back().seconds * std::max(1.0, n / samples.back().bytes);
+      reps = RepeatsThatFit(rtt, budget_s - Since(t0), o.repeats);
+      if (reps == 0) break;
+    }
+    control[0] = static_cast<int64_t>(k);
+    control[1] = reps;
+    std::string what = fmt::format("calibrate {}: {}, {} message", l.name, l.hosts, Bytes(n));
+    comm.Send(control, l.b, kTagControl, what + " (control)").Wait(ms);
+    auto out = buf.narrow(0, 0, n), in = echo.narrow(0, 0, n);
+    std::vector<double> rtts;
+    for (int i = 0; i <= reps; ++i) {  // i == 0: warm-up
+      auto start = Clock::now();
+      CommWork r = comm.Recv(in, l.b, kTagData, what + " (echo)");
+      comm.Send(out, l.b, kTagData, what).Wait(ms);
+      r.Wait(ms);
+      if (i > 0) rtts.push_back(Since(start));
+    }
+    samples.push_back({static_cast<double>(n), Median(rtts) / 2});
+  }
+  control[0] = -1;
+  control[1] = 0;
+  comm.Send(control, l.b, kTagControl, fmt::format("calibrate {}: {} (done)", l.name, l.hosts))
+      .Wait(ms);
+  return samples;
+}
+
+// The responder's side: echoes what the initiator sends, for as many sizes as it asks
+// (at most the size list, so the loop is bounded even against a confused peer).
+void PingPongResponder(Communicator& comm, const Link& l, const CalibrationOptions& o) {
+  auto ms = comm.timeout();
+  auto control = torch::zeros({2}, torch::kInt64);
+  auto buf = torch::zeros({o.p2p_sizes.back()}, torch::kUInt8);
+  for (size_t step = 0; step <= o.p2p_sizes.size(); ++step) {
+    std::string what = fmt::format("calibrate {}: {} (control)", l.name, l.hosts);
+    comm.Recv(control, l.a, kTagControl, what).Wait(ms);
+    int64_t k = control[0].item<int64_t>(), reps = control[1].item<int64_t>();
+    if (k < 0) return;
+    DAPPLE_CHECK(k < static_cast<int64_t>(o.p2p_sizes.size()) && reps >= 0 && reps <= o.repeats,
+                 "calibrate: bad control message");
+    auto in = buf.narrow(0, 0, o.p2p_sizes[k]);
+    what = fmt::format("calibrate {}: {}, {} message", l.name, l.hosts, Bytes(o.p2p_sizes[k]));
+    for (int64_t i = 0; i <= reps; ++i) {
+      comm.Recv(in, l.a, kTagData, what).Wait(ms);
+      comm.Send(in, l.a, kTagData, what + " (echo)").Wait(ms);
+    }
+  }
+  DAPPLE_CHECK(false, "calibrate: the initiator sent more sizes than the list holds");
+}
+
+// Runs `body` on this rank (it may throw InputError), then tells every rank who failed, so
+// that all stop together instead of waiting out the timeout. Throws InputError on every
+// rank when one failed: the failing rank's own message, or a line naming that rank.
+void AgreeOnFailure(Communicator& comm, const std::string& phase,
+                    const std::function<void()>& body) {
+  std::string error;
+  try {
+    body();
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  auto failed = torch::zeros({comm.size()}, torch::kFloat64);
+  if (!error.empty()) failed[comm.rank()] = 1.0;
+  comm.AllReduceSum(failed, "", fmt::format("calibrate {}: rank {} reporting", phase, comm.rank()));
+  if (!error.empty()) throw InputError(error);
+  for (int r = 0; r < comm.size(); ++r) {
+    if (failed[r].item<double>() > 0)
+      ThrowInput("calibrate {}: stopped because rank {} failed (its message says why)", phase, r);
+  }
+}
+
+void MeasureLink(Communicator& comm, const Link& l, const CalibrationOptions& o,
+                 std::optional<LinkFit>* fit) {
+  AgreeOnFailure(comm, l.name, [&] {
+    if (comm.rank() == l.b) PingPongResponder(comm, l, o);
+    if (comm.rank() != l.a) return;
+    auto samples = PingPongInitiator(comm, l, o);
+    int64_t need = std::min(o.min_fit_bytes, o.p2p_sizes.back());
+    if (samples.empty() || samples.back().bytes < need) {
+      double rate = samples.empty() ? 0 : samples.back().bytes / samples.back().seconds;
+      ThrowInput(
+          "calibrate {}: {}: link too slow to measure: messages up to {} must finish within "
+          "the {:.1f} s budget but only {} did (about {:.3g} MB/s); raise --budget or lower "
+          "--min-fit-bytes",
+          l.name, l.hosts, Bytes(need), o.budget.count() / 1000.0,
+          samples.empty() ? "none" : Bytes(samples.back().bytes), rate / 1e6);
+    }
+    *fit = FitLatencyBandwidth(samples, fmt::format("calibrate {}: {}", l.name, l.hosts));
+  });
+}
+
+// Allreduce (float32 sum over the world) time per call against size. Rank 0 decides each
+// size and its repeat count under the budget and broadcasts it through a tiny allreduce.
+std::vector<TimingSample> MeasureAllReduce(Communicator& comm, const CalibrationOptions& o) {
+  std::vector<TimingSample> samples;
+  const double budget_s = o.budget.count() / 1000.0;
+  auto t0 = Clock::now();
+  for (size_t k = 0; k <= o.allreduce_sizes.size(); ++k) {
+    auto control = torch::zeros({2}, torch::kFloat64);
+    if (comm.rank() == 0) {
+      int reps = k < o.allreduce_sizes.size() ? o.repeats : 0;
+      if (reps > 0 && !samples.empty()) {
+        double t =
+            samples.back().seconds * std::max(1.0, o.allreduce_sizes[k] / samples.back().bytes);
+        reps = RepeatsThatFit(t, budget_s - Since(t0), o.repeats);
+      }
+      control[0] = reps > 0 ? static_cast<double>(k) : -1.0;
+      control[1] = reps;
+    }
+    comm.AllReduceSum(control, "", "calibrate allreduce: control");
+    if (control[0].item<double>() < 0) break;
+    const int64_t n = o.allreduce_sizes[static_cast<size_t>(control[0].item<double>())];
+    const int reps = static_cast<int>(control[1].item<double>());
+    auto t = torch::ones({std::max<int64_t>(1, n / 4)}, torch::kFloat32);
+    std::string what = fmt::format("calibrate allreduce: {} on rank {}", Bytes(n), comm.rank());
+    comm.AllReduceSum(t, "", what);  // warm-up
+    comm.Barrier(what + " (barrier)");
+    auto start = Clock::now();
+    for (int i = 0; i < reps; ++i) comm.AllReduceSum(t, "", what);
+    samples.push_back({static_cast<double>(n), Since(start) / reps});
+  }
+  return samples;
+}
+
+}  // namespace
+
+std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string& host,
+                                           const CalibrationOptions& o) {
+  DAPPLE_CHECK(comm.size() >= 2 && o.repeats >= kMinRepeats && !o.p2p_sizes.empty() &&
+               !o.allreduce_sizes.empty());
+  const int world = comm.size();
+  if (comm.timeout() < 2 * o.budget)
+    ThrowInput("calibrate: --timeout ({:.1f} s) must be at least twice --budget ({:.1f} s)",
+               comm.timeout().count() / 1000.0, o.budget.count() / 1000.0);
+  try {
+    // Hosts -> servers on rank 0, then the mapping to everyone (-1 in the last slot: error).
+    auto reports = comm.GatherStrings(
+        "calibrate/host", host + "\n" + fmt::format("{:.0f}", PhysicalMemoryBytes()), 0);
+    CalibrationResult r;
+    std::vector<double> memory(world, 0);
+    auto mapping = torch::zeros({world + 1}, torch::kFloat64);
+    std::string mapping_error;
+    if (comm.rank() == 0) {
+      for (const std::string& s : reports) {
+        auto nl = s.find('\n');
+        r.hosts.push_back(s.substr(0, nl));
+        memory[r.hosts.size() - 1] = std::stod(s.substr(nl + 1));
+      }
+      try {
+        r.server_of_rank = ServersOfRanks(r.hosts);
+        for (int i = 0; i < world; ++i) mapping[i] = r.server_of_rank[i];
+      } catch (const InputError& e) {
+        mapping_error = e.what();
+        mapping[world] = -1;
+      }
+    }
+    comm.AllReduceSum(mapping, "", "calibrate: rank to server mapping");
+    if (!mapping_error.empty()) throw InputError(mapping_error);
+    if (mapping[world].item<double>() < 0)
+      ThrowInput("calibrate: rank 0 could not group the ranks into servers (its message says why)");
+    std::vector<int> server(world);
+    for (int i = 0; i < world; ++i) server[i] = static_cast<int>(mapping[i].item<double>());
+
+    // The pairs: the first server with two ranks; the first ranks of servers 0 and 1.
+    auto describe = [&](const char* name, int a, int b) {
+      std::string ha = comm.rank() == 0 ? " (" + r.hosts[a] + ")" : "";
+      std::string hb = comm.rank() == 0 ? " (" + r.hosts[b] + ")" : "";
+      return Link{name, a, b, fmt::format("rank {}{} <-> rank {}{}", a, ha, b, hb)};
+    };
+    for (int i = 0; i + 1 < world; ++i) {
+      if (server[i] == server[i + 1]) {
+        r.intra_pair = {i, i + 1};
+        break;
+      }
+    }
+    for (int i = 1; i < world; ++i) {
+      if (server[i] != server[0]) {
+        r.inter_pair = {0, i};
+        break;
+      }
+    }
+    if (r.intra_pair)
+      MeasureLink(comm, describe("intra-server", r.intra_pair->first, r.intra_pair->second), o,
+                  &r.intra);
+    if (r.inter_pair)
+      MeasureLink(comm, describe("inter-server", r.inter_pair->first, r.inter_pair->second), o,
+                  &r.inter);
+    r.allreduce = MeasureAllReduce(comm, o);
+    if (comm.rank() != 0) return std::nullopt;
+
+    try {
+      r.allreduce_fit = FitLatencyBandwidth(r.allreduce, "calibrate allreduce");
+    } catch (const InputError&) {
+      // The table stays; a fit is only a convenience.
+    }
+    // The cluster: devices per server, memory per device, the fitted links.
+    Cluster& c = r.cluster;
+    c.name = o.name;
+    int num_servers = *std::max_element(server.begin(), server.end()) + 1;
+    c.servers.assign(num_servers, ServerSpec{0, std::nullopt});
+    for (int s : server) ++c.servers[s].devices;
+    for (int s = 0; s < num_servers; ++s) {
+      int first = c.FirstDeviceOf(s);
+      double mem = o.memory_bytes > 0 ? o.memory_bytes : memory[first] / c.servers[s].devices;
+      DeviceSpec d{mem, o.speed};
+      if (s == 0)
+        c.device = d;
+      else if (mem != c.device.memory_bytes)
+        c.servers[s].device = d;
+    }
+    auto link_of = [](const LinkFit& f) { return LinkSpec{f.bandwidth_bytes_per_s, f.latency_s}; };
+    if (r.intra) c.intra_server = link_of(*r.intra);
+    if (r.inter) c.inter_server = link_of(*r.inter);
+    if (!r.intra && r.inter) c.intra_server = c.inter_server;  // one device per server: unused
+    if (!r.inter && r.intra) c.inter_server = c.intra_server;  // one server: unused
+    r.options = o;
+    r.timeout_s = comm.timeout().count() / 1000.0;
+    ValidateCluster(c, "calibrate");
+    return r;
+  } catch (const CommError& e) {
+    // A peer that does not answer is a fact about the machines given to calibrate.
+    ThrowInput("calibrate: rank {}: {}: peer unreachable or link too slow (raise --timeout)",
+               comm.rank(), e.what());
+  }
+}
+
+}  // namespace dapple

@@ -1,0 +1,202 @@
+// The pure parts of calibration: the latency/bandwidth fit, ranks to servers, size sweeps,
+// and the JSON and text forms of a result.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "dapple/common/error.h"
+#include "dapple/runtime/calibration.h"
+
+namespace dapple {
+namespace {
+
+nlohmann::ordered_json SamplesJson(const std::vector<TimingSample>& samples, const char* key) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (const TimingSample& s : samples) a.push_back({{"bytes", s.bytes}, {key, s.seconds}});
+  return a;
+}
+
+nlohmann::ordered_json FitJson(const LinkFit& f, const char* key) {
+  return {{"latency_s", f.latency_s},
+          {"bandwidth_bytes_per_s", f.bandwidth_bytes_per_s},
+          {"max_relative_error", f.max_relative_error},
+          {"samples", SamplesJson(f.samples, key)}};
+}
+
+std::string Bytes(double b) {
+  if (b >= (1 << 20)) return fmt::format("{:g} MiB", b / (1 << 20));
+  if (b >= 1024) return fmt::format("{:g} KiB", b / 1024);
+  return fmt::format("{:g} B", b);
+}
+
+}  // namespace
+
+LinkFit FitLatencyBandwidth(const std::vector<TimingSample>& samples, const std::string& what) {
+  // Sizes in MB keep the sums well conditioned.
+  constexpr double kUnit = 1e6;
+  for (const TimingSample& s : samples) {
+    if (!(s.seconds > 0) || !std::isfinite(s.seconds) || !(s.bytes >= 0))
+      ThrowInput("{}: invalid sample ({} bytes in {} s)", what, s.bytes, s.seconds);
+  }
+  std::vector<TimingSample> v = samples;
+  std::stable_sort(v.begin(), v.end(),
+                   [](const TimingSample& x, const TimingSample& y) { return x.bytes < y.bytes; });
+  if (v.size() < 2 || !(v.back().bytes > v.front().bytes))
+    ThrowInput("{}: need samples at two different sizes at least to fit latency and bandwidth",
+               what);
+  // The bandwidth-dominated sizes: the top of the sweep (bytes >= largest / 64), at least
+  // two distinct sizes.
+  const double max_x = v.back().bytes;
+  size_t first_large = v.size();
+  while (first_large > 0 && v[first_large - 1].bytes >= max_x / 64) --first_large;
+  while (first_large > 0 && v[first_large].bytes == max_x) --first_large;
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = first_large; i < v.size(); ++i) {
+    double x = v[i].bytes / kUnit, t = v[i].seconds;
+    n += 1;
+    sx += x;
+    sy += t;
+    sxx += x * x;
+    sxy += x * t;
+  }
+  double b = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  double a = (sy - b * sx) / n;
+  if (first_large > 0) {  // the latency: least squares intercept over the small sizes
+    double sum = 0;
+    for (size_t i = 0; i < first_large; ++i) sum += v[i].seconds - b * v[i].bytes / kUnit;
+    a = sum / static_cast<double>(first_large);
+  }
+  if (a < 0) {  // no negative latency
+    a = 0;
+    if (first_large == 0) b = sxy / sxx;
+  }
+  if (!(b > 0) || !std::isfinite(b))
+    ThrowInput(
+        "{}: the time does not grow with the message size (from {} to {}): the bandwidth "
+        "cannot be measured; measure larger sizes",
+        what, Bytes(v[first_large].bytes), Bytes(max_x));
+  LinkFit f;
+  f.latency_s = a;
+  f.bandwidth_bytes_per_s = kUnit / b;
+  f.samples = samples;
+  for (const TimingSample& s : samples) {
+    double t = a + b * s.bytes / kUnit;
+    f.max_relative_error = std::max(f.max_relative_error, std::abs(t - s.seconds) / s.seconds);
+  }
+  return f;
+}
+
+std::vector<int> ServersOfRanks(const std::vector<std::string>& hosts) {
+  std::map<std::string, int> server;  // host -> server id
+  std::map<std::string, int> last;    // host -> its last rank so far
+  std::vector<int> out;
+  for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
+    const std::string& h = hosts[r];
+    if (h.empty()) ThrowInput("rank {}: reported an empty host name (set DAPPLE_HOST)", r);
+    auto it = server.find(h);
+    if (it == server.end()) {
+      it = server.emplace(h, static_cast<int>(server.size())).first;
+    } else if (last[h] != r - 1) {
+      ThrowInput(
+          "host {}: ranks {} and {} run on it but rank {} does not: launch the ranks of one "
+          "server with consecutive RANK values (devices are numbered server by server)",
+          h, last[h], r, r - 1);
+    }
+    last[h] = r;
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+std::string CalibrationHostName() {
+  if (const char* h = std::getenv("DAPPLE_HOST"); h && *h) return h;
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
+double PhysicalMemoryBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  DAPPLE_CHECK(pages > 0 && page > 0, "sysconf cannot tell the physical memory");
+  return static_cast<double>(pages) * static_cast<double>(page);
+}
+
+std::vector<int64_t> SizeSweep(int64_t min_bytes, int64_t max_bytes) {
+  DAPPLE_CHECK(min_bytes >= 1 && max_bytes >= min_bytes);
+  std::vector<int64_t> v;
+  for (int64_t s = min_bytes; s <= max_bytes; s *= 4) {
+    v.push_back(s);
+    if (s > max_bytes / 4) break;
+  }
+  return v;
+}
+
+std::string CalibrationToJsonText(const CalibrationResult& r) {
+  auto root = nlohmann::ordered_json::parse(ClusterToJsonText(r.cluster));
+  nlohmann::ordered_json c;
+  c["tool"] = "dapple calibrate";
+  c["note"] =
+      "point-to-point samples are one-way times (half the median round trip); allreduce "
+      "samples are seconds per float32 sum over all ranks";
+  nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < r.hosts.size(); ++i)
+    ranks.push_back({{"rank", i}, {"host", r.hosts[i]}, {"server", r.server_of_rank[i]}});
+  c["ranks"] = ranks;
+  auto link = [&](const std::optional<std::pair<int, int>>& pair,
+                  const std::optional<LinkFit>& fit) -> nlohmann::ordered_json {
+    if (!pair || !fit) return nullptr;
+    nlohmann::ordered_json j = {{"ranks", {pair->first, pair->second}}};
+    j.update(FitJson(*fit, "one_way_s"));
+    return j;
+  };
+  c["intra_server"] = link(r.intra_pair, r.intra);
+  c["inter_server"] = link(r.inter_pair, r.inter);
+  nlohmann::ordered_json ar = {{"ranks", r.hosts.size()},
+                               {"samples", SamplesJson(r.allreduce, "seconds")}};
+  if (r.allreduce_fit) {
+    ar["latency_s"] = r.allreduce_fit->latency_s;
+    ar["bytes_per_s"] = r.allreduce_fit->bandwidth_bytes_per_s;
+  }
+  c["allreduce"] = ar;
+  c["options"] = {{"repeats", r.options.repeats},
+                  {"budget_s", r.options.budget.count() / 1000.0},
+                  {"timeout_s", r.timeout_s},
+                  {"min_fit_bytes", r.options.min_fit_bytes}};
+  root["calibration"] = c;
+  return root.dump(2) + "\n";
+}
+
+std::string CalibrationSummary(const CalibrationResult& r) {
+  std::string s =
+      fmt::format("cluster {}: {} server(s), devices", r.cluster.name, r.cluster.num_servers());
+  for (const ServerSpec& sv : r.cluster.servers) s += fmt::format(" {}", sv.devices);
+  s += fmt::format(", {:.3g} GB memory per device, speed {:g}\n",
+                   r.cluster.device.memory_bytes / 1e9, r.cluster.device.speed);
+  auto link = [&](const char* name, const std::optional<std::pair<int, int>>& pair,
+                  const std::optional<LinkFit>& fit) {
+    if (!pair || !fit) {
+      s += fmt::format("{}: not measured\n", name);
+      return;
+    }
+    s += fmt::format(
+        "{} (ranks {} <-> {}): latency {:.1f} us, bandwidth {:.1f} MB/s ({:.3f} Gbit/s), "
+        "fit within {:.0f}%\n",
+        name, pair->first, pair->second, fit->latency_s * 1e6, fit->bandwidth_bytes_per_s / 1e6,
+        fit->bandwidth_bytes_per_s * 8 / 1e9, fit->max_relative_error * 100);
+    for (const TimingSample& t : fit->samples)
+      s += fmt::format("  {:>10}  {:10.1f} us  {:9.1f} MB/s\n", Bytes(t.bytes), t.seconds * 1e6,
+                       t.bytes / t.seconds / 1e6);
+  };
+  link("intra-server", r.intra_pair, r.intra);
+  link("inter-server", r.inter_pair, r.inter);
+  s += fmt::format("allreduce over {} ranks:\n", r.hosts.size());
+  for (const TimingSample& t : r.allreduce)
+    s += fmt::format("  {:>10}  {:10.1f} us\n", Bytes(t.bytes), t.seconds * 1e6);
+  return s;
+}
+
+}  // namespace dapple

@@ -1,0 +1,118 @@
+// `dapple calibrate` on one machine without namespaces: `--nproc 2` makes a one-server
+// cluster that passes the cluster format's validation; bad setups exit 2 with one line.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "dapple/common/json_util.h"
+#include "dapple/format/cluster.h"
+#include "dapple/runtime/calibration.h"
+#include "dapple/runtime/launcher.h"
+#include "dist/netns_test_util.h"
+
+namespace dapple::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CalibrateLocalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / fmt::format("dapple-calibrate-local-{}", getpid());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+  // Small sweeps keep the test short on a loaded two-core machine.
+  const std::string quick_ = "--max-bytes 256KiB --min-fit-bytes 64KiB --repeats 3";
+};
+
+int CountLines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+TEST_F(CalibrateLocalTest, TwoLocalProcessesMakeAOneServerCluster) {
+  fs::path out = dir_ / "local.json";
+  CommandResult r = RunCommand(fmt::format("{} calibrate --nproc 2 -o {} {} --name here",
+                                           DAPPLE_BINARY, out.string(), quick_));
+  ASSERT_EQ(r.rc, 0) << r.output;
+  Cluster c = ReadClusterJson(out);  // validates
+  EXPECT_EQ(c.name, "here");
+  ASSERT_EQ(c.num_servers(), 1);
+  EXPECT_EQ(c.servers[0].devices, 2);
+  EXPECT_NEAR(c.device.memory_bytes, PhysicalMemoryBytes() / 2, 1.0);
+  EXPECT_EQ(c.device.speed, 1.0);
+  EXPECT_GT(c.intra_server.bandwidth_bytes_per_s, 1e6) << "loopback slower than 1 MB/s?";
+  auto j = ReadJsonFile(out);
+  const auto& cal = j["calibration"];
+  EXPECT_EQ(cal["ranks"].size(), 2u);
+  EXPECT_EQ(cal["ranks"][0]["host"], cal["ranks"][1]["host"]);
+  EXPECT_TRUE(cal["inter_server"].is_null()) << "one server has no inter-server link";
+  ASSERT_TRUE(cal["intra_server"].is_object());
+  EXPECT_EQ(cal["intra_server"]["ranks"], nlohmann::json({0, 1}));
+  // Every size up to 256 KiB was measured (the budget is generous), and times grow.
+  const auto& samples = cal["intra_server"]["samples"];
+  ASSERT_EQ(samples.size(), SizeSweep(4, 256 << 10).size());
+  EXPECT_GT(samples.back()["one_way_s"].get<double>(), samples.front()["one_way_s"].get<double>());
+  EXPECT_DOUBLE_EQ(cal["intra_server"]["bandwidth_bytes_per_s"].get<double>(),
+                   c.intra_server.bandwidth_bytes_per_s);
+  EXPECT_GE(cal["allreduce"]["samples"].size(), 1u);
+  EXPECT_NE(r.output.find("intra-server (ranks 0 <-> 1)"), std::string::npos) << r.output;
+}
+
+TEST_F(CalibrateLocalTest, HostOverrideMakesTwoServersOnOneMachine) {
+  // DAPPLE_HOST groups ranks into servers: two launchers of one process each, as two nodes.
+  fs::path out = dir_ / "two.json";
+  int port = PickFreePort();
+  std::string common = fmt::format("calibrate -o {} {} --nnodes 2 --master-port {} --nproc 1",
+                                   out.string(), quick_, port);
+  CommandResult r = RunCommand(fmt::format(
+      "DAPPLE_HOST=a {0} {1} --node-rank 0 > {2}/a.log 2>&1 & "
+      "DAPPLE_HOST=b {0} {1} --node-rank 1; rc=$?; wait $! || rc=$?; cat {2}/a.log; exit $rc",
+      DAPPLE_BINARY, common, dir_.string()));
+  ASSERT_EQ(r.rc, 0) << r.output;
+  Cluster c = ReadClusterJson(out);
+  ASSERT_EQ(c.num_servers(), 2);
+  EXPECT_EQ(c.servers[0].devices, 1);
+  EXPECT_EQ(c.servers[1].devices, 1);
+  auto j = ReadJsonFile(out);
+  EXPECT_TRUE(j["calibration"]["intra_server"].is_null());
+  EXPECT_EQ(j["calibration"]["inter_server"]["ranks"], nlohmann::json({0, 1}));
+  EXPECT_EQ(j["calibration"]["ranks"][1]["host"], "b");
+}
+
+TEST_F(CalibrateLocalTest, UnreachablePeerExitsTwoWithOneLine) {
+  fs::path out = dir_ / "never.json";
+  int port = PickFreePort();  // nobody listens there
+  CommandResult r = RunCommand(
+      fmt::format("RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={} {} calibrate -o {} "
+                  "--timeout 2 --budget 1",
+                  port, DAPPLE_BINARY, out.string()));
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_EQ(CountLines(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find(fmt::format("127.0.0.1:{}", port)), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST_F(CalibrateLocalTest, OneProcessIsNotEnough) {
+  fs::path out = dir_ / "one.json";
+  CommandResult r = RunCommand(
+      fmt::format("env -u WORLD_SIZE -u RANK {} calibrate -o {}", DAPPLE_BINARY, out.string()));
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_NE(r.output.find("at least two processes"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST_F(CalibrateLocalTest, TimeoutMustCoverTheBudget) {
+  fs::path out = dir_ / "t.json";
+  CommandResult r = RunCommand(fmt::format("{} calibrate --nproc 2 -o {} --budget 5 --timeout 6",
+                                           DAPPLE_BINARY, out.string()));
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_NE(r.output.find("--timeout"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+}  // namespace
+}  // namespace dapple::testing

@@ -1,0 +1,196 @@
+// `dapple calibrate`: measures the links and the allreduce of the machines it runs on through
+// the runtime's communicator and writes a dapple-cluster/1 file (issue 6, DESIGN.md 4 and 8).
+//
+// Two ways to run it: with --nproc N it is a launcher that starts N local processes of itself
+// (one node; with --nnodes/--node-rank/--master-addr, one node of several, as torchrun);
+// without --nproc it is one process of a job whose launcher set RANK, WORLD_SIZE, LOCAL_RANK,
+// MASTER_ADDR and MASTER_PORT. Rank 0 writes the file and prints a summary.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "dapple/common/error.h"
+#include "dapple/common/json_util.h"
+#include "dapple/format/cluster.h"
+#include "dapple/runtime/calibration.h"
+#include "dapple/runtime/communicator.h"
+#include "dapple/runtime/launcher.h"
+
+namespace dapple {
+namespace {
+
+struct CalibrateArgs {
+  std::string output;
+  int nproc = 0;  // 0: this process is one rank of a job started by someone else
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: a free port (single node) or 29500
+  std::string name = "calibrated";
+  std::string host;
+  double speed = 1.0;
+  double memory_bytes = 0;
+  int repeats = 10;
+  double budget_s = 20;
+  double timeout_s = 60;
+  uint64_t min_bytes = 4;
+  uint64_t max_bytes = 16 << 20;
+  uint64_t min_fit_bytes = 1 << 20;
+};
+
+std::chrono::milliseconds Millis(double s) {
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+}
+
+// The options a child process gets: everything but the launcher's own.
+std::vector<std::string> ChildArgv(const CalibrateArgs& a) {
+  std::vector<std::string> v = {SelfExecutablePath(),
+                                "calibrate",
+                                "-o",
+                                a.output,
+                                "--name",
+                                a.name,
+                                "--speed",
+                                fmt::format("{}", a.speed),
+                                "--memory-bytes",
+                                fmt::format("{}", a.memory_bytes),
+                                "--repeats",
+                                std::to_string(a.repeats),
+                                "--budget",
+                                fmt::format("{}", a.budget_s),
+                                "--timeout",
+                                fmt::format("{}", a.timeout_s),
+                                "--min-bytes",
+                                std::to_string(a.min_bytes),
+                                "--max-bytes",
+                                std::to_string(a.max_bytes),
+                                "--min-fit-bytes",
+                                std::to_string(a.min_fit_bytes)};
+  if (!a.host.empty()) {
+    v.push_back("--host");
+    v.push_back(a.host);
+  }
+  return v;
+}
+
+int Launch(const CalibrateArgs& a) {
+  if (a.node_rank >= a.nnodes)
+    ThrowInput("calibrate: --node-rank {} must be below --nnodes {}", a.node_rank, a.nnodes);
+  LaunchOptions lo;
+  lo.nproc_per_node = a.nproc;
+  lo.nnodes = a.nnodes;
+  lo.node_rank = a.node_rank;
+  lo.master_addr = a.master_addr;
+  lo.master_port = a.master_port;
+  if (lo.master_port == 0) {
+    if (a.nnodes > 1) ThrowInput("calibrate: --nnodes {} needs --master-port", a.nnodes);
+    lo.master_port = PickFreePort();
+  }
+  lo.argv = ChildArgv(a);
+  return LaunchLocal(lo);
+}
+
+void RunRank(const CalibrateArgs& a) {
+  SetOpenBlasCoreTypeIfUnset();
+  DistEnv env = DistEnv::FromEnvironment();
+  if (env.world_size < 2)
+    ThrowInput(
+        "calibrate: needs at least two processes (WORLD_SIZE={}): pass --nproc 2 on one "
+        "machine, or start it under a launcher that sets RANK and WORLD_SIZE",
+        env.world_size);
+  CalibrationOptions o;
+  o.p2p_sizes = SizeSweep(static_cast<int64_t>(a.min_bytes), static_cast<int64_t>(a.max_bytes));
+  o.allreduce_sizes = o.p2p_sizes;
+  o.repeats = a.repeats;
+  o.budget = Millis(a.budget_s);
+  o.min_fit_bytes = static_cast<int64_t>(a.min_fit_bytes);
+  o.name = a.name;
+  o.speed = a.speed;
+  o.memory_bytes = a.memory_bytes;
+  std::string host = a.host.empty() ? CalibrationHostName() : a.host;
+
+  std::optional<CalibrationResult> r;
+  try {
+    Communicator comm(env, Millis(a.timeout_s));
+    r = Calibrate(comm, host, o);
+  } catch (const CommError& e) {
+    ThrowInput("calibrate: rank {}: {}", env.rank, e.what());
+  }
+  if (!r) return;
+  WriteFileAtomic(a.output, CalibrationToJsonText(*r));
+  ReadClusterJson(a.output);  // what was written must read back and validate
+  std::fputs(CalibrationSummary(*r).c_str(), stdout);
+  std::printf("wrote %s\n", a.output.c_str());
+}
+
+}  // namespace
+
+void AddCalibrateCommand(CLI::App& app) {
+  auto args = std::make_shared<CalibrateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate",
+      "Measure latency and bandwidth inside and between servers and allreduce time through "
+      "c10d, and write a dapple-cluster/1 file");
+  cmd->add_option("-o,--output", args->output, "cluster JSON to write (rank 0)")->required();
+  cmd->add_option("--nproc", args->nproc,
+                  "start this many local processes (a launcher); without it, run as one rank "
+                  "of a job whose launcher set RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--nnodes", args->nnodes, "nodes of the job (with --nproc)")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--node-rank", args->node_rank, "this node's index (with --nproc)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--master-addr", args->master_addr, "rendezvous address (with --nproc)");
+  cmd->add_option("--master-port", args->master_port,
+                  "rendezvous port (with --nproc; default: a free port on one node)")
+      ->check(CLI::Range(1, 65535));
+  cmd->add_option("--name", args->name, "name of the cluster")->capture_default_str();
+  cmd->add_option("--host", args->host,
+                  "host name this rank reports (default: $DAPPLE_HOST, else the host name); "
+                  "ranks with the same host form one server");
+  cmd->add_option("--speed", args->speed, "device speed relative to the profile's device")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--memory-bytes", args->memory_bytes,
+                  "memory per device (default: physical memory / devices of the server)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--repeats", args->repeats, "timed round trips per size")
+      ->check(CLI::Range(3, 1000))
+      ->capture_default_str();
+  cmd->add_option("--budget", args->budget_s,
+                  "seconds one link's sweep may take; larger sizes are skipped beyond it")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--timeout", args->timeout_s,
+                  "seconds any wait may take (at least twice --budget)")
+      ->check(CLI::Range(0.5, 7200.0))
+      ->capture_default_str();
+  cmd->add_option("--min-bytes", args->min_bytes, "smallest message (sizes grow x4)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  cmd->add_option("--max-bytes", args->max_bytes, "largest message")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  cmd->add_option("--min-fit-bytes", args->min_fit_bytes,
+                  "messages up to this size must finish within the budget, else the link is "
+                  "too slow to measure")
+      ->transform(CLI::AsSizeValue(false));
+  cmd->callback([args] {
+    if (args->min_bytes > args->max_bytes)
+      ThrowInput("calibrate: --min-bytes {} exceeds --max-bytes {}", args->min_bytes,
+                 args->max_bytes);
+    if (args->timeout_s < 2 * args->budget_s)
+      ThrowInput("calibrate: --timeout ({} s) must be at least twice --budget ({} s)",
+                 args->timeout_s, args->budget_s);
+    if (args->nproc > 0 && !LaunchedByLauncher()) {
+      CommandExitCode() = Launch(*args);
+      return;
+    }
+    RunRank(*args);
+  });
+}
+
+}  // namespace dapple
