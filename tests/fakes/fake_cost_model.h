@@ -14,7 +14,11 @@
 //   CutBytes(b, samples)         = act_bytes[b] x samples / pbs (a chain)
 //   Transfer(...)                = {transfer_ms + transfer_ms_per_sample x micro_batch,
 //                                   transfer_resources}, whatever the devices
-//   AllReduceMs(a, b, devices)   = allreduce_ms when devices.size() > 1, else 0
+//   AllReduceMs(a, b, devices)   = allreduce_ms + allreduce_ms_per_byte x sum(param_bytes[a..b])
+//                                  when devices.size() > 1, else 0
+//   ParameterBytes(a, b)         = sum(param_bytes[a..b])
+//   AllReduceBucketBytes()       = bucket_bytes (25 MiB: with the default 1 MB of parameters
+//                                  per layer, a stage of up to 26 layers is one bucket)
 //   StaticMemoryBytes(a, b)      = sum(param_bytes[a..b]) x state_factor
 //   ActivationBytes(a, b, s)     = sum(act_bytes[a..b]) x s / pbs
 //   StageInputBytes(a, s)        = act_bytes[a - 1] x s / pbs (act_bytes[0] for a == 0)
@@ -50,6 +54,8 @@ class FakeCostModel : public CostModel {
   double transfer_ms_per_sample = 0;
   std::vector<int> transfer_resources;  // what every transfer holds (none by default)
   double allreduce_ms = 0;
+  double allreduce_ms_per_byte = 0;
+  double bucket_bytes = 25 << 20;
   double state_factor = 4.0;
   double memory_bytes = 16e9;
 
@@ -71,8 +77,13 @@ class FakeCostModel : public CostModel {
     return {transfer_ms + transfer_ms_per_sample * micro_batch, transfer_resources};
   }
   double AllReduceMs(int first, int last, const std::vector<int>& devices) const override {
-    return devices.size() > 1 ? allreduce_ms : 0.0;
+    if (devices.size() <= 1) return 0.0;
+    return allreduce_ms + allreduce_ms_per_byte * Sum(param_bytes, first, last);
   }
+  double ParameterBytes(int first, int last) const override {
+    return Sum(param_bytes, first, last);
+  }
+  double AllReduceBucketBytes() const override { return bucket_bytes; }
   double StaticMemoryBytes(int first, int last) const override {
     return Sum(param_bytes, first, last) * state_factor;
   }

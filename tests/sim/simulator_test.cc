@@ -38,6 +38,8 @@ struct TwoToOne : ::testing::Test {
 };
 
 TEST_F(TwoToOne, Times) {
+  // The paper's single allreduce: no bucket track or events (allreduce_overlap_test.cc).
+  plan.allreduce_overlap = false;
   SimResult r = SimulatePlan(plan, cost);
   EXPECT_DOUBLE_EQ(r.iteration_ms, 19);
   ASSERT_EQ(r.devices.size(), 3u);

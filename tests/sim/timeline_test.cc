@@ -24,6 +24,7 @@ Timeline TwoByOneTimeline() {
   cost.transfer_ms = 0.5;
   cost.allreduce_ms = 3;
   Plan plan = testing::MakePlan({{0, 0, {0, 1}}, {1, 1, {2}}}, 2, 2, ScheduleKind::kDappleA);
+  plan.allreduce_overlap = false;  // one AR per replica, no bucket track
   return SimulatePlan(plan, cost).timeline;
 }
 

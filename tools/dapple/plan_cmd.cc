@@ -36,6 +36,7 @@ struct PlanArgs {
   std::string output;
   bool json = false;
   bool baselines = true;
+  bool overlap = true;  // allreduce overlapped with the backward
 };
 
 // "0-7", "0-3,8-11": ascending device ids as ranges.
@@ -179,6 +180,7 @@ void RunPlanCommand(const PlanArgs& a) {
   o.planner = a.planner;
   if (a.schedule) o.schedule = ParseScheduleKind(*a.schedule);
   o.micro_batch_size = a.micro_batch;
+  o.allreduce_overlap = a.overlap;
   PlanResult r = RunPlanner(profile, cluster, cost, a.global_batch, o);
   if (!r.plan) {
     if (r.required_memory_bytes > 0)
@@ -235,6 +237,8 @@ void AddPlanCommand(CLI::App& app) {
   cmd->add_option("-o,--output", args->output, "Write the plan JSON (dapple-plan/1) here");
   cmd->add_flag("--json", args->json, "Print the result and every baseline as JSON");
   cmd->add_flag("!--no-baselines", args->baselines, "Do not run the other planners");
+  cmd->add_flag("!--no-overlap", args->overlap,
+                "One allreduce after the last backward (the paper), not buckets during it");
   cmd->callback([args] { RunPlanCommand(*args); });
 }
 

@@ -33,6 +33,8 @@ struct SimulateArgs {
   std::optional<std::string> trace;
   std::optional<std::string> svg;
   bool json = false;
+  bool no_overlap = false;
+  std::optional<double> bucket_mb;
 };
 
 std::string Shorten(const std::string& s, size_t n) {
@@ -107,6 +109,15 @@ void PrintSummary(const Profile& profile, const Cluster& cluster, const Plan& pl
                ss.send_ms, ss.allreduce_ms, mem, bubble);
   }
   fmt::print("(times per micro-batch and replica; send = transfer to the next stage)\n");
+  for (int s = 0; s < plan.num_stages(); ++s) {
+    const StageStats& ss = r.stages[s];
+    if (ss.allreduce_buckets == 0) continue;
+    fmt::print(
+        "stage {}: allreduce in {} bucket{} during the backward, {:.3f} of {:.3f} ms exposed\n", s,
+        ss.allreduce_buckets, ss.allreduce_buckets == 1 ? "" : "s", ss.allreduce_exposed_ms,
+        ss.allreduce_ms);
+  }
+  if (!plan.allreduce_overlap) fmt::print("allreduce after the last backward (no overlap)\n");
   fmt::print("iteration time   {:.3f} ms\n", r.iteration_ms);
   fmt::print("speedup          {:.3f}x over one device\n", r.speedup);
   fmt::print("bubble fraction  {:.3f}\n", r.bubble_fraction);
@@ -123,6 +134,7 @@ Json ResultJson(const Profile& profile, const Cluster& cluster, const Plan& plan
   j["micro_batch_size"] = plan.micro_batch_size;
   j["num_micro_batches"] = plan.num_micro_batches;
   j["recompute"] = plan.recompute;
+  j["allreduce_overlap"] = plan.allreduce_overlap;
   j["iteration_ms"] = r.iteration_ms;
   j["speedup"] = r.speedup;
   j["bubble_fraction"] = r.bubble_fraction;
@@ -155,6 +167,8 @@ Json ResultJson(const Profile& profile, const Cluster& cluster, const Plan& plan
                       {"backward_ms", ss.backward_ms},
                       {"send_ms", ss.send_ms},
                       {"allreduce_ms", ss.allreduce_ms},
+                      {"allreduce_buckets", ss.allreduce_buckets},
+                      {"allreduce_exposed_ms", ss.allreduce_exposed_ms},
                       {"peak_memory_bytes", sum[s].peak_memory_bytes},
                       {"bubble_ms", sum[s].bubble_ms}});
   }
@@ -167,6 +181,8 @@ void RunSimulate(const SimulateArgs& a) {
   if (a.pbs && *a.pbs <= 0) ThrowInput("--pbs: must be positive, got {}", *a.pbs);
   if (a.memory_gb && !(*a.memory_gb > 0))
     ThrowInput("--memory-gb: must be positive, got {}", *a.memory_gb);
+  if (a.bucket_mb && !(*a.bucket_mb > 0))
+    ThrowInput("--bucket-mb: must be positive, got {}", *a.bucket_mb);
   CheckOutputPath(a.trace, "--trace");
   CheckOutputPath(a.svg, "--svg");
   Profile profile = LoadProfile(a.profile, a.pbs);
@@ -181,8 +197,10 @@ void RunSimulate(const SimulateArgs& a) {
       ThrowInput("--schedule: {}", e.what());
     }
   }
+  if (a.no_overlap) plan.allreduce_overlap = false;
   CostOptions options;
   if (a.memory_gb) options.memory_bytes_override = *a.memory_gb * 1e9;
+  if (a.bucket_mb) options.allreduce_bucket_bytes = *a.bucket_mb * (1 << 20);
   AnalyticCostModel cost(profile, cluster, options);
   SimOptions sim;
   sim.record_timeline = a.trace.has_value() || a.svg.has_value();
@@ -233,6 +251,10 @@ void AddSimulateCommand(CLI::App& app) {
   cmd->add_option("--trace", args->trace, "write the timeline as Chrome trace JSON");
   cmd->add_option("--svg", args->svg, "write the timeline as an SVG Gantt chart");
   cmd->add_flag("--json", args->json, "print JSON instead of the table");
+  cmd->add_flag("--no-overlap", args->no_overlap,
+                "one allreduce after the last backward (the paper), whatever the plan says");
+  cmd->add_option("--bucket-mb", args->bucket_mb,
+                  "allreduce bucket size in MiB of parameters when overlapped (default 25)");
   cmd->callback([args] { RunSimulate(*args); });
 }
 

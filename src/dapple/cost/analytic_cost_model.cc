@@ -43,6 +43,9 @@ AnalyticCostModel::AnalyticCostModel(const Profile& profile, const Cluster& clus
     : profile_(profile), cluster_(cluster), options_(options) {
   ValidateProfile(profile, "profile");
   ValidateCluster(cluster, "cluster");
+  if (!(options.allreduce_bucket_bytes > 0))
+    ThrowInput("the allreduce bucket size must be positive, got {} bytes",
+               options.allreduce_bucket_bytes);
   fwd_prefix_ = Prefix(profile.layers, [](const LayerProfile& l) { return l.forward_ms; });
   bwd_prefix_ = Prefix(profile.layers, [](const LayerProfile& l) { return l.backward_ms; });
   param_prefix_ = Prefix(profile.layers, [](const LayerProfile& l) { return l.parameter_bytes; });
@@ -121,6 +124,13 @@ double AnalyticCostModel::AllReduceMs(int first, int last, const std::vector<int
   double seconds = 2.0 * (r - 1) / r * bytes / bw + 2.0 * (r - 1) * latency;
   return seconds * 1e3;
 }
+
+double AnalyticCostModel::ParameterBytes(int first, int last) const {
+  CheckRange(first, last);
+  return param_prefix_[last + 1] - param_prefix_[first];
+}
+
+double AnalyticCostModel::AllReduceBucketBytes() const { return options_.allreduce_bucket_bytes; }
 
 double AnalyticCostModel::StaticMemoryBytes(int first, int last) const {
   CheckRange(first, last);

@@ -14,6 +14,9 @@ struct CostOptions {
   double state_factor = 4.0;
   // Override of every device's memory (bytes); <= 0 keeps the cluster's.
   double memory_bytes_override = 0;
+  // Gradient bucket of the allreduce overlapped with the backward: 25 MiB of parameters,
+  // PyTorch DDP's bucket_cap_mb default and the runtime's (runtime/grad_sync.h).
+  double allreduce_bucket_bytes = 25 << 20;
 };
 
 // Keeps references to `profile` and `cluster`: both must outlive it. Stage sums are O(1)
@@ -34,6 +37,8 @@ class AnalyticCostModel : public CostModel {
   TransferCost Transfer(int last, double micro_batch, const std::vector<int>& from,
                         const std::vector<int>& to) const override;
   double AllReduceMs(int first, int last, const std::vector<int>& devices) const override;
+  double ParameterBytes(int first, int last) const override;
+  double AllReduceBucketBytes() const override;
   double StaticMemoryBytes(int first, int last) const override;
   double ActivationBytes(int first, int last, double samples) const override;
   double StageInputBytes(int first, double samples) const override;

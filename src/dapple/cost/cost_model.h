@@ -40,6 +40,12 @@ class CostModel {
   // Ring allreduce of the parameters of layers [first, last] among `devices` (0 if one).
   virtual double AllReduceMs(int first, int last, const std::vector<int>& devices) const = 0;
 
+  // Parameter bytes of layers [first, last] (what allreducing their gradients moves).
+  virtual double ParameterBytes(int first, int last) const = 0;
+  // Largest gradient bucket of an allreduce overlapped with the backward, in parameter
+  // bytes (GradientBuckets in cost/grad_buckets.h).
+  virtual double AllReduceBucketBytes() const = 0;
+
   // Per device of a stage [first, last]: parameters x state factor (weights, gradients,
   // optimizer state).
   virtual double StaticMemoryBytes(int first, int last) const = 0;

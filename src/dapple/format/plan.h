@@ -37,6 +37,10 @@ struct Plan {
   int num_micro_batches = 0;
   ScheduleKind schedule = ScheduleKind::kDappleA;
   bool recompute = false;
+  // Gradients allreduced in buckets that overlap the last micro-batch's backward (as DDP
+  // does); false: one allreduce after the last backward (the paper). JSON
+  // `allreduce_overlap`, true when absent (docs/schedules.md, "Allreduce overlap").
+  bool allreduce_overlap = true;
   std::vector<StagePlan> stages;
   std::optional<PlanEstimate> estimate;
 

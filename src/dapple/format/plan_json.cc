@@ -76,6 +76,7 @@ Plan ParsePlanJson(const std::string& text, const std::string& source) {
     }
   }
   if (root.Has("recompute")) plan.recompute = root["recompute"].Bool();
+  if (root.Has("allreduce_overlap")) plan.allreduce_overlap = root["allreduce_overlap"].Bool();
   JsonField stages = root["stages"];
   for (size_t s = 0; s < stages.size(); ++s) plan.stages.push_back(ReadStage(stages[s]));
   if (plan.stages.empty()) stages.Fail("the plan has no stages");
@@ -97,6 +98,7 @@ std::string PlanToJsonText(const Plan& plan) {
   root["num_micro_batches"] = plan.num_micro_batches;
   root["schedule"] = ToString(plan.schedule);
   root["recompute"] = plan.recompute;
+  root["allreduce_overlap"] = plan.allreduce_overlap;
   OJson stages = OJson::array();
   for (const StagePlan& st : plan.stages) {
     OJson o;

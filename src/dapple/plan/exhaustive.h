@@ -27,8 +27,10 @@ struct ExhaustiveResult {
 // Placements: a stage takes, on each server, any number of its free devices (a server's
 // devices are interchangeable, and so are identical servers: only one of each mirror
 // image is tried). Memory: static + K_s x activations of the largest slice must fit.
+// Every plan has `allreduce_overlap` (Plan::allreduce_overlap).
 ExhaustiveResult ExhaustivePlan(const CostModel& cost, const Cluster& cluster, int global_batch,
                                 const std::vector<int>& micro_batch_sizes,
-                                const std::vector<ScheduleKind>& schedules);
+                                const std::vector<ScheduleKind>& schedules,
+                                bool allreduce_overlap = true);
 
 }  // namespace dapple

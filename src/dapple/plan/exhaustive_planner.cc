@@ -22,6 +22,7 @@ struct Search {
   bool identical;
   int m = 1, M = 1;
   ScheduleKind schedule = ScheduleKind::kDappleA;
+  bool allreduce_overlap = true;
   // Stages placed so far, back to front.
   std::vector<StagePlan> stages;
   std::vector<int> usage;
@@ -36,6 +37,7 @@ struct Search {
     p.num_micro_batches = M;
     p.global_batch_size = m * M;
     p.schedule = schedule;
+    p.allreduce_overlap = allreduce_overlap;
     p.stages.assign(stages.rbegin(), stages.rend());
     SimResult r = SimulatePlan(p, cost, SimOptions{.record_timeline = false});
     ++result->simulated;
@@ -69,12 +71,13 @@ struct Search {
         }
         std::vector<int> devs = DevicesOf(cluster, usage, take);
         for (int first = last; first >= 0; --first) {
-          StageCost c = EvaluateStage(cost, first, last, devs, m, k);
+          StageCost c = EvaluateStage(cost, first, last, devs, m, k, false, allreduce_overlap);
           if (!c.fits()) {
             min_memory = std::min(min_memory, c.memory_bytes);
             continue;
           }
-          double lb = std::max(partial_lb, M * (c.forward_ms + c.backward_ms) + c.allreduce_ms);
+          double lb =
+              std::max(partial_lb, M * (c.forward_ms + c.backward_ms) + c.allreduce_exposed_ms);
           if (result->plan && lb >= result->iteration_ms) continue;
           double saved_lb = partial_lb;
           partial_lb = lb;
@@ -110,7 +113,8 @@ struct Search {
 
 ExhaustiveResult ExhaustivePlan(const CostModel& cost, const Cluster& cluster, int global_batch,
                                 const std::vector<int>& micro_batch_sizes,
-                                const std::vector<ScheduleKind>& schedules) {
+                                const std::vector<ScheduleKind>& schedules,
+                                bool allreduce_overlap) {
   ExhaustiveResult result;
   double min_memory = 1e300;
   for (int m : micro_batch_sizes) {
@@ -120,6 +124,7 @@ ExhaustiveResult ExhaustivePlan(const CostModel& cost, const Cluster& cluster, i
       search.m = m;
       search.M = global_batch / m;
       search.schedule = kind;
+      search.allreduce_overlap = allreduce_overlap;
       search.Recurse(cost.num_layers() - 1);
       min_memory = std::min(min_memory, search.min_memory);
     }

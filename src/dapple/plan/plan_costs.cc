@@ -5,6 +5,7 @@
 
 #include "dapple/common/error.h"
 #include "dapple/common/slicing.h"
+#include "dapple/cost/grad_buckets.h"
 #include "dapple/schedule/schedule.h"
 
 namespace dapple {
@@ -14,7 +15,7 @@ int SamplesPerReplica(int micro_batch, int replicas) {
 }
 
 StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::vector<int>& devices,
-                        int micro_batch, int warmup_depth, bool recompute) {
+                        int micro_batch, int warmup_depth, bool recompute, bool allreduce_overlap) {
   DAPPLE_CHECK(!devices.empty() && micro_batch >= 1);
   StageCost c;
   const int r = static_cast<int>(devices.size());
@@ -29,6 +30,16 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
     c.device_memory_bytes = std::min(c.device_memory_bytes, cost.DeviceMemoryBytes(devices[j]));
   }
   c.allreduce_ms = r > 1 ? cost.AllReduceMs(first, last, devices) : 0.0;
+  c.allreduce_exposed_ms = c.allreduce_ms;
+  if (allreduce_overlap && r > 1) {
+    std::vector<GradBucket> buckets = GradientBuckets(cost, first, last);
+    std::vector<double> ms = BucketAllReduceMs(cost, buckets, devices);
+    for (int j = 0; j < r; ++j) {
+      double e =
+          ExposedAllReduceMs(cost, buckets, ms, SliceOf(micro_batch, r, j).size(), devices[j]);
+      c.allreduce_exposed_ms = j == 0 ? e : std::min(c.allreduce_exposed_ms, e);
+    }
+  }
   const double s = SamplesPerReplica(micro_batch, r);
   c.warmup_depth = warmup_depth;
   double act = cost.ActivationBytes(first, last, s);
@@ -48,7 +59,7 @@ PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
     const StagePlan& st = plan.stages[s];
     int k = WarmupDepth(plan.schedule, s, S, M);
     StageCost c = EvaluateStage(cost, st.first_layer, st.last_layer, st.devices,
-                                plan.micro_batch_size, k, plan.recompute);
+                                plan.micro_batch_size, k, plan.recompute, plan.allreduce_overlap);
     pc.fits = pc.fits && c.fits();
     pc.peak_memory_bytes = std::max(pc.peak_memory_bytes, c.memory_bytes);
     compute.push_back({c.forward_ms, c.backward_ms, c.allreduce_ms});
@@ -67,7 +78,7 @@ PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
 double IterationLowerBound(const PlanCosts& costs, int num_micro_batches) {
   double lb = 0;
   for (const StageCost& c : costs.stages)
-    lb = std::max(lb, num_micro_batches * (c.forward_ms + c.backward_ms) + c.allreduce_ms);
+    lb = std::max(lb, num_micro_batches * (c.forward_ms + c.backward_ms) + c.allreduce_exposed_ms);
   return lb;
 }
 

@@ -121,11 +121,13 @@ std::vector<Proposal> Propose(const Context& c, bool enforce_memory) {
     }
     if (out.empty()) out = std::move(all);  // none fits: reported as such
   } else if (name == "exhaustive") {
-    ExhaustiveResult r = ExhaustivePlan(c.cost, c.cluster, c.global_batch, c.sizes, c.schedules);
+    ExhaustiveResult r = ExhaustivePlan(c.cost, c.cluster, c.global_batch, c.sizes, c.schedules,
+                                        c.options.allreduce_overlap);
     if (r.plan) out.push_back({*r.plan, "exhaustive"});
   } else {
     ProposeBaseline(c, name, enforce_memory, {c.schedules.front()}, out);
   }
+  for (Proposal& p : out) p.plan.allreduce_overlap = c.options.allreduce_overlap;
   return out;
 }
 

@@ -18,6 +18,9 @@ struct PlannerOptions {
   std::optional<ScheduleKind> schedule;  // fixed schedule; default: searched/planner's own
   std::optional<int> micro_batch_size;   // fixed m; default: searched
   int rescore_top_k = 8;                 // DP candidates re-scored by the exact simulator
+  // Plan::allreduce_overlap of every plan proposed and scored (false: the paper's single
+  // allreduce after the last backward; `dapple plan --no-overlap`).
+  bool allreduce_overlap = true;
 };
 
 struct PlanResult {

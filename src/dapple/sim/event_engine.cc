@@ -18,6 +18,7 @@ namespace {
 
 struct DeviceState {
   double clock = 0;
+  double last_backward_start = 0;
   double busy = 0;
   double bytes = 0, peak_bytes = 0;
   int in_flight = 0, peak_in_flight = 0;
@@ -77,6 +78,7 @@ class Engine {
     runnable_.clear();
     waiting_.clear();
     queue_.clear();
+    exposed_.assign(S_, 0.0);
   }
 
   EngineResult Run() {
@@ -106,6 +108,7 @@ class Engine {
       r.instructions += dev_[d].pc;
     }
     r.events = std::move(events_);
+    r.allreduce_exposed_ms = std::move(exposed_);
     return r;
   }
 
@@ -145,6 +148,7 @@ class Engine {
           dv.peak_in_flight = std::max(dv.peak_in_flight, ++dv.in_flight);
           break;
         case Op::kBackward:
+          dv.last_backward_start = clock;
           if (s_.record_timeline)
             Record(d, in, "backward", clock, clock + cfg.backward_ms, cfg.stage);
           clock += cfg.backward_ms;
@@ -180,7 +184,10 @@ class Engine {
             dv.pc = pc;  // released by the last replica to arrive
             return;
           }
-          const double start = ar_ready_[stage], end = start + st.allreduce_ms;
+          const double start = ar_ready_[stage];
+          const double end =
+              st.bucket_ms.empty() ? start + st.allreduce_ms : std::max(start, RunBuckets(stage));
+          exposed_[stage] = st.bucket_ms.empty() ? st.allreduce_ms : end - start;
           ar_arrived_[stage] = 0;
           ar_ready_[stage] = 0;
           for (int r = st.first_device; r < st.first_device + st.replicas; ++r) {
@@ -202,6 +209,26 @@ class Engine {
     }
     dv.clock = clock;
     dv.pc = pc;
+  }
+
+  // The buckets of `stage`'s overlapped allreduce, one after another from when each is
+  // ready on every replica; returns when the last one ends.
+  double RunBuckets(int stage) {
+    const EngineStage& st = s_.stages[stage];
+    const int R = st.replicas;
+    double free = 0;  // when the stage's communication stream is free
+    for (size_t k = 0; k < st.bucket_ms.size(); ++k) {
+      double ready = 0;
+      for (int j = 0; j < R; ++j)
+        ready = std::max(
+            ready, dev_[st.first_device + j].last_backward_start + st.bucket_ready_ms[k * R + j]);
+      const double start = std::max(free, ready);
+      free = start + st.bucket_ms[k];
+      if (s_.record_timeline)
+        events_.push_back(
+            {st.bucket_track, "AR b" + std::to_string(k), "allreduce", start, free, stage, -1});
+    }
+    return free;
   }
 
   void Push(const Event& e) {
@@ -311,6 +338,7 @@ class Engine {
   std::vector<int>& waiting_;
   std::vector<Event>& queue_;
   std::vector<TimelineEvent> events_;
+  std::vector<double> exposed_;  // per stage, for EngineResult::allreduce_exposed_ms
   double now_ = 0;
   bool waiting_dirty_ = false;
 };

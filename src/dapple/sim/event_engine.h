@@ -16,7 +16,13 @@ struct EngineStage {
   int length = 0;
   int first_device = 0;  // devices of the stage are first_device .. first_device+replicas-1
   int replicas = 1;
-  double allreduce_ms = 0;
+  double allreduce_ms = 0;  // one allreduce after the last backward (no buckets)
+  // The allreduce overlapped with the backward, when bucket_ms is not empty: bucket k
+  // (in allreduce order) takes bucket_ms[k] and is ready on replica j at its last
+  // backward's start + bucket_ready_ms[k * replicas + j]; buckets run one after another.
+  std::vector<double> bucket_ms;
+  std::vector<double> bucket_ready_ms;
+  int bucket_track = -1;  // timeline track of the buckets
 };
 
 struct EngineDevice {
@@ -58,6 +64,8 @@ struct EngineResult {
   // Compute events on tracks 0..D-1 (device index); transfers on track D + route.
   std::vector<TimelineEvent> events;
   long long instructions = 0;
+  // Per stage: how long its replicas waited at AR after the last of them reached it.
+  std::vector<double> allreduce_exposed_ms;
 };
 
 // Runs the setup to the end. Throws dapple::Error naming every blocked device (stage,

@@ -10,6 +10,7 @@
 
 #include "dapple/common/error.h"
 #include "dapple/common/slicing.h"
+#include "dapple/cost/grad_buckets.h"
 #include "dapple/sim/event_engine.h"
 
 namespace dapple {
@@ -86,6 +87,15 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
     static_bytes[s] = cost.StaticMemoryBytes(sp.first_layer, sp.last_layer);
     StageStats& stats = result.stages[s];
     stats.allreduce_ms = es.allreduce_ms;
+    std::vector<GradBucket> buckets;
+    if (plan.allreduce_overlap && es.replicas > 1) {
+      buckets = GradientBuckets(cost, sp.first_layer, sp.last_layer);
+      es.bucket_ms = BucketAllReduceMs(cost, buckets, sp.devices);
+      es.bucket_ready_ms.resize(buckets.size() * es.replicas);
+      stats.allreduce_ms = 0;
+      for (double ms : es.bucket_ms) stats.allreduce_ms += ms;
+      stats.allreduce_buckets = static_cast<int>(buckets.size());
+    }
     for (int j = 0; j < sp.replicas(); ++j) {
       const int dev = sp.devices[j];
       if (dev < 0 || dev >= cost.num_devices())
@@ -98,6 +108,13 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
       ed.replica = j;
       ed.forward_ms = cost.ForwardMs(sp.first_layer, sp.last_layer, samples, dev);
       ed.backward_ms = cost.BackwardMs(sp.first_layer, sp.last_layer, samples, dev);
+      // Bucket k is ready once the backward has passed through its lowest layer (the
+      // backward runs from the last layer down); the last bucket with the whole backward.
+      for (size_t k = 0; k < buckets.size(); ++k)
+        es.bucket_ready_ms[k * es.replicas + j] =
+            k + 1 == buckets.size()
+                ? ed.backward_ms
+                : cost.BackwardMs(buckets[k].first_layer, sp.last_layer, samples, dev);
       const double act = cost.ActivationBytes(sp.first_layer, sp.last_layer, samples);
       // With re-computation a micro-batch keeps only its stage input until its backward,
       // which rebuilds one micro-batch of activations (added once, below).
@@ -125,6 +142,15 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
     result.stages[b].send_ms = fwd.ms;
   }
   setup.num_resources = static_cast<int>(resource_ids.size());
+  // Timeline tracks of the bucketed allreduces, after the devices and the links.
+  std::vector<int> bucket_stages;
+  for (int s = 0; s < S; ++s) {
+    internal::EngineStage& es = setup.stages[s];
+    if (es.bucket_ms.empty()) continue;
+    es.bucket_track = static_cast<int>(setup.devices.size()) + 2 * (S - 1) +
+                      static_cast<int>(bucket_stages.size());
+    bucket_stages.push_back(s);
+  }
 
   internal::EngineResult run = internal::RunEngine(setup);
 
@@ -152,6 +178,7 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
                        ? cost.SingleDeviceMs(plan.global_batch_size) / result.iteration_ms
                        : 0;
   result.instructions = run.instructions;
+  for (int s = 0; s < S; ++s) result.stages[s].allreduce_exposed_ms = run.allreduce_exposed_ms[s];
   if (options.record_timeline) {
     Timeline& t = result.timeline;
     t.title =
@@ -163,6 +190,8 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
       t.device_labels.push_back(fmt::format("link stage {} -> {} (activations)", b, b + 1));
     for (int b = 0; b + 1 < S; ++b)
       t.device_labels.push_back(fmt::format("link stage {} -> {} (gradients)", b + 1, b));
+    for (int s : bucket_stages)
+      t.device_labels.push_back(fmt::format("allreduce stage {} (buckets)", s));
     t.events = std::move(run.events);
   }
   return result;

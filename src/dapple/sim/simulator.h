@@ -29,16 +29,20 @@ struct DeviceStats {
 };
 
 struct StageStats {
-  double forward_ms = 0;   // per micro-batch, per replica
+  double forward_ms = 0;  // per micro-batch, per replica
   double backward_ms = 0;
-  double send_ms = 0;      // transfer to the next stage per micro-batch (0 for the last)
-  double allreduce_ms = 0;
+  double send_ms = 0;         // transfer to the next stage per micro-batch (0 for the last)
+  double allreduce_ms = 0;    // the whole allreduce (with overlap: the sum of its buckets)
+  int allreduce_buckets = 0;  // with plan.allreduce_overlap and > 1 replica, else 0
+  // How long the replicas waited at AR once the last of them reached it: the part of the
+  // allreduce the backward did not hide (allreduce_ms without overlap).
+  double allreduce_exposed_ms = 0;
 };
 
 struct SimResult {
   double iteration_ms = 0;
-  double speedup = 0;          // SingleDeviceMs(GBS) / iteration_ms
-  double bubble_fraction = 0;  // mean over devices of bubble_ms / iteration_ms
+  double speedup = 0;                // SingleDeviceMs(GBS) / iteration_ms
+  double bubble_fraction = 0;        // mean over devices of bubble_ms / iteration_ms
   std::vector<DeviceStats> devices;  // indexed like the plan's devices, stage by stage
   std::vector<StageStats> stages;
   Timeline timeline;           // empty events unless record_timeline

@@ -1,0 +1,67 @@
+// Gradient buckets for the overlapped allreduce: see grad_buckets.h.
+#include "dapple/cost/grad_buckets.h"
+
+#include <algorithm>
+
+#include "dapple/common/error.h"
+
+namespace dapple {
+
+std::vector<GradBucket> GradientBuckets(const CostModel& cost, int first, int last) {
+  DAPPLE_CHECK(0 <= first && first <= last && last < cost.num_layers(),
+               "layer range out of bounds");
+  const double cap = cost.AllReduceBucketBytes();
+  DAPPLE_CHECK(cap > 0, "the allreduce bucket size must be positive");
+  std::vector<GradBucket> out;
+  GradBucket open{last, last, 0.0};  // being filled; its first_layer moves down
+  bool has_layers = false;
+  for (int x = last; x >= first; --x) {
+    const double p = cost.ParameterBytes(x, x);
+    if (open.bytes > 0 && open.bytes + p > cap) {  // x would overflow it
+      out.push_back(open);
+      open = {x, x, 0.0};
+      has_layers = false;
+    }
+    open.first_layer = x;
+    open.bytes += p;
+    has_layers = true;
+    if (open.bytes >= cap) {  // full: the next layer starts a new one
+      out.push_back(open);
+      open = {x - 1, x - 1, 0.0};
+      has_layers = false;
+    }
+  }
+  if (has_layers) {
+    if (open.bytes > 0 || out.empty()) {
+      out.push_back(open);
+    } else {  // only parameter-free layers left: they join the bucket above them
+      out.back().first_layer = open.first_layer;
+    }
+  }
+  return out;
+}
+
+std::vector<double> BucketAllReduceMs(const CostModel& cost, const std::vector<GradBucket>& buckets,
+                                      const std::vector<int>& devices) {
+  std::vector<double> ms;
+  ms.reserve(buckets.size());
+  for (const GradBucket& b : buckets)
+    ms.push_back(cost.AllReduceMs(b.first_layer, b.last_layer, devices));
+  return ms;
+}
+
+double ExposedAllReduceMs(const CostModel& cost, const std::vector<GradBucket>& buckets,
+                          const std::vector<double>& bucket_ms, double samples, int device) {
+  DAPPLE_CHECK(!buckets.empty() && buckets.size() == bucket_ms.size());
+  const int first = buckets.back().first_layer, last = buckets.front().last_layer;
+  const double backward = cost.BackwardMs(first, last, samples, device);
+  double after = 0, exposed = 0;  // after: sum of bucket_ms[k..]
+  for (int k = static_cast<int>(buckets.size()) - 1; k >= 0; --k) {
+    after += bucket_ms[k];
+    const double ready = cost.BackwardMs(buckets[k].first_layer, last, samples, device);
+    exposed = std::max(exposed, ready - backward + after);
+  }
+  return exposed;
+}
+
+}  // namespace dapple

@@ -1,0 +1,39 @@
+// Gradient buckets of a replicated stage for the allreduce overlapped with the backward
+// (docs/schedules.md, "Allreduce overlapped with the backward"): which layers each bucket
+// holds, what it costs, and how much of it the backward cannot hide.
+#pragma once
+
+#include <vector>
+
+#include "dapple/cost/cost_model.h"
+
+namespace dapple {
+
+struct GradBucket {
+  int first_layer = 0;  // inclusive layer range, a contiguous part of the stage
+  int last_layer = 0;
+  double bytes = 0;  // parameter bytes
+};
+
+// Layers [first, last] grouped as PyTorch DDP does, from `last` backwards (the order in
+// which the backward produces gradients): a bucket takes layers until the next one would
+// take it past cost.AllReduceBucketBytes(); a layer bigger than that is a bucket of its
+// own. Layers without parameters join the bucket being filled, and a parameter-free
+// remainder below the last bucket joins it, so the buckets partition [first, last].
+// Returned in allreduce order: bucket 0 holds `last`. Never empty (a stage without
+// parameters is one bucket).
+std::vector<GradBucket> GradientBuckets(const CostModel& cost, int first, int last);
+
+// cost.AllReduceMs of each bucket among `devices`.
+std::vector<double> BucketAllReduceMs(const CostModel& cost, const std::vector<GradBucket>& buckets,
+                                      const std::vector<int>& devices);
+
+// The allreduce time left after one replica's last backward ends, when the buckets run
+// one after another on one stream and bucket k starts once that backward has passed
+// through bucket k's layers: max over k of (BackwardMs(first_k .. last) - BackwardMs(stage)
+// + sum of the bucket times from k on), for `samples` samples on `device`. It is at least
+// the last bucket's time; with a single bucket it is the whole allreduce.
+double ExposedAllReduceMs(const CostModel& cost, const std::vector<GradBucket>& buckets,
+                          const std::vector<double>& bucket_ms, double samples, int device);
+
+}  // namespace dapple
