@@ -1,0 +1,30 @@
+// The CPU compute environment of libtorch: which OpenBLAS kernel to use, thread counts,
+// and a description of the CPU for profiles. Shared by `dapple profile` and `dapple train`.
+#pragma once
+
+#include <string>
+
+namespace dapple {
+
+// The OPENBLAS_CORETYPE for a CPU with these /proc/cpuinfo contents: "SkylakeX" when it has
+// avx512f, "Haswell" when it has avx2, else "" (leave OpenBLAS to detect it).
+std::string OpenBlasCoreTypeFor(const std::string& cpuinfo);
+
+// If OPENBLAS_CORETYPE is unset and this CPU has a type above: sets it and re-executes the
+// running program (/proc/self/exe) with the same arguments, because OpenBLAS reads the
+// variable only when it is loaded. Does not return then; returns when there is nothing to
+// do or the re-exec fails (with a warning on stderr). `argv` is the program's argv, or
+// nullptr to read it from /proc/self/cmdline.
+void EnsureOpenBlasCoreType(char** argv = nullptr);
+
+// Sets libtorch's intra-op threads and, when OpenBLAS is loaded, its threads to `threads`
+// (> 0), or to the number of cores when `threads` is 0. Returns the count used.
+int SetComputeThreads(int threads);
+
+// "AMD EPYC 9654 96-Core Processor" from /proc/cpuinfo, or "unknown cpu".
+std::string CpuModelName();
+
+// OPENBLAS_CORETYPE as set, or "unset".
+std::string OpenBlasCoreType();
+
+}  // namespace dapple

@@ -1,0 +1,178 @@
+// The layer profiler: see profiler.h.
+#include "dapple/profiler/profiler.h"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <torch/autograd.h>
+#include <torch/nn/module.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "dapple/common/error.h"
+#include "dapple/models/data.h"
+#include "dapple/profiler/blas_env.h"
+#include "dapple/profiler/counting_allocator.h"
+
+namespace dapple {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double Ms(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+double Bytes(const torch::Tensor& t) { return static_cast<double>(t.numel() * t.element_size()); }
+
+struct LayerTimes {
+  double forward_ms = 0, backward_ms = 0, activation_bytes = 0, saved_bytes = 0;
+};
+
+class LayerRunner {
+ public:
+  LayerRunner(const Model& m, int layer, const torch::Tensor& input, const torch::Tensor& target)
+      : m_(m), layer_(layer), input_(input), target_(target) {}
+
+  // The layer's output (or, for the last layer, the loss) with its autograd graph.
+  torch::Tensor Forward() {
+    torch::Tensor x = input_.detach();
+    if (x.is_floating_point()) x.requires_grad_(true);
+    torch::Tensor y = m_.Forward(x, layer_, layer_);
+    output_bytes_ = Bytes(y);
+    return layer_ == m_.num_layers() - 1 ? m_.loss(y, target_) : y;
+  }
+
+  LayerTimes Measure(int warmup, int repeat) {
+    LayerTimes t;
+    std::vector<double> fwd, bwd;
+    for (int r = 0; r < warmup + repeat; ++r) {
+      auto a = Clock::now();
+      torch::Tensor y = Forward();
+      auto b = Clock::now();
+      if (r >= warmup) fwd.push_back(Ms(a, b));
+    }
+    for (int r = 0; r < warmup + repeat; ++r) {
+      torch::Tensor y = Forward();
+      torch::Tensor grad = torch::ones_like(y);
+      auto a = Clock::now();
+      if (y.requires_grad()) torch::autograd::backward({y}, {grad});
+      auto b = Clock::now();
+      if (r >= warmup) bwd.push_back(Ms(a, b));
+    }
+    {
+      torch::Tensor y;
+      ScopedAllocationCounter counter;
+      int64_t before = counter.live_bytes();
+      y = Forward();
+      t.saved_bytes = static_cast<double>(counter.live_bytes() - before);
+      y = torch::Tensor();
+    }
+    for (auto& p : m_.Parameters(layer_, layer_)) p.mutable_grad() = torch::Tensor();
+    t.forward_ms = Median(fwd);
+    t.backward_ms = Median(bwd);
+    t.activation_bytes = output_bytes_;
+    return t;
+  }
+
+ private:
+  const Model& m_;
+  int layer_;
+  torch::Tensor input_, target_;
+  double output_bytes_ = 0;
+};
+
+// Times every layer at batch size `batch`.
+std::vector<LayerTimes> ProfileAtBatch(const Model& m, int batch, const ProfilerOptions& o,
+                                       int step, int steps) {
+  Batch data = MakeDataset("synthetic", m, o.seed, "")->GlobalBatch(0, batch);
+  std::vector<LayerTimes> times;
+  torch::Tensor x = data.inputs;
+  for (int i = 0; i < m.num_layers(); ++i) {
+    if (o.progress)
+      std::fprintf(stderr, "\rprofile %s: batch %d (%d/%d), layer %d/%d %-24s", m.name.c_str(),
+                   batch, step, steps, i + 1, m.num_layers(), m.layers[i].name.c_str());
+    LayerRunner runner(m, i, x, data.targets);
+    times.push_back(runner.Measure(o.warmup, o.repeat));
+    torch::NoGradGuard no_grad;
+    x = m.Forward(x, i, i);
+  }
+  return times;
+}
+
+std::string DtypeName(const Model& m) {
+  for (const auto& t : m.Parameters(0, m.num_layers() - 1))
+    if (t.is_floating_point()) return c10::toString(t.scalar_type());
+  return "none";
+}
+
+}  // namespace
+
+Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
+  DAPPLE_CHECK(m.num_layers() > 0);
+  if (o.batch_size <= 0) ThrowInput("profile: batch size must be positive, got {}", o.batch_size);
+  if (o.repeat <= 0) ThrowInput("profile: repeat must be positive, got {}", o.repeat);
+  if (o.warmup < 0) ThrowInput("profile: warmup must be >= 0, got {}", o.warmup);
+  std::vector<int> sizes = o.batch_sizes;
+  for (int b : sizes)
+    if (b <= 0) ThrowInput("profile: batch sizes must be positive, got {}", b);
+  bool by_batch = !sizes.empty();
+  sizes.push_back(o.batch_size);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+
+  for (auto& layer : m.layers) layer.module.ptr()->train();
+  Profile p;
+  p.model = m.name;
+  p.batch_size = o.batch_size;
+  int threads = at::get_num_threads();
+  p.device = fmt::format("cpu: {}, {} threads", CpuModelName(), threads);
+  for (const auto& layer : m.layers) {
+    LayerProfile lp;
+    lp.id = layer.name;
+    lp.name = layer.name;
+    for (const auto& t : layer.module.ptr()->parameters()) lp.parameter_bytes += Bytes(t);
+    p.layers.push_back(lp);
+  }
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    auto times =
+        ProfileAtBatch(m, sizes[s], o, static_cast<int>(s) + 1, static_cast<int>(sizes.size()));
+    for (int i = 0; i < m.num_layers(); ++i) {
+      LayerProfile& lp = p.layers[i];
+      if (by_batch) {
+        lp.forward_ms_by_batch.push_back(times[i].forward_ms);
+        lp.backward_ms_by_batch.push_back(times[i].backward_ms);
+      }
+      if (sizes[s] == o.batch_size) {
+        lp.forward_ms = times[i].forward_ms;
+        lp.backward_ms = times[i].backward_ms;
+        lp.activation_bytes = times[i].activation_bytes;
+        lp.saved_bytes = times[i].saved_bytes;
+      }
+    }
+  }
+  if (o.progress) std::fprintf(stderr, "\rprofile %s: done%60s\n", m.name.c_str(), "");
+  if (by_batch) p.batch_sizes = sizes;
+  p.metadata = {{"cpu", CpuModelName()},
+                {"threads", std::to_string(threads)},
+                {"openblas_coretype", OpenBlasCoreType()},
+                {"libtorch", TORCH_VERSION},
+                {"dtype", DtypeName(m)},
+                {"warmup", std::to_string(o.warmup)},
+                {"repeat", std::to_string(o.repeat)},
+                {"timing", "median of repeat runs per layer; last layer includes the loss"},
+                {"saved_bytes", "counting CPU allocator: forward allocations alive with the graph"},
+                {"input_seed", std::to_string(o.seed)}};
+  ValidateProfile(p, "profile of " + m.name);
+  return p;
+}
+
+}  // namespace dapple

@@ -1,0 +1,36 @@
+// The layer profiler (DESIGN.md section 1, part 1): runs a zoo model layer by layer on
+// this CPU and fills a Profile (format/profile.h) with per-layer times and sizes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dapple/format/profile.h"
+#include "dapple/models/model.h"
+
+namespace dapple {
+
+struct ProfilerOptions {
+  int batch_size = 0;            // the profile batch size (PBS), > 0
+  std::vector<int> batch_sizes;  // optional extra sizes for *_by_batch; PBS is added
+  int warmup = 2;                // untimed runs before the timed ones, >= 0
+  int repeat = 5;                // timed runs; the median is reported, > 0
+  uint64_t seed = 1;             // of the synthetic input batch
+  bool progress = true;          // a progress line on stderr
+};
+
+// Profiles `model` (its layers in training mode, as the runtime runs them). Per layer:
+//  - forward_ms: median time of the layer's forward with autograd recording, on a
+//    detached copy of its input that requires grad (as a pipeline stage receives it);
+//  - backward_ms: median time of the backward of that layer alone, from a gradient of
+//    ones on its output; the last layer's forward and backward include the loss;
+//  - activation_bytes: bytes of the output; parameter_bytes: of its parameters;
+//  - saved_bytes: CPU memory the forward allocated that stays alive while the output and
+//    its autograd graph do (the output and everything saved for backward beyond the input
+//    and parameters), measured by a counting CPU allocator.
+// Inputs are a synthetic batch run through the layers before. Threads are whatever the
+// caller set; metadata records them with the CPU, the OpenBLAS kernel and libtorch.
+// REQUIRES: o.batch_size > 0, o.repeat > 0, o.warmup >= 0 (InputError otherwise).
+Profile ProfileModel(const Model& model, const ProfilerOptions& o);
+
+}  // namespace dapple

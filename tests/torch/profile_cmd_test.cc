@@ -1,0 +1,78 @@
+// `dapple profile` end to end: a small profile that the planner's readers accept in both
+// formats, and bad input answered with one line and exit code 2.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "dapple/format/profile.h"
+
+namespace dapple {
+namespace {
+
+struct Result {
+  int code;
+  std::string output;  // stdout and stderr
+};
+
+Result RunDapple(const std::string& args) {
+  std::string cmd = std::string(DAPPLE_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::filesystem::path Temp(const std::string& name) {
+  return std::filesystem::temp_directory_path() /
+         ("dapple_profile_cmd_" + std::to_string(::getpid()) + "_" + name);
+}
+
+int Lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+TEST(ProfileCommand, WritesJsonAndPipeDream) {
+  auto json = Temp("p.json"), text = Temp("p.txt");
+  Result r = RunDapple(
+      "profile --model mlp --opt hidden=16 --layers 3 --batch 4 --batches 2,4 "
+      "--warmup 0 --repeat 1 --threads 1 -o " +
+      json.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  Profile p = ReadProfileJson(json);
+  EXPECT_EQ(p.num_layers(), 4);  // 3 hidden + head: --layers reached the model
+  EXPECT_EQ(p.batch_sizes, (std::vector<int>{2, 4}));
+  EXPECT_EQ(p.metadata.at("option.hidden"), "16");
+  EXPECT_EQ(p.metadata.at("threads"), "1");
+  r = RunDapple(
+      "profile --model gpt --opt layers=1 --opt hidden=16 --batch 2 --warmup 0 --repeat 1 "
+      "--format pipedream -o " +
+      text.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  Profile q = ReadPipeDreamGraph(text, 2);
+  EXPECT_EQ(q.num_layers(), 3);
+  std::filesystem::remove(json);
+  std::filesystem::remove(text);
+}
+
+TEST(ProfileCommand, BadInputIsOneLineExitTwo) {
+  auto out = Temp("bad.json");
+  for (std::string args :
+       {"--model mlp --batch 0", "--model alexnet --batch 2", "--model mlp --opt depth=3 --batch 2",
+        "--model mlp --depth 3 --batch 2", "--model mlp --batch 2 --batches 0,2",
+        "--model mlp --batch 2 --format xml"}) {
+    Result r = RunDapple("profile " + args + " -o " + out.string());
+    EXPECT_EQ(r.code, 2) << args << ": " << r.output;
+    EXPECT_EQ(Lines(r.output), 1) << args << ": " << r.output;
+    EXPECT_FALSE(std::filesystem::exists(out)) << args;
+  }
+}
+
+}  // namespace
+}  // namespace dapple

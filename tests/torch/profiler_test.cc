@@ -1,0 +1,127 @@
+// The layer profiler: a profile of a tiny model is valid, its sizes are exact, several
+// batch sizes align, the saved-bytes measurement sees what autograd keeps; the CPU
+// environment helpers.
+#include "dapple/profiler/profiler.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "dapple/common/error.h"
+#include "dapple/format/profile.h"
+#include "dapple/models/model.h"
+#include "dapple/profiler/blas_env.h"
+#include "dapple/profiler/counting_allocator.h"
+
+namespace dapple {
+namespace {
+
+ProfilerOptions Quick(int batch) {
+  ProfilerOptions o;
+  o.batch_size = batch;
+  o.warmup = 1;
+  o.repeat = 3;
+  o.progress = false;
+  return o;
+}
+
+TEST(Profiler, TinyMlpProfileIsValidAndExact) {
+  Model m = BuildModel("mlp", {{"input", "20"}, {"hidden", "32"}, {"layers", "2"}}, 1);
+  Profile p = ProfileModel(m, Quick(8));
+  ValidateProfile(p, "test");
+  ASSERT_EQ(p.num_layers(), 3);
+  EXPECT_EQ(p.model, "mlp");
+  EXPECT_EQ(p.batch_size, 8);
+  EXPECT_EQ(p.layers[0].id, "fc0");
+  EXPECT_EQ(p.layers[2].id, "head");
+  EXPECT_DOUBLE_EQ(p.layers[0].activation_bytes, 8 * 32 * 4);
+  EXPECT_DOUBLE_EQ(p.layers[2].activation_bytes, 8 * 10 * 4);
+  EXPECT_DOUBLE_EQ(p.layers[0].parameter_bytes, (20 * 32 + 32) * 4);
+  EXPECT_DOUBLE_EQ(p.layers[1].parameter_bytes, (32 * 32 + 32) * 4);
+  double params = 0;
+  for (const auto& l : p.layers) {
+    EXPECT_GT(l.forward_ms, 0);
+    EXPECT_GT(l.backward_ms, 0);
+    params += l.parameter_bytes;
+  }
+  EXPECT_DOUBLE_EQ(params, m.ParameterCount() * 4.0);
+  // Linear+ReLU keeps exactly its output for backward (the input is the previous layer's).
+  EXPECT_DOUBLE_EQ(p.layers[0].saved_bytes, p.layers[0].activation_bytes);
+  EXPECT_EQ(p.metadata.count("threads"), 1u);
+  EXPECT_EQ(p.metadata.count("openblas_coretype"), 1u);
+  EXPECT_EQ(p.metadata.at("libtorch").rfind("1.", 0), 0u);
+}
+
+TEST(Profiler, AttentionSavesMoreThanItsOutput) {
+  Model m =
+      BuildModel("gpt", {{"hidden", "16"}, {"heads", "2"}, {"layers", "1"}, {"seq", "32"}}, 1);
+  Profile p = ProfileModel(m, Quick(4));
+  ASSERT_EQ(p.layers[1].id, "block0");
+  // Probabilities [4, 2, 32, 32] alone are twice the output [4, 32, 16].
+  EXPECT_GT(p.layers[1].saved_bytes, 3 * p.layers[1].activation_bytes);
+}
+
+TEST(Profiler, SeveralBatchSizes) {
+  Model m = BuildModel("mlp", {{"input", "10"}, {"hidden", "8"}, {"layers", "1"}}, 1);
+  ProfilerOptions o = Quick(4);
+  o.batch_sizes = {8, 2};
+  Profile p = ProfileModel(m, o);
+  EXPECT_EQ(p.batch_sizes, (std::vector<int>{2, 4, 8}));
+  for (const auto& l : p.layers) {
+    ASSERT_EQ(l.forward_ms_by_batch.size(), 3u);
+    ASSERT_EQ(l.backward_ms_by_batch.size(), 3u);
+    EXPECT_EQ(l.forward_ms, l.forward_ms_by_batch[1]);
+    EXPECT_EQ(l.backward_ms, l.backward_ms_by_batch[1]);
+  }
+  ValidateProfile(p, "test");
+}
+
+TEST(Profiler, JsonRoundTrip) {
+  Model m =
+      BuildModel("bert", {{"hidden", "16"}, {"heads", "2"}, {"layers", "1"}, {"seq", "8"}}, 1);
+  Profile p = ProfileModel(m, Quick(2));
+  auto path = std::filesystem::temp_directory_path() /
+              ("dapple_profiler_test_" + std::to_string(::getpid()) + ".json");
+  WriteProfileJson(p, path);
+  Profile q = ReadProfileJson(path);
+  std::filesystem::remove(path);
+  ASSERT_EQ(q.num_layers(), p.num_layers());
+  for (int i = 0; i < p.num_layers(); ++i) {
+    EXPECT_EQ(q.layers[i].id, p.layers[i].id);
+    EXPECT_DOUBLE_EQ(q.layers[i].forward_ms, p.layers[i].forward_ms);
+    EXPECT_DOUBLE_EQ(q.layers[i].saved_bytes, p.layers[i].saved_bytes);
+  }
+}
+
+TEST(Profiler, BadOptions) {
+  Model m = BuildModel("mlp", {}, 1);
+  EXPECT_THROW(ProfileModel(m, Quick(0)), InputError);
+  ProfilerOptions o = Quick(2);
+  o.repeat = 0;
+  EXPECT_THROW(ProfileModel(m, o), InputError);
+  o = Quick(2);
+  o.batch_sizes = {0};
+  EXPECT_THROW(ProfileModel(m, o), InputError);
+}
+
+TEST(CountingAllocator, SeesAllocationsAndFrees) {
+  ScopedAllocationCounter counter;
+  int64_t before = counter.live_bytes();
+  {
+    torch::Tensor t = torch::empty({1000}, torch::kFloat32);
+    EXPECT_EQ(counter.live_bytes() - before, 4000);
+  }
+  EXPECT_EQ(counter.live_bytes(), before);
+}
+
+TEST(BlasEnv, CoreTypeFromCpuFlags) {
+  EXPECT_EQ(OpenBlasCoreTypeFor("model name\t: X\nflags\t\t: fpu sse avx2 avx512f avx512bw\n"),
+            "SkylakeX");
+  EXPECT_EQ(OpenBlasCoreTypeFor("flags\t\t: fpu sse avx avx2 fma\n"), "Haswell");
+  EXPECT_EQ(OpenBlasCoreTypeFor("flags\t\t: fpu sse avx avx512fx\n"), "");
+  EXPECT_EQ(OpenBlasCoreTypeFor(""), "");
+  EXPECT_NE(CpuModelName(), "");
+}
+
+}  // namespace
+}  // namespace dapple

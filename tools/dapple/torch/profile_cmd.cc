@@ -1,0 +1,138 @@
+// `dapple profile`: measures a zoo model layer by layer on this CPU (issue 4, DESIGN.md
+// section 1) and writes the profile the planner reads: `dapple-profile/1` JSON or PipeDream
+// graph text. Model options come as --opt key=value or as --key value after the command's
+// own flags. Bad input (unknown model or option, batch 0): one line, exit code 2.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "dapple/common/error.h"
+#include "dapple/format/profile.h"
+#include "dapple/models/model.h"
+#include "dapple/models/zoo.h"
+#include "dapple/profiler/blas_env.h"
+#include "dapple/profiler/profiler.h"
+
+namespace dapple {
+namespace {
+
+struct ProfileArgs {
+  std::string model;
+  std::vector<std::string> opts;  // key=value
+  int batch = 0;
+  std::string batches;  // "1,2,4"
+  int warmup = 2;
+  int repeat = 5;
+  int threads = 0;
+  uint64_t seed = 1;
+  std::string dtype = "float32";
+  std::string output;
+  std::string format = "json";
+};
+
+std::vector<int> ParseBatches(const std::string& text) {
+  std::vector<int> sizes;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || v <= 0)
+      ThrowInput("--batches: expected positive integers separated by commas, got '{}'", text);
+    sizes.push_back(v);
+  }
+  return sizes;
+}
+
+void Run(const ProfileArgs& a, const std::vector<std::string>& extras) {
+  if (a.batch <= 0) ThrowInput("--batch: must be a positive integer, got {}", a.batch);
+  if (a.format != "json" && a.format != "pipedream")
+    ThrowInput("--format: expected json or pipedream, got '{}'", a.format);
+  if (a.dtype != "float32" && a.dtype != "float64")
+    ThrowInput("--dtype: expected float32 or float64, got '{}'", a.dtype);
+  if (a.threads < 0) ThrowInput("--threads: must be >= 0, got {}", a.threads);
+  ModelOptions options = ParseModelFlags(a.opts);
+  for (const auto& [k, v] : ParseModelFlags(extras)) options[k] = v;
+  ProfilerOptions po;
+  po.batch_size = a.batch;
+  po.batch_sizes = a.batches.empty() ? std::vector<int>{} : ParseBatches(a.batches);
+  po.warmup = a.warmup;
+  po.repeat = a.repeat;
+  po.seed = a.seed;
+  // Check everything the user gave before the re-exec below and the model build.
+  ResolveModelOptions(a.model, options);
+  CountModelParameters(a.model, options);
+  EnsureOpenBlasCoreType();  // may re-execute this program with OPENBLAS_CORETYPE set
+  int threads = SetComputeThreads(a.threads);
+  torch::Dtype dtype = a.dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
+  Model model = BuildModel(a.model, options, a.seed, dtype);
+  Profile p = ProfileModel(model, po);
+  for (const auto& [k, v] : ResolveModelOptions(a.model, options)) p.metadata["option." + k] = v;
+  p.metadata["parameters"] = std::to_string(model.ParameterCount());
+  if (a.format == "json")
+    WriteProfileJson(p, a.output);
+  else
+    WritePipeDreamGraph(p, a.output);
+  double fwd = 0, bwd = 0;
+  for (const auto& l : p.layers) fwd += l.forward_ms, bwd += l.backward_ms;
+  std::printf(
+      "%s: %d layers, %lld parameters, batch %d, %d threads, OPENBLAS_CORETYPE=%s: "
+      "forward %.3f ms + backward %.3f ms -> %s\n",
+      a.model.c_str(), p.num_layers(), static_cast<long long>(model.ParameterCount()), a.batch,
+      threads, OpenBlasCoreType().c_str(), fwd, bwd, a.output.c_str());
+}
+
+std::string ModelHelp() {
+  std::string help = "Zoo model:";
+  for (const auto& name : ModelNames()) {
+    std::vector<std::string> opts;
+    for (const auto& [k, v] : DefaultModelOptions(name))
+      if (k != "preset") opts.push_back(k + "=" + v);
+    std::vector<std::string> presets;
+    for (const auto& [k, v] : ModelPresets(name)) presets.push_back(k);
+    help += fmt::format("\n  {} ({}; presets: {})", name, fmt::join(opts, " "),
+                        fmt::join(presets, ", "));
+  }
+  return help;
+}
+
+}  // namespace
+
+void AddProfileCommand(CLI::App& app) {
+  auto a = std::make_shared<ProfileArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "profile", "Profile a zoo model layer by layer on this CPU (forward/backward times, sizes)");
+  cmd->add_option("--model", a->model, ModelHelp())->required();
+  cmd->add_option("--opt", a->opts,
+                  "Model option key=value (repeatable); --key value after the flags works too; "
+                  "preset=NAME selects a preset");
+  cmd->add_option("--batch", a->batch, "Profile batch size (PBS)")->required();
+  cmd->add_option(
+      "--batches", a->batches,
+      "Also time these batch sizes, e.g. 1,2,4 (forward_ms_by_batch/backward_ms_by_batch)");
+  cmd->add_option("--warmup", a->warmup, "Untimed runs per layer before timing")
+      ->capture_default_str();
+  cmd->add_option("--repeat", a->repeat, "Timed runs per layer (median)")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Compute threads (0: one per core)")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed of the weights and the input batch")
+      ->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, "float32 | float64")->capture_default_str();
+  cmd->add_option("-o,--output", a->output, "Output file")->required();
+  cmd->add_option("--format", a->format, "json (dapple-profile/1) | pipedream")
+      ->capture_default_str();
+  cmd->allow_extras();
+  cmd->callback([a, cmd] { Run(*a, cmd->remaining()); });
+}
+
+}  // namespace dapple
