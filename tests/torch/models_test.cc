@@ -6,6 +6,9 @@
 #include <torch/nn/module.h>
 #include <torch/optim/adam.h>
 
+#include <map>
+#include <set>
+
 #include "dapple/common/error.h"
 #include "dapple/models/data.h"
 #include "dapple/models/model.h"
@@ -145,6 +148,18 @@ TEST(Zoo, UnknownModelListsKnownOnes) {
   }
 }
 
+// Causality: a GPT output position never depends on later tokens.
+TEST(Gpt, CausalAttention) {
+  Model m = BuildModel("gpt", Small("gpt"), 1, torch::kFloat64);
+  Batch b = SomeBatch(m, 2);
+  torch::Tensor changed = b.inputs.clone();
+  changed.select(1, 7).fill_(3);  // the last of 8 positions
+  torch::NoGradGuard no_grad;
+  torch::Tensor y = m.Forward(b.inputs), z = m.Forward(changed);
+  EXPECT_TRUE(torch::allclose(y.slice(1, 0, 7), z.slice(1, 0, 7)));
+  EXPECT_FALSE(torch::allclose(y.select(1, 7), z.select(1, 7)));
+}
+
 TEST(Zoo, BadOptionsAreInputErrors) {
   EXPECT_THROW(BuildModel("mlp", {{"depth", "3"}}, 1), InputError);
   EXPECT_THROW(BuildModel("mlp", {{"hidden", "0"}}, 1), InputError);
@@ -169,6 +184,38 @@ TEST(Zoo, ParseModelFlags) {
             (ModelOptions{{"hidden", "64"}, {"layers", "3"}, {"classes", "4"}}));
   EXPECT_THROW(ParseModelFlags({"hidden"}), InputError);
   EXPECT_THROW(ParseModelFlags({"--hidden"}), InputError);
+}
+
+// The documented presets (docs/models.md): counted by formula, and built where small.
+TEST(Zoo, PresetParameterCounts) {
+  const std::map<std::pair<std::string, std::string>, int64_t> documented = {
+      {{"mlp", ""}, 269322},
+      {{"mlp", "fashion-mnist"}, 669706},
+      {{"mlp", "wide"}, 120725514},
+      {{"vgg19", ""}, 339794},
+      {{"vgg19", "paper"}, 143667240},  // torchvision's vgg19: 143,667,240
+      {{"vgg19", "cifar"}, 20554826},
+      {{"resnet50", ""}, 376722},
+      {{"resnet50", "paper"}, 25557032},  // torchvision's resnet50: 25,557,032
+      {{"bert", ""}, 170434},
+      {{"bert", "bert48"}, 637451266},  // the paper's BERT-48: "640M"
+      {{"bert", "large"}, 335141890},
+      {{"bert", "base"}, 109482242},
+      {{"gpt", ""}, 120704},
+      {{"gpt", "char-small"}, 842624},
+      {{"gpt", "gpt2-small"}, 163087441},  // GPT-2 small with an untied output layer
+  };
+  int presets = 0;
+  for (const auto& name : ModelNames()) presets += 1 + ModelPresets(name).size();
+  EXPECT_EQ(presets, static_cast<int>(documented.size()));
+  for (const auto& [key, count] : documented) {
+    ModelOptions o;
+    if (!key.second.empty()) o["preset"] = key.second;
+    EXPECT_EQ(CountModelParameters(key.first, o), count) << key.first << " " << key.second;
+    if (count < 30'000'000)
+      EXPECT_EQ(BuildModel(key.first, o, 1).ParameterCount(), count)
+          << key.first << " " << key.second;
+  }
 }
 
 // An independent reference for the MLP: the same parameters applied by hand.
