@@ -1,18 +1,18 @@
 // `dapple plan` on the built binary: a plan for BERT-48 on paper-a is written, read back
 // and simulated; --json has the baselines; bad input is one line and exit code 2.
+#include "dapple/format/plan.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "dapple/format/cluster.h"
-#include "dapple/format/plan.h"
 #include "dapple/format/profile.h"
 
 namespace dapple {
@@ -20,7 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
+struct CliRun {
   int code = -1;
   std::string out, err;
 };
@@ -42,12 +42,12 @@ class PlanCli : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  Run Dapple(const std::string& args) {
+  CliRun Dapple(const std::string& args) {
     fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    std::string cmd = std::string(DAPPLE_BINARY) + " " + args + " >" + out.string() + " 2>" +
-                      err.string();
+    std::string cmd =
+        std::string(DAPPLE_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
     int status = std::system(cmd.c_str());
-    Run r;
+    CliRun r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     r.out = Slurp(out);
     r.err = Slurp(err);
@@ -69,8 +69,8 @@ int Lines(const std::string& s) {
 
 TEST_F(PlanCli, Bert48OnPaperAIsWrittenAndSimulated) {
   fs::path plan = dir_ / "plan.json";
-  Run r = Dapple("plan --profile " + Profile("bert-48-pbs-2.txt") +
-                 " --cluster paper-a --global-batch 64 -o " + plan.string());
+  CliRun r = Dapple("plan --profile " + Profile("bert-48-pbs-2.txt") +
+                    " --cluster paper-a --global-batch 64 -o " + plan.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("pivot stage"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("speedup"), std::string::npos);
@@ -85,8 +85,8 @@ TEST_F(PlanCli, Bert48OnPaperAIsWrittenAndSimulated) {
   EXPECT_EQ(p.global_batch_size, 64);
   ASSERT_TRUE(p.estimate);
   // `dapple simulate` reads it back and finds the planner's time.
-  Run sim = Dapple("simulate --plan " + plan.string() + " --profile " +
-                   Profile("bert-48-pbs-2.txt") + " --cluster paper-a --json");
+  CliRun sim = Dapple("simulate --plan " + plan.string() + " --profile " +
+                      Profile("bert-48-pbs-2.txt") + " --cluster paper-a --json");
   ASSERT_EQ(sim.code, 0) << sim.err;
   auto j = nlohmann::json::parse(sim.out);
   EXPECT_NEAR(j.at("iteration_ms").get<double>(), p.estimate->iteration_ms,
@@ -94,8 +94,8 @@ TEST_F(PlanCli, Bert48OnPaperAIsWrittenAndSimulated) {
 }
 
 TEST_F(PlanCli, JsonHasThePlanAndEveryBaseline) {
-  Run r = Dapple("plan --profile " + Profile("vgg-19-pbs-32.txt") +
-                 " --cluster paper-b --global-batch 256 --json");
+  CliRun r = Dapple("plan --profile " + Profile("vgg-19-pbs-32.txt") +
+                    " --cluster paper-b --global-batch 256 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_GT(j.at("iteration_ms").get<double>(), 0);
@@ -103,8 +103,7 @@ TEST_F(PlanCli, JsonHasThePlanAndEveryBaseline) {
   ASSERT_EQ(j.at("baselines").size(), 5u);
   for (const auto& b : j.at("baselines")) {
     if (b.at("feasible").get<bool>() && b.at("planner") != "exhaustive") {
-      EXPECT_LE(j.at("iteration_ms").get<double>(),
-                b.at("iteration_ms").get<double>() * (1 + 1e-9))
+      EXPECT_LE(j.at("iteration_ms").get<double>(), b.at("iteration_ms").get<double>() * (1 + 1e-9))
           << b.at("planner");
     }
   }
@@ -122,11 +121,11 @@ TEST_F(PlanCli, BadInputIsOneLineAndExitTwo) {
            "plan" + bert + " --cluster paper-a --global-batch 64 --memory-gb 0.5",
            "plan" + bert + " --cluster paper-a --global-batch 64 --planner exhaustive",
        }) {
-    Run r = Dapple(args);
+    CliRun r = Dapple(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
     EXPECT_EQ(Lines(r.err), 1) << args << "\n" << r.err;
   }
-  Run mem = Dapple("plan" + bert + " --cluster paper-a --global-batch 64 --memory-gb 0.5");
+  CliRun mem = Dapple("plan" + bert + " --cluster paper-a --global-batch 64 --memory-gb 0.5");
   EXPECT_NE(mem.err.find("no plan fits"), std::string::npos) << mem.err;
   EXPECT_NE(mem.err.find("--memory-gb"), std::string::npos) << mem.err;
 }

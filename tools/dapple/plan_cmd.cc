@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "dapple/common/error.h"
+#include "dapple/common/json_util.h"
 #include "dapple/cost/analytic_cost_model.h"
 #include "dapple/format/cluster.h"
 #include "dapple/format/plan.h"

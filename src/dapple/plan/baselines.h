@@ -34,6 +34,6 @@ Plan BalancedPipelinePlan(const CostModel& cost, const Cluster& cluster, MicroBa
 // with the warm-up depth of dapple-a at the most stages it could have after it. nullopt
 // when no partition fits. The plan runs synchronously with dapple-a.
 std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster, MicroBatching mb,
-                                  bool enforce_memory, int max_blocks = 32);
+                                  bool enforce_memory, int max_blocks = 0);
 
 }  // namespace dapple

@@ -36,20 +36,6 @@ struct Complete {
   double peak_memory = 0;
 };
 
-// True when every device computes at the same speed and has the same memory, as the cost
-// model says: then a stage's F and B depend only on its layers and its largest slice.
-bool UniformDevices(const CostModel& cost) {
-  const int n = cost.num_layers() - 1;
-  const double pbs = cost.profile_batch_size();
-  for (int d = 1; d < cost.num_devices(); ++d) {
-    if (cost.ForwardMs(0, n, pbs, d) != cost.ForwardMs(0, n, pbs, 0) ||
-        cost.BackwardMs(0, n, pbs, d) != cost.BackwardMs(0, n, pbs, 0) ||
-        cost.DeviceMemoryBytes(d) != cost.DeviceMemoryBytes(0))
-      return false;
-  }
-  return true;
-}
-
 // The head stage of a state's score: all layers before the suffix on the free devices.
 struct Head {
   std::vector<int> devices;
@@ -62,7 +48,8 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                                   const DpOptions& opt, DpStats* stats) {
   const int m = opt.micro_batch_size, M = opt.num_micro_batches;
   DAPPLE_CHECK(m >= 1 && M >= 1 && opt.top_k >= 1);
-  const std::vector<int> ends = BlockEnds(cost, opt.max_blocks);
+  const std::vector<int> ends = BlockEnds(
+      cost, opt.max_blocks > 0 ? opt.max_blocks : DefaultMaxBlocks(cluster.num_devices()));
   const int nb = static_cast<int>(ends.size());
   auto block_first = [&](int i) { return i == 0 ? 0 : ends[i - 1] + 1; };
   const int num_devices = cluster.num_devices();
@@ -83,15 +70,22 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   const int per_state = opt.suffixes_per_state > 0 ? opt.suffixes_per_state
                         : nb * num_devices <= 160  ? 4
                                                    : 1;
-  // memo[i][key]: the best suffixes of the state, by ascending score (ties: first found).
-  std::vector<std::map<std::vector<int>, std::vector<Entry>>> memo(nb + 1);
+  const int max_states = opt.max_states > 0 ? opt.max_states : num_devices <= 64 ? 2000 : 48;
+  // State keys (usage summaries) get small ids in the order they are first seen.
+  std::map<std::vector<int>, int> key_ids;
+  auto id_of = [&](const std::vector<int>& key) {
+    return key_ids.try_emplace(key, static_cast<int>(key_ids.size())).first->second;
+  };
+  // memo[i][id]: the best suffixes of the state, by ascending score (ties: first found).
+  std::vector<std::vector<std::vector<Entry>>> memo(nb + 1);
   {
     Entry start;
     start.usage.assign(cluster.num_servers(), 0);
-    memo[nb][start.usage].push_back(std::move(start));
+    memo[nb].resize(id_of(key_of(start.usage)) + 1);
+    memo[nb].back().push_back(std::move(start));
   }
-  // heads[ip][usage]: the head stage of layers 0..block_first(ip)-1 on the free devices.
-  std::vector<std::map<std::vector<int>, Head>> heads(nb);
+  // heads[usage][ip]: the head stage of layers 0..block_first(ip)-1 on the free devices.
+  std::map<std::vector<int>, std::vector<Head>> heads;
   std::vector<Complete> complete;
   long long order = 0;
   double threshold = 1e300;  // L of the k-th best complete plan once k are known
@@ -117,15 +111,18 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
 
   for (int i = nb; i >= 1; --i) {
     auto& states = memo[i];
-    if (static_cast<int>(states.size()) > opt.max_states) {  // beam: keep the best scores
-      std::vector<std::pair<double, std::vector<int>>> order_by;
-      for (auto& [k, e] : states) order_by.emplace_back(e.front().score, k);
-      std::sort(order_by.begin(), order_by.end());
-      for (size_t r = opt.max_states; r < order_by.size(); ++r) states.erase(order_by[r].second);
+    {  // beam: keep the states with the best scores
+      std::vector<std::pair<double, int>> order_by;
+      for (size_t id = 0; id < states.size(); ++id)
+        if (!states[id].empty()) order_by.emplace_back(states[id].front().score, id);
+      if (static_cast<int>(order_by.size()) > max_states) {
+        std::sort(order_by.begin(), order_by.end());
+        for (size_t r = max_states; r < order_by.size(); ++r) states[order_by[r].second].clear();
+      }
     }
     const int last = ends[i - 1];
     for (auto& row : table) std::fill(row.begin(), row.end(), RangeCost{});
-    for (auto& [key, entries] : states)
+    for (const std::vector<Entry>& entries : states)
       for (const Entry& e : entries) {
         ++local.states;
         const int used = std::accumulate(e.usage.begin(), e.usage.end(), 0);
@@ -147,6 +144,9 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
             usage = e.usage;
             for (size_t s = 0; s < usage.size(); ++s) usage[s] += (*take)[s];
             const int free_after = free - n;
+            const int id = id_of(key_of(usage));
+            std::vector<Head>& head_of = heads[usage];
+            if (head_of.empty()) head_of.resize(nb);
             for (int ip = i - 1; ip >= 0; --ip) {
               const int first = block_first(ip);
               StageCost c;
@@ -189,12 +189,12 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
               }
               if (free_after == 0) continue;  // no device left for the layers before
               // The paper's T_PL: the layers before form one stage on the free devices.
-              auto [hit, fresh] = heads[ip].try_emplace(usage);
-              Head& head = hit->second;
-              if (fresh) {
+              Head& head = head_of[ip];
+              if (head.devices.empty()) {
                 head.devices = PlaceDevices(cluster, usage, std::min(free_after, m),
                                             PlacementPolicy::kFreshFirst);
-                StageCost hc = EvaluateStage(cost, 0, first - 1, head.devices, m, 0);
+                StageCost hc =
+                    EvaluateStage(cost, 0, first - 1, head.devices, m, 0, false, false, uniform);
                 head.cost = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms};
               }
               const double ht = cost.Transfer(first - 1, m, head.devices, devs).ms;
@@ -203,7 +203,8 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
               full.push_back({ht, ht, 0.0});
               full.insert(full.end(), lat.begin(), lat.end());
               const double score = ComputeLatency(full, M).latency_ms;
-              std::vector<Entry>& kept = memo[ip][key_of(usage)];
+              if (static_cast<int>(memo[ip].size()) <= id) memo[ip].resize(id + 1);
+              std::vector<Entry>& kept = memo[ip][id];
               if (static_cast<int>(kept.size()) >= per_state && score >= kept.back().score)
                 continue;
               auto pos = std::upper_bound(kept.begin(), kept.end(), score,

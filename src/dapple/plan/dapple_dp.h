@@ -17,9 +17,11 @@ struct DpOptions {
   // Whose warm-up depths K_s the memory check uses (dapple-a has the smallest).
   ScheduleKind memory_schedule = ScheduleKind::kDappleA;
   bool enforce_memory = true;
-  int top_k = 8;          // complete plans returned, by ascending L
-  int max_blocks = 32;    // layer coarsening (layer_blocks.h)
-  int max_states = 2000;  // per block: the states with the smallest score are kept (beam)
+  int top_k = 8;       // complete plans returned, by ascending L
+  int max_blocks = 0;  // layer coarsening (layer_blocks.h); 0: DefaultMaxBlocks
+  // Per block, the states with the smallest score are kept (a beam); 0: every state up
+  // to 2000 on clusters of at most 64 devices, 48 beyond.
+  int max_states = 0;
   // Suffixes kept per state (the paper keeps 1); 0: 4 when blocks x devices <= 160, else 1.
   int suffixes_per_state = 0;
 };

@@ -65,8 +65,13 @@ std::vector<int> ReplicaCounts(int max_count, int server_size) {
   }
   for (int c = 1; c <= 8; ++c) counts.push_back(c);
   for (int c = 16; c <= max_count; c *= 2) counts.push_back(c);
-  if (server_size > 1)
-    for (int c = server_size; c <= max_count; c += server_size) counts.push_back(c);
+  if (server_size > 1) {
+    if (max_count <= 64) {  // every multiple of the server size
+      for (int c = server_size; c <= max_count; c += server_size) counts.push_back(c);
+    } else {  // the server size times a power of two
+      for (int c = server_size; c <= max_count; c *= 2) counts.push_back(c);
+    }
+  }
   counts.push_back(max_count);
   std::sort(counts.begin(), counts.end());
   counts.erase(std::unique(counts.begin(), counts.end()), counts.end());

@@ -16,9 +16,14 @@ namespace dapple {
 // (e.g. GNMT's) when a cheap boundary is close by. REQUIRES: max_blocks >= 1.
 std::vector<int> BlockEnds(const CostModel& cost, int max_blocks);
 
+// The planners' default block count: 32, and 16 on clusters of more than 64 devices
+// (where the search per block is much larger).
+inline int DefaultMaxBlocks(int num_devices) { return num_devices <= 64 ? 32 : 16; }
+
 // Replica counts the planners try for one stage with at most `max_count` devices: every
-// count up to 16; beyond, 1..8, the powers of two and the multiples of `server_size`, and
-// `max_count` itself. Ascending, unique.
+// count up to 16; beyond, 1..8, the powers of two, the multiples of `server_size` (up to
+// 64; beyond, the server size times a power of two) and `max_count` itself. Ascending,
+// unique.
 std::vector<int> ReplicaCounts(int max_count, int server_size);
 
 }  // namespace dapple

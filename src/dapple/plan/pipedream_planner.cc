@@ -1,10 +1,13 @@
 // PipeDream's planner objective as a baseline: see baselines.h.
 #include <algorithm>
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include "dapple/common/error.h"
 #include "dapple/plan/baselines.h"
 #include "dapple/plan/layer_blocks.h"
+#include "dapple/plan/placement.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/schedule/schedule.h"
 
@@ -13,7 +16,8 @@ namespace dapple {
 std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster, MicroBatching mb,
                                   bool enforce_memory, int max_blocks) {
   const int m = mb.micro_batch_size, M = mb.num_micro_batches;
-  const std::vector<int> ends = BlockEnds(cost, max_blocks);
+  const std::vector<int> ends =
+      BlockEnds(cost, max_blocks > 0 ? max_blocks : DefaultMaxBlocks(cluster.num_devices()));
   const int nb = static_cast<int>(ends.size());
   const int D = cluster.num_devices();
   int server_size = 1;
@@ -27,8 +31,24 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
                                                      std::vector<std::pair<int, int>>(D + 1));
   best[nb][0] = 0;
   std::vector<int> devs, to;
+  // With identical servers a stage's costs depend on its layers, its replica count and
+  // where its device range starts inside a server, not on which server: cache them.
+  const bool symmetric = IdenticalServers(cluster);
+  const bool uniform = UniformDevices(cost);
+  // stage_cache[(ip * (D + 1) + n) * server_size + offset], K = 0; transfer_cache by
+  // (n, next stage's n, offset).
+  std::vector<StageCost> stage_cache;
+  std::vector<char> stage_known;
+  std::map<std::tuple<int, int, int>, double> transfer_cache;
+  if (symmetric) {
+    stage_cache.resize(static_cast<size_t>(nb) * (D + 1) * server_size);
+    stage_known.resize(stage_cache.size());
+  }
+  std::vector<double> act(nb);
   for (int i = nb; i >= 1; --i) {
     const int last = ends[i - 1];
+    std::fill(stage_known.begin(), stage_known.end(), 0);
+    transfer_cache.clear();
     for (int d = 0; d < D; ++d) {
       if (best[i][d] >= inf) continue;
       // At most this many stages can follow, each on a block and a device of its own.
@@ -41,12 +61,37 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
         to.clear();  // the devices of the stage after
         if (d > 0)
           for (int x = D - d; x < D - d + from[i][d].second; ++x) to.push_back(x);
+        double transfer = 0;
+        const int offset = (D - d - n) % server_size;
+        if (d > 0 && symmetric) {
+          auto key = std::make_tuple(n, from[i][d].second, offset);
+          auto it = transfer_cache.find(key);
+          if (it == transfer_cache.end())
+            it = transfer_cache.emplace(key, 2 * cost.Transfer(last, m, devs, to).ms).first;
+          transfer = it->second;
+        } else if (d > 0) {
+          transfer = 2 * cost.Transfer(last, m, devs, to).ms;
+        }
+        const double act_samples = SamplesPerReplica(m, n);
+        for (int ip = i - 1; ip >= 0; --ip)
+          act[ip] = cost.ActivationBytes(block_first(ip), last, act_samples);
         for (int ip = i - 1; ip >= 0; --ip) {
           const int first = block_first(ip);
-          StageCost c = EvaluateStage(cost, first, last, devs, m, k);
+          StageCost c;
+          if (symmetric) {
+            size_t key = (static_cast<size_t>(ip) * (D + 1) + n) * server_size + offset;
+            if (!stage_known[key]) {
+              stage_cache[key] =
+                  EvaluateStage(cost, first, last, devs, m, 0, false, false, uniform);
+              stage_known[key] = 1;
+            }
+            c = stage_cache[key];
+            c.memory_bytes += k * act[ip];
+          } else {
+            c = EvaluateStage(cost, first, last, devs, m, k, false, false, uniform);
+          }
           if (enforce_memory && !c.fits()) continue;
-          double t = c.forward_ms + c.backward_ms + c.allreduce_ms;
-          if (d > 0) t = std::max(t, 2 * cost.Transfer(last, m, devs, to).ms);
+          double t = std::max(c.forward_ms + c.backward_ms + c.allreduce_ms, transfer);
           double v = std::max(best[i][d], t);
           if (v < best[ip][d + n]) {
             best[ip][d + n] = v;

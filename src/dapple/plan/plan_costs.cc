@@ -15,12 +15,13 @@ int SamplesPerReplica(int micro_batch, int replicas) {
 }
 
 StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::vector<int>& devices,
-                        int micro_batch, int warmup_depth, bool recompute, bool allreduce_overlap) {
+                        int micro_batch, int warmup_depth, bool recompute, bool allreduce_overlap,
+                        bool uniform) {
   DAPPLE_CHECK(!devices.empty() && micro_batch >= 1);
   StageCost c;
   const int r = static_cast<int>(devices.size());
   c.device_memory_bytes = 1e300;
-  for (int j = 0; j < r; ++j) {
+  for (int j = 0; j < (uniform ? 1 : r); ++j) {
     double samples = static_cast<double>(SliceOf(micro_batch, r, j).size());
     if (samples <= 0) continue;
     double f = cost.ForwardMs(first, last, samples, devices[j]);
@@ -73,6 +74,18 @@ PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
   pc.latency = ComputeLatency(WithTransfers(compute, pc.transfer_ms), M);
   pc.pivot_stage = ComputeStageOf(pc.latency.pivot);
   return pc;
+}
+
+bool UniformDevices(const CostModel& cost) {
+  const int n = cost.num_layers() - 1;
+  const double pbs = cost.profile_batch_size();
+  for (int d = 1; d < cost.num_devices(); ++d) {
+    if (cost.ForwardMs(0, n, pbs, d) != cost.ForwardMs(0, n, pbs, 0) ||
+        cost.BackwardMs(0, n, pbs, d) != cost.BackwardMs(0, n, pbs, 0) ||
+        cost.DeviceMemoryBytes(d) != cost.DeviceMemoryBytes(0))
+      return false;
+  }
+  return true;
 }
 
 double IterationLowerBound(const PlanCosts& costs, int num_micro_batches) {

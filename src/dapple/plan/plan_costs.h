@@ -42,7 +42,12 @@ int SamplesPerReplica(int micro_batch, int replicas);
 // allreduced in buckets during the last backward (cost/grad_buckets.h).
 StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::vector<int>& devices,
                         int micro_batch, int warmup_depth, bool recompute = false,
-                        bool allreduce_overlap = false);
+                        bool allreduce_overlap = false, bool uniform = false);
+
+// True when every device computes at the same speed and has the same memory, as the cost
+// model says: then a stage's F and B depend only on its layers and its largest slice, and
+// EvaluateStage(..., uniform = true) only evaluates the first replica (O(1) cost calls).
+bool UniformDevices(const CostModel& cost);
 
 // Every stage of `plan` (stages, micro-batching, schedule, recompute) and L.
 PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost);

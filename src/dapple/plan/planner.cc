@@ -3,8 +3,12 @@
 #include "dapple/plan/planner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "dapple/common/error.h"
 #include "dapple/plan/baselines.h"
@@ -71,17 +75,49 @@ void ProposeBaseline(const Context& c, const std::string& name, bool enforce_mem
 }
 
 void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>& out) {
+  // One DP per micro-batch size, on worker threads (the cost model is read-only); the
+  // results are gathered in the order of `sizes`, so the outcome does not depend on timing.
+  const size_t nm = c.sizes.size();
+  std::vector<std::vector<DpCandidate>> per_m(nm);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k = next++; k < nm; k = next++) {
+      DpOptions o;
+      o.micro_batch_size = c.sizes[k];
+      o.num_micro_batches = c.global_batch / c.sizes[k];
+      o.memory_schedule = c.schedules.front();  // dapple-a: the smallest warm-up depths
+      o.enforce_memory = enforce_memory;
+      o.top_k = c.options.rescore_top_k;
+      per_m[k] = DappleDp(c.cost, c.cluster, o);
+    }
+  };
+  const size_t threads = std::min<size_t>(nm, std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  std::exception_ptr failure;
+  std::mutex failure_mu;
+  for (size_t t = 1; t < threads; ++t) {
+    pool.emplace_back([&] {
+      try {
+        work();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mu);
+        if (!failure) failure = std::current_exception();
+      }
+    });
+  }
+  try {
+    work();
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(failure_mu);
+    if (!failure) failure = std::current_exception();
+  }
+  for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
   std::vector<DpCandidate> all;
   std::map<int, size_t> best_of_m;  // index in `all` of each m's best
-  for (int m : c.sizes) {
-    DpOptions o;
-    o.micro_batch_size = m;
-    o.num_micro_batches = c.global_batch / m;
-    o.memory_schedule = c.schedules.front();  // dapple-a: the smallest warm-up depths
-    o.enforce_memory = enforce_memory;
-    o.top_k = c.options.rescore_top_k;
-    for (DpCandidate& d : DappleDp(c.cost, c.cluster, o)) {
-      if (!best_of_m.count(m)) best_of_m[m] = all.size();
+  for (size_t k = 0; k < nm; ++k) {
+    for (DpCandidate& d : per_m[k]) {
+      if (!best_of_m.count(c.sizes[k])) best_of_m[c.sizes[k]] = all.size();
       all.push_back(std::move(d));
     }
   }
