@@ -16,7 +16,7 @@ namespace dapple {
 class Communicator;
 
 // One measured point: `seconds` for a message (or allreduce) of `bytes`; for point-to-point,
-// the one-way time (half the median round trip of a ping-pong).
+// the one-way time (half the fastest round trip of a ping-pong, see calibration.cc).
 struct TimingSample {
   double bytes = 0;
   double seconds = 0;
@@ -33,11 +33,11 @@ struct LinkFit {
 // Fits t = latency + bytes / bandwidth by least squares in the two regimes of a sweep: the
 // bandwidth is the least squares slope over the bandwidth-dominated sizes (bytes >= the
 // largest / 64, at least two sizes), the latency the least squares intercept, at that slope,
-// over the smaller sizes (clamped at 0). One least squares line over all sizes is pulled off
-// the large-message slope by a few slow small messages (scheduler noise) and by a token
-// bucket's burst, which lets mid-sized messages through faster than the rate.
-// Throws InputError naming `what` when there are fewer than two distinct sizes or the time
-// does not grow with size (bandwidth not measurable).
+// over the latency-dominated smaller sizes (transfer at most half the time; clamped at 0). One
+// least squares line over all sizes is pulled off the large-message slope by a few slow small
+// messages (scheduler noise) and by a token bucket's burst, which lets mid-sized messages through
+// faster than the rate. Throws InputError naming `what` when there are fewer than two distinct
+// sizes or the time does not grow with size (bandwidth not measurable).
 LinkFit FitLatencyBandwidth(const std::vector<TimingSample>& samples, const std::string& what);
 
 // The server of each rank, grouping ranks by the host name they reported (servers numbered

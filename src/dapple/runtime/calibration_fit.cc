@@ -65,10 +65,18 @@ LinkFit FitLatencyBandwidth(const std::vector<TimingSample>& samples, const std:
   }
   double b = (n * sxy - sx * sy) / (n * sxx - sx * sx);
   double a = (sy - b * sx) / n;
-  if (first_large > 0) {  // the latency: least squares intercept over the small sizes
-    double sum = 0;
-    for (size_t i = 0; i < first_large; ++i) sum += v[i].seconds - b * v[i].bytes / kUnit;
-    a = sum / static_cast<double>(first_large);
+  if (first_large > 0 && b > 0) {
+    // The latency: least squares intercept, at slope b, over the latency-dominated small
+    // sizes (transfer at most half the time); a token bucket lets a message that fits in
+    // its burst through faster than the rate, which would drag the intercept below zero.
+    double sum = 0, count = 0;
+    for (size_t i = 0; i < first_large; ++i) {
+      double transfer = b * v[i].bytes / kUnit;
+      if (transfer > 0.5 * v[i].seconds) continue;
+      sum += v[i].seconds - transfer;
+      count += 1;
+    }
+    a = count > 0 ? sum / count : v[0].seconds - b * v[0].bytes / kUnit;
   }
   if (a < 0) {  // no negative latency
     a = 0;
@@ -140,8 +148,8 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
   nlohmann::ordered_json c;
   c["tool"] = "dapple calibrate";
   c["note"] =
-      "point-to-point samples are one-way times (half the median round trip); allreduce "
-      "samples are seconds per float32 sum over all ranks";
+      "point-to-point samples are one-way times (half the fastest of the repeated round "
+      "trips); allreduce samples are the mean seconds per float32 sum over all ranks";
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
   for (size_t i = 0; i < r.hosts.size(); ++i)
     ranks.push_back({{"rank", i}, {"host", r.hosts[i]}, {"server", r.server_of_rank[i]}});
