@@ -127,7 +127,7 @@ TEST_F(SimulateCli, JsonFields) {
 
 TEST_F(SimulateCli, WritesTraceAndSvg) {
   fs::path trace = dir_ / "t.json", svg = dir_ / "t.svg";
-  Result r = Simulate(kPlan, "--trace " + trace.string() + " --svg " + svg.string());
+  Result r = Simulate(kPlan, "--no-overlap --trace " + trace.string() + " --svg " + svg.string());
   ASSERT_EQ(r.code, 0) << r.err;
   nlohmann::json t = nlohmann::json::parse(Slurp(trace));
   int complete = 0;
@@ -135,6 +135,18 @@ TEST_F(SimulateCli, WritesTraceAndSvg) {
   // 16 devices x (8 F + 8 B + AR + STEP) + 8 activation and 8 gradient transfers.
   EXPECT_EQ(complete, 16 * 18 + 16);
   EXPECT_THAT(Slurp(svg), HasSubstr("</svg>"));
+
+  // With the (default) overlapped allreduce, each bucket is an extra "AR b<k>" event.
+  Result o = Simulate(kPlan, "--trace " + trace.string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  nlohmann::json ot = nlohmann::json::parse(Slurp(trace));
+  int buckets = 0, overlapped = 0;
+  for (const auto& e : ot["traceEvents"]) {
+    overlapped += e["ph"] == "X";
+    buckets += e["ph"] == "X" && e["name"].get<std::string>().rfind("AR b", 0) == 0;
+  }
+  EXPECT_GT(buckets, 0);
+  EXPECT_EQ(overlapped, 16 * 18 + 16 + buckets);
 }
 
 TEST_F(SimulateCli, WarnsWhenThePlanDoesNotFitMemory) {
