@@ -61,6 +61,22 @@ TEST(ProfileCommand, WritesJsonAndPipeDream) {
   std::filesystem::remove(text);
 }
 
+// The loop profile -> plan: a profile measured here plans on the `local` cluster.
+TEST(ProfileCommand, ProfilePlansOnLocalCluster) {
+  auto profile = Temp("loop.json"), plan = Temp("loop-plan.json");
+  Result r = RunDapple(
+      "profile --model gpt --opt layers=3 --opt hidden=32 --batch 4 --warmup 0 "
+      "--repeat 2 --threads 1 -o " +
+      profile.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = RunDapple("plan --profile " + profile.string() +
+                " --cluster local --global-batch 16 --no-baselines -o " + plan.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(plan));
+  std::filesystem::remove(profile);
+  std::filesystem::remove(plan);
+}
+
 TEST(ProfileCommand, BadInputIsOneLineExitTwo) {
   auto out = Temp("bad.json");
   for (std::string args :

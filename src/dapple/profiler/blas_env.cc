@@ -94,4 +94,11 @@ std::string OpenBlasCoreType() {
   return set != nullptr && *set != '\0' ? set : "unset";
 }
 
+std::string OpenBlasCoreName() {
+  using CoreName = char* (*)();
+  if (auto fn = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename")))
+    if (const char* name = fn()) return name;
+  return "not loaded";
+}
+
 }  // namespace dapple

@@ -27,4 +27,8 @@ std::string CpuModelName();
 // OPENBLAS_CORETYPE as set, or "unset".
 std::string OpenBlasCoreType();
 
+// The kernel OpenBLAS actually uses (openblas_get_corename(): "SkylakeX", "Zen", ...), or
+// "not loaded" when libtorch's BLAS is not OpenBLAS.
+std::string OpenBlasCoreName();
+
 }  // namespace dapple

@@ -164,6 +164,7 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
   p.metadata = {{"cpu", CpuModelName()},
                 {"threads", std::to_string(threads)},
                 {"openblas_coretype", OpenBlasCoreType()},
+                {"openblas_core", OpenBlasCoreName()},
                 {"libtorch", TORCH_VERSION},
                 {"dtype", DtypeName(m)},
                 {"warmup", std::to_string(o.warmup)},
