@@ -137,7 +137,8 @@ void AgreeOnFailure(Communicator& comm, const std::string& phase,
   if (!error.empty()) throw InputError(error);
   for (int r = 0; r < comm.size(); ++r) {
     if (failed[r].item<double>() > 0)
-      ThrowInput("calibrate {}: stopped because rank {} failed (its message says why)", phase, r);
+      throw PeerFailedError(fmt::format(
+          "calibrate {}: stopped because rank {} failed (its message says why)", phase, r));
   }
 }
 
@@ -229,7 +230,8 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
     comm.AllReduceSum(mapping, "", "calibrate: rank to server mapping");
     if (!mapping_error.empty()) throw InputError(mapping_error);
     if (mapping[world].item<double>() < 0)
-      ThrowInput("calibrate: rank 0 could not group the ranks into servers (its message says why)");
+      throw PeerFailedError(
+          "calibrate: rank 0 could not group the ranks into servers (its message says why)");
     std::vector<int> server(world);
     for (int i = 0; i < world; ++i) server[i] = static_cast<int>(mapping[i].item<double>());
 

@@ -9,11 +9,19 @@
 #include <string>
 #include <vector>
 
+#include "dapple/common/error.h"
 #include "dapple/format/cluster.h"
 
 namespace dapple {
 
 class Communicator;
+
+// Thrown by Calibrate on the ranks that stop because another rank failed (that rank throws
+// the InputError that says why), so that a launcher of many ranks can print one line.
+class PeerFailedError : public InputError {
+ public:
+  using InputError::InputError;
+};
 
 // One measured point: `seconds` for a message (or allreduce) of `bytes`; for point-to-point,
 // the one-way time (half the fastest round trip of a ping-pong, see calibration.cc).

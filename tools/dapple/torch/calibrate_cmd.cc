@@ -116,6 +116,9 @@ void RunRank(const CalibrateArgs& a) {
   try {
     Communicator comm(env, Millis(a.timeout_s));
     r = Calibrate(comm, host, o);
+  } catch (const PeerFailedError&) {
+    CommandExitCode() = 2;  // the rank that failed prints why: one line for the job
+    return;
   } catch (const CommError& e) {
     ThrowInput("calibrate: rank {}: {}", env.rank, e.what());
   }
