@@ -44,8 +44,10 @@ class LayerRunner {
 
   // The layer's output (or, for the last layer, the loss) with its autograd graph.
   torch::Tensor Forward() {
+    // A stage receives its input detached and needs its gradient, except the first layer,
+    // whose input is the data (no gradient, as in training).
     torch::Tensor x = input_.detach();
-    if (x.is_floating_point()) x.requires_grad_(true);
+    if (x.is_floating_point() && layer_ > 0) x.requires_grad_(true);
     torch::Tensor y = m_.Forward(x, layer_, layer_);
     output_bytes_ = Bytes(y);
     return layer_ == m_.num_layers() - 1 ? m_.loss(y, target_) : y;

@@ -21,7 +21,8 @@ struct ProfilerOptions {
 
 // Profiles `model` (its layers in training mode, as the runtime runs them). Per layer:
 //  - forward_ms: median time of the layer's forward with autograd recording, on a
-//    detached copy of its input that requires grad (as a pipeline stage receives it);
+//    detached copy of its input that requires grad (as a pipeline stage receives it;
+//    the first layer's input is the data and does not);
 //  - backward_ms: median time of the backward of that layer alone, from a gradient of
 //    ones on its output; the last layer's forward and backward include the loss;
 //  - activation_bytes: bytes of the output; parameter_bytes: of its parameters;
