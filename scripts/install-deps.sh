@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config clang
-  libtorch-dev libgloo-dev libopenblas-dev
+  libtorch-dev libgloo-dev libopenblas-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   dataset-fashion-mnist bible-kjv

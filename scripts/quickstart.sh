@@ -15,7 +15,7 @@ model=(--model mlp --opt hidden=256 --opt layers=4)
 gbs=64
 
 echo "== 1/4 profile: ${model[*]} at batch 32 (and 8, 16, 64 for the cost model)"
-"$dapple" profile "${model[@]}" --batch 32 --batches 8,16,32,64 --warmup 3 --repeat 10 \
+"$dapple" profile "${model[@]}" --batch 32 --batches 8,16,32,64 --warmup 3 --repeat 10 --threads 1 \
   -o out/mlp-profile.json
 
 echo "== 2/4 plan: global batch $gbs on this machine (cluster 'local')"
