@@ -112,5 +112,33 @@ TEST(ExposedAllReduceMs, TheBackwardHidesAllButTheTail) {
   EXPECT_DOUBLE_EQ(ExposedAllReduceMs(cost, b, BucketAllReduceMs(cost, b, {0, 1}), 1, 0), 2);
 }
 
+// The runtime groups its real parameters with GroupGradientBuckets: the same rule as
+// GradientBuckets, on explicit per-layer bytes and an offset layer range.
+TEST(GroupGradientBuckets, SameRuleOnExplicitBytes) {
+  const double mib = 1 << 20;
+  // Layers 3..7: 10, 10, 0, 30, 10 MiB, cap 25 MiB -> {7}, {6} (too big), {3..5}.
+  std::vector<GradBucket> b =
+      GroupGradientBuckets({10 * mib, 10 * mib, 0, 30 * mib, 10 * mib}, 3, 25 * mib);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0].first_layer, 7);
+  EXPECT_EQ(b[0].last_layer, 7);
+  EXPECT_EQ(b[1].first_layer, 6);
+  EXPECT_EQ(b[1].last_layer, 6);
+  EXPECT_EQ(b[2].first_layer, 3);
+  EXPECT_EQ(b[2].last_layer, 5);
+  EXPECT_DOUBLE_EQ(b[2].bytes, 20 * mib);
+
+  FakeCostModel cost(5, 2);
+  cost.bucket_bytes = 25 * mib;
+  cost.param_bytes = {10 * mib, 10 * mib, 0, 30 * mib, 10 * mib};
+  std::vector<GradBucket> via_cost = GradientBuckets(cost, 0, 4);
+  ASSERT_EQ(via_cost.size(), b.size());
+  for (size_t k = 0; k < b.size(); ++k) {
+    EXPECT_EQ(via_cost[k].first_layer + 3, b[k].first_layer) << k;
+    EXPECT_EQ(via_cost[k].last_layer + 3, b[k].last_layer) << k;
+    EXPECT_DOUBLE_EQ(via_cost[k].bytes, b[k].bytes) << k;
+  }
+}
+
 }  // namespace
 }  // namespace dapple

@@ -10,13 +10,21 @@ namespace dapple {
 std::vector<GradBucket> GradientBuckets(const CostModel& cost, int first, int last) {
   DAPPLE_CHECK(0 <= first && first <= last && last < cost.num_layers(),
                "layer range out of bounds");
-  const double cap = cost.AllReduceBucketBytes();
+  std::vector<double> bytes;
+  for (int x = first; x <= last; ++x) bytes.push_back(cost.ParameterBytes(x, x));
+  return GroupGradientBuckets(bytes, first, cost.AllReduceBucketBytes());
+}
+
+std::vector<GradBucket> GroupGradientBuckets(const std::vector<double>& layer_bytes, int first,
+                                             double cap) {
+  DAPPLE_CHECK(!layer_bytes.empty(), "no layers to bucket");
   DAPPLE_CHECK(cap > 0, "the allreduce bucket size must be positive");
+  const int last = first + static_cast<int>(layer_bytes.size()) - 1;
   std::vector<GradBucket> out;
   GradBucket open{last, last, 0.0};  // being filled; its first_layer moves down
   bool has_layers = false;
   for (int x = last; x >= first; --x) {
-    const double p = cost.ParameterBytes(x, x);
+    const double p = layer_bytes[x - first];
     if (open.bytes > 0 && open.bytes + p > cap) {  // x would overflow it
       out.push_back(open);
       open = {x, x, 0.0};

@@ -24,6 +24,12 @@ struct GradBucket {
 // parameters is one bucket).
 std::vector<GradBucket> GradientBuckets(const CostModel& cost, int first, int last);
 
+// The same grouping on explicit sizes: layer_bytes[i] is the parameter bytes of layer
+// first + i, `cap` the bucket size. GradientBuckets is this on cost.ParameterBytes, and the
+// runtime calls it on a stage's real parameters, so both group the same way.
+std::vector<GradBucket> GroupGradientBuckets(const std::vector<double>& layer_bytes, int first,
+                                             double cap);
+
 // cost.AllReduceMs of each bucket among `devices`.
 std::vector<double> BucketAllReduceMs(const CostModel& cost, const std::vector<GradBucket>& buckets,
                                       const std::vector<int>& devices);
