@@ -172,6 +172,11 @@ void Communicator::CreateGroup(const std::string& name, const std::vector<int>& 
 
 void Communicator::AllReduceSum(torch::Tensor& t, const std::string& group,
                                 const std::string& what) {
+  AllReduceSumAsync(t, group, what).Wait(timeout_);
+}
+
+CommWork Communicator::AllReduceSumAsync(const torch::Tensor& t, const std::string& group,
+                                         std::string what) {
   std::vector<torch::Tensor> v{t};
   c10d::AllreduceOptions opts;
   opts.reduceOp = c10d::ReduceOp::SUM;
@@ -182,7 +187,7 @@ void Communicator::AllReduceSum(torch::Tensor& t, const std::string& group,
   } catch (const std::exception& e) {
     throw CommError(fmt::format("{}: allreduce failed: {}", what, FirstLine(e)));
   }
-  CommWork(work, v, what).Wait(timeout_);
+  return CommWork(work, v, std::move(what));
 }
 
 void Communicator::Barrier(const std::string& what) {

@@ -84,6 +84,9 @@ class Communicator {
   void CreateGroup(const std::string& name, const std::vector<int>& ranks);
   // In-place sum of `t` over the members of group `name` ("" = the whole world); blocks.
   void AllReduceSum(torch::Tensor& t, const std::string& group, const std::string& what);
+  // The same, asynchronous: the sum is in `t` once the returned work's Wait returns.
+  // Collectives on one group must be started in the same order on every member.
+  CommWork AllReduceSumAsync(const torch::Tensor& t, const std::string& group, std::string what);
   void Barrier(const std::string& what);
 
   // Small metadata through the store: every rank calls with its own `value`; rank `root`

@@ -104,6 +104,17 @@ StageWorker::StageWorker(Model& model, const RankGrid& grid, int rank,
     for (const auto& p : grid.Pieces(stage_, opt_.micro_batch))
       if (p.sender_replica == replica_) out_pieces_.push_back(p);
   }
+  bool has_ar = false;
+  for (int pc = 0; pc < static_cast<int>(program_.size()); ++pc) {
+    if (program_[pc].op == Op::kBackward) last_backward_pc_ = pc;
+    if (program_[pc].op == Op::kAllReduceGrads) has_ar = true;
+  }
+  if (opt_.overlap_allreduce && has_ar && last_backward_pc_ >= 0) {
+    std::vector<std::vector<torch::Tensor>> layer_params;
+    for (int l = first_; l <= last_; ++l) layer_params.push_back(model.Parameters(l, l));
+    overlap_ = std::make_unique<OverlappedAllReduce>(
+        comm_, fmt::format("stage{}", stage_), std::move(layer_params), first_, opt_.bucket_bytes);
+  }
 }
 
 std::string StageWorker::Where(int mb, const std::string& what) const {
@@ -126,6 +137,7 @@ StepResult StageWorker::RunStep(int64_t step, const Batch& batch) {
   slots_.clear();
   recvs_.clear();
   StepResult result;
+  bucket_events_.clear();
   for (int pc = 0; pc < static_cast<int>(program_.size()); ++pc) {
     const Instruction& inst = program_[pc];
     if (opt_.die_at_step == step && pc == static_cast<int>(program_.size()) / 2) {
@@ -144,6 +156,7 @@ StepResult StageWorker::RunStep(int64_t step, const Batch& batch) {
   sends_.clear();
   DAPPLE_CHECK(slots_.empty() && recvs_.empty(), "micro-batches left over after the step");
   DAPPLE_CHECK(live_mbs_ == 0);
+  result.events.insert(result.events.end(), bucket_events_.begin(), bucket_events_.end());
   result.loss_part = loss_part_;
   return result;
 }
@@ -155,6 +168,8 @@ void StageWorker::Execute(const Instruction& inst, int pc) {
       Forward(inst.micro_batch);
       return;
     case Op::kBackward:
+      if (overlap_ && pc == last_backward_pc_)
+        overlap_->Arm(Where(-1, "AR (overlapped allreduce among the stage's replicas)"));
       Backward(inst.micro_batch);
       return;
     case Op::kSendAct:
@@ -179,6 +194,10 @@ void StageWorker::Execute(const Instruction& inst, int pc) {
       return;
     }
     case Op::kAllReduceGrads:
+      if (overlap_) {
+        bucket_events_ = overlap_->Finish(opt_.timeout, rank_, stage_);
+        return;
+      }
       AllReduceGradients(comm_, fmt::format("stage{}", stage_), params_, opt_.bucket_bytes,
                          Where(-1, "AR (allreduce among the stage's replicas)"));
       return;

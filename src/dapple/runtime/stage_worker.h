@@ -9,12 +9,14 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "dapple/models/data.h"
 #include "dapple/models/model.h"
 #include "dapple/runtime/communicator.h"
+#include "dapple/runtime/overlapped_allreduce.h"
 #include "dapple/runtime/rank_grid.h"
 #include "dapple/schedule/instruction.h"
 #include "dapple/sim/timeline.h"
@@ -36,6 +38,8 @@ struct StageWorkerOptions {
   int64_t micro_batch = 0;   // m
   bool recompute = false;    // keep only stage inputs; recompute the forward in B
   int64_t bucket_bytes = 0;  // allreduce bucket size
+  // AR's buckets (grouped as cost/grad_buckets) start during the last micro-batch's B.
+  bool overlap_allreduce = false;
   std::chrono::milliseconds timeout{60000};
   int die_at_step = -1;  // test hook: SIGKILL itself halfway through this step
 };
@@ -101,6 +105,9 @@ class StageWorker {
   std::vector<torch::Tensor> params_;
   SampleRange my_rows_;                                // my slice of every micro-batch
   std::vector<TransferPiece> in_pieces_, out_pieces_;  // boundary before / after my stage
+  std::unique_ptr<OverlappedAllReduce> overlap_;  // null: AR reduces after the backward
+  int last_backward_pc_ = -1;                     // the B that overlap_ is armed for
+  std::vector<TimelineEvent> bucket_events_;      // this step's "AR b<k>"
 
   // Per-step state.
   int64_t step_ = 0;

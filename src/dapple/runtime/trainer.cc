@@ -228,6 +228,7 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
   wo.micro_batch = plan.micro_batch_size;
   wo.recompute = o.recompute || plan.recompute;
   wo.bucket_bytes = o.bucket_bytes;
+  wo.overlap_allreduce = plan.allreduce_overlap && !o.no_overlap;
   wo.timeout = o.timeout;
   wo.die_at_step = o.die_at_rank == env.rank ? o.die_at_step : -1;
   StageWorker worker(model, grid, env.rank, lowered.programs[stage],

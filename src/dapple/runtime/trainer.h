@@ -41,6 +41,8 @@ struct TrainOptions {
   bool evaluate = false;
   std::chrono::milliseconds timeout{60000};
   int64_t bucket_bytes = 25 << 20;
+  // One allreduce after the last backward even when the plan's allreduce_overlap is true.
+  bool no_overlap = false;
   // Test hook (DAPPLE_TEST_DIE_AT=rank:step): that rank kills itself mid-step.
   int die_at_rank = -1;
   int64_t die_at_step = -1;

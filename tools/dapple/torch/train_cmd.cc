@@ -156,6 +156,8 @@ void AddTrainCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--bucket-mb", a->bucket_mb, "Allreduce bucket size in MiB")
       ->capture_default_str();
+  cmd->add_flag("--no-overlap", a->o.no_overlap,
+                "Allreduce after the last backward, even when the plan overlaps it");
   // Model options may also be given as extra words, as for `dapple profile`: --hidden 64.
   cmd->allow_extras();
   cmd->callback([a, cmd] {

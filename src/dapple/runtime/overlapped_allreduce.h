@@ -1,0 +1,81 @@
+// The gradient allreduce overlapped with the last micro-batch's backward (docs/runtime.md,
+// "Allreduce overlap"): DDP-style buckets grouped exactly as the simulator groups them
+// (cost/grad_buckets.h), each launched asynchronously once all its gradients are final.
+#pragma once
+
+#include <torch/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dapple/cost/grad_buckets.h"
+#include "dapple/runtime/communicator.h"
+#include "dapple/sim/timeline.h"
+
+namespace dapple {
+
+// Not thread-safe beyond what autograd does: the hooks run on the thread that runs the
+// backward. Every replica of the stage must drive it identically (same model, same calls).
+class OverlappedAllReduce {
+ public:
+  // layer_params[i]: the parameters of layer first + i. Buckets come from
+  // GroupGradientBuckets on each layer's parameter bytes with cap `bucket_bytes`.
+  OverlappedAllReduce(Communicator& comm, std::string group,
+                      std::vector<std::vector<torch::Tensor>> layer_params, int first,
+                      int64_t bucket_bytes);
+  ~OverlappedAllReduce();
+  OverlappedAllReduce(const OverlappedAllReduce&) = delete;
+  OverlappedAllReduce& operator=(const OverlappedAllReduce&) = delete;
+
+  // Hooks every parameter for the next backward (the last micro-batch's): when a
+  // parameter's gradient arrives, its final value (accumulated + new) goes into its
+  // bucket, and a bucket whose parameters all arrived is allreduced asynchronously, in
+  // bucket order (bucket 0 holds the stage's last layer), so every replica starts the
+  // collectives in the same order. `what` prefixes failures ("rank 1 (stage 0, ...)").
+  void Arm(const std::string& what);
+
+  // Removes the hooks, starts the buckets still waiting (a parameter the backward did not
+  // reach contributes its accumulated gradient, or zeros), waits for every bucket within
+  // `timeout` (a failure names the bucket) and writes the sums into the gradients.
+  // Returns one "AR b<k>" event per bucket on `track`: from its launch to when its wait
+  // returned (an upper bound of its end). Returns the bytes reduced via *bytes if given.
+  std::vector<TimelineEvent> Finish(std::chrono::milliseconds timeout, int track, int stage,
+                                    int64_t* bytes = nullptr);
+
+  const std::vector<GradBucket>& buckets() const { return buckets_; }
+
+ private:
+  struct Part {                   // one dtype of one bucket: a flat buffer of its gradients
+    std::vector<int> params;      // indices into params_
+    std::vector<int64_t> offset;  // of each in `flat`
+    torch::Tensor flat;
+    CommWork work;
+  };
+  struct Bucket {
+    std::vector<Part> parts;
+    int waiting = 0;  // parameters whose gradient has not arrived
+    bool launched = false;
+    double launch_ms = 0;
+  };
+  void Arrived(int param, const torch::Tensor& grad);
+  void LaunchReady();
+  void Launch(int b);
+  void Unhook();
+
+  Communicator& comm_;
+  std::string group_;
+  std::vector<GradBucket> buckets_;
+  std::vector<torch::Tensor> params_;
+  std::vector<int> bucket_of_;                // per parameter
+  std::vector<std::pair<int, int>> slot_of_;  // per parameter: (part, index in part)
+  std::vector<Bucket> state_;
+  std::vector<unsigned> hooks_;  // per parameter, valid while armed
+  std::vector<bool> arrived_;
+  bool armed_ = false;
+  int next_launch_ = 0;
+  std::string what_;
+};
+
+}  // namespace dapple
