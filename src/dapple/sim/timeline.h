@@ -20,7 +20,7 @@ struct TimelineEvent {
 };
 
 struct Timeline {
-  std::string title;  // "simulated: bert-48 on paper-a" / "measured: ..."
+  std::string title;                       // "simulated: bert-48 on paper-a" / "measured: ..."
   std::vector<std::string> device_labels;  // per device: "dev 3 (stage 1, replica 0)"
   std::vector<TimelineEvent> events;
 };
