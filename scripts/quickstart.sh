@@ -29,6 +29,7 @@ echo "== 3/4 simulate the plan"
 nproc_plan=$(/usr/bin/python3 -c 'import json,sys; p=json.load(open("out/mlp-plan.json")); print(sum(len(s["devices"]) for s in p["stages"]))')
 echo "== 4/4 train for $steps steps on Fashion-MNIST with $nproc_plan processes"
 "$dapple" train "${model[@]}" --plan out/mlp-plan.json --data fashion-mnist --steps "$steps" \
-  --nproc "$nproc_plan" --optimizer adam --lr 0.001 --eval --trace out/measured-trace.json
+  --nproc "$nproc_plan" --optimizer adam --lr 0.001 --checkpoint-dir out/checkpoints --eval \
+  --trace out/measured-trace.json
 
 echo "done: out/mlp-profile.json out/mlp-plan.json out/simulated-trace.json out/measured-trace.json"
