@@ -12,62 +12,31 @@
 #include <sstream>
 #include <string>
 
+#include "cli/cli_test_util.h"
+
 namespace dapple {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::Slurp;
 
-struct Output {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-class OverlapCli : public ::testing::Test {
+class OverlapCli : public testing::CliTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("dapple_overlap_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  Output Dapple(const std::string& args) {
-    fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    std::string cmd =
-        std::string(DAPPLE_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
-    int status = std::system(cmd.c_str());
-    Output r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = Slurp(out);
-    r.err = Slurp(err);
-    return r;
-  }
-
   std::string Vgg() const {
     return "--profile " + std::string(DAPPLE_DATA_DIR) +
            "/profiles/dapple/vgg-19-pbs-32.txt --cluster paper-a";
   }
-
-  fs::path dir_;
 };
 
 TEST_F(OverlapCli, DataParallelVggPlanAndSimulateWithAndWithoutOverlap) {
   const fs::path on_plan = dir_ / "on.json", off_plan = dir_ / "off.json";
-  Output on =
+  testing::CliRun on =
       Dapple("plan " + Vgg() + " --global-batch 256 --planner dp --no-baselines --json -o " +
              on_plan.string());
   ASSERT_EQ(on.code, 0) << on.err;
-  Output off = Dapple("plan " + Vgg() +
-                      " --global-batch 256 --planner dp --no-baselines --json --no-overlap -o " +
-                      off_plan.string());
+  testing::CliRun off = Dapple(
+      "plan " + Vgg() + " --global-batch 256 --planner dp --no-baselines --json --no-overlap -o " +
+      off_plan.string());
   ASSERT_EQ(off.code, 0) << off.err;
   nlohmann::json pon = nlohmann::json::parse(Slurp(on_plan));
   nlohmann::json poff = nlohmann::json::parse(Slurp(off_plan));
@@ -78,9 +47,10 @@ TEST_F(OverlapCli, DataParallelVggPlanAndSimulateWithAndWithoutOverlap) {
   EXPECT_LT(plan_on, plan_off);
 
   // simulate follows the plan's field; --no-overlap overrides it.
-  Output s_on = Dapple("simulate " + Vgg() + " --json --plan " + on_plan.string());
-  Output s_off = Dapple("simulate " + Vgg() + " --json --plan " + off_plan.string());
-  Output s_forced = Dapple("simulate " + Vgg() + " --json --no-overlap --plan " + on_plan.string());
+  testing::CliRun s_on = Dapple("simulate " + Vgg() + " --json --plan " + on_plan.string());
+  testing::CliRun s_off = Dapple("simulate " + Vgg() + " --json --plan " + off_plan.string());
+  testing::CliRun s_forced =
+      Dapple("simulate " + Vgg() + " --json --no-overlap --plan " + on_plan.string());
   ASSERT_EQ(s_on.code, 0) << s_on.err;
   ASSERT_EQ(s_off.code, 0) << s_off.err;
   ASSERT_EQ(s_forced.code, 0) << s_forced.err;
@@ -99,11 +69,12 @@ TEST_F(OverlapCli, DataParallelVggPlanAndSimulateWithAndWithoutOverlap) {
                    j_off["stages"][0]["allreduce_ms"].get<double>());
 
   // Bigger buckets: fewer of them.
-  Output big = Dapple("simulate " + Vgg() + " --json --bucket-mb 1000 --plan " + on_plan.string());
+  testing::CliRun big =
+      Dapple("simulate " + Vgg() + " --json --bucket-mb 1000 --plan " + on_plan.string());
   ASSERT_EQ(big.code, 0) << big.err;
   EXPECT_EQ(nlohmann::json::parse(big.out)["stages"][0]["allreduce_buckets"], 1);
 
-  Output table = Dapple("simulate " + Vgg() + " --plan " + on_plan.string());
+  testing::CliRun table = Dapple("simulate " + Vgg() + " --plan " + on_plan.string());
   ASSERT_EQ(table.code, 0) << table.err;
   EXPECT_NE(table.out.find("buckets during the backward"), std::string::npos) << table.out;
 }
@@ -114,7 +85,7 @@ TEST_F(OverlapCli, BadBucketSizeIsOneLineExitTwo) {
       Dapple("plan " + Vgg() + " --global-batch 64 --planner dp --no-baselines -o " + plan.string())
           .code,
       0);
-  Output r = Dapple("simulate " + Vgg() + " --bucket-mb 0 --plan " + plan.string());
+  testing::CliRun r = Dapple("simulate " + Vgg() + " --bucket-mb 0 --plan " + plan.string());
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "dapple: error: --bucket-mb: must be positive, got 0\n");
 }

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli/cli_test_util.h"
 #include "dapple/format/cluster.h"
 #include "dapple/format/profile.h"
 
@@ -19,46 +20,13 @@ namespace dapple {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::Slurp;
 
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-class PlanCli : public ::testing::Test {
+class PlanCli : public testing::CliTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("dapple_plan_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  CliRun Dapple(const std::string& args) {
-    fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    std::string cmd =
-        std::string(DAPPLE_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
-    int status = std::system(cmd.c_str());
-    CliRun r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = Slurp(out);
-    r.err = Slurp(err);
-    return r;
-  }
-
   static std::string Profile(const std::string& name) {
     return std::string(DAPPLE_DATA_DIR) + "/profiles/dapple/" + name;
   }
-
-  fs::path dir_;
 };
 
 int Lines(const std::string& s) {
@@ -69,8 +37,8 @@ int Lines(const std::string& s) {
 
 TEST_F(PlanCli, Bert48OnPaperAIsWrittenAndSimulated) {
   fs::path plan = dir_ / "plan.json";
-  CliRun r = Dapple("plan --profile " + Profile("bert-48-pbs-2.txt") +
-                    " --cluster paper-a --global-batch 64 -o " + plan.string());
+  testing::CliRun r = Dapple("plan --profile " + Profile("bert-48-pbs-2.txt") +
+                             " --cluster paper-a --global-batch 64 -o " + plan.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("pivot stage"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("speedup"), std::string::npos);
@@ -85,8 +53,8 @@ TEST_F(PlanCli, Bert48OnPaperAIsWrittenAndSimulated) {
   EXPECT_EQ(p.global_batch_size, 64);
   ASSERT_TRUE(p.estimate);
   // `dapple simulate` reads it back and finds the planner's time.
-  CliRun sim = Dapple("simulate --plan " + plan.string() + " --profile " +
-                      Profile("bert-48-pbs-2.txt") + " --cluster paper-a --json");
+  testing::CliRun sim = Dapple("simulate --plan " + plan.string() + " --profile " +
+                               Profile("bert-48-pbs-2.txt") + " --cluster paper-a --json");
   ASSERT_EQ(sim.code, 0) << sim.err;
   auto j = nlohmann::json::parse(sim.out);
   EXPECT_NEAR(j.at("iteration_ms").get<double>(), p.estimate->iteration_ms,
@@ -94,8 +62,8 @@ TEST_F(PlanCli, Bert48OnPaperAIsWrittenAndSimulated) {
 }
 
 TEST_F(PlanCli, JsonHasThePlanAndEveryBaseline) {
-  CliRun r = Dapple("plan --profile " + Profile("vgg-19-pbs-32.txt") +
-                    " --cluster paper-b --global-batch 256 --json");
+  testing::CliRun r = Dapple("plan --profile " + Profile("vgg-19-pbs-32.txt") +
+                             " --cluster paper-b --global-batch 256 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_GT(j.at("iteration_ms").get<double>(), 0);
@@ -121,11 +89,12 @@ TEST_F(PlanCli, BadInputIsOneLineAndExitTwo) {
            "plan" + bert + " --cluster paper-a --global-batch 64 --memory-gb 0.5",
            "plan" + bert + " --cluster paper-a --global-batch 64 --planner exhaustive",
        }) {
-    CliRun r = Dapple(args);
+    testing::CliRun r = Dapple(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
     EXPECT_EQ(Lines(r.err), 1) << args << "\n" << r.err;
   }
-  CliRun mem = Dapple("plan" + bert + " --cluster paper-a --global-batch 64 --memory-gb 0.5");
+  testing::CliRun mem =
+      Dapple("plan" + bert + " --cluster paper-a --global-batch 64 --memory-gb 0.5");
   EXPECT_NE(mem.err.find("no plan fits"), std::string::npos) << mem.err;
   EXPECT_NE(mem.err.find("--memory-gb"), std::string::npos) << mem.err;
 }
