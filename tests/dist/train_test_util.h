@@ -40,12 +40,26 @@ inline std::string PlanJson(const std::vector<StageSpec>& stages, int m, int M,
   return j.dump(2);
 }
 
-// A fresh empty folder for one test.
+// Removes `d` when the test process exits: reference runs are cached per process and
+// outlive the test that made them.
+inline void RemoveAtExit(const fs::path& d) {
+  static struct Cleaner {
+    std::vector<fs::path> dirs;
+    ~Cleaner() {
+      std::error_code ec;
+      for (const auto& p : dirs) fs::remove_all(p, ec);
+    }
+  } cleaner;
+  cleaner.dirs.push_back(d);
+}
+
+// A fresh empty folder for one test, removed when the process exits.
 inline fs::path TestDir(const std::string& name) {
   fs::path d =
       fs::temp_directory_path() / ("dapple_train_test_" + std::to_string(::getpid()) + "_" + name);
   fs::remove_all(d);
   fs::create_directories(d);
+  RemoveAtExit(d);
   return d;
 }
 
