@@ -21,17 +21,15 @@
 #include "dapple/plan/exhaustive.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/planner.h"
+#include "model_inputs.h"
 
 namespace dapple {
 namespace {
 
 struct PlanArgs {
-  std::string profile;
-  std::optional<int> pbs;
-  std::string cluster;
+  ModelInputArgs inputs;
   int global_batch = 0;
   std::string planner = "dapple";
-  std::optional<double> memory_gb;
   std::optional<std::string> schedule;
   std::optional<int> micro_batch;
   std::string output;
@@ -168,15 +166,10 @@ Json RowJson(const Row& row) {
 }
 
 void RunPlanCommand(const PlanArgs& a) {
-  Profile profile = LoadProfile(a.profile, a.pbs);
-  Cluster cluster = LoadCluster(a.cluster);
-  if (cluster.num_devices() < 1) ThrowInput("{}: the cluster has no device", a.cluster);
-  CostOptions co;
-  if (a.memory_gb) {
-    if (!(*a.memory_gb > 0)) ThrowInput("--memory-gb must be positive, got {}", *a.memory_gb);
-    co.memory_bytes_override = *a.memory_gb * 1e9;
-  }
-  AnalyticCostModel cost(profile, cluster, co);
+  ModelInputs in = LoadModelInputs(a.inputs);
+  const Profile& profile = in.profile;
+  const Cluster& cluster = in.cluster;
+  AnalyticCostModel cost(profile, cluster, in.cost_options);
   PlannerOptions o;
   o.planner = a.planner;
   if (a.schedule) o.schedule = ParseScheduleKind(*a.schedule);
@@ -201,7 +194,7 @@ void RunPlanCommand(const PlanArgs& a) {
   if (!a.output.empty()) WritePlanJson(*r.plan, a.output);
   if (a.json) {
     Json j;
-    j["profile"] = a.profile;
+    j["profile"] = a.inputs.profile;
     j["model"] = profile.model;
     j["cluster"] = cluster.name;
     j["global_batch_size"] = a.global_batch;
@@ -224,15 +217,10 @@ void AddPlanCommand(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   CLI::App* cmd = app.add_subcommand(
       "plan", "Find stages, replication, placement, micro-batch size and schedule for a model");
-  cmd->add_option("--profile", args->profile, "Profile: dapple-profile/1 JSON or PipeDream text")
-      ->required();
-  cmd->add_option("--pbs", args->pbs, "Profile batch size (else from the file)");
-  cmd->add_option("--cluster", args->cluster, "Cluster preset (paper-a, ...) or JSON file")
-      ->required();
+  AddModelInputOptions(cmd, args->inputs);
   cmd->add_option("--global-batch", args->global_batch, "Samples per iteration (GBS)")->required();
   cmd->add_option("--planner", args->planner,
                   "dapple, dp, straight, gpipe, pipedream or exhaustive (small problems)");
-  cmd->add_option("--memory-gb", args->memory_gb, "Device memory in GB (overrides the cluster)");
   cmd->add_option("--schedule", args->schedule, "Fix the schedule: gpipe, dapple-a, dapple-b");
   cmd->add_option("--micro-batch", args->micro_batch, "Fix the micro-batch size m");
   cmd->add_option("-o,--output", args->output, "Write the plan JSON (dapple-plan/1) here");

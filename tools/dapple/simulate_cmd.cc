@@ -19,17 +19,15 @@
 #include "dapple/format/profile.h"
 #include "dapple/sim/simulator.h"
 #include "dapple/sim/timeline.h"
+#include "model_inputs.h"
 
 namespace dapple {
 namespace {
 
 struct SimulateArgs {
-  std::string profile;
-  std::optional<int> pbs;
-  std::string cluster;
+  ModelInputArgs inputs;
   std::string plan;
   std::optional<std::string> schedule;
-  std::optional<double> memory_gb;
   std::optional<std::string> trace;
   std::optional<std::string> svg;
   bool json = false;
@@ -178,15 +176,13 @@ Json ResultJson(const Profile& profile, const Cluster& cluster, const Plan& plan
 
 void RunSimulate(const SimulateArgs& a) {
   // Checked here rather than by CLI11, whose messages take two lines and print the range.
-  if (a.pbs && *a.pbs <= 0) ThrowInput("--pbs: must be positive, got {}", *a.pbs);
-  if (a.memory_gb && !(*a.memory_gb > 0))
-    ThrowInput("--memory-gb: must be positive, got {}", *a.memory_gb);
   if (a.bucket_mb && !(*a.bucket_mb > 0))
     ThrowInput("--bucket-mb: must be positive, got {}", *a.bucket_mb);
   CheckOutputPath(a.trace, "--trace");
   CheckOutputPath(a.svg, "--svg");
-  Profile profile = LoadProfile(a.profile, a.pbs);
-  Cluster cluster = LoadCluster(a.cluster);
+  ModelInputs in = LoadModelInputs(a.inputs);
+  const Profile& profile = in.profile;
+  const Cluster& cluster = in.cluster;
   Plan plan = ReadPlanJson(a.plan);
   ResolvePlanLayers(plan, profile, a.plan);
   ValidatePlan(plan, profile, cluster, a.plan);
@@ -198,8 +194,7 @@ void RunSimulate(const SimulateArgs& a) {
     }
   }
   if (a.no_overlap) plan.allreduce_overlap = false;
-  CostOptions options;
-  if (a.memory_gb) options.memory_bytes_override = *a.memory_gb * 1e9;
+  CostOptions options = in.cost_options;
   if (a.bucket_mb) options.allreduce_bucket_bytes = *a.bucket_mb * (1 << 20);
   AnalyticCostModel cost(profile, cluster, options);
   SimOptions sim;
@@ -238,16 +233,10 @@ void AddSimulateCommand(CLI::App& app) {
   auto args = std::make_shared<SimulateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "simulate", "Simulate one training iteration of a plan (exact event-driven simulator)");
-  cmd->add_option("--profile", args->profile, "profile: PipeDream graph text or dapple JSON")
-      ->required();
-  cmd->add_option("--pbs", args->pbs, "profile batch size (default: -pbs-N in the file name)");
-  cmd->add_option("--cluster", args->cluster,
-                  "cluster preset (paper-a, paper-b, paper-c, local) or cluster JSON")
-      ->required();
+  AddModelInputOptions(cmd, args->inputs);
   cmd->add_option("--plan", args->plan, "plan JSON (dapple-plan/1)")->required();
   cmd->add_option("--schedule", args->schedule,
                   "override the plan's schedule: gpipe, dapple-a, dapple-b");
-  cmd->add_option("--memory-gb", args->memory_gb, "device memory in GB (overrides the cluster)");
   cmd->add_option("--trace", args->trace, "write the timeline as Chrome trace JSON");
   cmd->add_option("--svg", args->svg, "write the timeline as an SVG Gantt chart");
   cmd->add_flag("--json", args->json, "print JSON instead of the table");

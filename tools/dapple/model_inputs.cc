@@ -1,0 +1,28 @@
+#include "model_inputs.h"
+
+#include "dapple/common/error.h"
+
+namespace dapple {
+
+void AddModelInputOptions(CLI::App* cmd, ModelInputArgs& args) {
+  cmd->add_option("--profile", args.profile, "Profile: dapple-profile/1 JSON or PipeDream text")
+      ->required();
+  cmd->add_option("--pbs", args.pbs, "Profile batch size (default: -pbs-N in the file name)");
+  cmd->add_option("--cluster", args.cluster,
+                  "Cluster preset (paper-a, paper-b, paper-c, local) or cluster JSON")
+      ->required();
+  cmd->add_option("--memory-gb", args.memory_gb, "Device memory in GB (overrides the cluster)");
+}
+
+ModelInputs LoadModelInputs(const ModelInputArgs& a) {
+  // Checked here rather than by CLI11, whose messages take two lines and print the range.
+  if (a.pbs && *a.pbs <= 0) ThrowInput("--pbs: must be positive, got {}", *a.pbs);
+  if (a.memory_gb && !(*a.memory_gb > 0))
+    ThrowInput("--memory-gb: must be positive, got {}", *a.memory_gb);
+  ModelInputs in{LoadProfile(a.profile, a.pbs), LoadCluster(a.cluster), {}};
+  if (in.cluster.num_devices() < 1) ThrowInput("{}: the cluster has no device", a.cluster);
+  if (a.memory_gb) in.cost_options.memory_bytes_override = *a.memory_gb * 1e9;
+  return in;
+}
+
+}  // namespace dapple

@@ -1,0 +1,35 @@
+// The inputs `plan` and `simulate` share: a profile (with its batch size), a cluster and an
+// optional device-memory override. One place declares their flags, checks them and loads them.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+
+#include "dapple/cost/analytic_cost_model.h"
+#include "dapple/format/cluster.h"
+#include "dapple/format/profile.h"
+
+namespace dapple {
+
+struct ModelInputArgs {
+  std::string profile;
+  std::optional<int> pbs;
+  std::string cluster;
+  std::optional<double> memory_gb;
+};
+
+// Adds --profile, --pbs, --cluster (required where marked) and --memory-gb to `cmd`.
+void AddModelInputOptions(CLI::App* cmd, ModelInputArgs& args);
+
+struct ModelInputs {
+  Profile profile;
+  Cluster cluster;
+  CostOptions cost_options;  // memory override applied
+};
+
+// Checks the flags (one InputError line each: --pbs, --memory-gb must be positive; a cluster
+// without devices) and loads the profile and cluster.
+ModelInputs LoadModelInputs(const ModelInputArgs& args);
+
+}  // namespace dapple
