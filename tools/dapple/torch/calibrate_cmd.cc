@@ -18,17 +18,14 @@
 #include "dapple/runtime/calibration.h"
 #include "dapple/runtime/communicator.h"
 #include "dapple/runtime/launcher.h"
+#include "launch_cli.h"
 
 namespace dapple {
 namespace {
 
 struct CalibrateArgs {
   std::string output;
-  int nproc = 0;  // 0: this process is one rank of a job started by someone else
-  int nnodes = 1;
-  int node_rank = 0;
-  std::string master_addr = "127.0.0.1";
-  int master_port = 0;  // 0: a free port (single node) or 29500
+  LaunchCli launch;  // launch.nproc == 0: this process is one rank of a job
   std::string name = "calibrated";
   std::string host;
   double speed = 1.0;
@@ -77,20 +74,7 @@ std::vector<std::string> ChildArgv(const CalibrateArgs& a) {
 }
 
 int Launch(const CalibrateArgs& a) {
-  if (a.node_rank >= a.nnodes)
-    ThrowInput("calibrate: --node-rank {} must be below --nnodes {}", a.node_rank, a.nnodes);
-  LaunchOptions lo;
-  lo.nproc_per_node = a.nproc;
-  lo.nnodes = a.nnodes;
-  lo.node_rank = a.node_rank;
-  lo.master_addr = a.master_addr;
-  lo.master_port = a.master_port;
-  if (lo.master_port == 0) {
-    if (a.nnodes > 1) ThrowInput("calibrate: --nnodes {} needs --master-port", a.nnodes);
-    lo.master_port = PickFreePort();
-  }
-  lo.argv = ChildArgv(a);
-  return LaunchLocal(lo);
+  return LaunchLocal(MakeLaunchOptions("calibrate", a.launch, ChildArgv(a)));
 }
 
 void RunRank(const CalibrateArgs& a) {
@@ -138,18 +122,9 @@ void AddCalibrateCommand(CLI::App& app) {
       "Measure latency and bandwidth inside and between servers and allreduce time through "
       "c10d, and write a dapple-cluster/1 file");
   cmd->add_option("-o,--output", args->output, "cluster JSON to write (rank 0)")->required();
-  cmd->add_option("--nproc", args->nproc,
-                  "start this many local processes (a launcher); without it, run as one rank "
-                  "of a job whose launcher set RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT")
-      ->check(CLI::Range(1, 1024));
-  cmd->add_option("--nnodes", args->nnodes, "nodes of the job (with --nproc)")
-      ->check(CLI::Range(1, 100000));
-  cmd->add_option("--node-rank", args->node_rank, "this node's index (with --nproc)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--master-addr", args->master_addr, "rendezvous address (with --nproc)");
-  cmd->add_option("--master-port", args->master_port,
-                  "rendezvous port (with --nproc; default: a free port on one node)")
-      ->check(CLI::Range(1, 65535));
+  AddLaunchOptions(cmd, &args->launch,
+                   "start this many local processes (a launcher); without it, run as one rank "
+                   "of a job whose launcher set RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT");
   cmd->add_option("--name", args->name, "name of the cluster")->capture_default_str();
   cmd->add_option("--host", args->host,
                   "host name this rank reports (default: $DAPPLE_HOST, else the host name); "
@@ -188,7 +163,7 @@ void AddCalibrateCommand(CLI::App& app) {
     if (args->timeout_s < 2 * args->budget_s)
       ThrowInput("calibrate: --timeout ({} s) must be at least twice --budget ({} s)",
                  args->timeout_s, args->budget_s);
-    if (args->nproc > 0 && !LaunchedByLauncher()) {
+    if (args->launch.nproc > 0 && !LaunchedByLauncher()) {
       CommandExitCode() = Launch(*args);
       return;
     }

@@ -1,19 +1,21 @@
 // `dapple train`: trains a zoo model under a plan, one process per device (issue 5,
 // DESIGN.md section 7). With --nproc N it checks the plan, then launches N local processes
-// of itself and relays the first failure; without it, it is one rank of a job whose
-// launcher set RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT.
+// of itself and relays the first failure (with --nnodes/--node-rank/--master-addr/
+// --master-port: one node of several, as torchrun; node r runs the plan's devices
+// r*N .. r*N+N-1); without it, it is one rank of a job whose launcher set RANK,
+// WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT.
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "commands.h"
 #include "dapple/common/error.h"
+#include "dapple/format/plan.h"
 #include "dapple/models/zoo.h"
 #include "dapple/runtime/launcher.h"
 #include "dapple/runtime/trainer.h"
+#include "launch_cli.h"
 
 namespace dapple {
 namespace {
@@ -26,31 +28,8 @@ struct TrainArgs {
   std::string dtype = "float32";
   double timeout_s = 60;
   double bucket_mb = 25;
-  int nproc = 0;  // 0: one rank of a job started by someone else
+  LaunchCli launch;  // launch.nproc == 0: one rank of a job started by someone else
 };
-
-// This process's own command line without --nproc (for the children).
-std::vector<std::string> ChildArgv() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(in)), {});
-  std::vector<std::string> args;
-  for (size_t i = 0; i < all.size();) {
-    size_t end = all.find('\0', i);
-    if (end == std::string::npos) end = all.size();
-    args.push_back(all.substr(i, end - i));
-    i = end + 1;
-  }
-  std::vector<std::string> out = {SelfExecutablePath()};
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--nproc") {
-      ++i;  // and its value
-      continue;
-    }
-    if (args[i].rfind("--nproc=", 0) == 0) continue;
-    out.push_back(args[i]);
-  }
-  return out;
-}
 
 void Finish(TrainArgs& a) {
   a.o.model_options = ParseModelFlags(a.model_opts);
@@ -73,19 +52,23 @@ void Finish(TrainArgs& a) {
 }
 
 int Launch(TrainArgs& a) {
-  // One clear line for a bad plan, before any process starts.
-  LoadAndCheckPlan(a.o, a.nproc);
-  LaunchOptions lo;
-  lo.nproc_per_node = a.nproc;
-  lo.master_port = PickFreePort();
-  lo.argv = ChildArgv();
+  // One clear line for a bad plan, before any process starts: every node checks that the
+  // plan needs exactly the job's processes, so no node starts ranks the others lack.
+  const LaunchCli& l = a.launch;
+  if (int devices = ReadPlanJson(a.o.plan_path).num_devices(); devices != l.world_size()) {
+    ThrowInput(
+        "{}: the plan uses {} devices but the job has {} processes (--nnodes {} x --nproc {})",
+        a.o.plan_path.string(), devices, l.world_size(), l.nnodes, l.nproc);
+  }
+  LoadAndCheckPlan(a.o, l.world_size());
+  LaunchOptions lo = MakeLaunchOptions("train", l, SelfArgvWithoutLaunchOptions());
   lo.term_delay = a.o.timeout + std::chrono::seconds(2);  // let them report what they waited on
   lo.kill_grace = std::chrono::seconds(2);
   int failed_rank = -1;
   int code = LaunchLocal(lo, &failed_rank);
   if (code != 0) {
     std::fprintf(stderr, "dapple train: rank %d of %d failed (%s %d); the job was stopped\n",
-                 failed_rank, a.nproc, code > 128 ? "killed by signal" : "exit code",
+                 failed_rank, l.world_size(), code > 128 ? "killed by signal" : "exit code",
                  code > 128 ? code - 128 : code);
   }
   return code;
@@ -94,7 +77,7 @@ int Launch(TrainArgs& a) {
 void Run(TrainArgs& a) {
   Finish(a);
   SetOpenBlasCoreTypeIfUnset();  // before the first torch computation
-  if (a.nproc > 0) {
+  if (a.launch.nproc > 0) {
     int code = Launch(a);
     CommandExitCode() = code == 0 ? 0 : (code > 255 ? 1 : code);
     return;
@@ -125,9 +108,9 @@ void AddTrainCommand(CLI::App& app) {
       ->required();
   cmd->add_option("--data", a->o.data, "fashion-mnist | kjv | synthetic")->capture_default_str();
   cmd->add_option("--data-cache-dir", a->o.data_cache_dir, "Where decompressed data is cached");
-  cmd->add_option("--nproc", a->nproc,
-                  "Launch this many local processes (else read RANK, WORLD_SIZE, LOCAL_RANK, "
-                  "MASTER_ADDR, MASTER_PORT)");
+  AddLaunchOptions(cmd, &a->launch,
+                   "Launch this many local processes (else read RANK, WORLD_SIZE, LOCAL_RANK, "
+                   "MASTER_ADDR, MASTER_PORT)");
   cmd->add_option("--optimizer", a->optimizer, "sgd (momentum) | adam | adamw")
       ->capture_default_str();
   cmd->add_option("--lr", a->o.optimizer.lr, "Learning rate")->capture_default_str();
