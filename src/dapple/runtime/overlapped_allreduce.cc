@@ -1,12 +1,15 @@
 // Overlapped bucketed gradient allreduce: see overlapped_allreduce.h.
 //
-// Note [Why pre-accumulation hooks]: libtorch 1.13 has no post-accumulate-grad hook; a
-// leaf's tensor hook runs just before AccumulateGrad adds the new gradient to .grad. So
-// the hook writes (.grad + new) itself into the bucket: the very sum AccumulateGrad is
-// about to store. Finish overwrites .grad with the reduced value afterwards.
+// Note [Why hooks on AccumulateGrad]: libtorch 1.13 has no post-accumulate-grad tensor
+// hook; a leaf's tensor hook runs before AccumulateGrad, and copying (.grad + new) into the
+// bucket there cost more than the layer's backward on CPU. A post hook on the leaf's
+// AccumulateGrad node (what DDP's reducer uses) runs once the sum is in .grad, which is
+// already the bucket slot (Note [Gradients are bucket views]).
 #include "dapple/runtime/overlapped_allreduce.h"
 
 #include <fmt/format.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <map>
 #include <set>
@@ -15,6 +18,20 @@
 
 namespace dapple {
 namespace {
+
+// Calls back once AccumulateGrad has added a micro-batch's gradient to .grad.
+class AccumulatedHook final : public torch::autograd::FunctionPostHook {
+ public:
+  explicit AccumulatedHook(std::function<void()> fn) : fn_(std::move(fn)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    fn_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> fn_;
+};
 
 double NowMs() {
   using namespace std::chrono;
@@ -60,16 +77,31 @@ OverlappedAllReduce::OverlappedAllReduce(Communicator& comm, std::string group,
       part.flat = torch::zeros({n}, params_[part.params[0]].options().requires_grad(false));
     }
   }
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto [p, k] = slot_of_[i];
+    const Part& part = state_[bucket_of_[i]].parts[p];
+    torch::Tensor& param = params_[i];
+    // set_ makes a plain tensor on the bucket's storage (not an autograd view, which
+    // zero_grad's detach_ would reject).
+    torch::Tensor alias = torch::empty({0}, part.flat.options());
+    alias.set_(part.flat.storage(), part.flat.storage_offset() + part.offset[k], param.sizes());
+    if (param.grad().defined()) alias.copy_(param.grad());
+    param.mutable_grad() = alias;
+    accumulators_.push_back(torch::autograd::impl::grad_accumulator(param));
+    DAPPLE_CHECK(accumulators_.back() != nullptr, "a parameter without a gradient accumulator");
+    const int index = static_cast<int>(i);
+    hooks_.push_back(accumulators_.back()->add_post_hook(
+        std::make_unique<AccumulatedHook>([this, index] { Arrived(index); })));
+  }
   arrived_.assign(params_.size(), false);
-  hooks_.assign(params_.size(), 0);
 }
 
-OverlappedAllReduce::~OverlappedAllReduce() { Unhook(); }
+OverlappedAllReduce::~OverlappedAllReduce() { RemoveHooks(); }
 
-void OverlappedAllReduce::Unhook() {
-  if (!armed_) return;
-  for (size_t i = 0; i < params_.size(); ++i) params_[i].remove_hook(hooks_[i]);
-  armed_ = false;
+void OverlappedAllReduce::RemoveHooks() {
+  for (size_t i = 0; i < hooks_.size(); ++i) accumulators_[i]->del_post_hook(hooks_[i]);
+  hooks_.clear();
 }
 
 void OverlappedAllReduce::Arm(const std::string& what) {
@@ -83,32 +115,19 @@ void OverlappedAllReduce::Arm(const std::string& what) {
     bk.waiting = 0;
     for (const Part& part : bk.parts) bk.waiting += static_cast<int>(part.params.size());
   }
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const int index = static_cast<int>(i);
-    // Captures `this`, not the tensor: a tensor capturing itself would never be freed.
-    hooks_[i] = params_[i].register_hook([this, index](torch::Tensor g) { Arrived(index, g); });
-  }
   armed_ = true;
   LaunchReady();  // buckets without parameters
 }
 
-void OverlappedAllReduce::Arrived(int param, const torch::Tensor& grad) {
-  if (arrived_[param]) return;  // defensive: a second call would double-count
+void OverlappedAllReduce::Arrived(int param) {
+  // Earlier micro-batches' backwards also reach the hook; only the armed one counts.
+  if (!armed_ || arrived_[param]) return;
   arrived_[param] = true;
-  torch::NoGradGuard no_grad;
-  auto [p, k] = slot_of_[param];
-  Bucket& bk = state_[bucket_of_[param]];
-  Part& part = bk.parts[p];
-  const torch::Tensor& acc = params_[param].grad();
-  torch::Tensor dst = part.flat.narrow(0, part.offset[k], params_[param].numel());
-  if (acc.defined() && grad.defined()) {
-    dst.copy_((acc + grad).reshape({-1}));
-  } else if (grad.defined() || acc.defined()) {
-    dst.copy_((grad.defined() ? grad : acc).reshape({-1}));
-  } else {
-    dst.zero_();
-  }
-  --bk.waiting;
+  DAPPLE_CHECK(params_[param].grad().data_ptr() != nullptr &&
+                   params_[param].grad().storage().is_alias_of(
+                       state_[bucket_of_[param]].parts[slot_of_[param].first].flat.storage()),
+               "a parameter's gradient was reassigned (it must stay a view of its bucket)");
+  --state_[bucket_of_[param]].waiting;
   LaunchReady();
 }
 
@@ -132,23 +151,14 @@ void OverlappedAllReduce::Launch(int b) {
 std::vector<TimelineEvent> OverlappedAllReduce::Finish(std::chrono::milliseconds timeout, int track,
                                                        int stage, int64_t* bytes) {
   DAPPLE_CHECK(armed_, "allreduce finished without being armed");
-  Unhook();
-  torch::NoGradGuard no_grad;
-  // Parameters the backward never reached: their accumulated gradient, or zeros.
+  armed_ = false;
+  // Parameters the backward never reached: their slot already holds what they have
+  // accumulated (or the zeros zero_grad left).
   for (size_t i = 0; i < params_.size(); ++i) {
     if (arrived_[i]) continue;
     arrived_[i] = true;
-    auto [p, k] = slot_of_[i];
     Bucket& bk = state_[bucket_of_[i]];
     DAPPLE_CHECK(!bk.launched, "a bucket was launched before all its gradients arrived");
-    Part& part = bk.parts[p];
-    torch::Tensor dst = part.flat.narrow(0, part.offset[k], params_[i].numel());
-    const torch::Tensor& acc = params_[i].grad();
-    if (acc.defined()) {
-      dst.copy_(acc.reshape({-1}));
-    } else {
-      dst.zero_();
-    }
     --bk.waiting;
   }
   LaunchReady();
@@ -161,15 +171,6 @@ std::vector<TimelineEvent> OverlappedAllReduce::Finish(std::chrono::milliseconds
       part.work.Wait(timeout);
       part.work = CommWork();
       total += part.flat.numel() * static_cast<int64_t>(part.flat.element_size());
-      for (size_t k = 0; k < part.params.size(); ++k) {
-        torch::Tensor& param = params_[part.params[k]];
-        torch::Tensor sum = part.flat.narrow(0, part.offset[k], param.numel()).view_as(param);
-        if (param.mutable_grad().defined()) {
-          param.mutable_grad().copy_(sum);
-        } else {
-          param.mutable_grad() = sum.clone();
-        }
-      }
     }
     events.push_back(
         {track, "AR b" + std::to_string(b), "allreduce", bk.launch_ms, NowMs(), stage, -1});

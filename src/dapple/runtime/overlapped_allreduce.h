@@ -3,10 +3,12 @@
 // (cost/grad_buckets.h), each launched asynchronously once all its gradients are final.
 #pragma once
 
+#include <torch/csrc/autograd/function.h>
 #include <torch/types.h>
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,16 +31,21 @@ class OverlappedAllReduce {
   OverlappedAllReduce(const OverlappedAllReduce&) = delete;
   OverlappedAllReduce& operator=(const OverlappedAllReduce&) = delete;
 
-  // Hooks every parameter for the next backward (the last micro-batch's): when a
-  // parameter's gradient arrives, its final value (accumulated + new) goes into its
-  // bucket, and a bucket whose parameters all arrived is allreduced asynchronously, in
-  // bucket order (bucket 0 holds the stage's last layer), so every replica starts the
-  // collectives in the same order. `what` prefixes failures ("rank 1 (stage 0, ...)").
+  // Note [Gradients are bucket views]: from construction on, every parameter's .grad aliases
+  // its slot in its bucket's flat buffer (as DDP's gradient_as_bucket_view), so autograd
+  // accumulates straight into the buffer and no gradient is ever copied. Whoever zeroes
+  // the gradients must do it in place (Optimizer::zero_grad does), never reassign .grad.
+
+  // Watches the next backward (the last micro-batch's): when a parameter's gradient has
+  // been accumulated, and a bucket's parameters all have, the bucket is allreduced
+  // asynchronously, in bucket order (bucket 0 holds the stage's last layer), so every
+  // replica starts the collectives in the same order. `what` prefixes failures
+  // ("rank 1 (stage 0, ...)").
   void Arm(const std::string& what);
 
-  // Removes the hooks, starts the buckets still waiting (a parameter the backward did not
-  // reach contributes its accumulated gradient, or zeros), waits for every bucket within
-  // `timeout` (a failure names the bucket) and writes the sums into the gradients.
+  // Disarms, starts the buckets still waiting (a parameter the backward did not reach
+  // contributes its accumulated gradient, or zeros), waits for every bucket within
+  // `timeout` (a failure names the bucket); the gradients then hold the sums.
   // Returns one "AR b<k>" event per bucket on `track`: from its launch to when its wait
   // returned (an upper bound of its end). Returns the bytes reduced via *bytes if given.
   std::vector<TimelineEvent> Finish(std::chrono::milliseconds timeout, int track, int stage,
@@ -59,10 +66,10 @@ class OverlappedAllReduce {
     bool launched = false;
     double launch_ms = 0;
   };
-  void Arrived(int param, const torch::Tensor& grad);
+  void Arrived(int param);
   void LaunchReady();
   void Launch(int b);
-  void Unhook();
+  void RemoveHooks();
 
   Communicator& comm_;
   std::string group_;
@@ -71,7 +78,10 @@ class OverlappedAllReduce {
   std::vector<int> bucket_of_;                // per parameter
   std::vector<std::pair<int, int>> slot_of_;  // per parameter: (part, index in part)
   std::vector<Bucket> state_;
-  std::vector<unsigned> hooks_;  // per parameter, valid while armed
+  // Per parameter: its AccumulateGrad node (kept alive: the parameter holds it weakly)
+  // and the key of the post hook installed on it.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<uintptr_t> hooks_;
   std::vector<bool> arrived_;
   bool armed_ = false;
   int next_launch_ = 0;
