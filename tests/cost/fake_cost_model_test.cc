@@ -27,6 +27,10 @@ TEST(FakeCostModel, DocumentedContracts) {
   EXPECT_DOUBLE_EQ(cost.StageInputBytes(2, 2), 1e6);
   EXPECT_DOUBLE_EQ(cost.CutBytes(0, 4), 2e6);
   EXPECT_DOUBLE_EQ(cost.SingleDeviceMs(4), (10 + 8) * 2.0);
+  EXPECT_DOUBLE_EQ(cost.UpdateMs(0, 3, 0), 0);  // free by default
+  cost.update_ms = {0.5, 1, 0, 2};
+  EXPECT_DOUBLE_EQ(cost.UpdateMs(0, 1, 0), 1.5);
+  EXPECT_DOUBLE_EQ(cost.UpdateMs(1, 3, 2), 1.5);  // 3 ms at speed 2
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 //   CutBytes(b, samples)         = act_bytes[b] x samples / pbs (a chain)
 //   Transfer(...)                = {transfer_ms + transfer_ms_per_sample x micro_batch,
 //                                   transfer_resources}, whatever the devices
+//   UpdateMs(a, b, d)            = sum(update_ms[a..b]) / speed[d] (0 by default)
 //   AllReduceMs(a, b, devices)   = allreduce_ms + allreduce_ms_per_byte x sum(param_bytes[a..b])
 //                                  when devices.size() > 1, else 0
 //   ParameterBytes(a, b)         = sum(param_bytes[a..b])
@@ -34,19 +35,21 @@ namespace dapple {
 
 class FakeCostModel : public CostModel {
  public:
-  // Defaults: every layer 1 ms forward, 2 ms backward, 1 MB activation, 1 MB parameters;
-  // pbs 1; free transfers and allreduce; 16 GB per device; every device speed 1.
+  // Defaults: every layer 1 ms forward, 2 ms backward, 1 MB activation, 1 MB parameters,
+  // free optimizer update; pbs 1; free transfers and allreduce; 16 GB per device; every device
+  // speed 1.
   FakeCostModel(int num_layers, int num_devices)
       : fwd_ms(num_layers, 1.0),
         bwd_ms(num_layers, 2.0),
         act_bytes(num_layers, 1e6),
         param_bytes(num_layers, 1e6),
+        update_ms(num_layers, 0.0),
         speed(num_devices, 1.0),
         num_layers_(num_layers),
         num_devices_(num_devices) {}
 
   // Per layer (size num_layers).
-  std::vector<double> fwd_ms, bwd_ms, act_bytes, param_bytes;
+  std::vector<double> fwd_ms, bwd_ms, act_bytes, param_bytes, update_ms;
   // Per device (size num_devices); compute time is divided by it.
   std::vector<double> speed;
   int pbs = 1;
@@ -75,6 +78,9 @@ class FakeCostModel : public CostModel {
   TransferCost Transfer(int last, double micro_batch, const std::vector<int>& from,
                         const std::vector<int>& to) const override {
     return {transfer_ms + transfer_ms_per_sample * micro_batch, transfer_resources};
+  }
+  double UpdateMs(int first, int last, int device) const override {
+    return Sum(update_ms, first, last) / speed.at(device);
   }
   double AllReduceMs(int first, int last, const std::vector<int>& devices) const override {
     if (devices.size() <= 1) return 0.0;

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "dapple/common/error.h"
 #include "dapple/common/json_util.h"
@@ -105,6 +107,66 @@ TEST(Cluster, DesignExampleParses) {
       {"bandwidth_bytes_per_s": 3.125e9, "latency_s": 0}})",
       "c.json");
   EXPECT_EQ(ClusterToJsonText(c), ClusterToJsonText(ClusterPreset("paper-a")));
+}
+
+TEST(Cluster, AllReduceFieldsDefaultToTheLinkAndRoundTrip) {
+  Cluster c = ClusterPreset("paper-a");
+  EXPECT_FALSE(c.inter_server.allreduce_bandwidth_bytes_per_s.has_value());
+  EXPECT_EQ(c.inter_server.AllReduceBandwidth(), 3.125e9);
+  EXPECT_EQ(c.inter_server.AllReduceLatency(), 0.0);
+  // Unset: not written, so existing files stay byte-identical.
+  EXPECT_EQ(ClusterToJsonText(c).find("allreduce"), std::string::npos);
+  c.intra_server.allreduce_bandwidth_bytes_per_s = 1.2e9;
+  c.inter_server.allreduce_latency_s = 3e-5;
+  Json j = Json::parse(ClusterToJsonText(c));
+  EXPECT_EQ(j["intra_server"]["allreduce_bandwidth_bytes_per_s"].get<double>(), 1.2e9);
+  EXPECT_FALSE(j["intra_server"].contains("allreduce_latency_s"));
+  EXPECT_EQ(j["inter_server"]["allreduce_latency_s"].get<double>(), 3e-5);
+  EXPECT_FALSE(j["inter_server"].contains("allreduce_bandwidth_bytes_per_s"));
+  Cluster d = ParseClusterJson(j.dump(), "c.json");
+  EXPECT_EQ(d.intra_server.AllReduceBandwidth(), 1.2e9);
+  EXPECT_EQ(d.intra_server.AllReduceLatency(), 0.0);  // the link's latency_s
+  EXPECT_EQ(d.inter_server.AllReduceBandwidth(), 3.125e9);
+  EXPECT_EQ(d.inter_server.AllReduceLatency(), 3e-5);
+  EXPECT_EQ(ClusterToJsonText(d), ClusterToJsonText(c));
+  // One server without inter_server: it copies intra_server, allreduce fields included.
+  Cluster one = ParseClusterJson(R"({"format": "dapple-cluster/1", "servers": [{"devices": 2}],
+      "device": {"memory_bytes": 1e9}, "intra_server": {"bandwidth_bytes_per_s": 5e9,
+      "allreduce_bandwidth_bytes_per_s": 4e8, "allreduce_latency_s": 1e-4}})",
+                                 "one.json");
+  EXPECT_EQ(one.inter_server.AllReduceBandwidth(), 4e8);
+  EXPECT_EQ(one.inter_server.AllReduceLatency(), 1e-4);
+}
+
+TEST(Cluster, BadAllReduceFields) {
+  const Json base = Json::parse(ClusterToJsonText(ClusterPreset("paper-a")));
+  auto with = [&](const char* link, const char* field, Json v) {
+    Json j = base;
+    j[link][field] = v;
+    return ErrorOf(j.dump());
+  };
+  EXPECT_THAT(with("intra_server", "allreduce_bandwidth_bytes_per_s", 0),
+              HasSubstr("c.json.intra_server.allreduce_bandwidth_bytes_per_s: must be positive"));
+  EXPECT_THAT(with("inter_server", "allreduce_bandwidth_bytes_per_s", -1e9),
+              HasSubstr("c.json.inter_server.allreduce_bandwidth_bytes_per_s: must be positive"));
+  EXPECT_THAT(with("inter_server", "allreduce_latency_s", -1e-6),
+              HasSubstr("c.json.inter_server.allreduce_latency_s: must not be negative"));
+  EXPECT_THAT(with("intra_server", "allreduce_latency_s", "slow"),
+              HasSubstr("c.json.intra_server.allreduce_latency_s: expected a number"));
+  EXPECT_EQ(with("inter_server", "allreduce_latency_s", 0), "(no error)");
+  // Built in code: ValidateCluster checks them too.
+  Cluster c = ClusterPreset("paper-b");
+  c.inter_server.allreduce_bandwidth_bytes_per_s = std::numeric_limits<double>::infinity();
+  try {
+    ValidateCluster(c, "x");
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("x: inter_server.allreduce_bandwidth_bytes_per_s: must be a "
+                                    "finite number > 0"));
+  }
+  c = ClusterPreset("paper-b");
+  c.intra_server.allreduce_latency_s = std::nan("");
+  EXPECT_THROW(ValidateCluster(c, "x"), InputError);
 }
 
 TEST(Cluster, BadInput) {

@@ -2,8 +2,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "dapple/common/error.h"
 #include "dapple/common/json_util.h"
@@ -30,6 +32,7 @@ Profile SmallProfile() {
     l.activation_bytes = 1000.0 * (i + 1);
     l.parameter_bytes = 1e9 / 3;
     if (i == 1) l.saved_bytes = 77;
+    if (i < 2) l.update_ms = 0.25 * (i + 1);  // l2: not measured (0)
     l.forward_ms_by_batch = {1, 1.5 + i, 4};
     l.backward_ms_by_batch = {0.5, 0.1 * (i + 1), 2};
     p.layers.push_back(l);
@@ -67,9 +70,43 @@ TEST(ProfileJson, RoundTrip) {
     EXPECT_EQ(a.activation_bytes, b.activation_bytes);
     EXPECT_EQ(a.parameter_bytes, b.parameter_bytes);
     EXPECT_EQ(a.saved_bytes, b.saved_bytes);
+    EXPECT_EQ(a.update_ms, b.update_ms);
     EXPECT_EQ(a.forward_ms_by_batch, b.forward_ms_by_batch);
     EXPECT_EQ(a.backward_ms_by_batch, b.backward_ms_by_batch);
   }
+}
+
+TEST(ProfileJson, UpdateMsIsOptionalAndWrittenOnlyWhenSet) {
+  Profile p = SmallProfile();
+  Json j = Json::parse(ProfileToJsonText(p));
+  EXPECT_EQ(j["layers"][1]["update_ms"].get<double>(), 0.5);
+  EXPECT_FALSE(j["layers"][2].contains("update_ms"));
+  // A profile without the field reads as 0 and writes back without it (byte-identical).
+  for (LayerProfile& l : p.layers) l.update_ms = 0;
+  std::string text = ProfileToJsonText(p);
+  EXPECT_EQ(text.find("update_ms"), std::string::npos);
+  Profile q = ParseProfileJson(text, "p.json");
+  for (const LayerProfile& l : q.layers) EXPECT_EQ(l.update_ms, 0.0);
+  EXPECT_EQ(ProfileToJsonText(q), text);
+}
+
+TEST(ProfileJson, BadUpdateMs) {
+  Json j = Json::parse(ProfileToJsonText(SmallProfile()));
+  j["layers"][1]["update_ms"] = -0.5;
+  EXPECT_THAT(ErrorOf(j.dump()), HasSubstr("p.json.layers[1].update_ms: must not be negative"));
+  j["layers"][1]["update_ms"] = "fast";
+  EXPECT_THAT(ErrorOf(j.dump()), HasSubstr("p.json.layers[1].update_ms: expected a number"));
+  // JSON has no inf or NaN; a profile built in code is checked by ValidateProfile.
+  Profile p = SmallProfile();
+  p.layers[2].update_ms = std::numeric_limits<double>::infinity();
+  try {
+    ValidateProfile(p, "x");
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("x: layers[2].update_ms: must be a finite number >= 0"));
+  }
+  p.layers[2].update_ms = std::nan("");
+  EXPECT_THROW(ValidateProfile(p, "x"), InputError);
 }
 
 TEST(ProfileJson, WriteIsAtomicAndLoadProfileDetectsJson) {

@@ -53,6 +53,27 @@ TEST(PipelineLatency, SingleStageIsGradientAccumulation) {
   PipelineLatency l = ComputeLatency({{2, 3, 7}}, 8);
   EXPECT_EQ(l.pivot, 0);
   EXPECT_DOUBLE_EQ(l.latency_ms, 2 + 7 * 5 + 3 + 7);  // M (F + B) + AR
+  // The optimizer update follows the allreduce.
+  PipelineLatency u = ComputeLatency({{2, 3, 7, 1.5}}, 8);
+  EXPECT_DOUBLE_EQ(u.ending_ms, 3 + 7 + 1.5);
+  EXPECT_DOUBLE_EQ(u.latency_ms, l.latency_ms + 1.5);
+}
+
+TEST(PipelineLatency, UpdatesEndEachStageAfterItsAllReduce) {
+  // The example of TwoStagesWithATransferBetween, ending 7 = E_0 6.5 + AR 0.5 (E_2 = 5).
+  // U_0 = 1: E_0 + AR + U = 8. U_2 = 3.5 on the last stage: E_2 4 + AR 1 + 3.5 = 8.5 wins.
+  auto st = WithTransfers({{1, 2, 0.5, 1}, {2, 4, 1, 3.5}}, {0.5});
+  EXPECT_EQ(st[1].update_ms, 0.0);  // transfers update nothing
+  PipelineLatency l = ComputeLatency(st, 4);
+  EXPECT_EQ(l.pivot, 2);  // the update does not move the pivot
+  EXPECT_DOUBLE_EQ(l.ending_ms, 8.5);
+  EXPECT_DOUBLE_EQ(l.latency_ms, 3.5 + 18 + 8.5);
+  st[2].update_ms = 0;
+  EXPECT_DOUBLE_EQ(ComputeLatency(st, 4).ending_ms, 8.0);
+  // A stage after the pivot: s2 of PivotMovesToASlowFirstStage ends at E_2 = -2 + AR 13;
+  // with U_2 = 4 it gives 15 > E_0 + AR_0 = 9.
+  std::vector<LatencyStage> slow_first = {{4, 8, 1}, {1, 2, 3}, {1, 1, 13, 4}};
+  EXPECT_DOUBLE_EQ(ComputeLatency(slow_first, 3).ending_ms, 15.0);
 }
 
 }  // namespace

@@ -65,6 +65,8 @@ inline std::unique_ptr<RandomProblem> MakeRandomProblem(unsigned seed) {
   p.cost = std::move(fake);
   const int batches[] = {4, 8, 16};
   p.global_batch = batches[pick(0, 2)];
+  // Optimizer updates, drawn last so the other draws stay those of earlier versions.
+  for (int i = 0; i < layers; ++i) c.update_ms[i] = uni(0.0, 1.0) < 0.3 ? 0.0 : uni(0.0, 3.0);
   p.description = "seed " + std::to_string(seed) + ": " + std::to_string(layers) + " layers, " +
                   std::to_string(servers) + "x" + std::to_string(per_server) + " devices, GBS " +
                   std::to_string(p.global_batch);
@@ -105,9 +107,11 @@ inline std::unique_ptr<RandomProblem> MakeRandomAnalyticProblem(unsigned seed) {
   c.device.speed = 1.0;
   c.device.memory_bytes = (params * 4 + acts) * uni(0.3, 1.5);
   p.memory_bytes = c.device.memory_bytes;
-  p.cost = std::make_unique<AnalyticCostModel>(p.profile, p.cluster);
   const int batches[] = {4, 8, 16};
   p.global_batch = batches[pick(0, 2)];
+  // Optimizer updates, drawn last so the other draws stay those of earlier versions.
+  for (LayerProfile& l : p.profile.layers) l.update_ms = uni(0.0, 1.0) < 0.3 ? 0.0 : uni(0.0, 6.0);
+  p.cost = std::make_unique<AnalyticCostModel>(p.profile, p.cluster);
   p.description = "analytic seed " + std::to_string(seed) + ": " + std::to_string(layers) +
                   " layers, " + std::to_string(servers) + "x" + std::to_string(per_server) +
                   " devices, GBS " + std::to_string(p.global_batch);

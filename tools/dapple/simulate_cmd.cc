@@ -90,8 +90,9 @@ void PrintSummary(const Profile& profile, const Cluster& cluster, const Plan& pl
              cluster.num_devices(), ToString(plan.schedule), plan.global_batch_size,
              plan.num_micro_batches, plan.micro_batch_size,
              plan.recompute ? ", re-computation" : "");
-  fmt::print("{:<6}{:<44}{:<14}{:>9}{:>9}{:>9}{:>9}{:>16}{:>10}\n", "stage", "layers", "devices",
-             "fwd ms", "bwd ms", "send ms", "AR ms", "mem GB / dev", "bubble");
+  fmt::print("{:<6}{:<44}{:<14}{:>9}{:>9}{:>9}{:>9}{:>9}{:>16}{:>10}\n", "stage", "layers",
+             "devices", "fwd ms", "bwd ms", "send ms", "AR ms", "step ms", "mem GB / dev",
+             "bubble");
   for (int s = 0; s < plan.num_stages(); ++s) {
     const StagePlan& st = plan.stages[s];
     const StageStats& ss = r.stages[s];
@@ -102,11 +103,13 @@ void PrintSummary(const Profile& profile, const Cluster& cluster, const Plan& pl
         fmt::format("{:.2f} / {:.1f}", sum[s].peak_memory_bytes / 1e9, sum[s].memory_bytes / 1e9);
     std::string bubble =
         r.iteration_ms > 0 ? fmt::format("{:.1f}%", 100 * sum[s].bubble_ms / r.iteration_ms) : "-";
-    fmt::print("{:<6}{:<44}{:<14}{:>9.3f}{:>9.3f}{:>9.3f}{:>9.3f}{:>16}{:>10}\n", s,
+    fmt::print("{:<6}{:<44}{:<14}{:>9.3f}{:>9.3f}{:>9.3f}{:>9.3f}{:>9.3f}{:>16}{:>10}\n", s,
                Shorten(layers, 43), Shorten(Ranges(st.devices), 13), ss.forward_ms, ss.backward_ms,
-               ss.send_ms, ss.allreduce_ms, mem, bubble);
+               ss.send_ms, ss.allreduce_ms, ss.update_ms, mem, bubble);
   }
-  fmt::print("(times per micro-batch and replica; send = transfer to the next stage)\n");
+  fmt::print(
+      "(fwd, bwd, send: per micro-batch and replica, send = transfer to the next stage; AR and "
+      "step = optimizer update: once per iteration)\n");
   for (int s = 0; s < plan.num_stages(); ++s) {
     const StageStats& ss = r.stages[s];
     if (ss.allreduce_buckets == 0) continue;
@@ -167,6 +170,7 @@ Json ResultJson(const Profile& profile, const Cluster& cluster, const Plan& plan
                       {"allreduce_ms", ss.allreduce_ms},
                       {"allreduce_buckets", ss.allreduce_buckets},
                       {"allreduce_exposed_ms", ss.allreduce_exposed_ms},
+                      {"update_ms", ss.update_ms},
                       {"peak_memory_bytes", sum[s].peak_memory_bytes},
                       {"bubble_ms", sum[s].bubble_ms}});
   }

@@ -52,6 +52,7 @@ AnalyticCostModel::AnalyticCostModel(const Profile& profile, const Cluster& clus
   saved_prefix_ = Prefix(profile.layers, [](const LayerProfile& l) {
     return l.saved_bytes >= 0 ? l.saved_bytes : l.activation_bytes;
   });
+  update_prefix_ = Prefix(profile.layers, [](const LayerProfile& l) { return l.update_ms; });
   fwd_prefix_by_batch_ = PrefixByBatch(profile, true);
   bwd_prefix_by_batch_ = PrefixByBatch(profile, false);
   // Cut sizes once, here, so concurrent callers (a parallel planner) only read.
@@ -105,6 +106,12 @@ double AnalyticCostModel::CutBytes(int last, double samples) const {
   return cut_bytes_[last] * samples / profile_.batch_size;
 }
 
+double AnalyticCostModel::UpdateMs(int first, int last, int device) const {
+  CheckRange(first, last);
+  DAPPLE_CHECK(device >= 0 && device < num_devices(), "device out of range");
+  return (update_prefix_[last + 1] - update_prefix_[first]) / cluster_.Device(device).speed;
+}
+
 double AnalyticCostModel::AllReduceMs(int first, int last, const std::vector<int>& devices) const {
   CheckRange(first, last);
   const int r = static_cast<int>(devices.size());
@@ -114,12 +121,14 @@ double AnalyticCostModel::AllReduceMs(int first, int last, const std::vector<int
     DAPPLE_CHECK(d >= 0 && d < num_devices(), "device out of range");
     spans = spans || server_of_[d] != server_of_[devices[0]];
   }
-  // The slowest link of the ring: the inter-server one as soon as the ring leaves a server.
+  // The slowest link of the ring: the inter-server one as soon as the ring leaves a server
+  // (the slower of both kinds, as the ring also has hops inside servers).
   const LinkSpec& intra = cluster_.intra_server;
   const LinkSpec& inter = cluster_.inter_server;
-  double bw = spans ? std::min(intra.bandwidth_bytes_per_s, inter.bandwidth_bytes_per_s)
-                    : intra.bandwidth_bytes_per_s;
-  double latency = spans ? std::max(intra.latency_s, inter.latency_s) : intra.latency_s;
+  double bw = spans ? std::min(intra.AllReduceBandwidth(), inter.AllReduceBandwidth())
+                    : intra.AllReduceBandwidth();
+  double latency = spans ? std::max(intra.AllReduceLatency(), inter.AllReduceLatency())
+                         : intra.AllReduceLatency();
   double bytes = param_prefix_[last + 1] - param_prefix_[first];
   double seconds = 2.0 * (r - 1) / r * bytes / bw + 2.0 * (r - 1) * latency;
   return seconds * 1e3;

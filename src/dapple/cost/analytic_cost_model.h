@@ -36,6 +36,10 @@ class AnalyticCostModel : public CostModel {
   double CutBytes(int last, double samples) const override;
   TransferCost Transfer(int last, double micro_batch, const std::vector<int>& from,
                         const std::vector<int>& to) const override;
+  double UpdateMs(int first, int last, int device) const override;
+  // 2(r-1)/r x P / bw + 2(r-1) x latency with the allreduce bandwidth and latency
+  // (LinkSpec::AllReduceBandwidth/AllReduceLatency) of the slowest link of the ring: the
+  // intra-server one, or as soon as the devices span servers the slower of both.
   double AllReduceMs(int first, int last, const std::vector<int>& devices) const override;
   double ParameterBytes(int first, int last) const override;
   double AllReduceBucketBytes() const override;
@@ -53,7 +57,7 @@ class AnalyticCostModel : public CostModel {
   const Cluster& cluster_;
   CostOptions options_;
   // Prefix sums over layers (size N+1): at PBS, and per measured batch size when present.
-  std::vector<double> fwd_prefix_, bwd_prefix_, param_prefix_, saved_prefix_;
+  std::vector<double> fwd_prefix_, bwd_prefix_, param_prefix_, saved_prefix_, update_prefix_;
   std::vector<std::vector<double>> fwd_prefix_by_batch_, bwd_prefix_by_batch_;
   std::vector<double> cut_bytes_;  // Profile::CutBytes(b) for every b
   std::vector<int> server_of_;     // device -> server

@@ -37,6 +37,11 @@ class CostModel {
   virtual TransferCost Transfer(int last, double micro_batch, const std::vector<int>& from,
                                 const std::vector<int>& to) const = 0;
 
+  // One optimizer update of the parameters of layers [first, last] on `device` (the STEP
+  // that ends an iteration): the profile's update_ms summed over the layers, divided by
+  // the device's speed. Independent of the batch size.
+  virtual double UpdateMs(int first, int last, int device) const = 0;
+
   // Ring allreduce of the parameters of layers [first, last] among `devices` (0 if one).
   virtual double AllReduceMs(int first, int last, const std::vector<int>& devices) const = 0;
 

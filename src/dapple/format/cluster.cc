@@ -30,6 +30,9 @@ LinkSpec ReadLink(const JsonField& f) {
   LinkSpec l;
   l.bandwidth_bytes_per_s = f["bandwidth_bytes_per_s"].Positive();
   l.latency_s = f.Has("latency_s") ? f["latency_s"].NonNegative() : 0.0;
+  if (f.Has("allreduce_bandwidth_bytes_per_s"))
+    l.allreduce_bandwidth_bytes_per_s = f["allreduce_bandwidth_bytes_per_s"].Positive();
+  if (f.Has("allreduce_latency_s")) l.allreduce_latency_s = f["allreduce_latency_s"].NonNegative();
   return l;
 }
 
@@ -37,8 +40,14 @@ nlohmann::ordered_json DeviceJson(const DeviceSpec& d) {
   return {{"memory_bytes", d.memory_bytes}, {"speed", d.speed}};
 }
 
+// The allreduce fields only when set, so clusters without them stay byte-identical.
 nlohmann::ordered_json LinkJson(const LinkSpec& l) {
-  return {{"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s}, {"latency_s", l.latency_s}};
+  nlohmann::ordered_json o = {{"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s},
+                              {"latency_s", l.latency_s}};
+  if (l.allreduce_bandwidth_bytes_per_s)
+    o["allreduce_bandwidth_bytes_per_s"] = *l.allreduce_bandwidth_bytes_per_s;
+  if (l.allreduce_latency_s) o["allreduce_latency_s"] = *l.allreduce_latency_s;
+  return o;
 }
 
 Cluster Uniform(std::string name, int servers, int devices_per_server, double memory_bytes,
@@ -91,11 +100,16 @@ void ValidateCluster(const Cluster& c, const std::string& source) {
     positive(d.memory_bytes, where + ".memory_bytes");
     positive(d.speed, where + ".speed");
   };
+  auto non_negative = [&](double v, const std::string& field) {
+    if (!std::isfinite(v) || v < 0)
+      ThrowInput("{}: {}: must be a finite number >= 0 (got {})", source, field, v);
+  };
   auto link = [&](const LinkSpec& l, const std::string& where) {
     positive(l.bandwidth_bytes_per_s, where + ".bandwidth_bytes_per_s");
-    if (!std::isfinite(l.latency_s) || l.latency_s < 0)
-      ThrowInput("{}: {}.latency_s: must be a finite number >= 0 (got {})", source, where,
-                 l.latency_s);
+    non_negative(l.latency_s, where + ".latency_s");
+    if (l.allreduce_bandwidth_bytes_per_s)
+      positive(*l.allreduce_bandwidth_bytes_per_s, where + ".allreduce_bandwidth_bytes_per_s");
+    if (l.allreduce_latency_s) non_negative(*l.allreduce_latency_s, where + ".allreduce_latency_s");
   };
   if (c.servers.empty()) ThrowInput("{}: servers: the cluster has no servers", source);
   long total = 0;

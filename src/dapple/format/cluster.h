@@ -15,8 +15,25 @@ struct DeviceSpec {
 };
 
 struct LinkSpec {
+  LinkSpec() = default;
+  // The point-to-point figures; the allreduce ones stay unset (so `LinkSpec{bw, lat}` needs
+  // no placeholders for them).
+  LinkSpec(double bandwidth, double latency)
+      : bandwidth_bytes_per_s(bandwidth), latency_s(latency) {}
+
   double bandwidth_bytes_per_s = 25e9;
   double latency_s = 0;
+  // What a ring allreduce achieves over this kind of link, when measured (`dapple
+  // calibrate`): the bus bandwidth 2(r-1)/r x bytes / time, and the time of one ring step.
+  // On CPUs gloo's reductions and copies make it far lower than the point-to-point
+  // bandwidth. Unset: the point-to-point values above.
+  std::optional<double> allreduce_bandwidth_bytes_per_s;
+  std::optional<double> allreduce_latency_s;
+
+  double AllReduceBandwidth() const {
+    return allreduce_bandwidth_bytes_per_s.value_or(bandwidth_bytes_per_s);
+  }
+  double AllReduceLatency() const { return allreduce_latency_s.value_or(latency_s); }
 };
 
 struct ServerSpec {

@@ -79,6 +79,7 @@ void ValidateProfile(const Profile& p, const std::string& source) {
     CheckNumber(l.backward_ms, source, i, "backward_ms");
     CheckNumber(l.activation_bytes, source, i, "activation_bytes");
     CheckNumber(l.parameter_bytes, source, i, "parameter_bytes");
+    CheckNumber(l.update_ms, source, i, "update_ms");
     if (!std::isfinite(l.saved_bytes))
       ThrowInput("{}: layers[{}].saved_bytes: must be finite", source, i);
     for (const auto* v : {&l.forward_ms_by_batch, &l.backward_ms_by_batch}) {
@@ -91,9 +92,10 @@ void ValidateProfile(const Profile& p, const std::string& source) {
     }
   }
   // Totals must stay finite too, or the cost model's prefix sums would turn into inf - inf.
-  double totals[4] = {0, 0, 0, 0};
+  double totals[5] = {0, 0, 0, 0, 0};
   for (const LayerProfile& l : p.layers) {
     totals[0] += l.forward_ms + l.backward_ms;
+    totals[4] += l.update_ms;
     totals[1] += l.activation_bytes + std::max(0.0, l.saved_bytes);
     totals[2] += l.parameter_bytes;
     for (size_t k = 0; k < l.forward_ms_by_batch.size(); ++k) totals[3] += l.forward_ms_by_batch[k];

@@ -22,6 +22,9 @@ struct LayerProfile {
   // Bytes this layer saves for its backward at the profile batch size; < 0 when unknown
   // (the cost model then uses activation_bytes).
   double saved_bytes = -1;
+  // One optimizer update of this layer's parameters (ms, independent of the batch size);
+  // 0 when not measured (PipeDream text has none). The optimizer is in Profile::metadata.
+  double update_ms = 0;
   // Optional, aligned with Profile::batch_sizes (both empty or both that size).
   std::vector<double> forward_ms_by_batch;
   std::vector<double> backward_ms_by_batch;
@@ -59,7 +62,8 @@ struct Profile {
 };
 
 // Checks a profile's invariants; throws InputError naming `source` and the layer/field.
-// Unique ids, non-negative numbers, edges from < to within range, batch_size > 0,
+// Unique ids, non-negative finite numbers (update_ms included), edges from < to within range,
+// batch_size > 0,
 // *_by_batch aligned with batch_sizes.
 void ValidateProfile(const Profile& p, const std::string& source);
 

@@ -26,6 +26,7 @@ LayerProfile ReadLayer(const JsonField& l) {
   layer.activation_bytes = l["activation_bytes"].NonNegative();
   layer.parameter_bytes = l["parameter_bytes"].NonNegative();
   if (l.Has("saved_bytes")) layer.saved_bytes = l["saved_bytes"].NonNegative();
+  if (l.Has("update_ms")) layer.update_ms = l["update_ms"].NonNegative();
   if (l.Has("forward_ms_by_batch"))
     layer.forward_ms_by_batch = ReadNumbers(l["forward_ms_by_batch"]);
   if (l.Has("backward_ms_by_batch"))
@@ -104,6 +105,8 @@ std::string ProfileToJsonText(const Profile& p) {
     o["activation_bytes"] = l.activation_bytes;
     o["parameter_bytes"] = l.parameter_bytes;
     if (l.saved_bytes >= 0) o["saved_bytes"] = l.saved_bytes;
+    // Only when measured, so profiles without it stay byte-identical.
+    if (l.update_ms != 0) o["update_ms"] = l.update_ms;
     if (!l.forward_ms_by_batch.empty()) o["forward_ms_by_batch"] = l.forward_ms_by_batch;
     if (!l.backward_ms_by_batch.empty()) o["backward_ms_by_batch"] = l.backward_ms_by_batch;
     layers.push_back(std::move(o));

@@ -104,7 +104,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   // Per block range ending at the current `last`, for uniform devices: F and B of the
   // largest slice with n replicas, static and activation bytes (index [ip][n]).
   struct RangeCost {
-    double f = -1, b = 0, act = 0, stat = 0;
+    double f = -1, b = 0, act = 0, stat = 0, update = 0;
   };
   std::vector<std::vector<RangeCost>> table(nb, std::vector<RangeCost>(counts_for.size()));
   const double device_memory = cost.DeviceMemoryBytes(0);
@@ -157,9 +157,11 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                   rc.b = cost.BackwardMs(first, last, samples, 0);
                   rc.act = cost.ActivationBytes(first, last, samples);
                   rc.stat = cost.StaticMemoryBytes(first, last);
+                  rc.update = cost.UpdateMs(first, last, 0);
                 }
                 c.forward_ms = rc.f;
                 c.backward_ms = rc.b;
+                c.update_ms = rc.update;
                 c.memory_bytes = rc.stat + k * rc.act;
                 c.device_memory_bytes = device_memory;
                 if (opt.enforce_memory && !c.fits()) continue;
@@ -170,9 +172,9 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
               }
               ++local.transitions;
               lat.clear();
-              lat.push_back({c.forward_ms, c.backward_ms, c.allreduce_ms});
+              lat.push_back({c.forward_ms, c.backward_ms, c.allreduce_ms, c.update_ms});
               if (after > 0) {
-                lat.push_back({t_after, t_after, 0.0});
+                lat.push_back({t_after, t_after, 0.0, 0.0});
                 lat.insert(lat.end(), e.lat.begin(), e.lat.end());
               }
               const double peak = std::max(e.peak_memory, c.memory_bytes);
@@ -195,12 +197,12 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                                             PlacementPolicy::kFreshFirst);
                 StageCost hc =
                     EvaluateStage(cost, 0, first - 1, head.devices, m, 0, false, false, uniform);
-                head.cost = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms};
+                head.cost = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms, hc.update_ms};
               }
               const double ht = cost.Transfer(first - 1, m, head.devices, devs).ms;
               full.clear();
               full.push_back(head.cost);
-              full.push_back({ht, ht, 0.0});
+              full.push_back({ht, ht, 0.0, 0.0});
               full.insert(full.end(), lat.begin(), lat.end());
               const double score = ComputeLatency(full, M).latency_ms;
               if (static_cast<int>(memo[ip].size()) <= id) memo[ip].resize(id + 1);

@@ -76,8 +76,8 @@ struct Search {
             min_memory = std::min(min_memory, c.memory_bytes);
             continue;
           }
-          double lb =
-              std::max(partial_lb, M * (c.forward_ms + c.backward_ms) + c.allreduce_exposed_ms);
+          double lb = std::max(partial_lb, M * (c.forward_ms + c.backward_ms) +
+                                               c.allreduce_exposed_ms + c.update_ms);
           if (result->plan && lb >= result->iteration_ms) continue;
           double saved_lb = partial_lb;
           partial_lb = lb;

@@ -91,7 +91,8 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
             c = EvaluateStage(cost, first, last, devs, m, k, false, false, uniform);
           }
           if (enforce_memory && !c.fits()) continue;
-          double t = std::max(c.forward_ms + c.backward_ms + c.allreduce_ms, transfer);
+          double t =
+              std::max(c.forward_ms + c.backward_ms + c.allreduce_ms + c.update_ms, transfer);
           double v = std::max(best[i][d], t);
           if (v < best[ip][d + n]) {
             best[ip][d + n] = v;

@@ -38,12 +38,12 @@ PipelineLatency ComputeLatency(const std::vector<LatencyStage>& st, int num_micr
   double e = 0;
   for (int s = q; s >= 0; --s) {
     e += st[s].backward_ms;
-    ending = std::max(ending, st[s].allreduce_ms + e);
+    ending = std::max(ending, st[s].allreduce_ms + st[s].update_ms + e);
   }
   // E_s for s > Q: -(B_{Q+1} + ... + B_{s-1}).
   e = 0;
   for (int s = q + 1; s < n; ++s) {
-    ending = std::max(ending, st[s].allreduce_ms - e);
+    ending = std::max(ending, st[s].allreduce_ms + st[s].update_ms - e);
     e += st[s].backward_ms;
   }
   r.ending_ms = ending;
@@ -57,7 +57,7 @@ std::vector<LatencyStage> WithTransfers(const std::vector<LatencyStage>& compute
   std::vector<LatencyStage> out;
   out.reserve(2 * compute.size() - 1);
   for (size_t i = 0; i < compute.size(); ++i) {
-    if (i > 0) out.push_back({transfer_ms[i - 1], transfer_ms[i - 1], 0.0});
+    if (i > 0) out.push_back({transfer_ms[i - 1], transfer_ms[i - 1], 0.0, 0.0});
     out.push_back(compute[i]);
   }
   return out;

@@ -7,12 +7,13 @@
 namespace dapple {
 
 // One entry of the latency model's stage list. A compute stage has its per-micro-batch
-// forward and backward times (of one replica) and its gradient allreduce; a transfer stage
-// has F = B = the transfer time and no allreduce.
+// forward and backward times (of one replica), its gradient allreduce and the optimizer
+// update after it; a transfer stage has F = B = the transfer time and neither.
 struct LatencyStage {
   double forward_ms = 0;
   double backward_ms = 0;
   double allreduce_ms = 0;
+  double update_ms = 0;  // U_s: the STEP after the allreduce (the slowest replica's)
 };
 
 struct PipelineLatency {
@@ -20,7 +21,7 @@ struct PipelineLatency {
   int pivot = 0;          // Q, an index into the stage list given
   double warmup_ms = 0;   // T_w = sum_{s<=Q} F_s
   double steady_ms = 0;   // T_s = (M-1)(F_Q + B_Q)
-  double ending_ms = 0;   // T_e = max_s (AR_s + E_s)
+  double ending_ms = 0;   // T_e = max_s (AR_s + U_s + E_s)
 };
 
 // The pivot stage Q: start with Q = S-1; for s = S-2 down to 0, with
@@ -29,7 +30,8 @@ struct PipelineLatency {
 int PivotStage(const std::vector<LatencyStage>& stages, int num_micro_batches);
 
 // L with E_s = sum_{a=s..Q} B_a for s <= Q and E_s = -sum_{a=Q+1..s-1} B_a for s > Q
-// (the corrected form of the paper's formula). O(S).
+// (the corrected form of the paper's formula), and each stage's optimizer update U_s after
+// its allreduce (the paper's iteration ends at the last update; it has no U_s). O(S).
 PipelineLatency ComputeLatency(const std::vector<LatencyStage>& stages, int num_micro_batches);
 
 // The latency stage list of compute stages with the transfer after each one in between:

@@ -30,6 +30,9 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
     c.backward_ms = std::max(c.backward_ms, recompute ? b + f : b);
     c.device_memory_bytes = std::min(c.device_memory_bytes, cost.DeviceMemoryBytes(devices[j]));
   }
+  // Every replica updates the whole stage, even one with an empty slice.
+  for (int j = 0; j < (uniform ? 1 : r); ++j)
+    c.update_ms = std::max(c.update_ms, cost.UpdateMs(first, last, devices[j]));
   c.allreduce_ms = r > 1 ? cost.AllReduceMs(first, last, devices) : 0.0;
   c.allreduce_exposed_ms = c.allreduce_ms;
   if (allreduce_overlap && r > 1) {
@@ -63,7 +66,7 @@ PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
                                 plan.micro_batch_size, k, plan.recompute, plan.allreduce_overlap);
     pc.fits = pc.fits && c.fits();
     pc.peak_memory_bytes = std::max(pc.peak_memory_bytes, c.memory_bytes);
-    compute.push_back({c.forward_ms, c.backward_ms, c.allreduce_ms});
+    compute.push_back({c.forward_ms, c.backward_ms, c.allreduce_ms, c.update_ms});
     pc.stages.push_back(c);
     if (s + 1 < S) {
       pc.transfer_ms.push_back(cost.Transfer(st.last_layer, plan.micro_batch_size, st.devices,
@@ -82,6 +85,7 @@ bool UniformDevices(const CostModel& cost) {
   for (int d = 1; d < cost.num_devices(); ++d) {
     if (cost.ForwardMs(0, n, pbs, d) != cost.ForwardMs(0, n, pbs, 0) ||
         cost.BackwardMs(0, n, pbs, d) != cost.BackwardMs(0, n, pbs, 0) ||
+        cost.UpdateMs(0, n, d) != cost.UpdateMs(0, n, 0) ||
         cost.DeviceMemoryBytes(d) != cost.DeviceMemoryBytes(0))
       return false;
   }
@@ -91,7 +95,8 @@ bool UniformDevices(const CostModel& cost) {
 double IterationLowerBound(const PlanCosts& costs, int num_micro_batches) {
   double lb = 0;
   for (const StageCost& c : costs.stages)
-    lb = std::max(lb, num_micro_batches * (c.forward_ms + c.backward_ms) + c.allreduce_exposed_ms);
+    lb = std::max(lb, num_micro_batches * (c.forward_ms + c.backward_ms) + c.allreduce_exposed_ms +
+                          c.update_ms);
   return lb;
 }
 

@@ -18,6 +18,7 @@ struct StageCost {
   // The part of the allreduce no backward can hide (for lower bounds): allreduce_ms, or
   // with allreduce overlap the least ExposedAllReduceMs over the replicas.
   double allreduce_exposed_ms = 0;
+  double update_ms = 0;            // the optimizer update (STEP), slowest replica
   double memory_bytes = 0;         // per device, at the warm-up depth
   double device_memory_bytes = 0;  // the smallest memory among the stage's devices
   int warmup_depth = 0;            // K_s
@@ -37,9 +38,10 @@ struct PlanCosts {
 int SamplesPerReplica(int micro_batch, int replicas);
 
 // Costs of stage [first, last] on `devices` for micro-batches of `micro_batch` samples
-// with `warmup_depth` micro-batches in flight. Forward/backward are those of the slowest
-// replica (its slice and its device's speed). `allreduce_overlap`: the gradients are
-// allreduced in buckets during the last backward (cost/grad_buckets.h).
+// with `warmup_depth` micro-batches in flight; update_ms is the slowest device's update.
+// Forward/backward are those of the slowest replica (its slice and its device's speed).
+// `allreduce_overlap`: the gradients are allreduced in buckets during the last backward
+// (cost/grad_buckets.h).
 StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::vector<int>& devices,
                         int micro_batch, int warmup_depth, bool recompute = false,
                         bool allreduce_overlap = false, bool uniform = false);
@@ -53,8 +55,8 @@ bool UniformDevices(const CostModel& cost);
 PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost);
 
 // Lower bound of the simulated iteration time: every replica of stage s runs M forwards
-// and backwards and then the allreduce, so time >= max_s M (F_s + B_s) + AR_s (with
-// overlap, the exposed part of AR_s).
+// and backwards, then the allreduce, then the update, so time >= max_s M (F_s + B_s) +
+// AR_s + U_s (with overlap, the exposed part of AR_s).
 double IterationLowerBound(const PlanCosts& costs, int num_micro_batches);
 
 }  // namespace dapple

@@ -201,9 +201,9 @@ class Engine {
           break;
         }
         case Op::kOptimizerStep:
-          if (s_.record_timeline) Record(d, in, "step", clock, clock + s_.step_ms, cfg.stage);
-          clock += s_.step_ms;
-          dv.busy += s_.step_ms;
+          if (s_.record_timeline) Record(d, in, "step", clock, clock + cfg.step_ms, cfg.stage);
+          clock += cfg.step_ms;
+          dv.busy += cfg.step_ms;
           break;
       }
     }

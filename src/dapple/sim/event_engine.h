@@ -30,6 +30,7 @@ struct EngineDevice {
   int replica = 0;
   double forward_ms = 0;
   double backward_ms = 0;
+  double step_ms = 0;                // the optimizer update (STEP) of its stage's layers
   double bytes_per_micro_batch = 0;  // activation memory a forward adds and its backward frees
 };
 
@@ -48,7 +49,6 @@ struct EngineSetup {
   // (stage b+1 -> b). Size 2(S-1).
   std::vector<EngineRoute> routes;
   int num_resources = 0;
-  double step_ms = 0;
   bool record_timeline = false;
 };
 

@@ -16,10 +16,6 @@
 namespace dapple {
 namespace {
 
-// The optimizer step is free in this model (its cost is small next to a micro-batch and
-// the profile does not measure it).
-constexpr double kStepMs = 0;
-
 // Memory safety of the engine, which indexes by micro-batch and neighbour: every
 // micro-batch in range, communication only towards an existing neighbour. Deeper
 // soundness (pairing, deadlock) is FindScheduleError's job; a deadlock still throws.
@@ -69,7 +65,6 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
   internal::EngineSetup setup;
   setup.num_stages = S;
   setup.num_micro_batches = M;
-  setup.step_ms = kStepMs;
   setup.record_timeline = options.record_timeline;
   setup.stages.resize(S);
   SimResult result;
@@ -108,6 +103,8 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
       ed.replica = j;
       ed.forward_ms = cost.ForwardMs(sp.first_layer, sp.last_layer, samples, dev);
       ed.backward_ms = cost.BackwardMs(sp.first_layer, sp.last_layer, samples, dev);
+      // Every replica updates all of its stage's parameters, whatever its slice.
+      ed.step_ms = cost.UpdateMs(sp.first_layer, sp.last_layer, dev);
       // Bucket k is ready once the backward has passed through its lowest layer (the
       // backward runs from the last layer down); the last bucket with the whole backward.
       for (size_t k = 0; k < buckets.size(); ++k)
@@ -123,6 +120,7 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
       recompute_extra.push_back(plan.recompute ? act : 0.0);
       stats.forward_ms = std::max(stats.forward_ms, ed.forward_ms);
       stats.backward_ms = std::max(stats.backward_ms, ed.backward_ms);
+      stats.update_ms = std::max(stats.update_ms, ed.step_ms);
       setup.devices.push_back(ed);
     }
   }

@@ -20,7 +20,7 @@ struct DeviceStats {
   int device = 0;
   int stage = 0;
   int replica = 0;
-  double busy_ms = 0;    // compute time (forward, backward, optimizer)
+  double busy_ms = 0;    // compute time (forward, backward, optimizer update)
   double bubble_ms = 0;  // iteration_ms - busy_ms
   double static_memory_bytes = 0;
   double peak_activation_bytes = 0;
@@ -31,6 +31,7 @@ struct DeviceStats {
 struct StageStats {
   double forward_ms = 0;  // per micro-batch, per replica
   double backward_ms = 0;
+  double update_ms = 0;       // the optimizer update at STEP, once per iteration (slowest replica)
   double send_ms = 0;         // transfer to the next stage per micro-batch (0 for the last)
   double allreduce_ms = 0;    // the whole allreduce (with overlap: the sum of its buckets)
   int allreduce_buckets = 0;  // with plan.allreduce_overlap and > 1 replica, else 0
