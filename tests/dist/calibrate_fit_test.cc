@@ -122,5 +122,22 @@ TEST(CalibrationJsonTest, WritesAValidClusterWithTheMeasurementsBeside) {
   EXPECT_NE(CalibrationSummary(r).find("inter-server (ranks 0 <-> 2)"), std::string::npos);
 }
 
+TEST(FitAllReduceTest, RecoversBusBandwidthAndStepLatencyOfARing) {
+  // A 4-rank ring at 100 MB/s bus bandwidth and 50 us per step: t = 6 x 50 us + 1.5 x B / bw.
+  std::vector<TimingSample> v;
+  for (int64_t n : SizeSweep(4, 16 << 20)) v.push_back({double(n), 6 * 50e-6 + 1.5 * n / 100e6});
+  AllReduceFit f = FitAllReduce(v, 4, "ring");
+  EXPECT_EQ(f.ranks, 4);
+  EXPECT_NEAR(f.bus_bandwidth_bytes_per_s, 100e6, 1e-3 * 100e6);
+  EXPECT_NEAR(f.step_latency_s, 50e-6, 1e-7);
+  // Two ranks send as many bytes as they reduce: the bus bandwidth is the plain slope.
+  std::vector<TimingSample> two;
+  for (int64_t n : SizeSweep(4, 16 << 20)) two.push_back({double(n), 2 * 10e-6 + n / 1e9});
+  f = FitAllReduce(two, 2, "pair");
+  EXPECT_NEAR(f.bus_bandwidth_bytes_per_s, 1e9, 1e-3 * 1e9);
+  EXPECT_NEAR(f.step_latency_s, 10e-6, 1e-8);
+  EXPECT_THROW(FitAllReduce({{4, 1e-3}}, 2, "one sample"), InputError);
+}
+
 }  // namespace
 }  // namespace dapple

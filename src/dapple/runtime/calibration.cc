@@ -11,6 +11,7 @@
 #include <map>
 
 #include "dapple/common/error.h"
+#include "dapple/runtime/calibration_steps.h"
 #include "dapple/runtime/communicator.h"
 
 namespace dapple {
@@ -162,39 +163,6 @@ void MeasureLink(Communicator& comm, const Link& l, const CalibrationOptions& o,
   });
 }
 
-// Allreduce (float32 sum over the world) time per call against size. Rank 0 decides each
-// size and its repeat count under the budget and broadcasts it through a tiny allreduce.
-std::vector<TimingSample> MeasureAllReduce(Communicator& comm, const CalibrationOptions& o) {
-  std::vector<TimingSample> samples;
-  const double budget_s = o.budget.count() / 1000.0;
-  auto t0 = Clock::now();
-  for (size_t k = 0; k <= o.allreduce_sizes.size(); ++k) {
-    auto control = torch::zeros({2}, torch::kFloat64);
-    if (comm.rank() == 0) {
-      int reps = k < o.allreduce_sizes.size() ? o.repeats : 0;
-      if (reps > 0 && !samples.empty()) {
-        double t =
-            samples.back().seconds * std::max(1.0, o.allreduce_sizes[k] / samples.back().bytes);
-        reps = RepeatsThatFit(t, budget_s - Since(t0), o.repeats);
-      }
-      control[0] = reps > 0 ? static_cast<double>(k) : -1.0;
-      control[1] = reps;
-    }
-    comm.AllReduceSum(control, "", "calibrate allreduce: control");
-    if (control[0].item<double>() < 0) break;
-    const int64_t n = o.allreduce_sizes[static_cast<size_t>(control[0].item<double>())];
-    const int reps = static_cast<int>(control[1].item<double>());
-    auto t = torch::ones({std::max<int64_t>(1, n / 4)}, torch::kFloat32);
-    std::string what = fmt::format("calibrate allreduce: {} on rank {}", Bytes(n), comm.rank());
-    comm.AllReduceSum(t, "", what);  // warm-up
-    comm.Barrier(what + " (barrier)");
-    auto start = Clock::now();
-    for (int i = 0; i < reps; ++i) comm.AllReduceSum(t, "", what);
-    samples.push_back({static_cast<double>(n), Since(start) / reps});
-  }
-  return samples;
-}
-
 }  // namespace
 
 std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string& host,
@@ -259,14 +227,38 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
     if (r.inter_pair)
       MeasureLink(comm, describe("inter-server", r.inter_pair->first, r.inter_pair->second), o,
                   &r.inter);
-    r.allreduce = MeasureAllReduce(comm, o);
+    std::vector<int> world_ranks(world);
+    for (int i = 0; i < world; ++i) world_ranks[i] = i;
+    r.allreduce = internal::MeasureAllReduce(comm, "", world_ranks, o);
+    // The allreduce inside one server, when the world's crosses servers.
+    std::vector<int> server0;
+    for (int i = 0; i < world; ++i)
+      if (server[i] == 0) server0.push_back(i);
+    if (server0.size() >= 2 && static_cast<int>(server0.size()) < world) {
+      if (server[comm.rank()] == 0) {
+        comm.CreateGroup("calibrate-server0", server0);
+        r.intra_allreduce = internal::MeasureAllReduce(comm, "calibrate-server0", server0, o);
+      }
+      comm.Barrier("calibrate: after the intra-server allreduce");
+      r.intra_allreduce_ranks = server0;
+    }
+    if (!(o.speed > 0)) r.compute = internal::MeasureComputeSpeed(comm);
     if (comm.rank() != 0) return std::nullopt;
 
-    try {
-      r.allreduce_fit = FitLatencyBandwidth(r.allreduce, "calibrate allreduce");
-    } catch (const InputError&) {
-      // The table stays; a fit is only a convenience.
-    }
+    // A fit that fails (noise on a loaded machine) leaves the links' point-to-point values
+    // for the allreduce; the tables stay in the output either way.
+    auto fit = [](const std::vector<TimingSample>& v, int ranks,
+                  const char* what) -> std::optional<AllReduceFit> {
+      try {
+        return FitAllReduce(v, ranks, what);
+      } catch (const InputError&) {
+        return std::nullopt;
+      }
+    };
+    r.allreduce_fit = fit(r.allreduce, world, "calibrate allreduce");
+    if (!r.intra_allreduce.empty())
+      r.intra_allreduce_fit = fit(r.intra_allreduce, static_cast<int>(server0.size()),
+                                  "calibrate intra-server allreduce");
     // The cluster: devices per server, memory per device, the fitted links.
     Cluster& c = r.cluster;
     c.name = o.name;
@@ -276,7 +268,7 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
     for (int s = 0; s < num_servers; ++s) {
       int first = c.FirstDeviceOf(s);
       double mem = o.memory_bytes > 0 ? o.memory_bytes : memory[first] / c.servers[s].devices;
-      DeviceSpec d{mem, o.speed};
+      DeviceSpec d{mem, r.compute ? r.compute->speed : o.speed};
       if (s == 0)
         c.device = d;
       else if (mem != c.device.memory_bytes)
@@ -287,6 +279,16 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
     if (r.inter) c.inter_server = link_of(*r.inter);
     if (!r.intra && r.inter) c.intra_server = c.inter_server;  // one device per server: unused
     if (!r.inter && r.intra) c.inter_server = c.intra_server;  // one server: unused
+    auto set_allreduce = [](LinkSpec& l, const AllReduceFit& f) {
+      l.allreduce_bandwidth_bytes_per_s = f.bus_bandwidth_bytes_per_s;
+      l.allreduce_latency_s = f.step_latency_s;
+    };
+    if (num_servers == 1) {
+      if (r.allreduce_fit) set_allreduce(c.intra_server, *r.allreduce_fit);
+    } else {
+      if (r.allreduce_fit) set_allreduce(c.inter_server, *r.allreduce_fit);
+      if (r.intra_allreduce_fit) set_allreduce(c.intra_server, *r.intra_allreduce_fit);
+    }
     r.options = o;
     r.timeout_s = comm.timeout().count() / 1000.0;
     ValidateCluster(c, "calibrate");

@@ -48,6 +48,29 @@ struct LinkFit {
 // sizes or the time does not grow with size (bandwidth not measurable).
 LinkFit FitLatencyBandwidth(const std::vector<TimingSample>& samples, const std::string& what);
 
+// A ring allreduce over `ranks` ranks: t(bytes) = 2(r-1) x step_latency_s + 2(r-1)/r x bytes /
+// bus_bandwidth_bytes_per_s (DESIGN.md section 4), fitted as FitLatencyBandwidth does on the
+// bytes each rank sends. These are the allreduce fields of a cluster's links.
+struct AllReduceFit {
+  int ranks = 2;
+  double bus_bandwidth_bytes_per_s = 0;
+  double step_latency_s = 0;
+  LinkFit fit;  // on the bytes each rank sends, 2(r-1)/r x bytes
+};
+// Throws InputError naming `what` as FitLatencyBandwidth does. REQUIRES: ranks >= 2.
+AllReduceFit FitAllReduce(const std::vector<TimingSample>& samples, int ranks,
+                          const std::string& what);
+
+// The compute speed of a device while every device of the job computes, relative to one
+// process computing alone on the same machine (calibration_steps.cc explains why).
+struct ComputeSpeed {
+  std::string kernel;
+  int iterations = 0;
+  double alone_s = 0;     // rank 0's loop, the other ranks idle
+  double together_s = 0;  // the mean over ranks of the same loop, every rank running it
+  double speed = 1;       // alone_s / together_s
+};
+
 // The server of each rank, grouping ranks by the host name they reported (servers numbered
 // in order of first appearance). Devices are numbered server by server and the device id is
 // the global rank, so the ranks of one host must be consecutive: throws InputError naming
@@ -75,7 +98,8 @@ struct CalibrationOptions {
   std::chrono::milliseconds budget{20000};
   int64_t min_fit_bytes = 1 << 20;
   std::string name = "calibrated";
-  double speed = 1.0;       // device compute speed relative to the profile's device
+  // Device compute speed relative to the profile's device; <= 0: measured (ComputeSpeed).
+  double speed = 0;
   double memory_bytes = 0;  // per device; 0: the server's physical memory / its devices
 };
 
@@ -88,7 +112,13 @@ struct CalibrationResult {
   std::optional<std::pair<int, int>> intra_pair, inter_pair;
   std::optional<LinkFit> intra, inter;
   std::vector<TimingSample> allreduce;  // world allreduce (float32 sum): seconds per call
-  std::optional<LinkFit> allreduce_fit;
+  std::optional<AllReduceFit> allreduce_fit;
+  // The allreduce among the ranks of server 0 alone, when the world spans servers and
+  // server 0 runs two ranks or more (else the world's is the intra-server one).
+  std::vector<int> intra_allreduce_ranks;
+  std::vector<TimingSample> intra_allreduce;
+  std::optional<AllReduceFit> intra_allreduce_fit;
+  std::optional<ComputeSpeed> compute;  // when the speed was measured
   CalibrationOptions options;
   double timeout_s = 0;
 };

@@ -98,6 +98,20 @@ LinkFit FitLatencyBandwidth(const std::vector<TimingSample>& samples, const std:
   return f;
 }
 
+AllReduceFit FitAllReduce(const std::vector<TimingSample>& samples, int ranks,
+                          const std::string& what) {
+  DAPPLE_CHECK(ranks >= 2);
+  const double sent = 2.0 * (ranks - 1) / ranks;  // bytes each rank sends per byte reduced
+  std::vector<TimingSample> v;
+  for (const TimingSample& t : samples) v.push_back({t.bytes * sent, t.seconds});
+  AllReduceFit f;
+  f.ranks = ranks;
+  f.fit = FitLatencyBandwidth(v, what);
+  f.bus_bandwidth_bytes_per_s = f.fit.bandwidth_bytes_per_s;
+  f.step_latency_s = f.fit.latency_s / (2.0 * (ranks - 1));
+  return f;
+}
+
 std::vector<int> ServersOfRanks(const std::vector<std::string>& hosts) {
   std::map<std::string, int> server;  // host -> server id
   std::map<std::string, int> last;    // host -> its last rank so far
@@ -149,7 +163,8 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
   c["tool"] = "dapple calibrate";
   c["note"] =
       "point-to-point samples are one-way times (half the fastest of the repeated round "
-      "trips); allreduce samples are the mean seconds per float32 sum over all ranks";
+      "trips); allreduce samples are the mean seconds per float32 sum over the ranks listed; "
+      "bus bandwidth = 2(r-1)/r x bytes / time (DESIGN.md section 4)";
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
   for (size_t i = 0; i < r.hosts.size(); ++i)
     ranks.push_back({{"rank", i}, {"host", r.hosts[i]}, {"server", r.server_of_rank[i]}});
@@ -163,13 +178,33 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
   };
   c["intra_server"] = link(r.intra_pair, r.intra);
   c["inter_server"] = link(r.inter_pair, r.inter);
-  nlohmann::ordered_json ar = {{"ranks", r.hosts.size()},
-                               {"samples", SamplesJson(r.allreduce, "seconds")}};
-  if (r.allreduce_fit) {
-    ar["latency_s"] = r.allreduce_fit->latency_s;
-    ar["bytes_per_s"] = r.allreduce_fit->bandwidth_bytes_per_s;
+  auto allreduce = [](const std::vector<int>& ranks, const std::vector<TimingSample>& samples,
+                      const std::optional<AllReduceFit>& fit) {
+    nlohmann::ordered_json ar = {{"ranks", ranks}, {"samples", SamplesJson(samples, "seconds")}};
+    if (fit) {
+      ar["bus_bandwidth_bytes_per_s"] = fit->bus_bandwidth_bytes_per_s;
+      ar["step_latency_s"] = fit->step_latency_s;
+      ar["max_relative_error"] = fit->fit.max_relative_error;
+    }
+    return ar;
+  };
+  std::vector<int> world(r.hosts.size());
+  for (size_t i = 0; i < world.size(); ++i) world[i] = static_cast<int>(i);
+  c["allreduce"] = allreduce(world, r.allreduce, r.allreduce_fit);
+  c["intra_server_allreduce"] =
+      r.intra_allreduce.empty()
+          ? nlohmann::ordered_json(nullptr)
+          : allreduce(r.intra_allreduce_ranks, r.intra_allreduce, r.intra_allreduce_fit);
+  if (r.compute) {
+    c["compute"] = {{"kernel", r.compute->kernel},
+                    {"iterations", r.compute->iterations},
+                    {"alone_s", r.compute->alone_s},
+                    {"together_s", r.compute->together_s},
+                    {"speed", r.compute->speed},
+                    {"note",
+                     "device.speed: the kernel's time on rank 0 alone over its mean time "
+                     "while every rank runs it (devices sharing the machine's cores)"}};
   }
-  c["allreduce"] = ar;
   c["options"] = {{"repeats", r.options.repeats},
                   {"budget_s", r.options.budget.count() / 1000.0},
                   {"timeout_s", r.timeout_s},
@@ -201,9 +236,26 @@ std::string CalibrationSummary(const CalibrationResult& r) {
   };
   link("intra-server", r.intra_pair, r.intra);
   link("inter-server", r.inter_pair, r.inter);
-  s += fmt::format("allreduce over {} ranks:\n", r.hosts.size());
-  for (const TimingSample& t : r.allreduce)
-    s += fmt::format("  {:>10}  {:10.1f} us\n", Bytes(t.bytes), t.seconds * 1e6);
+  auto allreduce = [&](const std::string& name, const std::vector<TimingSample>& samples,
+                       const std::optional<AllReduceFit>& fit) {
+    s += fmt::format("{}", name);
+    if (fit)
+      s += fmt::format(": bus bandwidth {:.1f} MB/s, {:.1f} us per ring step",
+                       fit->bus_bandwidth_bytes_per_s / 1e6, fit->step_latency_s * 1e6);
+    s += "\n";
+    for (const TimingSample& t : samples)
+      s += fmt::format("  {:>10}  {:10.1f} us\n", Bytes(t.bytes), t.seconds * 1e6);
+  };
+  allreduce(fmt::format("allreduce over {} ranks", r.hosts.size()), r.allreduce, r.allreduce_fit);
+  if (!r.intra_allreduce.empty())
+    allreduce(fmt::format("allreduce inside server 0 ({} ranks)", r.intra_allreduce_ranks.size()),
+              r.intra_allreduce, r.intra_allreduce_fit);
+  if (r.compute)
+    s += fmt::format(
+        "compute speed {:.3f}: {} x {} takes {:.1f} ms on rank 0 alone, {:.1f} ms while every "
+        "rank runs it\n",
+        r.compute->speed, r.compute->iterations, r.compute->kernel, r.compute->alone_s * 1e3,
+        r.compute->together_s * 1e3);
   return s;
 }
 

@@ -28,7 +28,7 @@ struct CalibrateArgs {
   LaunchCli launch;  // launch.nproc == 0: this process is one rank of a job
   std::string name = "calibrated";
   std::string host;
-  double speed = 1.0;
+  double speed = 0;  // 0: measured
   double memory_bytes = 0;
   int repeats = 10;
   double budget_s = 20;
@@ -129,9 +129,10 @@ void AddCalibrateCommand(CLI::App& app) {
   cmd->add_option("--host", args->host,
                   "host name this rank reports (default: $DAPPLE_HOST, else the host name); "
                   "ranks with the same host form one server");
-  cmd->add_option("--speed", args->speed, "device speed relative to the profile's device")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  cmd->add_option("--speed", args->speed,
+                  "device speed relative to the profile's device (default: measured, a matmul "
+                  "loop on rank 0 alone against every rank at once)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--memory-bytes", args->memory_bytes,
                   "memory per device (default: physical memory / devices of the server)")
       ->check(CLI::NonNegativeNumber);

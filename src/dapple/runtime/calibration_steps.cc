@@ -1,0 +1,123 @@
+// The allreduce sweep and the compute speed of `dapple calibrate`: see calibration_steps.h.
+#include "dapple/runtime/calibration_steps.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "dapple/common/error.h"
+#include "dapple/runtime/communicator.h"
+
+namespace dapple::internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kMinRepeats = 3;
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string Bytes(double b) {
+  if (b >= (1 << 20)) return fmt::format("{:g} MiB", b / (1 << 20));
+  if (b >= 1024) return fmt::format("{:g} KiB", b / 1024);
+  return fmt::format("{:g} B", b);
+}
+
+// Repeats of an operation predicted to take `op_s` that fit in `left_s` after one warm-up:
+// at most `repeats`; 0 when fewer than kMinRepeats fit.
+int RepeatsThatFit(double op_s, double left_s, int repeats) {
+  if (op_s <= 0) return repeats;
+  double n = std::floor(left_s / op_s) - 1;
+  if (n < kMinRepeats) return 0;
+  return static_cast<int>(std::min<double>(repeats, n));
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+std::vector<TimingSample> MeasureAllReduce(Communicator& comm, const std::string& group,
+                                           const std::vector<int>& members,
+                                           const CalibrationOptions& o) {
+  DAPPLE_CHECK(!members.empty());
+  const bool leader = comm.rank() == members.front();
+  const std::string who = group.empty() ? "allreduce" : "allreduce (" + group + ")";
+  std::vector<TimingSample> samples;
+  const double budget_s = o.budget.count() / 1000.0;
+  auto t0 = Clock::now();
+  for (size_t k = 0; k <= o.allreduce_sizes.size(); ++k) {
+    auto control = torch::zeros({2}, torch::kFloat64);
+    if (leader) {
+      int reps = k < o.allreduce_sizes.size() ? o.repeats : 0;
+      if (reps > 0 && !samples.empty()) {
+        double t =
+            samples.back().seconds * std::max(1.0, o.allreduce_sizes[k] / samples.back().bytes);
+        reps = RepeatsThatFit(t, budget_s - Since(t0), o.repeats);
+      }
+      control[0] = reps > 0 ? static_cast<double>(k) : -1.0;
+      control[1] = reps;
+    }
+    comm.AllReduceSum(control, group, fmt::format("calibrate {}: control", who));
+    if (control[0].item<double>() < 0) break;
+    const int64_t n = o.allreduce_sizes[static_cast<size_t>(control[0].item<double>())];
+    const int reps = static_cast<int>(control[1].item<double>());
+    auto t = torch::ones({std::max<int64_t>(1, n / 4)}, torch::kFloat32);
+    std::string what = fmt::format("calibrate {}: {} on rank {}", who, Bytes(n), comm.rank());
+    comm.AllReduceSum(t, group, what);  // warm-up, and every member is here
+    auto start = Clock::now();
+    for (int i = 0; i < reps; ++i) comm.AllReduceSum(t, group, what);
+    samples.push_back({static_cast<double>(n), Since(start) / reps});
+  }
+  return samples;
+}
+
+// Note [Compute speed under concurrency]: `dapple profile` times each layer in one process
+// with the machine to itself. When the devices of a job are processes sharing a machine's
+// cores (the two-server network of scripts/netns.sh on one machine, or several CPU
+// "devices" on one host), each computes slower while the others compute. The ratio of the
+// same loop's time alone to its time while every rank runs it is the speed the cost model
+// should use. On machines whose devices do not share anything it is about 1.
+ComputeSpeed MeasureComputeSpeed(Communicator& comm) {
+  torch::NoGradGuard no_grad;
+  ComputeSpeed r;
+  r.kernel = "64x1024 @ 1024x1024 float32 matmul";
+  auto x = torch::randn({64, 1024});
+  auto w = torch::randn({1024, 1024});
+  auto y = torch::empty({64, 1024});
+  auto run = [&](int iterations) {
+    auto start = Clock::now();
+    for (int i = 0; i < iterations; ++i) torch::mm_out(y, x, w);
+    return Since(start);
+  };
+  // Rank 0 sizes the loop to about 0.1 s alone and times it; the others wait.
+  auto shared = torch::zeros({2}, torch::kFloat64);
+  if (comm.rank() == 0) {
+    run(3);  // warm-up
+    double one = std::max(run(5) / 5, 1e-6);
+    int iterations = std::clamp(static_cast<int>(0.1 / one), 5, 100000);
+    std::vector<double> alone;
+    for (int rep = 0; rep < 5; ++rep) alone.push_back(run(iterations));
+    shared[0] = iterations;
+    shared[1] = Median(alone);
+  }
+  comm.AllReduceSum(shared, "", "calibrate compute speed: rank 0 timing alone");
+  r.iterations = static_cast<int>(shared[0].item<double>());
+  r.alone_s = shared[1].item<double>();
+  run(3);
+  comm.Barrier("calibrate compute speed: start together");
+  std::vector<double> together;
+  for (int rep = 0; rep < 5; ++rep) together.push_back(run(r.iterations));
+  auto sum = torch::full({1}, Median(together), torch::kFloat64);
+  comm.AllReduceSum(sum, "", "calibrate compute speed: gathering");
+  r.together_s = sum[0].item<double>() / comm.size();
+  r.speed = r.alone_s / r.together_s;
+  return r;
+}
+
+}  // namespace dapple::internal

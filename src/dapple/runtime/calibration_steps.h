@@ -1,0 +1,28 @@
+// Steps of Calibrate (calibration.cc) beyond the ping-pong: the allreduce sweep of a group
+// and the compute speed of a device while every device computes. Internal to the runtime.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dapple/runtime/calibration.h"
+
+namespace dapple {
+
+class Communicator;
+
+namespace internal {
+
+// Allreduce (float32 sum over the members of `group`, "" = the world) time per call against
+// size. Called by exactly the `members` (ascending global ranks); the first member decides
+// each size and its repeat count under the budget and shares it through a tiny allreduce.
+std::vector<TimingSample> MeasureAllReduce(Communicator& comm, const std::string& group,
+                                           const std::vector<int>& members,
+                                           const CalibrationOptions& o);
+
+// Collective over the world: a fixed matmul loop timed on rank 0 alone (the others wait),
+// then on every rank at once. Every rank returns the same result.
+ComputeSpeed MeasureComputeSpeed(Communicator& comm);
+
+}  // namespace internal
+}  // namespace dapple
