@@ -53,6 +53,7 @@ SUB="$1"; shift
 NETNS=("$HERE/netns.sh" --prefix "$PREFIX" "${NETNS_ARGS[@]}")
 
 pids=()
+# shellcheck disable=SC2317  # cleanup runs from the EXIT trap
 cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
