@@ -50,6 +50,14 @@ TEST(ProfileCommand, WritesJsonAndPipeDream) {
   EXPECT_EQ(p.batch_sizes, (std::vector<int>{2, 4}));
   EXPECT_EQ(p.metadata.at("option.hidden"), "16");
   EXPECT_EQ(p.metadata.at("threads"), "1");
+  EXPECT_EQ(p.metadata.at("optimizer"), "sgd");  // dapple train's default
+  for (const LayerProfile& l : p.layers) EXPECT_GT(l.update_ms, 0) << l.id;
+  r = RunDapple(
+      "profile --model mlp --opt hidden=16 --layers 1 --batch 2 --warmup 0 --repeat 1 "
+      "--threads 1 --optimizer adamw -o " +
+      json.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(ReadProfileJson(json).metadata.at("optimizer"), "adamw");
   r = RunDapple(
       "profile --model gpt --opt layers=1 --opt hidden=16 --batch 2 --warmup 0 --repeat 1 "
       "--format pipedream -o " +
@@ -82,7 +90,7 @@ TEST(ProfileCommand, BadInputIsOneLineExitTwo) {
   for (std::string args :
        {"--model mlp --batch 0", "--model alexnet --batch 2", "--model mlp --opt depth=3 --batch 2",
         "--model mlp --depth 3 --batch 2", "--model mlp --batch 2 --batches 0,2",
-        "--model mlp --batch 2 --format xml"}) {
+        "--model mlp --batch 2 --format xml", "--model mlp --batch 2 --optimizer lamb"}) {
     Result r = RunDapple("profile " + args + " -o " + out.string());
     EXPECT_EQ(r.code, 2) << args << ": " << r.output;
     EXPECT_EQ(Lines(r.output), 1) << args << ": " << r.output;

@@ -4,6 +4,7 @@
 #include "dapple/profiler/profiler.h"
 
 #include <gtest/gtest.h>
+#include <torch/nn/modules/activation.h>
 
 #include <filesystem>
 
@@ -52,6 +53,33 @@ TEST(Profiler, TinyMlpProfileIsValidAndExact) {
   EXPECT_EQ(p.metadata.at("libtorch").rfind("1.", 0), 0u);
 }
 
+// update_ms: one optimizer step per layer, on copies of the parameters.
+TEST(Profiler, UpdateMsForLayersWithParameters) {
+  Model m = BuildModel("mlp", {{"input", "20"}, {"hidden", "32"}, {"layers", "2"}}, 1);
+  // A parameter-free layer in between (no zoo model has one).
+  m.layers.insert(m.layers.begin() + 1,
+                  NamedLayer{"relu", torch::nn::AnyModule(torch::nn::ReLU())});
+  std::vector<torch::Tensor> before;
+  for (const torch::Tensor& t : m.Parameters(0, m.num_layers() - 1)) before.push_back(t.clone());
+  for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam}) {
+    ProfilerOptions o = Quick(8);
+    o.optimizer.kind = kind;
+    Profile p = ProfileModel(m, o);
+    ASSERT_EQ(p.num_layers(), 4);
+    ASSERT_EQ(p.layers[1].id, "relu");
+    EXPECT_EQ(p.layers[1].parameter_bytes, 0);
+    EXPECT_EQ(p.layers[1].update_ms, 0);
+    for (int i : {0, 2, 3}) EXPECT_GT(p.layers[i].update_ms, 0) << p.layers[i].id;
+    EXPECT_EQ(p.metadata.at("optimizer"), ToString(kind));
+    EXPECT_NE(p.metadata.at("optimizer_options").find("lr 0.01"), std::string::npos);
+  }
+  // The model's own weights are as they were built.
+  std::vector<torch::Tensor> after = m.Parameters(0, m.num_layers() - 1);
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t k = 0; k < after.size(); ++k) EXPECT_TRUE(torch::equal(after[k], before[k])) << k;
+  for (const torch::Tensor& t : after) EXPECT_FALSE(t.grad().defined());
+}
+
 TEST(Profiler, AttentionSavesMoreThanItsOutput) {
   Model m =
       BuildModel("gpt", {{"hidden", "16"}, {"heads", "2"}, {"layers", "1"}, {"seq", "32"}}, 1);
@@ -90,6 +118,8 @@ TEST(Profiler, JsonRoundTrip) {
     EXPECT_EQ(q.layers[i].id, p.layers[i].id);
     EXPECT_DOUBLE_EQ(q.layers[i].forward_ms, p.layers[i].forward_ms);
     EXPECT_DOUBLE_EQ(q.layers[i].saved_bytes, p.layers[i].saved_bytes);
+    EXPECT_DOUBLE_EQ(q.layers[i].update_ms, p.layers[i].update_ms);
+    EXPECT_GT(q.layers[i].update_ms, 0);
   }
 }
 

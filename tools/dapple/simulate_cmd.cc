@@ -108,8 +108,8 @@ void PrintSummary(const Profile& profile, const Cluster& cluster, const Plan& pl
                ss.send_ms, ss.allreduce_ms, ss.update_ms, mem, bubble);
   }
   fmt::print(
-      "(fwd, bwd, send: per micro-batch and replica, send = transfer to the next stage; AR and "
-      "step = optimizer update: once per iteration)\n");
+      "(fwd, bwd, send: per micro-batch and replica, send = transfer to the next stage; AR "
+      "= allreduce, step = optimizer update: once per iteration)\n");
   for (int s = 0; s < plan.num_stages(); ++s) {
     const StageStats& ss = r.stages[s];
     if (ss.allreduce_buckets == 0) continue;

@@ -7,6 +7,7 @@
 
 #include "dapple/format/profile.h"
 #include "dapple/models/model.h"
+#include "dapple/runtime/optimizer.h"
 
 namespace dapple {
 
@@ -17,6 +18,8 @@ struct ProfilerOptions {
   int repeat = 5;                // timed runs; the median is reported, > 0
   uint64_t seed = 1;             // of the synthetic input batch
   bool progress = true;          // a progress line on stderr
+  // The optimizer whose update update_ms times (dapple train's default: SGD, momentum 0.9).
+  OptimizerOptions optimizer;
 };
 
 // Profiles `model` (its layers in training mode, as the runtime runs them). Per layer:
@@ -25,12 +28,19 @@ struct ProfilerOptions {
 //    the first layer's input is the data and does not);
 //  - backward_ms: median time of the backward of that layer alone, from a gradient of
 //    ones on its output; the last layer's forward and backward include the loss;
+//  - update_ms: median time of one update (step() and zero_grad(), the runtime's STEP) of
+//    `o.optimizer` (built as the runtime builds it, MakeOptimizer) over copies of the
+//    layer's parameters with gradients of ones, each after writing 64 MiB so that the
+//    parameters and optimizer state come from memory as in training, after max(warmup, 1)
+//    untimed updates (the first one allocates the optimizer's state); 0 for a layer without
+//    parameters. The model's own parameters are not touched;
 //  - activation_bytes: bytes of the output; parameter_bytes: of its parameters;
 //  - saved_bytes: CPU memory the forward allocated that stays alive while the output and
 //    its autograd graph do (the output and everything saved for backward beyond the input
 //    and parameters), measured by a counting CPU allocator.
 // Inputs are a synthetic batch run through the layers before. Threads are whatever the
-// caller set; metadata records them with the CPU, the OpenBLAS kernel and libtorch.
+// caller set; metadata records them with the CPU, the OpenBLAS kernel, libtorch and the
+// optimizer ("optimizer": sgd, adam or adamw, as `dapple train --optimizer`).
 // REQUIRES: o.batch_size > 0, o.repeat > 0, o.warmup >= 0 (InputError otherwise).
 Profile ProfileModel(const Model& model, const ProfilerOptions& o);
 

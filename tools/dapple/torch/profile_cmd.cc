@@ -17,6 +17,7 @@
 #include "dapple/models/zoo.h"
 #include "dapple/profiler/blas_env.h"
 #include "dapple/profiler/profiler.h"
+#include "dapple/runtime/optimizer.h"
 
 namespace dapple {
 namespace {
@@ -33,6 +34,7 @@ struct ProfileArgs {
   std::string dtype = "float32";
   std::string output;
   std::string format = "json";
+  std::string optimizer = "sgd";
 };
 
 std::vector<int> ParseBatches(const std::string& text) {
@@ -61,6 +63,12 @@ void Run(const ProfileArgs& a, const std::vector<std::string>& extras) {
   if (a.dtype != "float32" && a.dtype != "float64")
     ThrowInput("--dtype: expected float32 or float64, got '{}'", a.dtype);
   if (a.threads < 0) ThrowInput("--threads: must be >= 0, got {}", a.threads);
+  OptimizerOptions optimizer;  // dapple train's defaults for the rest (momentum 0.9)
+  try {
+    optimizer.kind = ParseOptimizerKind(a.optimizer);
+  } catch (const InputError& e) {
+    ThrowInput("--optimizer: {}", e.what());
+  }
   ModelOptions options = ParseModelFlags(a.opts);
   for (const auto& [k, v] : ParseModelFlags(extras)) options[k] = v;
   ProfilerOptions po;
@@ -69,6 +77,7 @@ void Run(const ProfileArgs& a, const std::vector<std::string>& extras) {
   po.warmup = a.warmup;
   po.repeat = a.repeat;
   po.seed = a.seed;
+  po.optimizer = optimizer;
   // Check everything the user gave before the re-exec below and the model build.
   ResolveModelOptions(a.model, options);
   CountModelParameters(a.model, options);
@@ -83,13 +92,13 @@ void Run(const ProfileArgs& a, const std::vector<std::string>& extras) {
     WriteProfileJson(p, a.output);
   else
     WritePipeDreamGraph(p, a.output);
-  double fwd = 0, bwd = 0;
-  for (const auto& l : p.layers) fwd += l.forward_ms, bwd += l.backward_ms;
+  double fwd = 0, bwd = 0, update = 0;
+  for (const auto& l : p.layers) fwd += l.forward_ms, bwd += l.backward_ms, update += l.update_ms;
   std::printf(
       "%s: %d layers, %lld parameters, batch %d, %d threads, OPENBLAS_CORETYPE=%s: "
-      "forward %.3f ms + backward %.3f ms -> %s\n",
+      "forward %.3f ms + backward %.3f ms, %s update %.3f ms -> %s\n",
       a.model.c_str(), p.num_layers(), static_cast<long long>(model.ParameterCount()), a.batch,
-      threads, OpenBlasCoreType().c_str(), fwd, bwd, a.output.c_str());
+      threads, OpenBlasCoreType().c_str(), fwd, bwd, a.optimizer.c_str(), update, a.output.c_str());
 }
 
 std::string ModelHelp() {
@@ -128,6 +137,10 @@ void AddProfileCommand(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "Seed of the weights and the input batch")
       ->capture_default_str();
   cmd->add_option("--dtype", a->dtype, "float32 | float64")->capture_default_str();
+  cmd->add_option("--optimizer", a->optimizer,
+                  "Optimizer whose per-layer update is timed (update_ms): sgd (momentum 0.9, as "
+                  "dapple train) | adam | adamw")
+      ->capture_default_str();
   cmd->add_option("-o,--output", a->output, "Output file")->required();
   cmd->add_option("--format", a->format, "json (dapple-profile/1) | pipedream")
       ->capture_default_str();
