@@ -14,9 +14,10 @@
 # ROUNDS (3: every plan is trained ROUNDS times, round-robin, and the kept steps pooled, so
 # that a change of the machine's load falls on every plan alike), BUCKET_MB (allreduce bucket
 # of `simulate` and `train`, 4: the MLP's 16 MB of gradients in 5 buckets, so that overlap has
-# something to overlap), RATE (tbf rate of the link, 1gbit), DELAY (netem delay, netns.sh's default), SPEED (device
-# speed given to calibrate; default: cores / 4 processes, at most 1), PREFIX (dpvm) and
-# SUBNET (10.79.0) of the namespaces, TRACE_LIMIT_KB (300: a larger trace stays in out/).
+# something to overlap), RATE (tbf rate of the link, 1gbit), DELAY (netem delay, netns.sh's
+# default), SPEED (device speed given to calibrate; default: calibrate measures it with every
+# rank computing at once), PREFIX (dpvm) and SUBNET (10.79.0) of the namespaces,
+# TRACE_LIMIT_KB (300: a larger trace stays in out/).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dapple=$(realpath "${1:-$root/build/tools/dapple/dapple}")
@@ -32,7 +33,7 @@ prefix=${PREFIX:-dpvm}
 subnet=${SUBNET:-10.79.0}
 per_server=2
 cores=$(nproc)
-speed=${SPEED:-$(python3 -c "print(min(1.0, $cores / $((2 * per_server))))")}
+speed=${SPEED:-}
 trace_limit_kb=${TRACE_LIMIT_KB:-300}
 out=$root/out/predicted-vs-measured-two-server
 mkdir -p "$out"
@@ -62,7 +63,7 @@ echo "profiling mlp $model_opts ..." >&2
 # (b) The cluster: measured on the namespaces just now.
 echo "calibrating the two-server network ($rate) ..." >&2
 "$root/scripts/calibrate-two-server.sh" --dapple "$dapple" --keep-up --per-server "$per_server" \
-  "${netns_args[@]}" -o "$out/cluster.json" -- --speed "$speed" --budget 10 --timeout 40 \
+  "${netns_args[@]}" -o "$out/cluster.json" -- ${speed:+--speed "$speed"} --budget 10 --timeout 40 \
   >"$out/calibrate.log" 2>&1 || { cat "$out/calibrate.log" >&2; exit 1; }
 cluster=$out/cluster.json
 
@@ -193,6 +194,13 @@ if not small and os.path.exists(stale):
     os.remove(stale)  # a trace of an earlier run would not match this document
 
 inter, intra = cluster["inter_server"], cluster["intra_server"]
+def allreduce_note():  # the allreduce figures of the link kinds, where calibrate wrote them
+    parts = []
+    for label, link in (("inter-server", inter), ("intra-server", intra)):
+        bw, lat = link.get("allreduce_bandwidth_bytes_per_s"), link.get("allreduce_latency_s")
+        if bw is not None and lat is not None:
+            parts.append(f"{label} {bw / 1e6:.1f} MB/s, {lat * 1e6:.0f} us per step")
+    return f"; allreduce {'; '.join(parts)}" if parts else ""
 f = open(doc + ".tmp", "w")
 w = f.write
 w("# Predicted vs measured on the two-server network\n\n")
@@ -205,9 +213,11 @@ w(f"- Network: two namespaces (servers) of {sum(s['devices'] for s in cluster['s
 w(f"- Cluster: `scripts/calibrate-two-server.sh` just before: inter-server "
   f"{inter['bandwidth_bytes_per_s'] / 1e6:.1f} MB/s, {inter['latency_s'] * 1e6:.0f} us; "
   f"intra-server {intra['bandwidth_bytes_per_s'] / 1e6:.0f} MB/s, "
-  f"{intra['latency_s'] * 1e6:.0f} us; device speed {float(speed):g} (`calibrate --speed`: "
-  f"the machine has {cores} cores for the 4 processes, so each gets at most "
-  f"{min(1, int(cores) / 4):g} of the core it was profiled on).\n")
+  f"{intra['latency_s'] * 1e6:.0f} us{allreduce_note()}; device speed "
+  f"{cluster['device']['speed']:.3f} relative to the profile's device ("
+  + (f"given: `--speed {speed}`" if speed else "measured by `calibrate` with every rank "
+     f"computing at once: {cores} cores for the 4 processes")
+  + ").\n")
 w(f"- Model: `mlp {model_opts}`, float32, synthetic data, global batch {gbs}. Profile: "
   "`dapple profile --batch 32 --batches 1,2,4,8,16,32,64,128 --threads 1` (one thread, as "
   "each training process).\n")
@@ -225,9 +235,9 @@ w(f"- Simulated: `dapple simulate --json --trace --bucket-mb {bucket_mb}`. Measu
   "the first of 1 - (F+B time) / step time, averaged over the runs.\n")
 w(f"- Load average (1, 5, 15 min) before: {lb}; after: {la}, on {cores} cores.")
 busy = float(lb.split()[0]) > 0.5 * int(cores)
-w(" The machine was busy with other work before the run: the 4 training processes got less "
-  "than the half core each that the device speed assumes, so measured times are longer than "
-  "simulated; rerun on a quiet machine.\n\n" if busy else
+w(" The machine was busy with other work before the run: the 4 training processes shared "
+  "the cores with it, more or less than while `calibrate` measured the device speed, so "
+  "measured times carry that noise; rerun on a quiet machine.\n\n" if busy else
   " The 1-minute load was below half the cores before the run.\n\n")
 w("| plan | stages (layers on devices) | m x M | schedule | overlap | simulated ms | "
   "measured ms (min..max) | error % | within 15% | simulated bubble | measured bubble |\n")
@@ -257,9 +267,13 @@ if "dp" in by and "dp-no-overlap" in by:
         d = b[k] - a[k]
         w(f"| {label} | {b[k]:.1f} | {a[k]:.1f} | {d:.1f} | {100 * d / b[k]:.1f} |\n")
     dm, ds = b["meas"] - a["meas"], b["sim"] - a["sim"]
-    verdict = ("drops, and the simulator predicts a drop" if dm > 0 and ds > 0 else
-               "does not drop as the simulator predicts" if ds > 0 else
-               "is not predicted to drop")
+    if dm > 0 and ds > 0:
+        verdict = (f"drops by {dm:.1f} ms; the simulator predicts a drop of {ds:.1f} ms, "
+                   f"{100 * ds / dm:.0f}% of the measured one")
+    elif dm > 0:
+        verdict = f"drops by {dm:.1f} ms, but the simulator predicts no drop ({ds:+.1f} ms)"
+    else:
+        verdict = (f"does not drop ({-dm:+.1f} ms); the simulator predicts {ds:.1f} ms")
     w(f"\nWith overlap, data parallelism's measured iteration time {verdict}.\n\n")
 w("## Timelines\n\n")
 if small:
