@@ -62,9 +62,8 @@ struct Profile {
 };
 
 // Checks a profile's invariants; throws InputError naming `source` and the layer/field.
-// Unique ids, non-negative finite numbers (update_ms included), edges from < to within range,
-// batch_size > 0,
-// *_by_batch aligned with batch_sizes.
+// Unique ids, non-negative finite numbers (update_ms included), edges from < to within
+// range, batch_size > 0, *_by_batch aligned with batch_sizes.
 void ValidateProfile(const Profile& p, const std::string& source);
 
 // Reads a `dapple-profile/1` JSON file. Throws InputError naming file and field.
