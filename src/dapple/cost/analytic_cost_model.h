@@ -15,7 +15,7 @@ struct CostOptions {
   // Override of every device's memory (bytes); <= 0 keeps the cluster's.
   double memory_bytes_override = 0;
   // Gradient bucket of the allreduce overlapped with the backward: 25 MiB of parameters,
-  // PyTorch DDP's bucket_cap_mb default and the runtime's (runtime/grad_sync.h).
+  // PyTorch DDP's bucket_cap_mb default and the runtime's (`dapple train --bucket-mb`).
   double allreduce_bucket_bytes = 25 << 20;
 };
 

@@ -15,7 +15,6 @@
 #include <csignal>
 
 #include "dapple/common/error.h"
-#include "dapple/runtime/grad_sync.h"
 
 namespace dapple {
 namespace {
@@ -109,7 +108,9 @@ StageWorker::StageWorker(Model& model, const RankGrid& grid, int rank,
     if (program_[pc].op == Op::kBackward) last_backward_pc_ = pc;
     if (program_[pc].op == Op::kAllReduceGrads) has_ar = true;
   }
-  if (opt_.overlap_allreduce && has_ar && last_backward_pc_ >= 0) {
+  // Both with and without overlap the gradients live in the buckets (Note [Gradients are
+  // bucket views] in overlapped_allreduce.h): without overlap, AR launches every bucket.
+  if (has_ar) {
     std::vector<std::vector<torch::Tensor>> layer_params;
     for (int l = first_; l <= last_; ++l) layer_params.push_back(model.Parameters(l, l));
     overlap_ = std::make_unique<OverlappedAllReduce>(
@@ -168,7 +169,7 @@ void StageWorker::Execute(const Instruction& inst, int pc) {
       Forward(inst.micro_batch);
       return;
     case Op::kBackward:
-      if (overlap_ && pc == last_backward_pc_)
+      if (overlap_ && opt_.overlap_allreduce && pc == last_backward_pc_)
         overlap_->Arm(Where(-1, "AR (overlapped allreduce among the stage's replicas)"));
       Backward(inst.micro_batch);
       return;
@@ -194,12 +195,13 @@ void StageWorker::Execute(const Instruction& inst, int pc) {
       return;
     }
     case Op::kAllReduceGrads:
-      if (overlap_) {
+      DAPPLE_CHECK(overlap_ != nullptr);
+      if (opt_.overlap_allreduce) {
         bucket_events_ = overlap_->Finish(opt_.timeout, rank_, stage_);
-        return;
+      } else {  // the buckets run inside AR: no events of their own
+        overlap_->Arm(Where(-1, "AR (allreduce among the stage's replicas)"));
+        overlap_->Finish(opt_.timeout, rank_, stage_);
       }
-      AllReduceGradients(comm_, fmt::format("stage{}", stage_), params_, opt_.bucket_bytes,
-                         Where(-1, "AR (allreduce among the stage's replicas)"));
       return;
     case Op::kOptimizerStep:
       optimizer_.step();

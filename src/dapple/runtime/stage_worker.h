@@ -105,7 +105,7 @@ class StageWorker {
   std::vector<torch::Tensor> params_;
   SampleRange my_rows_;                                // my slice of every micro-batch
   std::vector<TransferPiece> in_pieces_, out_pieces_;  // boundary before / after my stage
-  std::unique_ptr<OverlappedAllReduce> overlap_;       // null: AR reduces after the backward
+  std::unique_ptr<OverlappedAllReduce> overlap_;       // the gradient buckets; null: no AR
   int last_backward_pc_ = -1;                          // the B that overlap_ is armed for
   std::vector<TimelineEvent> bucket_events_;           // this step's "AR b<k>"
 
