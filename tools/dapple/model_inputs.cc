@@ -12,6 +12,9 @@ void AddModelInputOptions(CLI::App* cmd, ModelInputArgs& args) {
                   "Cluster preset (paper-a, paper-b, paper-c, local) or cluster JSON")
       ->required();
   cmd->add_option("--memory-gb", args.memory_gb, "Device memory in GB (overrides the cluster)");
+  cmd->add_option("--bucket-mb", args.bucket_mb,
+                  "Allreduce bucket size in MiB of parameters when overlapped (default 25, as "
+                  "`dapple train`)");
 }
 
 ModelInputs LoadModelInputs(const ModelInputArgs& a) {
@@ -19,9 +22,12 @@ ModelInputs LoadModelInputs(const ModelInputArgs& a) {
   if (a.pbs && *a.pbs <= 0) ThrowInput("--pbs: must be positive, got {}", *a.pbs);
   if (a.memory_gb && !(*a.memory_gb > 0))
     ThrowInput("--memory-gb: must be positive, got {}", *a.memory_gb);
+  if (a.bucket_mb && !(*a.bucket_mb > 0))
+    ThrowInput("--bucket-mb: must be positive, got {}", *a.bucket_mb);
   ModelInputs in{LoadProfile(a.profile, a.pbs), LoadCluster(a.cluster), {}};
   if (in.cluster.num_devices() < 1) ThrowInput("{}: the cluster has no device", a.cluster);
   if (a.memory_gb) in.cost_options.memory_bytes_override = *a.memory_gb * 1e9;
+  if (a.bucket_mb) in.cost_options.allreduce_bucket_bytes = *a.bucket_mb * (1 << 20);
   return in;
 }
 

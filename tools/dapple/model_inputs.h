@@ -1,5 +1,6 @@
-// The inputs `plan` and `simulate` share: a profile (with its batch size), a cluster and an
-// optional device-memory override. One place declares their flags, checks them and loads them.
+// The inputs `plan` and `simulate` share: a profile (with its batch size), a cluster, an
+// optional device-memory override and the allreduce bucket size. One place declares their flags,
+// checks them and loads them.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -17,19 +18,20 @@ struct ModelInputArgs {
   std::optional<int> pbs;
   std::string cluster;
   std::optional<double> memory_gb;
+  std::optional<double> bucket_mb;
 };
 
-// Adds --profile, --pbs, --cluster (required where marked) and --memory-gb to `cmd`.
+// Adds --profile, --pbs, --cluster (required where marked), --memory-gb and --bucket-mb.
 void AddModelInputOptions(CLI::App* cmd, ModelInputArgs& args);
 
 struct ModelInputs {
   Profile profile;
   Cluster cluster;
-  CostOptions cost_options;  // memory override applied
+  CostOptions cost_options;  // memory override and bucket size applied
 };
 
-// Checks the flags (one InputError line each: --pbs, --memory-gb must be positive; a cluster
-// without devices) and loads the profile and cluster.
+// Checks the flags (one InputError line each: --pbs, --memory-gb, --bucket-mb must be positive; a
+// cluster without devices) and loads the profile and cluster.
 ModelInputs LoadModelInputs(const ModelInputArgs& args);
 
 }  // namespace dapple

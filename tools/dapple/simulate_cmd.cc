@@ -32,7 +32,6 @@ struct SimulateArgs {
   std::optional<std::string> svg;
   bool json = false;
   bool no_overlap = false;
-  std::optional<double> bucket_mb;
 };
 
 std::string Shorten(const std::string& s, size_t n) {
@@ -179,9 +178,6 @@ Json ResultJson(const Profile& profile, const Cluster& cluster, const Plan& plan
 }
 
 void RunSimulate(const SimulateArgs& a) {
-  // Checked here rather than by CLI11, whose messages take two lines and print the range.
-  if (a.bucket_mb && !(*a.bucket_mb > 0))
-    ThrowInput("--bucket-mb: must be positive, got {}", *a.bucket_mb);
   CheckOutputPath(a.trace, "--trace");
   CheckOutputPath(a.svg, "--svg");
   ModelInputs in = LoadModelInputs(a.inputs);
@@ -199,7 +195,6 @@ void RunSimulate(const SimulateArgs& a) {
   }
   if (a.no_overlap) plan.allreduce_overlap = false;
   CostOptions options = in.cost_options;
-  if (a.bucket_mb) options.allreduce_bucket_bytes = *a.bucket_mb * (1 << 20);
   AnalyticCostModel cost(profile, cluster, options);
   SimOptions sim;
   sim.record_timeline = a.trace.has_value() || a.svg.has_value();
@@ -246,8 +241,6 @@ void AddSimulateCommand(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print JSON instead of the table");
   cmd->add_flag("--no-overlap", args->no_overlap,
                 "one allreduce after the last backward (the paper), whatever the plan says");
-  cmd->add_option("--bucket-mb", args->bucket_mb,
-                  "allreduce bucket size in MiB of parameters when overlapped (default 25)");
   cmd->callback([args] { RunSimulate(*args); });
 }
 
