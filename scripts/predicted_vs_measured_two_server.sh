@@ -13,7 +13,7 @@
 # --opt classes=10"), GBS (128), STEPS (16), WARMUP (4 steps of each run left out),
 # ROUNDS (3: every plan is trained ROUNDS times, round-robin, and the kept steps pooled, so
 # that a change of the machine's load falls on every plan alike), BUCKET_MB (allreduce bucket
-# of `simulate` and `train`, 4: the MLP's 16 MB of gradients in 5 buckets, so that overlap has
+# of `plan`, `simulate` and `train`, 4: the MLP's 16 MB of gradients in 5 buckets, so that overlap has
 # something to overlap), RATE (tbf rate of the link, 1gbit), DELAY (netem delay, netns.sh's
 # default), SPEED (device speed given to calibrate; default: calibrate measures it with every
 # rank computing at once), PREFIX (dpvm) and SUBNET (10.79.0) of the namespaces,
@@ -78,7 +78,7 @@ sim() {  # sim NAME [simulate options]: the JSON summary and the simulated trace
 plan() {  # plan NAME [plan options]
   local n=$1; shift
   "$dapple" plan --profile "$out/profile.json" --cluster "$cluster" --global-batch "$gbs" \
-    --no-baselines -o "$out/plan-$n.json" "$@" >"$out/plan-$n.txt"
+    --no-baselines --bucket-mb "$bucket_mb" -o "$out/plan-$n.json" "$@" >"$out/plan-$n.txt"
 }
 plan dp --planner dp
 plan straight --planner straight
@@ -225,8 +225,8 @@ w("- Plans: `dapple plan --planner dp`, `--planner straight`, the default planne
   "and `hybrid`: 2 stages x 2 replicas written by the script, stage 0 on devices 0,1 "
   "(server 0) and stage 1 on devices 2,3 (server 1), split where the profile's compute "
   "balances, the micro-batch size the simulator's best. `dp-no-overlap` is `dp` simulated "
-  "and trained with `--no-overlap`. (`dapple plan` has no bucket option: the planner chose with "
-  "its default 25 MiB buckets; every plan is simulated and trained with the buckets below.)\n")
+  "and trained with `--no-overlap`. Plans, simulations and training all use the bucket size "
+  "below (`--bucket-mb`).\n")
 w(f"- Simulated: `dapple simulate --json --trace --bucket-mb {bucket_mb}`. Measured: "
   f"`scripts/two-server.sh train --steps {steps} --log-json --trace --bucket-mb {bucket_mb}`, "
   f"{rounds} runs per plan, the plans in turn; the median step time of steps "
