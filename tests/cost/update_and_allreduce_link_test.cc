@@ -67,7 +67,8 @@ TEST(AllReduceLinkFields, SetFieldsReplaceBandwidthAndLatencyInTheRingFormula) {
   EXPECT_NEAR(cost.AllReduceMs(1, 2, {5, 6, 7}), 2.0 * 2 / 3 * 50 / 2e5 * 1e3 + 12, 1e-12);
   EXPECT_DOUBLE_EQ(cost.AllReduceMs(0, 3, {6}), 0);
   // Only the allreduce changes: split-concat transfers keep the point-to-point link.
-  AnalyticCostModel plain(p, TwoByFour());
+  const Cluster plain_cluster = TwoByFour();  // the model keeps a reference: not a temporary
+  AnalyticCostModel plain(p, plain_cluster);
   EXPECT_EQ(cost.Transfer(1, 4, {0}, {1}).ms, plain.Transfer(1, 4, {0}, {1}).ms);
   EXPECT_EQ(cost.Transfer(1, 4, {0, 1}, {4}).ms, plain.Transfer(1, 4, {0, 1}, {4}).ms);
   // Buckets go through AllReduceMs: with one bucket, the whole allreduce.

@@ -27,6 +27,10 @@ struct CostOptions {
 class AnalyticCostModel : public CostModel {
  public:
   AnalyticCostModel(const Profile& profile, const Cluster& cluster, CostOptions options = {});
+  // The model keeps references to the profile and the cluster: a temporary would dangle.
+  AnalyticCostModel(Profile&&, const Cluster&, CostOptions = {}) = delete;
+  AnalyticCostModel(const Profile&, Cluster&&, CostOptions = {}) = delete;
+  AnalyticCostModel(Profile&&, Cluster&&, CostOptions = {}) = delete;
 
   int num_layers() const override;
   int num_devices() const override;
