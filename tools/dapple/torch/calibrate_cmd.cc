@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "dapple/common/error.h"
 #include "dapple/common/json_util.h"
+#include "dapple/common/malloc_tuning.h"
 #include "dapple/format/cluster.h"
 #include "dapple/runtime/calibration.h"
 #include "dapple/runtime/communicator.h"
@@ -79,6 +80,7 @@ int Launch(const CalibrateArgs& a) {
 
 void RunRank(const CalibrateArgs& a) {
   SetOpenBlasCoreTypeIfUnset();
+  KeepFreedMemoryForReuse();  // Note [Freed memory stays]
   DistEnv env = DistEnv::FromEnvironment();
   if (env.world_size < 2)
     ThrowInput(

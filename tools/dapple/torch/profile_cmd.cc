@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "dapple/common/error.h"
+#include "dapple/common/malloc_tuning.h"
 #include "dapple/format/profile.h"
 #include "dapple/models/model.h"
 #include "dapple/models/zoo.h"
@@ -81,7 +82,8 @@ void Run(const ProfileArgs& a, const std::vector<std::string>& extras) {
   // Check everything the user gave before the re-exec below and the model build.
   ResolveModelOptions(a.model, options);
   CountModelParameters(a.model, options);
-  EnsureOpenBlasCoreType();  // may re-execute this program with OPENBLAS_CORETYPE set
+  EnsureOpenBlasCoreType();   // may re-execute this program with OPENBLAS_CORETYPE set
+  KeepFreedMemoryForReuse();  // Note [Freed memory stays]
   int threads = SetComputeThreads(a.threads);
   torch::Dtype dtype = a.dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
   Model model = BuildModel(a.model, options, a.seed, dtype);

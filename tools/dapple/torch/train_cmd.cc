@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "dapple/common/error.h"
+#include "dapple/common/malloc_tuning.h"
 #include "dapple/format/plan.h"
 #include "dapple/models/zoo.h"
 #include "dapple/runtime/launcher.h"
@@ -77,6 +78,7 @@ int Launch(TrainArgs& a) {
 void Run(TrainArgs& a) {
   Finish(a);
   SetOpenBlasCoreTypeIfUnset();  // before the first torch computation
+  KeepFreedMemoryForReuse();     // Note [Freed memory stays]
   if (a.launch.nproc > 0) {
     int code = Launch(a);
     CommandExitCode() = code == 0 ? 0 : (code > 255 ? 1 : code);
