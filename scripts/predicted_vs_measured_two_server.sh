@@ -214,10 +214,13 @@ w(f"- Cluster: `scripts/calibrate-two-server.sh` just before: inter-server "
   f"{inter['bandwidth_bytes_per_s'] / 1e6:.1f} MB/s, {inter['latency_s'] * 1e6:.0f} us; "
   f"intra-server {intra['bandwidth_bytes_per_s'] / 1e6:.0f} MB/s, "
   f"{intra['latency_s'] * 1e6:.0f} us{allreduce_note()}; device speed "
-  f"{cluster['device']['speed']:.3f} relative to the profile's device ("
-  + (f"given: `--speed {speed}`" if speed else "measured by `calibrate` with every rank "
-     f"computing at once: {cores} cores for the 4 processes")
-  + ").\n")
+  f"{cluster['device']['speed']:.3f} relative to the profile's device"
+  + (f" (given: `--speed {speed}`)" if speed else "")
+  + (f"; the 4 processes share this machine's {cores} cores, measured by `calibrate` as the "
+     f"compute of {cluster['shared_compute']:.2f} devices alone (`shared_compute`: while k "
+     "devices compute at once each runs at min(1, shared_compute / k), docs/cost-model.md)"
+     if cluster.get('shared_compute') else "")
+  + ".\n")
 w(f"- Model: `mlp {model_opts}`, float32, synthetic data, global batch {gbs}. Profile: "
   "`dapple profile --batch 32 --batches 1,2,4,8,16,32,64,128 --threads 1` (one thread, as "
   "each training process).\n")
@@ -236,8 +239,8 @@ w(f"- Simulated: `dapple simulate --json --trace --bucket-mb {bucket_mb}`. Measu
 w(f"- Load average (1, 5, 15 min) before: {lb}; after: {la}, on {cores} cores.")
 busy = float(lb.split()[0]) > 0.5 * int(cores)
 w(" The machine was busy with other work before the run: the 4 training processes shared "
-  "the cores with it, more or less than while `calibrate` measured the device speed, so "
-  "measured times carry that noise; rerun on a quiet machine.\n\n" if busy else
+  "the cores with it, more or less than while `calibrate` measured them, so measured times "
+  "carry that noise; rerun on a quiet machine.\n\n" if busy else
   " The 1-minute load was below half the cores before the run.\n\n")
 w("| plan | stages (layers on devices) | m x M | schedule | overlap | simulated ms | "
   "measured ms (min..max) | error % | within 15% | simulated bubble | measured bubble |\n")

@@ -61,7 +61,9 @@ class FakeCostModel : public CostModel {
   double bucket_bytes = 25 << 20;
   double state_factor = 4.0;
   double memory_bytes = 16e9;
+  double shared_compute = 0;  // CostModel::SharedCompute (0: each device has its own)
 
+  double SharedCompute() const override { return shared_compute; }
   int num_layers() const override { return num_layers_; }
   int num_devices() const override { return num_devices_; }
   int profile_batch_size() const override { return pbs; }

@@ -169,6 +169,21 @@ TEST(Cluster, BadAllReduceFields) {
   EXPECT_THROW(ValidateCluster(c, "x"), InputError);
 }
 
+TEST(Cluster, SharedComputeIsOptionalPositiveAndRoundTrips) {
+  Cluster c = ClusterPreset("local");
+  EXPECT_FALSE(c.shared_compute.has_value());
+  EXPECT_EQ(ClusterToJsonText(c).find("shared_compute"), std::string::npos);
+  c.shared_compute = 1.75;
+  Cluster d = ParseClusterJson(ClusterToJsonText(c), "c.json");
+  ASSERT_TRUE(d.shared_compute.has_value());
+  EXPECT_EQ(*d.shared_compute, 1.75);
+  Json j = Json::parse(ClusterToJsonText(c));
+  j["shared_compute"] = 0;
+  EXPECT_THAT(ErrorOf(j.dump()), HasSubstr("c.json.shared_compute: must be positive"));
+  j["shared_compute"] = "two";
+  EXPECT_THAT(ErrorOf(j.dump()), HasSubstr("c.json.shared_compute: expected a number"));
+}
+
 TEST(Cluster, BadInput) {
   const Json base = Json::parse(ClusterToJsonText(ClusterPreset("paper-a")));
   auto with = [&](auto edit) {

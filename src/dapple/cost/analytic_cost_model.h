@@ -52,6 +52,7 @@ class AnalyticCostModel : public CostModel {
   double StageInputBytes(int first, double samples) const override;
   double DeviceMemoryBytes(int device) const override;
   double SingleDeviceMs(int global_batch) const override;
+  double SharedCompute() const override { return cluster_.shared_compute.value_or(0); }
 
   const Profile& profile() const { return profile_; }
   const Cluster& cluster() const { return cluster_; }

@@ -61,6 +61,11 @@ class CostModel {
 
   virtual double DeviceMemoryBytes(int device) const = 0;
 
+  // The compute the devices share when they are processes on one machine, in devices
+  // computing alone (k devices computing at once each run at min(1, C/k) of their speed;
+  // sim/shared_compute.cc); 0 when each device has its own.
+  virtual double SharedCompute() const { return 0; }
+
   // Time of one iteration of `global_batch` samples on one device of speed 1, no
   // communication: GBS/PBS x sum over layers of (fwd + bwd). The speedup's numerator.
   virtual double SingleDeviceMs(int global_batch) const = 0;

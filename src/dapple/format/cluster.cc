@@ -124,6 +124,7 @@ void ValidateCluster(const Cluster& c, const std::string& source) {
   device(c.device, "device");
   link(c.intra_server, "intra_server");
   link(c.inter_server, "inter_server");
+  if (c.shared_compute) positive(*c.shared_compute, "shared_compute");
 }
 
 Cluster ParseClusterJson(const std::string& text, const std::string& source) {
@@ -147,6 +148,7 @@ Cluster ParseClusterJson(const std::string& text, const std::string& source) {
     c.inter_server = ReadLink(root["inter_server"]);
   else
     c.inter_server = c.intra_server;
+  if (root.Has("shared_compute")) c.shared_compute = root["shared_compute"].Positive();
   ValidateCluster(c, source);
   return c;
 }
@@ -170,6 +172,7 @@ std::string ClusterToJsonText(const Cluster& c) {
   root["device"] = DeviceJson(c.device);
   root["intra_server"] = LinkJson(c.intra_server);
   root["inter_server"] = LinkJson(c.inter_server);
+  if (c.shared_compute) root["shared_compute"] = *c.shared_compute;
   return root.dump(2) + "\n";
 }
 

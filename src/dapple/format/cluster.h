@@ -47,6 +47,11 @@ struct Cluster {
   DeviceSpec device;
   LinkSpec intra_server;
   LinkSpec inter_server;
+  // When every device is a process on one machine (emulated servers, CPU devices): the
+  // compute they share, in devices computing alone. While k devices compute at once each
+  // runs at min(1, shared_compute / k) of its speed (sim/shared_compute.cc). Unset: each
+  // device has its own.
+  std::optional<double> shared_compute;
 
   // Devices are numbered server by server: server 0 holds 0..d0-1, and so on.
   int num_devices() const;

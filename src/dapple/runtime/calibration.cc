@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "dapple/common/error.h"
 #include "dapple/runtime/calibration_steps.h"
@@ -176,17 +177,21 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
   try {
     // Hosts -> servers on rank 0, then the mapping to everyone (-1 in the last slot: error).
     auto reports = comm.GatherStrings(
-        "calibrate/host", host + "\n" + fmt::format("{:.0f}", PhysicalMemoryBytes()), 0);
+        "calibrate/host",
+        host + "\n" + fmt::format("{:.0f}", PhysicalMemoryBytes()) + "\n" + MachineBootId(), 0);
     CalibrationResult r;
     std::vector<double> memory(world, 0);
     auto mapping = torch::zeros({world + 1}, torch::kFloat64);
     std::string mapping_error;
     if (comm.rank() == 0) {
+      std::set<std::string> boots;
       for (const std::string& s : reports) {
-        auto nl = s.find('\n');
+        auto nl = s.find('\n'), nl2 = s.find('\n', nl + 1);
         r.hosts.push_back(s.substr(0, nl));
-        memory[r.hosts.size() - 1] = std::stod(s.substr(nl + 1));
+        memory[r.hosts.size() - 1] = std::stod(s.substr(nl + 1, nl2 - nl - 1));
+        boots.insert(s.substr(nl2 + 1));
       }
+      r.one_machine = boots.size() == 1 && !boots.begin()->empty();
       try {
         r.server_of_rank = ServersOfRanks(r.hosts);
         for (int i = 0; i < world; ++i) mapping[i] = r.server_of_rank[i];
@@ -268,7 +273,12 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
     for (int s = 0; s < num_servers; ++s) {
       int first = c.FirstDeviceOf(s);
       double mem = o.memory_bytes > 0 ? o.memory_bytes : memory[first] / c.servers[s].devices;
-      DeviceSpec d{mem, r.compute ? r.compute->speed : o.speed};
+      // Note [Compute speed under concurrency]: on one machine the devices share its
+      // cores, which the simulator models itself (shared_compute); each device alone runs
+      // as the profile's did.
+      double speed = o.speed;
+      if (r.compute) speed = r.one_machine ? 1.0 : r.compute->speed;
+      DeviceSpec d{mem, speed};
       if (s == 0)
         c.device = d;
       else if (mem != c.device.memory_bytes)
@@ -289,6 +299,7 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
       if (r.allreduce_fit) set_allreduce(c.inter_server, *r.allreduce_fit);
       if (r.intra_allreduce_fit) set_allreduce(c.intra_server, *r.intra_allreduce_fit);
     }
+    if (r.compute && r.one_machine) c.shared_compute = r.compute->speed * world;
     r.options = o;
     r.timeout_s = comm.timeout().count() / 1000.0;
     ValidateCluster(c, "calibrate");

@@ -84,6 +84,10 @@ std::string CalibrationHostName();
 // The machine's physical memory in bytes (sysconf).
 double PhysicalMemoryBytes();
 
+// The running kernel's boot id (/proc/sys/kernel/random/boot_id; "" when unreadable): equal
+// on every process of one machine, network namespaces included.
+std::string MachineBootId();
+
 // Sizes 4 B, 16 B, ... (x4) up to and including `max_bytes` (or the last power below it).
 std::vector<int64_t> SizeSweep(int64_t min_bytes, int64_t max_bytes);
 
@@ -119,6 +123,9 @@ struct CalibrationResult {
   std::vector<TimingSample> intra_allreduce;
   std::optional<AllReduceFit> intra_allreduce_fit;
   std::optional<ComputeSpeed> compute;  // when the speed was measured
+  // Every rank reported the same boot id: the devices share one machine's cores, and the
+  // cluster gets shared_compute = compute->speed x ranks with device speed 1.
+  bool one_machine = false;
   CalibrationOptions options;
   double timeout_s = 0;
 };

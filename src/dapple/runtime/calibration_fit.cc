@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -147,6 +148,13 @@ double PhysicalMemoryBytes() {
   return static_cast<double>(pages) * static_cast<double>(page);
 }
 
+std::string MachineBootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
 std::vector<int64_t> SizeSweep(int64_t min_bytes, int64_t max_bytes) {
   DAPPLE_CHECK(min_bytes >= 1 && max_bytes >= min_bytes);
   std::vector<int64_t> v;
@@ -201,9 +209,12 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
                     {"alone_s", r.compute->alone_s},
                     {"together_s", r.compute->together_s},
                     {"speed", r.compute->speed},
+                    {"one_machine", r.one_machine},
                     {"note",
-                     "device.speed: the kernel's time on rank 0 alone over its mean time "
-                     "while every rank runs it (devices sharing the machine's cores)"}};
+                     "speed: the kernel's time on rank 0 alone over its mean time while every "
+                     "rank runs it; on one machine (one_machine: the ranks share a boot id) "
+                     "the cluster's shared_compute is speed x ranks and device.speed 1, else "
+                     "device.speed is speed"}};
   }
   c["options"] = {{"repeats", r.options.repeats},
                   {"budget_s", r.options.budget.count() / 1000.0},
@@ -250,12 +261,17 @@ std::string CalibrationSummary(const CalibrationResult& r) {
   if (!r.intra_allreduce.empty())
     allreduce(fmt::format("allreduce inside server 0 ({} ranks)", r.intra_allreduce_ranks.size()),
               r.intra_allreduce, r.intra_allreduce_fit);
-  if (r.compute)
+  if (r.compute) {
     s += fmt::format(
         "compute speed {:.3f}: {} x {} takes {:.1f} ms on rank 0 alone, {:.1f} ms while every "
         "rank runs it\n",
         r.compute->speed, r.compute->iterations, r.compute->kernel, r.compute->alone_s * 1e3,
         r.compute->together_s * 1e3);
+    if (r.cluster.shared_compute)
+      s += fmt::format(
+          "one machine: the devices share the compute of {:.2f} devices (shared_compute)\n",
+          *r.cluster.shared_compute);
+  }
   return s;
 }
 

@@ -19,6 +19,7 @@ namespace {
 struct DeviceState {
   double clock = 0;
   double last_backward_start = 0;
+  double last_backward_scale = 1;  // op_scale of the last backward (bucket readiness)
   double busy = 0;
   double bytes = 0, peak_bytes = 0;
   int in_flight = 0, peak_in_flight = 0;
@@ -79,6 +80,15 @@ class Engine {
     waiting_.clear();
     queue_.clear();
     exposed_.assign(S_, 0.0);
+    if (!s.op_scale.empty()) {
+      DAPPLE_CHECK(s.op_scale.size() == s.devices.size());
+      intervals_.resize(s.devices.size());
+      for (size_t d = 0; d < s.devices.size(); ++d) {
+        const int length = s.stages[s.devices[d].stage].length;
+        DAPPLE_CHECK(static_cast<int>(s.op_scale[d].size()) == length);
+        intervals_[d].assign(length, {0.0, 0.0});
+      }
+    }
   }
 
   EngineResult Run() {
@@ -109,6 +119,7 @@ class Engine {
     }
     r.events = std::move(events_);
     r.allreduce_exposed_ms = std::move(exposed_);
+    r.compute_intervals = std::move(intervals_);
     return r;
   }
 
@@ -120,6 +131,11 @@ class Engine {
   int ReceiverStage(int id) const {
     int route = RouteOf(id);
     return route < S_ - 1 ? route + 1 : route - (S_ - 1);
+  }
+
+  double Scale(int d, int pc) const { return s_.op_scale.empty() ? 1.0 : s_.op_scale[d][pc]; }
+  void Interval(int d, int pc, double start, double end) {
+    if (!s_.op_scale.empty()) intervals_[d][pc] = {start, end};
   }
 
   void Record(int track, const Instruction& in, const char* category, double start, double end,
@@ -138,24 +154,29 @@ class Engine {
     for (; pc < st.length; ++pc) {
       const Instruction in = prog[pc];
       switch (in.op) {
-        case Op::kForward:
-          if (s_.record_timeline)
-            Record(d, in, "forward", clock, clock + cfg.forward_ms, cfg.stage);
-          clock += cfg.forward_ms;
-          dv.busy += cfg.forward_ms;
+        case Op::kForward: {
+          const double ms = cfg.forward_ms * Scale(d, pc);
+          if (s_.record_timeline) Record(d, in, "forward", clock, clock + ms, cfg.stage);
+          Interval(d, pc, clock, clock + ms);
+          clock += ms;
+          dv.busy += ms;
           dv.bytes += cfg.bytes_per_micro_batch;
           dv.peak_bytes = std::max(dv.peak_bytes, dv.bytes);
           dv.peak_in_flight = std::max(dv.peak_in_flight, ++dv.in_flight);
           break;
-        case Op::kBackward:
+        }
+        case Op::kBackward: {
+          const double ms = cfg.backward_ms * Scale(d, pc);
           dv.last_backward_start = clock;
-          if (s_.record_timeline)
-            Record(d, in, "backward", clock, clock + cfg.backward_ms, cfg.stage);
-          clock += cfg.backward_ms;
-          dv.busy += cfg.backward_ms;
+          dv.last_backward_scale = Scale(d, pc);
+          if (s_.record_timeline) Record(d, in, "backward", clock, clock + ms, cfg.stage);
+          Interval(d, pc, clock, clock + ms);
+          clock += ms;
+          dv.busy += ms;
           dv.bytes -= cfg.bytes_per_micro_batch;
           --dv.in_flight;
           break;
+        }
         case Op::kSendAct:
           Arrive(ActId(cfg.stage, in.micro_batch), clock, st.replicas);
           break;
@@ -200,11 +221,14 @@ class Engine {
           clock = end;
           break;
         }
-        case Op::kOptimizerStep:
-          if (s_.record_timeline) Record(d, in, "step", clock, clock + cfg.step_ms, cfg.stage);
-          clock += cfg.step_ms;
-          dv.busy += cfg.step_ms;
+        case Op::kOptimizerStep: {
+          const double ms = cfg.step_ms * Scale(d, pc);
+          if (s_.record_timeline) Record(d, in, "step", clock, clock + ms, cfg.stage);
+          Interval(d, pc, clock, clock + ms);
+          clock += ms;
+          dv.busy += ms;
           break;
+        }
       }
     }
     dv.clock = clock;
@@ -220,8 +244,9 @@ class Engine {
     for (size_t k = 0; k < st.bucket_ms.size(); ++k) {
       double ready = 0;
       for (int j = 0; j < R; ++j)
-        ready = std::max(
-            ready, dev_[st.first_device + j].last_backward_start + st.bucket_ready_ms[k * R + j]);
+        ready = std::max(ready, dev_[st.first_device + j].last_backward_start +
+                                    dev_[st.first_device + j].last_backward_scale *
+                                        st.bucket_ready_ms[k * R + j]);
       const double start = std::max(free, ready);
       free = start + st.bucket_ms[k];
       if (s_.record_timeline)
@@ -339,6 +364,7 @@ class Engine {
   std::vector<Event>& queue_;
   std::vector<TimelineEvent> events_;
   std::vector<double> exposed_;  // per stage, for EngineResult::allreduce_exposed_ms
+  std::vector<std::vector<std::pair<double, double>>> intervals_;  // with op_scale
   double now_ = 0;
   bool waiting_dirty_ = false;
 };

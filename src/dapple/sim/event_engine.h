@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dapple/schedule/instruction.h"
@@ -50,6 +51,10 @@ struct EngineSetup {
   std::vector<EngineRoute> routes;
   int num_resources = 0;
   bool record_timeline = false;
+  // Shared compute (Note [Shared cores] in simulator.cc): when not empty, op_scale[d][pc]
+  // stretches the duration of device d's compute instruction at pc (F, B or STEP), and the
+  // result records every compute instruction's interval.
+  std::vector<std::vector<double>> op_scale;
 };
 
 struct EngineDeviceResult {
@@ -66,6 +71,8 @@ struct EngineResult {
   long long instructions = 0;
   // Per stage: how long its replicas waited at AR after the last of them reached it.
   std::vector<double> allreduce_exposed_ms;
+  // With op_scale: [d][pc] = (start, end) of each compute instruction, (0, 0) elsewhere.
+  std::vector<std::vector<std::pair<double, double>>> compute_intervals;
 };
 
 // Runs the setup to the end. Throws dapple::Error naming every blocked device (stage,

@@ -12,6 +12,7 @@
 #include "dapple/common/slicing.h"
 #include "dapple/cost/grad_buckets.h"
 #include "dapple/sim/event_engine.h"
+#include "dapple/sim/shared_compute.h"
 
 namespace dapple {
 namespace {
@@ -150,7 +151,9 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
     bucket_stages.push_back(s);
   }
 
-  internal::EngineResult run = internal::RunEngine(setup);
+  const double shared = cost.SharedCompute();
+  internal::EngineResult run =
+      shared > 0 ? internal::RunWithSharedCompute(setup, shared) : internal::RunEngine(setup);
 
   const int D = static_cast<int>(setup.devices.size());
   for (const auto& d : run.devices) result.iteration_ms = std::max(result.iteration_ms, d.end_ms);

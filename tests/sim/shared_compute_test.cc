@@ -1,0 +1,70 @@
+// Devices sharing one machine's cores (CostModel::SharedCompute, sim/shared_compute.cc):
+// while k devices compute at once each runs at min(1, C / k) of its speed.
+#include <gtest/gtest.h>
+
+#include "dapple/sim/simulator.h"
+#include "fakes/fake_cost_model.h"
+#include "sim/sim_test_util.h"
+
+namespace dapple {
+namespace {
+
+using testing::MakePlan;
+
+// Data parallelism on 4 devices: every instruction runs on all 4 at once, so with the
+// compute of C devices each is stretched by exactly 4 / C (and not at all when C >= 4).
+TEST(SharedCompute, DataParallelStretchesEveryInstructionByDevicesOverShared) {
+  for (double C : {1.0, 2.0, 3.0, 4.0, 8.0}) {
+    FakeCostModel cost(2, 4);
+    cost.update_ms = {0.5, 0.5};
+    cost.allreduce_ms = 3;
+    Plan plan = MakePlan({{0, 1, {0, 1, 2, 3}}}, 4, 2, ScheduleKind::kDappleA);
+    plan.allreduce_overlap = false;
+    const SimResult alone = SimulatePlan(plan, cost);
+    cost.shared_compute = C;
+    const SimResult shared = SimulatePlan(plan, cost);
+    const double stretch = std::max(1.0, 4 / C);
+    SCOPED_TRACE(::testing::Message() << "C " << C);
+    // Compute: 2 micro-batches x (F 2 + B 4) ms + update 1 ms; the allreduce is not compute.
+    const double compute = 2 * (2 + 4) + 1;
+    EXPECT_NEAR(alone.iteration_ms, compute + 3, 1e-9);
+    EXPECT_NEAR(shared.iteration_ms, compute * stretch + 3, 1e-3 * compute);
+    EXPECT_NEAR(shared.devices[0].busy_ms, compute * stretch, 1e-3 * compute);
+  }
+}
+
+// A pipeline leaves devices idle in its bubbles: with the compute of one device shared by
+// two stages, the iteration is longer than with each device its own, but shorter than two
+// devices at half speed, which ignores that one stage runs alone at the start and the end.
+TEST(SharedCompute, PipelineLiesBetweenOwnDevicesAndHalfSpeed) {
+  FakeCostModel cost(2, 2);
+  Plan plan = MakePlan({{0, 0, {0}}, {1, 1, {1}}}, 1, 4, ScheduleKind::kDappleA);
+  const double own = SimulatePlan(plan, cost).iteration_ms;
+  cost.shared_compute = 1;
+  const SimResult shared = SimulatePlan(plan, cost);
+  cost.shared_compute = 0;
+  cost.speed = {0.5, 0.5};
+  const double half = SimulatePlan(plan, cost).iteration_ms;
+  EXPECT_GT(shared.iteration_ms, own * 1.2);
+  EXPECT_LT(shared.iteration_ms, half * 0.95);
+  // The timeline holds the stretched instructions the result reports.
+  double busy = 0;
+  for (const TimelineEvent& e : shared.timeline.events)
+    if (e.device == 0 && e.category != std::string("allreduce")) busy += e.end_ms - e.start_ms;
+  EXPECT_NEAR(busy, shared.devices[0].busy_ms, 1e-9);
+}
+
+// Enough compute for every device: exactly the unshared simulation.
+TEST(SharedCompute, AsMuchAsTheDevicesChangesNothing) {
+  FakeCostModel cost(3, 3);
+  cost.transfer_ms = 0.5;
+  Plan plan = MakePlan({{0, 0, {0}}, {1, 2, {1, 2}}}, 2, 3, ScheduleKind::kDappleA);
+  const SimResult own = SimulatePlan(plan, cost);
+  cost.shared_compute = 3;
+  const SimResult shared = SimulatePlan(plan, cost);
+  EXPECT_DOUBLE_EQ(shared.iteration_ms, own.iteration_ms);
+  EXPECT_DOUBLE_EQ(shared.bubble_fraction, own.bubble_fraction);
+}
+
+}  // namespace
+}  // namespace dapple
