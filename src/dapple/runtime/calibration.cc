@@ -22,17 +22,10 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kTagControl = 7101;
 constexpr uint32_t kTagData = 7102;
-constexpr int kMinRepeats = 3;
-
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-std::string Bytes(double b) {
-  if (b >= (1 << 20)) return fmt::format("{:g} MiB", b / (1 << 20));
-  if (b >= 1024) return fmt::format("{:g} KiB", b / 1024);
-  return fmt::format("{:g} B", b);
-}
+using internal::ByteSize;
+using internal::kMinRepeats;
+using internal::RepeatsThatFit;
+using internal::SecondsSince;
 
 // Note [Fastest round trip]: a round trip's time is the link's plus whatever scheduling
 // delay the four processes' wake-ups met; on a loaded machine the latter is milliseconds,
@@ -40,15 +33,6 @@ std::string Bytes(double b) {
 // met the least delay, so it is what the link itself needs. A shaped link is deterministic
 // enough that the fastest and the typical repeat agree (within 1% at 100 Mbit/s).
 double Fastest(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
-
-// How many repeats of an operation predicted to take `op_s` fit in what is left of the
-// budget after one warm-up: at most `repeats`; 0 when fewer than kMinRepeats fit.
-int RepeatsThatFit(double op_s, double left_s, int repeats) {
-  if (op_s <= 0) return repeats;
-  double n = std::floor(left_s / op_s) - 1;
-  if (n < kMinRepeats) return 0;
-  return static_cast<int>(std::min<double>(repeats, n));
-}
 
 // A link under measurement: `a` times round trips to `b`.
 struct Link {
@@ -74,12 +58,12 @@ std::vector<TimingSample> PingPongInitiator(Communicator& comm, const Link& l,
     int reps = o.repeats;
     if (!samples.empty()) {  // predicted round trip: the last one scaled with the size
       double rtt = 2 * samples.back().seconds * std::max(1.0, n / samples.back().bytes);
-      reps = RepeatsThatFit(rtt, budget_s - Since(t0), o.repeats);
+      reps = RepeatsThatFit(rtt, budget_s - SecondsSince(t0), o.repeats);
       if (reps == 0) break;
     }
     control[0] = static_cast<int64_t>(k);
     control[1] = reps;
-    std::string what = fmt::format("calibrate {}: {}, {} message", l.name, l.hosts, Bytes(n));
+    std::string what = fmt::format("calibrate {}: {}, {} message", l.name, l.hosts, ByteSize(n));
     comm.Send(control, l.b, kTagControl, what + " (control)").Wait(ms);
     auto out = buf.narrow(0, 0, n), in = echo.narrow(0, 0, n);
     std::vector<double> rtts;
@@ -88,7 +72,7 @@ std::vector<TimingSample> PingPongInitiator(Communicator& comm, const Link& l,
       CommWork r = comm.Recv(in, l.b, kTagData, what + " (echo)");
       comm.Send(out, l.b, kTagData, what).Wait(ms);
       r.Wait(ms);
-      if (i > 0) rtts.push_back(Since(start));
+      if (i > 0) rtts.push_back(SecondsSince(start));
     }
     samples.push_back({static_cast<double>(n), Fastest(rtts) / 2});
   }
@@ -113,7 +97,7 @@ void PingPongResponder(Communicator& comm, const Link& l, const CalibrationOptio
     DAPPLE_CHECK(k < static_cast<int64_t>(o.p2p_sizes.size()) && reps >= 0 && reps <= o.repeats,
                  "calibrate: bad control message");
     auto in = buf.narrow(0, 0, o.p2p_sizes[k]);
-    what = fmt::format("calibrate {}: {}, {} message", l.name, l.hosts, Bytes(o.p2p_sizes[k]));
+    what = fmt::format("calibrate {}: {}, {} message", l.name, l.hosts, ByteSize(o.p2p_sizes[k]));
     for (int64_t i = 0; i <= reps; ++i) {
       comm.Recv(in, l.a, kTagData, what).Wait(ms);
       comm.Send(in, l.a, kTagData, what + " (echo)").Wait(ms);
@@ -157,8 +141,8 @@ void MeasureLink(Communicator& comm, const Link& l, const CalibrationOptions& o,
           "calibrate {}: {}: link too slow to measure: messages up to {} must finish within "
           "the {:.1f} s budget but only {} did (about {:.3g} MB/s); raise --budget or lower "
           "--min-fit-bytes",
-          l.name, l.hosts, Bytes(need), o.budget.count() / 1000.0,
-          samples.empty() ? "none" : Bytes(samples.back().bytes), rate / 1e6);
+          l.name, l.hosts, ByteSize(need), o.budget.count() / 1000.0,
+          samples.empty() ? "none" : ByteSize(samples.back().bytes), rate / 1e6);
     }
     *fit = FitLatencyBandwidth(samples, fmt::format("calibrate {}: {}", l.name, l.hosts));
   });

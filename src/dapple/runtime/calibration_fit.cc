@@ -11,6 +11,7 @@
 
 #include "dapple/common/error.h"
 #include "dapple/runtime/calibration.h"
+#include "dapple/runtime/calibration_steps.h"
 
 namespace dapple {
 namespace {
@@ -26,12 +27,6 @@ nlohmann::ordered_json FitJson(const LinkFit& f, const char* key) {
           {"bandwidth_bytes_per_s", f.bandwidth_bytes_per_s},
           {"max_relative_error", f.max_relative_error},
           {"samples", SamplesJson(f.samples, key)}};
-}
-
-std::string Bytes(double b) {
-  if (b >= (1 << 20)) return fmt::format("{:g} MiB", b / (1 << 20));
-  if (b >= 1024) return fmt::format("{:g} KiB", b / 1024);
-  return fmt::format("{:g} B", b);
 }
 
 }  // namespace
@@ -87,7 +82,7 @@ LinkFit FitLatencyBandwidth(const std::vector<TimingSample>& samples, const std:
     ThrowInput(
         "{}: the time does not grow with the message size (from {} to {}): the bandwidth "
         "cannot be measured; measure larger sizes",
-        what, Bytes(v[first_large].bytes), Bytes(max_x));
+        what, internal::ByteSize(v[first_large].bytes), internal::ByteSize(max_x));
   LinkFit f;
   f.latency_s = a;
   f.bandwidth_bytes_per_s = kUnit / b;
@@ -242,8 +237,8 @@ std::string CalibrationSummary(const CalibrationResult& r) {
         name, pair->first, pair->second, fit->latency_s * 1e6, fit->bandwidth_bytes_per_s / 1e6,
         fit->bandwidth_bytes_per_s * 8 / 1e9, fit->max_relative_error * 100);
     for (const TimingSample& t : fit->samples)
-      s += fmt::format("  {:>10}  {:10.1f} us  {:9.1f} MB/s\n", Bytes(t.bytes), t.seconds * 1e6,
-                       t.bytes / t.seconds / 1e6);
+      s += fmt::format("  {:>10}  {:10.1f} us  {:9.1f} MB/s\n", internal::ByteSize(t.bytes),
+                       t.seconds * 1e6, t.bytes / t.seconds / 1e6);
   };
   link("intra-server", r.intra_pair, r.intra);
   link("inter-server", r.inter_pair, r.inter);
@@ -255,7 +250,7 @@ std::string CalibrationSummary(const CalibrationResult& r) {
                        fit->bus_bandwidth_bytes_per_s / 1e6, fit->step_latency_s * 1e6);
     s += "\n";
     for (const TimingSample& t : samples)
-      s += fmt::format("  {:>10}  {:10.1f} us\n", Bytes(t.bytes), t.seconds * 1e6);
+      s += fmt::format("  {:>10}  {:10.1f} us\n", internal::ByteSize(t.bytes), t.seconds * 1e6);
   };
   allreduce(fmt::format("allreduce over {} ranks", r.hosts.size()), r.allreduce, r.allreduce_fit);
   if (!r.intra_allreduce.empty())

@@ -11,29 +11,27 @@
 #include "dapple/runtime/communicator.h"
 
 namespace dapple::internal {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-constexpr int kMinRepeats = 3;
-
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::string Bytes(double b) {
+std::string ByteSize(double b) {
   if (b >= (1 << 20)) return fmt::format("{:g} MiB", b / (1 << 20));
   if (b >= 1024) return fmt::format("{:g} KiB", b / 1024);
   return fmt::format("{:g} B", b);
 }
 
-// Repeats of an operation predicted to take `op_s` that fit in `left_s` after one warm-up:
-// at most `repeats`; 0 when fewer than kMinRepeats fit.
 int RepeatsThatFit(double op_s, double left_s, int repeats) {
   if (op_s <= 0) return repeats;
   double n = std::floor(left_s / op_s) - 1;
   if (n < kMinRepeats) return 0;
   return static_cast<int>(std::min<double>(repeats, n));
 }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -58,7 +56,7 @@ std::vector<TimingSample> MeasureAllReduce(Communicator& comm, const std::string
       if (reps > 0 && !samples.empty()) {
         double t =
             samples.back().seconds * std::max(1.0, o.allreduce_sizes[k] / samples.back().bytes);
-        reps = RepeatsThatFit(t, budget_s - Since(t0), o.repeats);
+        reps = RepeatsThatFit(t, budget_s - SecondsSince(t0), o.repeats);
       }
       control[0] = reps > 0 ? static_cast<double>(k) : -1.0;
       control[1] = reps;
@@ -68,11 +66,11 @@ std::vector<TimingSample> MeasureAllReduce(Communicator& comm, const std::string
     const int64_t n = o.allreduce_sizes[static_cast<size_t>(control[0].item<double>())];
     const int reps = static_cast<int>(control[1].item<double>());
     auto t = torch::ones({std::max<int64_t>(1, n / 4)}, torch::kFloat32);
-    std::string what = fmt::format("calibrate {}: {} on rank {}", who, Bytes(n), comm.rank());
+    std::string what = fmt::format("calibrate {}: {} on rank {}", who, ByteSize(n), comm.rank());
     comm.AllReduceSum(t, group, what);  // warm-up, and every member is here
     auto start = Clock::now();
     for (int i = 0; i < reps; ++i) comm.AllReduceSum(t, group, what);
-    samples.push_back({static_cast<double>(n), Since(start) / reps});
+    samples.push_back({static_cast<double>(n), SecondsSince(start) / reps});
   }
   return samples;
 }
@@ -93,7 +91,7 @@ ComputeSpeed MeasureComputeSpeed(Communicator& comm) {
   auto run = [&](int iterations) {
     auto start = Clock::now();
     for (int i = 0; i < iterations; ++i) torch::mm_out(y, x, w);
-    return Since(start);
+    return SecondsSince(start);
   };
   // Rank 0 sizes the loop to about 0.1 s alone and times it; the others wait.
   auto shared = torch::zeros({2}, torch::kFloat64);

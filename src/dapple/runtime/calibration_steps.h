@@ -2,6 +2,7 @@
 // and the compute speed of a device while every device computes. Internal to the runtime.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,15 @@ namespace dapple {
 class Communicator;
 
 namespace internal {
+
+// Shared by the steps: the fewest timed repeats that make a sample.
+constexpr int kMinRepeats = 3;
+double SecondsSince(std::chrono::steady_clock::time_point t0);
+// "16 MiB", "4 KiB", "4 B".
+std::string ByteSize(double bytes);
+// How many repeats of an operation predicted to take `op_s` fit in `left_s` after one
+// warm-up: at most `repeats`; 0 when fewer than kMinRepeats fit.
+int RepeatsThatFit(double op_s, double left_s, int repeats);
 
 // Allreduce (float32 sum over the members of `group`, "" = the world) time per call against
 // size. Called by exactly the `members` (ascending global ranks); the first member decides
