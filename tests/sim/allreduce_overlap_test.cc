@@ -19,12 +19,7 @@ namespace dapple {
 namespace {
 
 using testing::MakePlan;
-
-const TimelineEvent* Find(const Timeline& t, int track, const std::string& name) {
-  for (const TimelineEvent& e : t.events)
-    if (e.device == track && e.name == name) return &e;
-  return nullptr;
-}
+constexpr auto Find = testing::FindEvent;
 
 // One stage, layers 0..3, on devices 0 and 1 (device 1 at half speed); m = 2 (one sample
 // per replica), M = 2, dapple-a. Backward of layers 3, 2, 1, 0: 4, 3, 2, 1 ms (x2 on

@@ -1,10 +1,13 @@
-// Helpers for the simulator tests: plans built from stage layer ranges and device lists.
+// Helpers for the simulator tests: plans built from stage layer ranges and device lists, and
+// lookups in a simulated timeline.
 #pragma once
 
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "dapple/format/plan.h"
+#include "dapple/sim/timeline.h"
 
 namespace dapple::testing {
 
@@ -29,6 +32,13 @@ inline Plan MakePlan(const std::vector<StageSpec>& stages, int micro_batch_size,
     p.stages.push_back(sp);
   }
   return p;
+}
+
+// The first event named `name` on `track`, or nullptr.
+inline const TimelineEvent* FindEvent(const Timeline& t, int track, const std::string& name) {
+  for (const TimelineEvent& e : t.events)
+    if (e.device == track && e.name == name) return &e;
+  return nullptr;
 }
 
 // S balanced stages of one layer each, stage s on device s.

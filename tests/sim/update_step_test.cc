@@ -12,12 +12,7 @@ namespace dapple {
 namespace {
 
 using testing::MakePlan;
-
-const TimelineEvent* Find(const Timeline& t, int track, const std::string& name) {
-  for (const TimelineEvent& e : t.events)
-    if (e.device == track && e.name == name) return &e;
-  return nullptr;
-}
+constexpr auto Find = testing::FindEvent;
 
 // One stage, data parallel on 2 devices (the second at half speed): whatever the schedule,
 // micro-batches and overlap, the iteration grows by exactly the slowest replica's update,

@@ -113,7 +113,7 @@ StageWorker::StageWorker(Model& model, const RankGrid& grid, int rank,
   if (has_ar) {
     std::vector<std::vector<torch::Tensor>> layer_params;
     for (int l = first_; l <= last_; ++l) layer_params.push_back(model.Parameters(l, l));
-    overlap_ = std::make_unique<OverlappedAllReduce>(
+    grad_buckets_ = std::make_unique<OverlappedAllReduce>(
         comm_, fmt::format("stage{}", stage_), std::move(layer_params), first_, opt_.bucket_bytes);
   }
 }
@@ -169,8 +169,8 @@ void StageWorker::Execute(const Instruction& inst, int pc) {
       Forward(inst.micro_batch);
       return;
     case Op::kBackward:
-      if (overlap_ && opt_.overlap_allreduce && pc == last_backward_pc_)
-        overlap_->Arm(Where(-1, "AR (overlapped allreduce among the stage's replicas)"));
+      if (grad_buckets_ && opt_.overlap_allreduce && pc == last_backward_pc_)
+        grad_buckets_->Arm(Where(-1, "AR (overlapped allreduce among the stage's replicas)"));
       Backward(inst.micro_batch);
       return;
     case Op::kSendAct:
@@ -195,12 +195,12 @@ void StageWorker::Execute(const Instruction& inst, int pc) {
       return;
     }
     case Op::kAllReduceGrads:
-      DAPPLE_CHECK(overlap_ != nullptr);
+      DAPPLE_CHECK(grad_buckets_ != nullptr);
       if (opt_.overlap_allreduce) {
-        bucket_events_ = overlap_->Finish(opt_.timeout, rank_, stage_);
+        bucket_events_ = grad_buckets_->Finish(opt_.timeout, rank_, stage_);
       } else {  // the buckets run inside AR: no events of their own
-        overlap_->Arm(Where(-1, "AR (allreduce among the stage's replicas)"));
-        overlap_->Finish(opt_.timeout, rank_, stage_);
+        grad_buckets_->Arm(Where(-1, "AR (allreduce among the stage's replicas)"));
+        grad_buckets_->Finish(opt_.timeout, rank_, stage_);
       }
       return;
     case Op::kOptimizerStep:

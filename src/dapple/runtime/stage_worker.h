@@ -105,8 +105,8 @@ class StageWorker {
   std::vector<torch::Tensor> params_;
   SampleRange my_rows_;                                // my slice of every micro-batch
   std::vector<TransferPiece> in_pieces_, out_pieces_;  // boundary before / after my stage
-  std::unique_ptr<OverlappedAllReduce> overlap_;       // the gradient buckets; null: no AR
-  int last_backward_pc_ = -1;                          // the B that overlap_ is armed for
+  std::unique_ptr<OverlappedAllReduce> grad_buckets_;  // the gradient buckets; null: no AR
+  int last_backward_pc_ = -1;                          // the B that grad_buckets_ is armed for
   std::vector<TimelineEvent> bucket_events_;           // this step's "AR b<k>"
 
   // Per-step state.
