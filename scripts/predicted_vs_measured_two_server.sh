@@ -57,7 +57,8 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 # (a) Profile, one thread per process as each training process gets one thread.
 echo "profiling mlp $model_opts ..." >&2
 # shellcheck disable=SC2086
-"$dapple" profile --model mlp $model_opts --batch 32 --batches 1,2,4,8,16,32,64,128 \
+batches=1; b=1; while (( b < gbs )); do b=$((b * 2)); batches+=",$b"; done  # 1, 2, 4 .. gbs
+"$dapple" profile --model mlp $model_opts --batch 32 --batches "$batches" \
   --threads 1 --repeat 5 -o "$out/profile.json" >&2
 
 # (b) The cluster: measured on the namespaces just now.

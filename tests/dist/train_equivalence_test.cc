@@ -114,6 +114,37 @@ TEST_P(TrainEquivalence, MatchesSingleProcessAndHoldsKsActivations) {
   fs::remove_all(dir);
 }
 
+// A plan may use fewer devices than the job has processes (the planner leaves devices out
+// when they would not pay): the others idle, here rank 0 among them (the one that prints,
+// commits checkpoints and writes the trace). Training is unchanged.
+TEST(TrainIdleRanks, PlanOnTwoOfFourProcessesMatchesSingleProcess) {
+  fs::path ref_ckpt;
+  const RunResult& ref = Reference(8, &ref_ckpt);
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  fs::path dir = TestDir("idle_ranks");
+  fs::path plan =
+      WritePlan(dir, "plan", PlanJson({{"fc0", "fc1", {3}}, {"fc2", "head", {1}}}, 2, 4,
+                                      "dapple-a"));
+  RunResult r = RunDapple("train " + CommonFlags(dir / "ckpt") + " --plan " + plan.string() +
+                              " --nproc 4 --trace " + (dir / "trace.json").string(),
+                          dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("the plan uses 2 of 4 processes; ranks 0, 2 idle"), std::string::npos)
+      << r.err;
+  EXPECT_LT(MaxRelativeDifference(dir / "ckpt" / "step-3", ref_ckpt / "step-3", kMlpLayers),
+            1e-10);
+  auto losses = r.Losses(), ref_losses = ref.Losses();
+  ASSERT_EQ(losses.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(losses[i], ref_losses[i], 1e-10 * ref_losses[i]);
+  auto summary = r.Summary();
+  ASSERT_EQ(summary["stages"].size(), 2u) << r.out;
+  EXPECT_EQ(summary["stages"][0]["peak_live_micro_batches"].get<int>(), 2);
+  const std::string trace = Slurp(dir / "trace.json");
+  EXPECT_NE(trace.find("dev 0 (idle)"), std::string::npos);
+  EXPECT_NE(trace.find("dev 3 (stage 0, replica 0)"), std::string::npos);
+  fs::remove_all(dir);
+}
+
 INSTANTIATE_TEST_SUITE_P(Plans, TrainEquivalence,
                          ::testing::Combine(::testing::Range(0, 5),
                                             ::testing::Values("gpipe", "dapple-a", "dapple-b")),

@@ -90,16 +90,16 @@ TEST(TrainNodes, TwoLaunchersOnTheLoopbackEqualOneProcess) {
   ExpectEqualsSingleProcess(Losses(r.output), dir / "ckpt");
 }
 
-TEST(TrainNodes, PlanNotOfNnodesTimesNprocIsOneLineExit2) {
+TEST(TrainNodes, PlanOfMoreDevicesThanNnodesTimesNprocIsOneLineExit2) {
   fs::path dir = TestDir("nodes_mismatch");
   fs::path plan = WritePlan(dir, "plan", CrossingPlan());  // 4 devices
   RunResult r = RunDapple("train " + Flags(dir / "ckpt") + " --plan " + plan.string() +
-                              " --nproc 3 --nnodes 2 --node-rank 0 --master-port 29500",
+                              " --nproc 1 --nnodes 2 --node-rank 0 --master-port 29500",
                           dir);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(CountLines(r.err), 1) << r.err;
-  EXPECT_NE(r.err.find("the plan uses 4 devices but the job has 6 processes (--nnodes 2 x "
-                       "--nproc 3)"),
+  EXPECT_NE(r.err.find("the plan uses 4 devices but the job has 2 processes (--nnodes 2 x "
+                       "--nproc 1)"),
             std::string::npos)
       << r.err;
 }

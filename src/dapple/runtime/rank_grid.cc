@@ -11,7 +11,7 @@ namespace dapple {
 
 RankGrid::RankGrid(const Plan& plan, int world_size, const std::string& source)
     : num_micro_batches_(std::max(1, plan.num_micro_batches)) {
-  if (plan.num_devices() != world_size) {
+  if (plan.num_devices() > world_size) {
     ThrowInput("{}: the plan uses {} devices but the job has {} processes (WORLD_SIZE / --nproc)",
                source, plan.num_devices(), world_size);
   }
@@ -72,8 +72,15 @@ uint32_t RankGrid::Tag(int boundary, Direction dir, int micro_batch, int sender_
   return static_cast<uint32_t>(t);
 }
 
+int RankGrid::num_active() const {
+  int n = 0;
+  for (const auto& v : ranks_) n += static_cast<int>(v.size());
+  return n;
+}
+
 std::string RankGrid::Describe(int rank) const {
   const auto& sr = of_.at(rank);
+  if (sr.stage < 0) return fmt::format("rank {} (idle)", rank);
   return fmt::format("rank {} (stage {}, replica {})", rank, sr.stage, sr.replica);
 }
 

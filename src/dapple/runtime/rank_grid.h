@@ -31,15 +31,19 @@ enum class Direction { kForward = 0, kBackward = 1 };
 
 class RankGrid {
  public:
-  // REQUIRES: the plan's devices are exactly 0..world_size-1, each used once; throws
-  // InputError naming the plan `source` and the device otherwise, and when the plan's
-  // device count differs from `world_size`.
+  // REQUIRES: the plan's devices are distinct ranks in 0..world_size-1; throws InputError
+  // naming the plan `source` and the device otherwise, and when the plan uses more devices
+  // than `world_size`. Ranks the plan leaves out are idle (a planner may find that fewer
+  // devices train faster, e.g. when a slow link costs more than the extra devices give).
   RankGrid(const Plan& plan, int world_size, const std::string& source);
 
   int world_size() const { return static_cast<int>(of_.size()); }
   int num_stages() const { return static_cast<int>(ranks_.size()); }
   int num_micro_batches() const { return num_micro_batches_; }
+  // {-1, -1} for an idle rank.
   StageReplica Of(int rank) const { return of_.at(rank); }
+  bool Idle(int rank) const { return of_.at(rank).stage < 0; }
+  int num_active() const;  // ranks the plan uses
   const std::vector<int>& RanksOf(int stage) const { return ranks_.at(stage); }
   int replicas(int stage) const { return static_cast<int>(ranks_.at(stage).size()); }
   std::vector<int> Replicas() const;  // per stage
@@ -52,7 +56,7 @@ class RankGrid {
   // A tag unique per (boundary, direction, micro-batch, sender, receiver) within a step.
   uint32_t Tag(int boundary, Direction dir, int micro_batch, int sender_rank,
                int receiver_rank) const;
-  // "rank 3 (stage 1, replica 0)"
+  // "rank 3 (stage 1, replica 0)", "rank 5 (idle)"
   std::string Describe(int rank) const;
 
  private:

@@ -69,8 +69,9 @@ void WriteMeasuredTrace(Communicator& comm, const RankGrid& grid, const Plan& pl
   double t_min = std::numeric_limits<double>::infinity();
   for (int r = 0; r < comm.size(); ++r) {
     auto sr = grid.Of(r);
-    t.device_labels.push_back(
-        fmt::format("dev {} (stage {}, replica {})", r, sr.stage, sr.replica));
+    t.device_labels.push_back(grid.Idle(r) ? fmt::format("dev {} (idle)", r)
+                                           : fmt::format("dev {} (stage {}, replica {})", r,
+                                                         sr.stage, sr.replica));
     for (const auto& e : Json::parse(all[r])) {
       TimelineEvent ev{r,
                        e[0].get<std::string>(),
@@ -105,11 +106,12 @@ void GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, const Plan&
   std::vector<int64_t> peak_bytes(S, 0);
   double bubble = 0, step_ms = 0;
   for (int r = 0; r < comm.size(); ++r) {
+    if (grid.Idle(r)) continue;  // its steps only wait for the loss: no bubble, no peaks
     Json j = Json::parse(all[r]);
     int s = grid.Of(r).stage;
     peak_mbs[s] = std::max(peak_mbs[s], j["peak_mbs"].get<int>());
     peak_bytes[s] = std::max(peak_bytes[s], j["peak_bytes"].get<int64_t>());
-    bubble += j["bubble"].get<double>() / comm.size();
+    bubble += j["bubble"].get<double>() / grid.num_active();
     step_ms = std::max(step_ms, j["step_ms"].get<double>());
   }
   double per_s = step_ms > 0 ? plan.global_batch_size * 1000.0 / step_ms : 0;

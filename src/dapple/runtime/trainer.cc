@@ -41,14 +41,15 @@ std::string FewNames(const std::vector<std::string>& names) {
   return fmt::format("{}, {}, {}, ..., {}", names[0], names[1], names[2], names.back());
 }
 
-// Saves this rank's layers when it is replica 0 of its stage; rank 0 commits.
-void SaveCheckpoint(const TrainOptions& o, Model& model, const StagePlan& stage, int replica,
-                    torch::optim::Optimizer& opt, Communicator& comm, int64_t steps_done,
+// Saves this rank's layers when it is replica 0 of its stage (`stage` null: an idle rank,
+// nothing to save); rank 0 commits.
+void SaveCheckpoint(const TrainOptions& o, Model& model, const StagePlan* stage, int replica,
+                    torch::optim::Optimizer* opt, Communicator& comm, int64_t steps_done,
                     const std::vector<double>& losses) {
-  if (replica == 0) {
-    for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
+  if (stage && replica == 0) {
+    for (int l = stage->first_layer; l <= stage->last_layer; ++l) {
       SaveLayer(o.checkpoint_dir, steps_done, model.layers[l].name, *model.layers[l].module.ptr(),
-                &opt, o.optimizer.kind);
+                opt, o.optimizer.kind);
     }
   }
   comm.Barrier(fmt::format("rank {}: checkpoint after step {}", comm.rank(), steps_done));
@@ -59,9 +60,10 @@ void SaveCheckpoint(const TrainOptions& o, Model& model, const StagePlan& stage,
   }
 }
 
-// Loads this stage's layers from the newest checkpoint; returns its meta.
-CheckpointMeta Resume(const TrainOptions& o, Model& model, const StagePlan& stage,
-                      torch::optim::Optimizer& opt) {
+// Loads this stage's layers from the newest checkpoint (`stage` null: an idle rank, none);
+// returns its meta.
+CheckpointMeta Resume(const TrainOptions& o, Model& model, const StagePlan* stage,
+                      torch::optim::Optimizer* opt) {
   auto latest = LatestCheckpoint(o.checkpoint_dir);
   if (!latest) {
     ThrowInput("{}: no checkpoint to resume from (no 'latest' file)", o.checkpoint_dir.string());
@@ -77,8 +79,11 @@ CheckpointMeta Resume(const TrainOptions& o, Model& model, const StagePlan& stag
     ThrowInput("{}: optimizer is {}, not {} (pass --optimizer {})", where, meta.optimizer,
                ToString(o.optimizer.kind), meta.optimizer);
   }
-  for (int l = stage.first_layer; l <= stage.last_layer; ++l) {
-    LoadLayer(*latest, model.layers[l].name, *model.layers[l].module.ptr(), &opt, o.optimizer.kind);
+  if (stage) {
+    for (int l = stage->first_layer; l <= stage->last_layer; ++l) {
+      LoadLayer(*latest, model.layers[l].name, *model.layers[l].module.ptr(), opt,
+                o.optimizer.kind);
+    }
   }
   return meta;
 }
@@ -122,7 +127,7 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   const std::string source = o.plan_path.string();
   CheckedPlan c{ReadPlanJson(o.plan_path), BuildModel(o.model, o.model_options, o.seed, o.dtype)};
   Plan& plan = c.plan;
-  if (plan.num_devices() != world_size) {
+  if (plan.num_devices() > world_size) {
     ThrowInput("{}: the plan uses {} devices but the job has {} processes (--nproc or WORLD_SIZE)",
                source, plan.num_devices(), world_size);
   }
@@ -193,8 +198,18 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
     throw Error(
         fmt::format("{}: schedule {} is unsound: {}", source, ToString(plan.schedule), *err));
   }
+  // An idle rank (the plan leaves it out) takes part in the world's collectives only: the
+  // start barrier, the loss sums (adding 0), checkpoint barriers, the trace and the summary.
   const auto [stage, replica] = grid.Of(env.rank);
-  const StagePlan& sp = plan.stages[stage];
+  const StagePlan* sp = grid.Idle(env.rank) ? nullptr : &plan.stages[stage];
+  if (env.rank == 0 && grid.num_active() < env.world_size) {
+    std::vector<int> idle;
+    for (int r = 0; r < env.world_size; ++r)
+      if (grid.Idle(r)) idle.push_back(r);
+    std::fprintf(stderr, "dapple train: the plan uses %d of %d processes; rank%s %s idle\n",
+                 grid.num_active(), env.world_size, idle.size() > 1 ? "s" : "",
+                 fmt::format("{}", fmt::join(idle, ", ")).c_str());
+  }
 
   // Note [Leak on failure]: destroying a process group with a wait still pending can block
   // until gloo's own timeout; a failing rank must exit at once, so on an exception the
@@ -208,18 +223,19 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
     }
   } leak_on_throw{comm_owner};
   Communicator& comm = *comm_owner;
-  if (sp.replicas() > 1) comm.CreateGroup(fmt::format("stage{}", stage), sp.devices);
+  if (sp && sp->replicas() > 1) comm.CreateGroup(fmt::format("stage{}", stage), sp->devices);
 
-  auto optimizer = MakeOptimizer(o.optimizer, model.Parameters(sp.first_layer, sp.last_layer));
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (sp) optimizer = MakeOptimizer(o.optimizer, model.Parameters(sp->first_layer, sp->last_layer));
   int64_t start = 0;
   std::vector<double> losses;
   if (o.resume) {
-    CheckpointMeta meta = Resume(o, model, sp, *optimizer);
+    CheckpointMeta meta = Resume(o, model, sp, optimizer.get());
     start = meta.step;
     losses = meta.losses;
   }
   std::unique_ptr<Dataset> data;
-  if (stage == 0 || stage == S - 1) {
+  if (sp && (stage == 0 || stage == S - 1)) {
     data = MakeDataset(o.data, model, o.seed,
                        o.data_cache_dir.empty() ? DefaultDataCacheDir() : o.data_cache_dir);
   }
@@ -231,9 +247,11 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
   wo.overlap_allreduce = plan.allreduce_overlap && !o.no_overlap;
   wo.timeout = o.timeout;
   wo.die_at_step = o.die_at_rank == env.rank ? o.die_at_step : -1;
-  StageWorker worker(model, grid, env.rank, lowered.programs[stage],
-                     ProbeActivations(model, device), comm, *optimizer, device, sp.first_layer,
-                     sp.last_layer, wo);
+  std::optional<StageWorker> worker;
+  if (sp) {
+    worker.emplace(model, grid, env.rank, lowered.programs[stage], ProbeActivations(model, device),
+                   comm, *optimizer, device, sp->first_layer, sp->last_layer, wo);
+  }
 
   const bool leader = env.rank == 0;
   ProgressPrinter progress(o, plan, start);
@@ -246,7 +264,7 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
     }
     Batch batch = data ? data->GlobalBatch(step, plan.global_batch_size) : Batch{};
     double t0 = NowMs();
-    StepResult r = worker.RunStep(step, batch);
+    StepResult r = worker ? worker->RunStep(step, batch) : StepResult{};
     double t1 = NowMs();
     torch::Tensor loss = torch::tensor({r.loss_part}, torch::kFloat64);
     comm.AllReduceSum(loss, "", fmt::format("rank {}, step {}: loss allreduce", env.rank, step));
@@ -257,13 +275,13 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
     if (!o.checkpoint_dir.empty()) {
       bool due =
           step + 1 == o.steps || (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0);
-      if (due) SaveCheckpoint(o, model, sp, replica, *optimizer, comm, step + 1, losses);
+      if (due) SaveCheckpoint(o, model, sp, replica, optimizer.get(), comm, step + 1, losses);
     }
     if (step == trace_step && !o.trace_path.empty()) {
       WriteMeasuredTrace(comm, grid, plan, o, r.events);
     }
   }
-  stats.SetPeaks(worker.peak_live_micro_batches(), worker.peak_live_bytes());
+  if (worker) stats.SetPeaks(worker->peak_live_micro_batches(), worker->peak_live_bytes());
   GatherAndPrintSummary(comm, grid, plan, o, stats, losses, start);
   if (o.evaluate && leader) {
     if (!data)

@@ -54,9 +54,10 @@ void Finish(TrainArgs& a) {
 
 int Launch(TrainArgs& a) {
   // One clear line for a bad plan, before any process starts: every node checks that the
-  // plan needs exactly the job's processes, so no node starts ranks the others lack.
+  // job has the processes the plan needs, so no node starts ranks the others lack. Ranks
+  // the plan leaves out idle (RunTraining).
   const LaunchCli& l = a.launch;
-  if (int devices = ReadPlanJson(a.o.plan_path).num_devices(); devices != l.world_size()) {
+  if (int devices = ReadPlanJson(a.o.plan_path).num_devices(); devices > l.world_size()) {
     ThrowInput(
         "{}: the plan uses {} devices but the job has {} processes (--nnodes {} x --nproc {})",
         a.o.plan_path.string(), devices, l.world_size(), l.nnodes, l.nproc);
