@@ -92,8 +92,8 @@ ids = [l["id"] for l in prof["layers"]]
 cost = [l["forward_ms"] + l["backward_ms"] for l in prof["layers"]]
 split = min(range(1, len(ids)), key=lambda k: max(sum(cost[:k]), sum(cost[k:])))
 best = None
-for m in (4, 8, 16, 32, 64):
-    if gbs % m or m % 2:
+for m in (2 ** k for k in range(2, 16) if 2 ** k <= gbs // 2):  # 4 .. gbs / 2 (M >= 2)
+    if gbs % m:
         continue
     plan = {"format": "dapple-plan/1", "planner": "hand: 2 stages x 2 replicas across the link",
             "global_batch_size": gbs, "micro_batch_size": m, "num_micro_batches": gbs // m,
@@ -223,7 +223,7 @@ w(f"- Cluster: `scripts/calibrate-two-server.sh` just before: inter-server "
      if cluster.get('shared_compute') else "")
   + ".\n")
 w(f"- Model: `mlp {model_opts}`, float32, synthetic data, global batch {gbs}. Profile: "
-  "`dapple profile --batch 32 --batches 1,2,4,8,16,32,64,128 --threads 1` (one thread, as "
+  "`dapple profile --batch 32 --batches 1,2,4,..," + str(gbs) + " --threads 1` (one thread, as "
   "each training process).\n")
 w("- Plans: `dapple plan --planner dp`, `--planner straight`, the default planner (`dapple`), "
   "and `hybrid`: 2 stages x 2 replicas written by the script, stage 0 on devices 0,1 "

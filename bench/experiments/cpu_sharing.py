@@ -1,0 +1,170 @@
+#!/usr/bin/python3
+"""How processes sharing this machine's cores slow each other's compute (docs/two-server.md,
+"Why pipelines measure slower than simulated here"). Three experiments, each run as
+`bench/experiments/cpu_sharing.py EXPERIMENT` (it starts its own processes):
+
+  ops      one, two (pinned to a core each) and four processes each run the forward and
+           backward of a 1024x1024 linear layer at batch 64 for 3 s; median time per op.
+           Compare the four-process medians with the throughput ratio: short ops pay a whole
+           time slice of another process when preempted, so their median stretches more than
+           the mean does.
+  ring     four processes pass a token round a ring and compute one chunk (matmuls over their
+           own weights) between receiving and sending: one process computes at a time. The
+           chunk's time in the ring against alone is the cost of resuming after the others
+           ran (cold caches, wake-up).
+  pingpong ranks 0 and 1 ping-pong 4 B and 256 KiB while ranks 2 and 3 run matmuls (and
+           without them): one-way latency when the receiver has to wait for a core.
+
+python3-torch (Debian) with gloo; one thread per process; OPENBLAS_CORETYPE as the launcher
+sets it. Figures of 2026-11-29 on this 2-core machine are in docs/two-server.md.
+"""
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+PORT = 29731
+
+
+def spawn(args, ranks, pin=False):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", WORLD_SIZE=str(ranks))
+    env.setdefault("OPENBLAS_CORETYPE", "SkylakeX" if "avx512f" in open("/proc/cpuinfo").read()
+                   else "Haswell")
+    procs = []
+    for r in range(ranks):
+        cmd = [sys.executable, __file__] + args
+        if pin:
+            cmd = ["taskset", "-c", str(r % os.cpu_count())] + cmd
+        procs.append(subprocess.Popen(cmd, env=dict(env, RANK=str(r))))
+    if any(p.wait() for p in procs):
+        sys.exit("cpu_sharing.py: a worker failed")
+
+
+def worker_ops(label):
+    import torch
+    torch.set_num_threads(1)
+    lin = torch.nn.Linear(1024, 1024)
+    x = torch.randn(64, 1024, requires_grad=True)
+    fwd, bwd = [], []
+    end = time.time() + 3
+    while time.time() < end:
+        a = time.perf_counter()
+        y = torch.relu(lin(x))
+        b = time.perf_counter()
+        y.backward(torch.ones_like(y))
+        c = time.perf_counter()
+        fwd.append(b - a)
+        bwd.append(c - b)
+    print(f"{label} rank {os.environ['RANK']}: F median {statistics.median(fwd) * 1e3:.2f} ms, "
+          f"B median {statistics.median(bwd) * 1e3:.2f} ms, {len(fwd)} iterations in 3 s",
+          flush=True)
+
+
+def init():
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=int(os.environ["RANK"]),
+                            world_size=int(os.environ["WORLD_SIZE"]),
+                            init_method=f"tcp://127.0.0.1:{PORT}")
+    return torch, dist
+
+
+def worker_ring(weights):
+    torch, dist = init()
+    rank, ws = dist.get_rank(), dist.get_world_size()
+    w = [torch.randn(1024, 1024) for _ in range(weights)]
+    x, y = torch.randn(64, 1024), torch.empty(64, 1024)
+
+    def chunk():
+        for m in w:
+            torch.mm(x, m, out=y)
+    for _ in range(5):
+        chunk()
+    tok = torch.zeros(65536)
+    dist.barrier()
+    alone = []
+    if rank == 0:
+        for _ in range(30):
+            a = time.perf_counter()
+            chunk()
+            alone.append(time.perf_counter() - a)
+    dist.barrier()
+    ring = []
+    for it in range(30):
+        if rank or it:
+            dist.recv(tok, (rank - 1) % ws)
+        a = time.perf_counter()
+        chunk()
+        ring.append(time.perf_counter() - a)
+        if not (rank == ws - 1 and it == 29):
+            dist.send(tok, (rank + 1) % ws)
+    t = torch.tensor([statistics.median(ring)], dtype=torch.float64)
+    dist.all_reduce(t)
+    if rank == 0:
+        a, r = statistics.median(alone), t.item() / ws
+        print(f"ring, {weights} weight(s) of 4 MiB per process: chunk alone {a * 1e3:.2f} ms, "
+              f"in the ring {r * 1e3:.2f} ms ({r / a:.2f}x, +{(r - a) * 1e3:.2f} ms)", flush=True)
+    dist.destroy_process_group()
+
+
+def worker_pingpong(load, nbytes):
+    torch, dist = init()
+    rank = dist.get_rank()
+    t = torch.zeros(max(1, nbytes // 4))
+    dist.barrier()
+    if rank < 2:
+        one_way = []
+        for _ in range(200):
+            a = time.perf_counter()
+            if rank == 0:
+                dist.send(t, 1)
+                dist.recv(t, 1)
+            else:
+                dist.recv(t, 0)
+                dist.send(t, 0)
+            one_way.append((time.perf_counter() - a) / 2)
+        dist.barrier()
+        if rank == 0:
+            one_way.sort()
+            print(f"ping-pong {nbytes} B, {'2 ranks computing' if load else 'idle'}: one-way "
+                  f"min {one_way[0] * 1e3:.3f}, median {one_way[100] * 1e3:.3f}, "
+                  f"p90 {one_way[180] * 1e3:.3f} ms", flush=True)
+    else:
+        a = torch.randn(512, 512)
+        work = dist.barrier(async_op=True)
+        while load and not work.is_completed():
+            a = (a @ a) * 1e-3
+        work.wait()
+    dist.destroy_process_group()
+
+
+def main():
+    if "RANK" in os.environ:  # a worker
+        kind = sys.argv[1]
+        if kind == "ops":
+            worker_ops(sys.argv[2])
+        elif kind == "ring":
+            worker_ring(int(sys.argv[2]))
+        else:
+            worker_pingpong(sys.argv[2] == "1", int(sys.argv[3]))
+        return
+    what = sys.argv[1] if len(sys.argv) > 1 else ""
+    if what == "ops":
+        spawn(["ops", "alone"], 1)
+        spawn(["ops", "two, pinned"], 2, pin=True)
+        spawn(["ops", "four"], 4)
+    elif what == "ring":
+        for weights in (1, 2, 4):
+            spawn(["ring", str(weights)], 4)
+    elif what == "pingpong":
+        for load in ("0", "1"):
+            for nbytes in ("4", "262144"):
+                spawn(["pingpong", load, nbytes], 4)
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
