@@ -77,6 +77,15 @@ TEST_F(CalibrateLocalTest, TwoLocalProcessesMakeAOneServerCluster) {
   EXPECT_DOUBLE_EQ(
       cal["compute"]["alone_s"].get<double>() / cal["compute"]["together_s"].get<double>(),
       cal["compute"]["speed"].get<double>());
+  // The resume cost: the token ring's chunk against the same chunk alone, in the cluster.
+  ASSERT_TRUE(c.shared_compute_resume_s.has_value());
+  EXPECT_EQ(*c.shared_compute_resume_s, cal["compute"]["resume_s"].get<double>());
+  const double alone = cal["compute"]["chunk_alone_s"].get<double>();
+  const double ring = cal["compute"]["chunk_ring_s"].get<double>();
+  EXPECT_GT(alone, 0);
+  EXPECT_GT(ring, 0);
+  EXPECT_DOUBLE_EQ(*c.shared_compute_resume_s, std::max(0.0, ring - alone));
+  EXPECT_NE(r.output.find("a compute after idle time takes"), std::string::npos) << r.output;
 }
 
 TEST_F(CalibrateLocalTest, GivenSpeedIsKeptAndNotMeasured) {
@@ -87,6 +96,7 @@ TEST_F(CalibrateLocalTest, GivenSpeedIsKeptAndNotMeasured) {
   Cluster c = ReadClusterJson(out);
   EXPECT_EQ(c.device.speed, 0.75);
   EXPECT_FALSE(c.shared_compute.has_value());
+  EXPECT_FALSE(c.shared_compute_resume_s.has_value());
   auto j = ReadJsonFile(out);
   EXPECT_FALSE(j["calibration"].contains("compute"));
 }

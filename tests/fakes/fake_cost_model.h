@@ -64,6 +64,8 @@ class FakeCostModel : public CostModel {
   double shared_compute = 0;  // CostModel::SharedCompute (0: each device has its own)
 
   double SharedCompute() const override { return shared_compute; }
+  double shared_compute_resume_ms = 0;  // CostModel::SharedComputeResumeMs
+  double SharedComputeResumeMs() const override { return shared_compute_resume_ms; }
   int num_layers() const override { return num_layers_; }
   int num_devices() const override { return num_devices_; }
   int profile_batch_size() const override { return pbs; }

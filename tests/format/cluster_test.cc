@@ -182,6 +182,19 @@ TEST(Cluster, SharedComputeIsOptionalPositiveAndRoundTrips) {
   EXPECT_THAT(ErrorOf(j.dump()), HasSubstr("c.json.shared_compute: must be positive"));
   j["shared_compute"] = "two";
   EXPECT_THAT(ErrorOf(j.dump()), HasSubstr("c.json.shared_compute: expected a number"));
+  // The resume cost: round trip, range, and only with shared_compute.
+  c.shared_compute_resume_s = 0.0004;
+  Cluster e = ParseClusterJson(ClusterToJsonText(c), "c.json");
+  ASSERT_TRUE(e.shared_compute_resume_s.has_value());
+  EXPECT_EQ(*e.shared_compute_resume_s, 0.0004);
+  Json k = Json::parse(ClusterToJsonText(c));
+  k["shared_compute_resume_s"] = -1;
+  EXPECT_THAT(ErrorOf(k.dump()), HasSubstr("c.json.shared_compute_resume_s: must not be negative"));
+  k["shared_compute_resume_s"] = 2;
+  EXPECT_THAT(ErrorOf(k.dump()), HasSubstr("shared_compute_resume_s: must be in [0, 1) seconds"));
+  k["shared_compute_resume_s"] = 0.001;
+  k.erase("shared_compute");
+  EXPECT_THAT(ErrorOf(k.dump()), HasSubstr("shared_compute_resume_s is given without"));
 }
 
 TEST(Cluster, BadInput) {

@@ -66,5 +66,35 @@ TEST(SharedCompute, AsMuchAsTheDevicesChangesNothing) {
   EXPECT_DOUBLE_EQ(shared.bubble_fraction, own.bubble_fraction);
 }
 
+// Note [Resuming on shared cores]: a forward or backward that starts after its device sat
+// idle pays the resume cost; back-to-back ones do not. Two stages, one micro-batch: device
+// 0's F (the step's first) and B (after waiting for the gradient) resume, device 1's F
+// (after waiting for the activation) resumes and its B follows at once: 3 on the critical
+// path, 2 on device 0's busy time, 1 on device 1's.
+TEST(SharedCompute, ResumeCostsOnlyComputeThatFollowsIdleTime) {
+  FakeCostModel cost(2, 2);
+  cost.transfer_ms = 0.5;
+  cost.shared_compute = 2;  // as many as the devices: no stretching, only the resume cost
+  Plan plan = MakePlan({{0, 0, {0}}, {1, 1, {1}}}, 1, 1, ScheduleKind::kDappleA);
+  const SimResult without = SimulatePlan(plan, cost);
+  cost.shared_compute_resume_ms = 0.25;
+  const SimResult with = SimulatePlan(plan, cost);
+  EXPECT_NEAR(with.iteration_ms - without.iteration_ms, 3 * 0.25, 1e-9);
+  EXPECT_NEAR(with.devices[0].busy_ms - without.devices[0].busy_ms, 2 * 0.25, 1e-9);
+  EXPECT_NEAR(with.devices[1].busy_ms - without.devices[1].busy_ms, 1 * 0.25, 1e-9);
+  // Data parallelism computes back to back: only the step's first forward resumes.
+  Plan dp = MakePlan({{0, 1, {0, 1}}}, 2, 2, ScheduleKind::kDappleA);
+  dp.allreduce_overlap = false;
+  cost.shared_compute_resume_ms = 0;
+  const double dp_without = SimulatePlan(dp, cost).iteration_ms;
+  cost.shared_compute_resume_ms = 0.25;
+  EXPECT_NEAR(SimulatePlan(dp, cost).iteration_ms - dp_without, 0.25, 1e-9);
+  // Devices of their own (no shared compute) pay nothing.
+  cost.shared_compute = 0;
+  const double own_with = SimulatePlan(plan, cost).iteration_ms;
+  cost.shared_compute_resume_ms = 0;
+  EXPECT_DOUBLE_EQ(own_with, SimulatePlan(plan, cost).iteration_ms);
+}
+
 }  // namespace
 }  // namespace dapple

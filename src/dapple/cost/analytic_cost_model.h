@@ -53,6 +53,9 @@ class AnalyticCostModel : public CostModel {
   double DeviceMemoryBytes(int device) const override;
   double SingleDeviceMs(int global_batch) const override;
   double SharedCompute() const override { return cluster_.shared_compute.value_or(0); }
+  double SharedComputeResumeMs() const override {
+    return 1000 * cluster_.shared_compute_resume_s.value_or(0);
+  }
 
   const Profile& profile() const { return profile_; }
   const Cluster& cluster() const { return cluster_; }

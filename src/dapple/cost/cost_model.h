@@ -65,6 +65,9 @@ class CostModel {
   // computing alone (k devices computing at once each run at min(1, C/k) of their speed;
   // sim/shared_compute.cc); 0 when each device has its own.
   virtual double SharedCompute() const { return 0; }
+  // With SharedCompute() > 0: what a forward or backward takes beyond its compute when its
+  // device was idle before it (Cluster::shared_compute_resume_s), in ms.
+  virtual double SharedComputeResumeMs() const { return 0; }
 
   // Time of one iteration of `global_batch` samples on one device of speed 1, no
   // communication: GBS/PBS x sum over layers of (fwd + bwd). The speedup's numerator.

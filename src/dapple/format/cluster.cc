@@ -125,6 +125,17 @@ void ValidateCluster(const Cluster& c, const std::string& source) {
   link(c.intra_server, "intra_server");
   link(c.inter_server, "inter_server");
   if (c.shared_compute) positive(*c.shared_compute, "shared_compute");
+  if (c.shared_compute_resume_s) {
+    if (!(*c.shared_compute_resume_s >= 0 && *c.shared_compute_resume_s < 1)) {
+      ThrowInput("{}: shared_compute_resume_s: must be in [0, 1) seconds (got {})", source,
+                 *c.shared_compute_resume_s);
+    }
+    if (!c.shared_compute) {
+      ThrowInput("{}: shared_compute_resume_s is given without shared_compute (it describes "
+                 "devices that share a machine)",
+                 source);
+    }
+  }
 }
 
 Cluster ParseClusterJson(const std::string& text, const std::string& source) {
@@ -149,6 +160,8 @@ Cluster ParseClusterJson(const std::string& text, const std::string& source) {
   else
     c.inter_server = c.intra_server;
   if (root.Has("shared_compute")) c.shared_compute = root["shared_compute"].Positive();
+  if (root.Has("shared_compute_resume_s"))
+    c.shared_compute_resume_s = root["shared_compute_resume_s"].NonNegative();
   ValidateCluster(c, source);
   return c;
 }
@@ -173,6 +186,7 @@ std::string ClusterToJsonText(const Cluster& c) {
   root["intra_server"] = LinkJson(c.intra_server);
   root["inter_server"] = LinkJson(c.inter_server);
   if (c.shared_compute) root["shared_compute"] = *c.shared_compute;
+  if (c.shared_compute_resume_s) root["shared_compute_resume_s"] = *c.shared_compute_resume_s;
   return root.dump(2) + "\n";
 }
 

@@ -52,6 +52,10 @@ struct Cluster {
   // runs at min(1, shared_compute / k) of its speed (sim/shared_compute.cc). Unset: each
   // device has its own.
   std::optional<double> shared_compute;
+  // With shared_compute: the seconds a forward or backward takes beyond its compute when it
+  // starts after its device was idle, because the other processes ran meanwhile (caches
+  // refilled, the wake-up). `dapple calibrate` measures it with a token ring. Unset: 0.
+  std::optional<double> shared_compute_resume_s;
 
   // Devices are numbered server by server: server 0 holds 0..d0-1, and so on.
   int num_devices() const;

@@ -283,7 +283,10 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
       if (r.allreduce_fit) set_allreduce(c.inter_server, *r.allreduce_fit);
       if (r.intra_allreduce_fit) set_allreduce(c.intra_server, *r.intra_allreduce_fit);
     }
-    if (r.compute && r.one_machine) c.shared_compute = r.compute->speed * world;
+    if (r.compute && r.one_machine) {
+      c.shared_compute = r.compute->speed * world;
+      c.shared_compute_resume_s = r.compute->resume_s;
+    }
     r.options = o;
     r.timeout_s = comm.timeout().count() / 1000.0;
     ValidateCluster(c, "calibrate");

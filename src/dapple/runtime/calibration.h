@@ -69,6 +69,11 @@ struct ComputeSpeed {
   double alone_s = 0;     // rank 0's loop, the other ranks idle
   double together_s = 0;  // the mean over ranks of the same loop, every rank running it
   double speed = 1;       // alone_s / together_s
+  // Note [Resume cost] in calibration_steps.cc: a chunk of the loop run in a token ring
+  // (one rank computing at a time) against the same chunk alone; >= 0.
+  int chunk_iterations = 0;
+  double chunk_alone_s = 0, chunk_ring_s = 0;
+  double resume_s = 0;  // max(0, chunk_ring_s - chunk_alone_s)
 };
 
 // The server of each rank, grouping ranks by the host name they reported (servers numbered

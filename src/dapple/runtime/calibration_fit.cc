@@ -204,12 +204,18 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
                     {"alone_s", r.compute->alone_s},
                     {"together_s", r.compute->together_s},
                     {"speed", r.compute->speed},
+                    {"chunk_iterations", r.compute->chunk_iterations},
+                    {"chunk_alone_s", r.compute->chunk_alone_s},
+                    {"chunk_ring_s", r.compute->chunk_ring_s},
+                    {"resume_s", r.compute->resume_s},
                     {"one_machine", r.one_machine},
                     {"note",
                      "speed: the kernel's time on rank 0 alone over its mean time while every "
                      "rank runs it; on one machine (one_machine: the ranks share a boot id) "
                      "the cluster's shared_compute is speed x ranks and device.speed 1, else "
-                     "device.speed is speed"}};
+                     "device.speed is speed; resume_s: a chunk of the kernel in a token ring "
+                     "(one rank computing at a time) minus the same chunk alone, the cluster's "
+                     "shared_compute_resume_s on one machine"}};
   }
   c["options"] = {{"repeats", r.options.repeats},
                   {"budget_s", r.options.budget.count() / 1000.0},
@@ -264,8 +270,11 @@ std::string CalibrationSummary(const CalibrationResult& r) {
         r.compute->together_s * 1e3);
     if (r.cluster.shared_compute)
       s += fmt::format(
-          "one machine: the devices share the compute of {:.2f} devices (shared_compute)\n",
-          *r.cluster.shared_compute);
+          "one machine: the devices share the compute of {:.2f} devices (shared_compute); a "
+          "compute after idle time takes {:.0f} us more ({} x the kernel: {:.2f} ms alone, "
+          "{:.2f} ms in a token ring; shared_compute_resume_s)\n",
+          *r.cluster.shared_compute, r.compute->resume_s * 1e6, r.compute->chunk_iterations,
+          r.compute->chunk_alone_s * 1e3, r.compute->chunk_ring_s * 1e3);
   }
   return s;
 }

@@ -75,6 +75,43 @@ std::vector<TimingSample> MeasureAllReduce(Communicator& comm, const std::string
   return samples;
 }
 
+// Note [Resume cost]: in a pipeline on shared cores a device computes after waiting, while
+// the other processes ran and evicted its weights from the caches; it pays a refill and a
+// wake-up that the profile, timed back to back, never sees. Measured as a token ring: each
+// rank receives a token from the previous one, times a chunk of the compute loop (about
+// 2 ms, a pipeline op's size here) and passes the token on, so one rank computes at a time.
+// The median chunk in the ring minus the same chunk alone (from the alone loop) is the cost
+// of resuming; the simulator adds it to every forward or backward that follows idle time.
+namespace {
+
+constexpr uint32_t kTagResumeToken = 7103;
+constexpr int kResumeRounds = 15;
+
+template <typename Run>
+void MeasureResumeCost(Communicator& comm, Run& run, ComputeSpeed& r) {
+  const double per_iteration = r.alone_s / std::max(1, r.iterations);
+  r.chunk_iterations = std::clamp(static_cast<int>(0.002 / per_iteration), 1, 1000);
+  r.chunk_alone_s = per_iteration * r.chunk_iterations;
+  const int n = comm.size(), me = comm.rank();
+  const auto ms = comm.timeout();
+  auto token = torch::zeros({1}, torch::kFloat32);
+  comm.Barrier("calibrate resume cost: start");
+  std::vector<double> chunks;
+  for (int round = 0; round < kResumeRounds; ++round) {
+    std::string what = fmt::format("calibrate resume cost: token round {} on rank {}", round, me);
+    if (me != 0 || round > 0) comm.Recv(token, (me + n - 1) % n, kTagResumeToken, what).Wait(ms);
+    chunks.push_back(run(r.chunk_iterations));
+    if (me != n - 1 || round + 1 < kResumeRounds)
+      comm.Send(token, (me + 1) % n, kTagResumeToken, what).Wait(ms);
+  }
+  auto sum = torch::full({1}, Median(chunks), torch::kFloat64);
+  comm.AllReduceSum(sum, "", "calibrate resume cost: gathering");
+  r.chunk_ring_s = sum[0].item<double>() / n;
+  r.resume_s = std::max(0.0, r.chunk_ring_s - r.chunk_alone_s);
+}
+
+}  // namespace
+
 // Note [Compute speed under concurrency]: `dapple profile` times each layer in one process
 // with the machine to itself. When the devices of a job are processes sharing a machine's
 // cores (the two-server network of scripts/netns.sh on one machine, or several CPU
@@ -115,6 +152,7 @@ ComputeSpeed MeasureComputeSpeed(Communicator& comm) {
   comm.AllReduceSum(sum, "", "calibrate compute speed: gathering");
   r.together_s = sum[0].item<double>() / comm.size();
   r.speed = r.alone_s / r.together_s;
+  MeasureResumeCost(comm, run, r);
   return r;
 }
 

@@ -25,6 +25,7 @@ struct DeviceState {
   int in_flight = 0, peak_in_flight = 0;
   int pc = 0;
   int blocked_on = -1;  // transfer id this device waits for, -1 when none
+  double compute_end = -1;  // when its last forward or backward ended; -1: none yet
 };
 
 struct Transfer {
@@ -133,6 +134,15 @@ class Engine {
     return route < S_ - 1 ? route + 1 : route - (S_ - 1);
   }
 
+  // Note [Resuming on shared cores]: when devices are processes sharing a machine, a forward
+  // or backward that starts after its device sat idle finds its weights evicted from the
+  // caches by the others and its process asleep: it takes resume_ms more (measured by
+  // `dapple calibrate` as a token ring's chunk against the same chunk alone). Back-to-back
+  // compute pays nothing; STEP's update_ms is profiled cache-cold already.
+  double Resume(const DeviceState& dv, double clock) const {
+    if (s_.resume_ms == 0) return 0;
+    return dv.compute_end < 0 || clock > dv.compute_end ? s_.resume_ms : 0.0;
+  }
   double Scale(int d, int pc) const { return s_.op_scale.empty() ? 1.0 : s_.op_scale[d][pc]; }
   void Interval(int d, int pc, double start, double end) {
     if (!s_.op_scale.empty()) intervals_[d][pc] = {start, end};
@@ -155,10 +165,11 @@ class Engine {
       const Instruction in = prog[pc];
       switch (in.op) {
         case Op::kForward: {
-          const double ms = cfg.forward_ms * Scale(d, pc);
+          const double ms = cfg.forward_ms * Scale(d, pc) + Resume(dv, clock);
           if (s_.record_timeline) Record(d, in, "forward", clock, clock + ms, cfg.stage);
           Interval(d, pc, clock, clock + ms);
           clock += ms;
+          dv.compute_end = clock;
           dv.busy += ms;
           dv.bytes += cfg.bytes_per_micro_batch;
           dv.peak_bytes = std::max(dv.peak_bytes, dv.bytes);
@@ -166,12 +177,13 @@ class Engine {
           break;
         }
         case Op::kBackward: {
-          const double ms = cfg.backward_ms * Scale(d, pc);
+          const double ms = cfg.backward_ms * Scale(d, pc) + Resume(dv, clock);
           dv.last_backward_start = clock;
           dv.last_backward_scale = Scale(d, pc);
           if (s_.record_timeline) Record(d, in, "backward", clock, clock + ms, cfg.stage);
           Interval(d, pc, clock, clock + ms);
           clock += ms;
+          dv.compute_end = clock;
           dv.busy += ms;
           dv.bytes -= cfg.bytes_per_micro_batch;
           --dv.in_flight;

@@ -55,6 +55,10 @@ struct EngineSetup {
   // stretches the duration of device d's compute instruction at pc (F, B or STEP), and the
   // result records every compute instruction's interval.
   std::vector<std::vector<double>> op_scale;
+  // Added to a forward or backward that starts after its device was idle (the step's first,
+  // or one that waited for a transfer or the allreduce); Note [Resuming on shared cores] in
+  // event_engine.cc.
+  double resume_ms = 0;
 };
 
 struct EngineDeviceResult {

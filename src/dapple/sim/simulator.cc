@@ -152,6 +152,7 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
   }
 
   const double shared = cost.SharedCompute();
+  if (shared > 0) setup.resume_ms = cost.SharedComputeResumeMs();
   internal::EngineResult run =
       shared > 0 ? internal::RunWithSharedCompute(setup, shared) : internal::RunEngine(setup);
 
