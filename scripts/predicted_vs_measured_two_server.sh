@@ -10,7 +10,8 @@
 #   sudo scripts/predicted_vs_measured_two_server.sh [path/to/dapple] [doc.md]
 #     (defaults: build/tools/dapple/dapple, docs/predicted-vs-measured-two-server.md)
 # Environment: MODEL_OPTS (default "--opt input=784 --opt hidden=1024 --opt layers=4
-# --opt classes=10"), GBS (128), STEPS (16), WARMUP (4 steps of each run left out),
+# --opt classes=10"), GBS (512: ops of 4-30 ms, longer than the kernel's time slice; see
+# docs/two-server.md for 128), STEPS (16), WARMUP (4 steps of each run left out),
 # ROUNDS (3: every plan is trained ROUNDS times, round-robin, and the kept steps pooled, so
 # that a change of the machine's load falls on every plan alike), BUCKET_MB (allreduce bucket
 # of `plan`, `simulate` and `train`, 4: the MLP's 16 MB of gradients in 5 buckets, so that overlap has
@@ -23,7 +24,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dapple=$(realpath "${1:-$root/build/tools/dapple/dapple}")
 doc=${2:-$root/docs/predicted-vs-measured-two-server.md}
 model_opts=${MODEL_OPTS:-"--opt input=784 --opt hidden=1024 --opt layers=4 --opt classes=10"}
-gbs=${GBS:-128}
+gbs=${GBS:-512}
 steps=${STEPS:-16}
 warmup=${WARMUP:-4}
 rounds=${ROUNDS:-3}
@@ -221,6 +222,10 @@ w(f"- Cluster: `scripts/calibrate-two-server.sh` just before: inter-server "
      f"compute of {cluster['shared_compute']:.2f} devices alone (`shared_compute`: while k "
      "devices compute at once each runs at min(1, shared_compute / k), docs/cost-model.md)"
      if cluster.get('shared_compute') else "")
+  + (f", and a forward or backward that follows idle time takes "
+     f"{cluster['shared_compute_resume_s'] * 1e6:.0f} us more (`shared_compute_resume_s`, "
+     "a token ring's chunk against the same chunk alone)"
+     if cluster.get('shared_compute_resume_s') is not None else "")
   + ".\n")
 w(f"- Model: `mlp {model_opts}`, float32, synthetic data, global batch {gbs}. Profile: "
   "`dapple profile --batch 32 --batches 1,2,4,..," + str(gbs) + " --threads 1` (one thread, as "

@@ -199,7 +199,9 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
         fmt::format("{}: schedule {} is unsound: {}", source, ToString(plan.schedule), *err));
   }
   // An idle rank (the plan leaves it out) takes part in the world's collectives only: the
-  // start barrier, the loss sums (adding 0), checkpoint barriers, the trace and the summary.
+  // start barrier, checkpoint barriers, the trace and the summary. The per-step loss sum runs
+  // over the ranks that train and rank 0 (which prints it), so that idle ranks behind a slow
+  // link do not put their latency into every step.
   const auto [stage, replica] = grid.Of(env.rank);
   const StagePlan* sp = grid.Idle(env.rank) ? nullptr : &plan.stages[stage];
   if (env.rank == 0 && grid.num_active() < env.world_size) {
@@ -224,6 +226,16 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
   } leak_on_throw{comm_owner};
   Communicator& comm = *comm_owner;
   if (sp && sp->replicas() > 1) comm.CreateGroup(fmt::format("stage{}", stage), sp->devices);
+  std::string loss_group;  // "": the world
+  bool sums_loss = true;
+  if (grid.num_active() < env.world_size) {
+    std::vector<int> members;
+    for (int r = 0; r < env.world_size; ++r)
+      if (r == 0 || !grid.Idle(r)) members.push_back(r);
+    loss_group = "loss";
+    sums_loss = env.rank == 0 || !grid.Idle(env.rank);
+    if (sums_loss) comm.CreateGroup(loss_group, members);
+  }
 
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   if (sp) optimizer = MakeOptimizer(o.optimizer, model.Parameters(sp->first_layer, sp->last_layer));
@@ -267,7 +279,10 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
     StepResult r = worker ? worker->RunStep(step, batch) : StepResult{};
     double t1 = NowMs();
     torch::Tensor loss = torch::tensor({r.loss_part}, torch::kFloat64);
-    comm.AllReduceSum(loss, "", fmt::format("rank {}, step {}: loss allreduce", env.rank, step));
+    if (sums_loss) {
+      comm.AllReduceSum(loss, loss_group,
+                        fmt::format("rank {}, step {}: loss allreduce", env.rank, step));
+    }
     double step_ms = NowMs() - t0;
     losses.push_back(loss.item<double>());
     stats.AddStep(r.events, t0, t1, step_ms, step == start);
