@@ -14,6 +14,9 @@
            ran (cold caches, wake-up).
   pingpong ranks 0 and 1 ping-pong 4 B and 256 KiB while ranks 2 and 3 run matmuls (and
            without them): one-way latency when the receiver has to wait for a core.
+  traffic  (root) two processes run the ops loop, without and then with a TCP stream across
+           the 1 Gbit/s link of scripts/netns.sh (namespaces cpux-s0/s1, brought up and down
+           here): what moving the link's packets costs the compute sharing the cores.
 
 python3-torch (Debian) with gloo; one thread per process; OPENBLAS_CORETYPE as the launcher
 sets it. Figures of 2026-11-29 on this 2-core machine are in docs/two-server.md.
@@ -140,7 +143,54 @@ def worker_pingpong(load, nbytes):
     dist.destroy_process_group()
 
 
+def sink(port):
+    import socket
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(1)
+    conn, _ = srv.accept()
+    while conn.recv(1 << 20):
+        pass
+
+
+def source(addr, port, seconds):
+    import socket
+    conn = socket.create_connection((addr, port))
+    buf, n, end = b"x" * (1 << 20), 0, time.time() + seconds
+    while time.time() < end:
+        conn.sendall(buf)
+        n += len(buf)
+    conn.close()
+    print(f"stream across the link: {n / seconds / 1e6:.1f} MB/s", flush=True)
+
+
+def traffic():
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    netns = [os.path.join(root, "scripts", "netns.sh"), "--prefix", "cpux", "--subnet",
+             "10.77.0", "--rate", "1gbit"]
+    subprocess.run(netns + ["up"], check=True, stdout=subprocess.DEVNULL)
+    try:
+        spawn(["ops", "two, no traffic"], 2)
+        addr = subprocess.run(netns + ["addr", "s1"], check=True, capture_output=True,
+                              text=True).stdout.strip()
+        snk = subprocess.Popen(netns + ["exec", "s1", sys.executable, __file__, "sink", "29778"])
+        time.sleep(0.5)
+        src = subprocess.Popen(netns + ["exec", "s0", sys.executable, __file__, "source", addr,
+                                        "29778", "5"])
+        time.sleep(0.3)
+        spawn(["ops", "two, 1 Gbit/s stream"], 2)
+        src.wait()
+        snk.wait()
+    finally:
+        subprocess.run(netns + ["down"], stdout=subprocess.DEVNULL)
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "sink":
+        return sink(int(sys.argv[2]))
+    if len(sys.argv) > 1 and sys.argv[1] == "source":
+        return source(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
     if "RANK" in os.environ:  # a worker
         kind = sys.argv[1]
         if kind == "ops":
@@ -158,6 +208,8 @@ def main():
     elif what == "ring":
         for weights in (1, 2, 4):
             spawn(["ring", str(weights)], 4)
+    elif what == "traffic":
+        traffic()
     elif what == "pingpong":
         for load in ("0", "1"):
             for nbytes in ("4", "262144"):
