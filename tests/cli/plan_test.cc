@@ -61,6 +61,26 @@ TEST_F(PlanCli, Bert48OnPaperAIsWrittenAndSimulated) {
               1e-6 * p.estimate->iteration_ms);
 }
 
+// A link too slow to cross: the plan stays on one server and the table says which devices
+// it leaves unused.
+TEST_F(PlanCli, UnusedDevicesAreNamed) {
+  Cluster c = ClusterPreset("paper-a");
+  c.inter_server.bandwidth_bytes_per_s = 1e3;
+  c.inter_server.allreduce_bandwidth_bytes_per_s = 1e3;
+  fs::path cluster = dir_ / "slow-link.json";
+  WriteClusterJson(c, cluster);
+  testing::CliRun r = Dapple("plan --profile " + Profile("bert-48-pbs-2.txt") + " --cluster " +
+                             cluster.string() + " --global-batch 64 -o " +
+                             (dir_ / "plan.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  Plan p = ReadPlanJson(dir_ / "plan.json");
+  ASSERT_LT(p.num_devices(), 16) << r.out;
+  EXPECT_NE(r.out.find("unused: more would not be faster (" + std::to_string(p.num_devices()) +
+                       " of 16 train"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST_F(PlanCli, JsonHasThePlanAndEveryBaseline) {
   testing::CliRun r = Dapple("plan --profile " + Profile("vgg-19-pbs-32.txt") +
                              " --cluster paper-b --global-batch 256 --json");

@@ -128,6 +128,17 @@ void PrintTable(const PlanArgs& a, const Profile& profile, const Cluster& cluste
              cost.DeviceMemoryBytes(0) / 1e9);
   fmt::print("simulated iteration {:.2f} ms, speedup {:.2f}x (analytic L {:.2f} ms)\n",
              e.iteration_ms, e.speedup, e.latency_ms);
+  if (p.num_devices() < cluster.num_devices()) {
+    std::vector<bool> used(cluster.num_devices(), false);
+    for (const StagePlan& st : p.stages)
+      for (int d : st.devices) used[d] = true;
+    std::vector<int> unused;
+    for (int d = 0; d < cluster.num_devices(); ++d)
+      if (!used[d]) unused.push_back(d);
+    fmt::print("devices {} unused: more would not be faster ({} of {} train; `dapple train` "
+               "leaves the other ranks idle)\n",
+               Ranges(unused), p.num_devices(), cluster.num_devices());
+  }
   if (rows.empty()) return;
   fmt::print("\n{:<12}{:>14}{:>10}{:>12}  {}\n", "planner", "iteration ms", "speedup", "planning s",
              "plan");
