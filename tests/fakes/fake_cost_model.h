@@ -66,6 +66,14 @@ class FakeCostModel : public CostModel {
   double SharedCompute() const override { return shared_compute; }
   double shared_compute_resume_ms = 0;  // CostModel::SharedComputeResumeMs
   double SharedComputeResumeMs() const override { return shared_compute_resume_ms; }
+  double transfer_compute_load = 0;   // CostModel::TransferComputeLoad, every transfer
+  double allreduce_compute_load = 0;  // CostModel::AllReduceComputeLoad, every allreduce
+  double TransferComputeLoad(const std::vector<int>&, const std::vector<int>&) const override {
+    return transfer_compute_load;
+  }
+  double AllReduceComputeLoad(const std::vector<int>&) const override {
+    return allreduce_compute_load;
+  }
   int num_layers() const override { return num_layers_; }
   int num_devices() const override { return num_devices_; }
   int profile_batch_size() const override { return pbs; }

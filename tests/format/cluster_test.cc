@@ -195,6 +195,17 @@ TEST(Cluster, SharedComputeIsOptionalPositiveAndRoundTrips) {
   k["shared_compute_resume_s"] = 0.001;
   k.erase("shared_compute");
   EXPECT_THAT(ErrorOf(k.dump()), HasSubstr("shared_compute_resume_s is given without"));
+  // A link's compute load: round trip and range.
+  c.inter_server.compute_load = 0.25;
+  Cluster f = ParseClusterJson(ClusterToJsonText(c), "c.json");
+  ASSERT_TRUE(f.inter_server.compute_load.has_value());
+  EXPECT_EQ(*f.inter_server.compute_load, 0.25);
+  EXPECT_FALSE(f.intra_server.compute_load.has_value());
+  Json g = Json::parse(ClusterToJsonText(c));
+  g["inter_server"]["compute_load"] = -0.5;
+  EXPECT_THAT(ErrorOf(g.dump()), HasSubstr("c.json.inter_server.compute_load: must not be negative"));
+  g["inter_server"]["compute_load"] = 100;
+  EXPECT_THAT(ErrorOf(g.dump()), HasSubstr("inter_server.compute_load: at most 64 devices"));
 }
 
 TEST(Cluster, BadInput) {

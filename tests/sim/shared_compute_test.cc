@@ -96,5 +96,47 @@ TEST(SharedCompute, ResumeCostsOnlyComputeThatFollowsIdleTime) {
   EXPECT_DOUBLE_EQ(own_with, SimulatePlan(plan, cost).iteration_ms);
 }
 
+// Communication on a shared machine takes compute (LinkSpec::compute_load): it slows the
+// compute that runs meanwhile, and only that.
+TEST(SharedCompute, CommunicationLoadSlowsOnlyTheComputeItOverlaps) {
+  FakeCostModel cost(2, 2);
+  cost.transfer_ms = 1;
+  cost.shared_compute = 2;  // no stretching from compute alone
+  // One micro-batch: every transfer runs while both devices wait.
+  Plan one = MakePlan({{0, 0, {0}}, {1, 1, {1}}}, 1, 1, ScheduleKind::kDappleA);
+  const double one_without = SimulatePlan(one, cost).iteration_ms;
+  cost.transfer_compute_load = 1.5;
+  EXPECT_DOUBLE_EQ(SimulatePlan(one, cost).iteration_ms, one_without);
+  // Four micro-batches: device 0 computes while its activations travel, so with load 1.5
+  // on 2 devices of compute it runs slower; the transfers themselves keep their time.
+  Plan four = MakePlan({{0, 0, {0}}, {1, 1, {1}}}, 1, 4, ScheduleKind::kDappleA);
+  cost.transfer_compute_load = 0;
+  const SimResult four_without = SimulatePlan(four, cost);
+  cost.transfer_compute_load = 1.5;
+  const SimResult four_with = SimulatePlan(four, cost);
+  EXPECT_GT(four_with.iteration_ms, four_without.iteration_ms + 0.1);
+  EXPECT_GT(four_with.devices[0].busy_ms, four_without.devices[0].busy_ms + 0.1);
+  // Overlapped buckets slow the backward they overlap; without overlap nothing computes
+  // during the allreduce.
+  Plan dp = MakePlan({{0, 1, {0, 1}}}, 2, 2, ScheduleKind::kDappleA);
+  cost.allreduce_ms = 4;
+  cost.bucket_bytes = 1;  // a bucket per layer
+  cost.transfer_compute_load = 0;
+  dp.allreduce_overlap = false;
+  const double dp_plain = SimulatePlan(dp, cost).iteration_ms;
+  cost.allreduce_compute_load = 2;
+  EXPECT_DOUBLE_EQ(SimulatePlan(dp, cost).iteration_ms, dp_plain);
+  dp.allreduce_overlap = true;
+  const double overlapped_loaded = SimulatePlan(dp, cost).iteration_ms;
+  cost.allreduce_compute_load = 0;
+  EXPECT_GT(overlapped_loaded, SimulatePlan(dp, cost).iteration_ms + 0.05);
+  // Devices of their own ignore it.
+  cost.shared_compute = 0;
+  cost.allreduce_compute_load = 2;
+  const double own_loaded = SimulatePlan(dp, cost).iteration_ms;
+  cost.allreduce_compute_load = 0;
+  EXPECT_DOUBLE_EQ(own_loaded, SimulatePlan(dp, cost).iteration_ms);
+}
+
 }  // namespace
 }  // namespace dapple

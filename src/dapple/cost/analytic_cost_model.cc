@@ -134,6 +134,26 @@ double AnalyticCostModel::AllReduceMs(int first, int last, const std::vector<int
   return seconds * 1e3;
 }
 
+// A stream per piece of the split-concat (max of the replica counts), over the slower link
+// kind the transfer uses.
+double AnalyticCostModel::TransferComputeLoad(const std::vector<int>& from,
+                                              const std::vector<int>& to) const {
+  bool crosses = false;
+  for (int a : from)
+    for (int b : to) crosses = crosses || server_of_.at(a) != server_of_.at(b);
+  const LinkSpec& l = crosses ? cluster_.inter_server : cluster_.intra_server;
+  return l.compute_load.value_or(0) * static_cast<double>(std::max(from.size(), to.size()));
+}
+
+// A ring of r ranks runs r streams at once.
+double AnalyticCostModel::AllReduceComputeLoad(const std::vector<int>& devices) const {
+  if (devices.size() <= 1) return 0;
+  bool spans = false;
+  for (int d : devices) spans = spans || server_of_.at(d) != server_of_.at(devices[0]);
+  const LinkSpec& l = spans ? cluster_.inter_server : cluster_.intra_server;
+  return l.compute_load.value_or(0) * static_cast<double>(devices.size());
+}
+
 double AnalyticCostModel::ParameterBytes(int first, int last) const {
   CheckRange(first, last);
   return param_prefix_[last + 1] - param_prefix_[first];

@@ -68,6 +68,14 @@ class CostModel {
   // With SharedCompute() > 0: what a forward or backward takes beyond its compute when its
   // device was idle before it (Cluster::shared_compute_resume_s), in ms.
   virtual double SharedComputeResumeMs() const { return 0; }
+  // With SharedCompute() > 0: the shared compute, in devices, that a transfer from `from`
+  // to `to` (split-concat pieces in parallel) or an allreduce over `devices` takes while it
+  // runs (LinkSpec::compute_load).
+  virtual double TransferComputeLoad(const std::vector<int>& /*from*/,
+                                     const std::vector<int>& /*to*/) const {
+    return 0;
+  }
+  virtual double AllReduceComputeLoad(const std::vector<int>& /*devices*/) const { return 0; }
 
   // Time of one iteration of `global_batch` samples on one device of speed 1, no
   // communication: GBS/PBS x sum over layers of (fwd + bwd). The speedup's numerator.

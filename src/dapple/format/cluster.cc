@@ -33,6 +33,7 @@ LinkSpec ReadLink(const JsonField& f) {
   if (f.Has("allreduce_bandwidth_bytes_per_s"))
     l.allreduce_bandwidth_bytes_per_s = f["allreduce_bandwidth_bytes_per_s"].Positive();
   if (f.Has("allreduce_latency_s")) l.allreduce_latency_s = f["allreduce_latency_s"].NonNegative();
+  if (f.Has("compute_load")) l.compute_load = f["compute_load"].NonNegative();
   return l;
 }
 
@@ -47,6 +48,7 @@ nlohmann::ordered_json LinkJson(const LinkSpec& l) {
   if (l.allreduce_bandwidth_bytes_per_s)
     o["allreduce_bandwidth_bytes_per_s"] = *l.allreduce_bandwidth_bytes_per_s;
   if (l.allreduce_latency_s) o["allreduce_latency_s"] = *l.allreduce_latency_s;
+  if (l.compute_load) o["compute_load"] = *l.compute_load;
   return o;
 }
 
@@ -110,6 +112,12 @@ void ValidateCluster(const Cluster& c, const std::string& source) {
     if (l.allreduce_bandwidth_bytes_per_s)
       positive(*l.allreduce_bandwidth_bytes_per_s, where + ".allreduce_bandwidth_bytes_per_s");
     if (l.allreduce_latency_s) non_negative(*l.allreduce_latency_s, where + ".allreduce_latency_s");
+    if (l.compute_load) {
+      non_negative(*l.compute_load, where + ".compute_load");
+      if (*l.compute_load > 64)
+        ThrowInput("{}: {}.compute_load: at most 64 devices (got {})", source, where,
+                   *l.compute_load);
+    }
   };
   if (c.servers.empty()) ThrowInput("{}: servers: the cluster has no servers", source);
   long total = 0;

@@ -29,6 +29,11 @@ struct LinkSpec {
   // bandwidth. Unset: the point-to-point values above.
   std::optional<double> allreduce_bandwidth_bytes_per_s;
   std::optional<double> allreduce_latency_s;
+  // With the cluster's shared_compute: the compute, in devices, that one stream over this
+  // link (a sender sending, a receiver receiving, the kernel moving the bytes) takes from
+  // the shared cores while it runs; a ring allreduce over r ranks runs r streams. `dapple
+  // calibrate` measures it on one machine with 3 or more ranks. Unset: 0.
+  std::optional<double> compute_load;
 
   double AllReduceBandwidth() const {
     return allreduce_bandwidth_bytes_per_s.value_or(bandwidth_bytes_per_s);

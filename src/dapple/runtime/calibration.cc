@@ -232,6 +232,14 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
       r.intra_allreduce_ranks = server0;
     }
     if (!(o.speed > 0)) r.compute = internal::MeasureComputeSpeed(comm);
+    if (r.compute && world >= 3) {
+      if (r.intra_pair)
+        r.intra_stream_load = internal::MeasureStreamLoad(comm, r.intra_pair->first,
+                                                          r.intra_pair->second, *r.compute);
+      if (r.inter_pair)
+        r.inter_stream_load = internal::MeasureStreamLoad(comm, r.inter_pair->first,
+                                                          r.inter_pair->second, *r.compute);
+    }
     if (comm.rank() != 0) return std::nullopt;
 
     // A fit that fails (noise on a loaded machine) leaves the links' point-to-point values
@@ -286,6 +294,10 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
     if (r.compute && r.one_machine) {
       c.shared_compute = r.compute->speed * world;
       c.shared_compute_resume_s = r.compute->resume_s;
+      if (r.intra_stream_load) c.intra_server.compute_load = *r.intra_stream_load;
+      if (r.inter_stream_load) c.inter_server.compute_load = *r.inter_stream_load;
+      if (!r.inter_pair && r.intra_stream_load)  // one server: unused, but alike
+        c.inter_server.compute_load = *r.intra_stream_load;
     }
     r.options = o;
     r.timeout_s = comm.timeout().count() / 1000.0;

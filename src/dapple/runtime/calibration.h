@@ -128,6 +128,9 @@ struct CalibrationResult {
   std::vector<TimingSample> intra_allreduce;
   std::optional<AllReduceFit> intra_allreduce_fit;
   std::optional<ComputeSpeed> compute;  // when the speed was measured
+  // Compute (devices) a stream over each link's pair takes from shared cores: measured with
+  // the speed when there are 3 or more ranks (Note [Stream load], calibration_steps.cc).
+  std::optional<double> intra_stream_load, inter_stream_load;
   // Every rank reported the same boot id: the devices share one machine's cores, and the
   // cluster gets shared_compute = compute->speed x ranks with device speed 1.
   bool one_machine = false;

@@ -208,6 +208,12 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
                     {"chunk_alone_s", r.compute->chunk_alone_s},
                     {"chunk_ring_s", r.compute->chunk_ring_s},
                     {"resume_s", r.compute->resume_s},
+                    {"intra_stream_load", r.intra_stream_load ? nlohmann::ordered_json(
+                                                                    *r.intra_stream_load)
+                                                              : nlohmann::ordered_json(nullptr)},
+                    {"inter_stream_load", r.inter_stream_load ? nlohmann::ordered_json(
+                                                                    *r.inter_stream_load)
+                                                              : nlohmann::ordered_json(nullptr)},
                     {"one_machine", r.one_machine},
                     {"note",
                      "speed: the kernel's time on rank 0 alone over its mean time while every "
@@ -275,6 +281,15 @@ std::string CalibrationSummary(const CalibrationResult& r) {
           "{:.2f} ms in a token ring; shared_compute_resume_s)\n",
           *r.cluster.shared_compute, r.compute->resume_s * 1e6, r.compute->chunk_iterations,
           r.compute->chunk_alone_s * 1e3, r.compute->chunk_ring_s * 1e3);
+    if (r.cluster.shared_compute && (r.intra_stream_load || r.inter_stream_load))
+      s += fmt::format(
+          "a stream between two ranks takes the compute of {} devices from the shared cores "
+          "(compute_load)\n",
+          r.intra_stream_load && r.inter_stream_load
+              ? fmt::format("{:.2f} (intra-server), {:.2f} (inter-server)", *r.intra_stream_load,
+                            *r.inter_stream_load)
+              : fmt::format("{:.2f}", r.intra_stream_load ? *r.intra_stream_load
+                                                          : *r.inter_stream_load));
   }
   return s;
 }

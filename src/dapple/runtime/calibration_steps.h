@@ -34,5 +34,10 @@ std::vector<TimingSample> MeasureAllReduce(Communicator& comm, const std::string
 // then on every rank at once. Every rank returns the same result.
 ComputeSpeed MeasureComputeSpeed(Communicator& comm);
 
+// Collective over the world (3 or more ranks): the compute, in devices, that one stream from
+// rank a to rank b takes from cores the ranks share (Note [Stream load]). `speed` is
+// MeasureComputeSpeed's result. Every rank returns the same value, >= 0.
+double MeasureStreamLoad(Communicator& comm, int a, int b, const ComputeSpeed& speed);
+
 }  // namespace internal
 }  // namespace dapple

@@ -121,6 +121,7 @@ class Engine {
     r.events = std::move(events_);
     r.allreduce_exposed_ms = std::move(exposed_);
     r.compute_intervals = std::move(intervals_);
+    r.comm_load = std::move(comm_load_);
     return r;
   }
 
@@ -146,6 +147,10 @@ class Engine {
   double Scale(int d, int pc) const { return s_.op_scale.empty() ? 1.0 : s_.op_scale[d][pc]; }
   void Interval(int d, int pc, double start, double end) {
     if (!s_.op_scale.empty()) intervals_[d][pc] = {start, end};
+  }
+  void Load(double start, double end, double devices) {
+    if (!s_.op_scale.empty() && devices > 0 && end > start)
+      comm_load_.push_back({start, end, devices});
   }
 
   void Record(int track, const Instruction& in, const char* category, double start, double end,
@@ -221,6 +226,7 @@ class Engine {
           const double end =
               st.bucket_ms.empty() ? start + st.allreduce_ms : std::max(start, RunBuckets(stage));
           exposed_[stage] = st.bucket_ms.empty() ? st.allreduce_ms : end - start;
+          if (st.bucket_ms.empty()) Load(start, end, st.allreduce_load);
           ar_arrived_[stage] = 0;
           ar_ready_[stage] = 0;
           for (int r = st.first_device; r < st.first_device + st.replicas; ++r) {
@@ -261,6 +267,7 @@ class Engine {
                                         st.bucket_ready_ms[k * R + j]);
       const double start = std::max(free, ready);
       free = start + st.bucket_ms[k];
+      Load(start, free, st.allreduce_load);
       if (s_.record_timeline)
         events_.push_back(
             {st.bucket_track, "AR b" + std::to_string(k), "allreduce", start, free, stage, -1});
@@ -328,6 +335,7 @@ class Engine {
     Transfer& x = xfer_[id];
     x.finish = end;
     const int route = RouteOf(id);
+    Load(x.start, end, s_.routes[route].load);
     for (int r : s_.routes[route].resources) resource_busy_[r] = 0;
     waiting_dirty_ = waiting_dirty_ || !s_.routes[route].resources.empty();
     if (s_.record_timeline) {
@@ -377,6 +385,7 @@ class Engine {
   std::vector<TimelineEvent> events_;
   std::vector<double> exposed_;  // per stage, for EngineResult::allreduce_exposed_ms
   std::vector<std::vector<std::pair<double, double>>> intervals_;  // with op_scale
+  std::vector<EngineResult::Load> comm_load_;                        // with op_scale
   double now_ = 0;
   bool waiting_dirty_ = false;
 };

@@ -24,6 +24,9 @@ struct EngineStage {
   std::vector<double> bucket_ms;
   std::vector<double> bucket_ready_ms;
   int bucket_track = -1;  // timeline track of the buckets
+  // With op_scale: the shared compute (devices) the allreduce, or each bucket, takes while
+  // it runs (Note [Shared compute] in shared_compute.cc).
+  double allreduce_load = 0;
 };
 
 struct EngineDevice {
@@ -38,6 +41,7 @@ struct EngineDevice {
 // One direction of one stage boundary: every transfer on it has this cost and resources.
 struct EngineRoute {
   double ms = 0;
+  double load = 0;  // with op_scale: shared compute a transfer on it takes while it runs
   std::vector<int> resources;  // dense ids in [0, num_resources)
 };
 
@@ -77,6 +81,11 @@ struct EngineResult {
   std::vector<double> allreduce_exposed_ms;
   // With op_scale: [d][pc] = (start, end) of each compute instruction, (0, 0) elsewhere.
   std::vector<std::vector<std::pair<double, double>>> compute_intervals;
+  // With op_scale: each transfer or allreduce that takes shared compute, and how much.
+  struct Load {
+    double start, end, devices;
+  };
+  std::vector<Load> comm_load;
 };
 
 // Runs the setup to the end. Throws dapple::Error naming every blocked device (stage,

@@ -7,7 +7,10 @@
 // exactly would couple every device's clock to every other's; instead the engine runs each
 // compute instruction stretched by a factor, and the factors are iterated: an instruction's
 // next factor is max(1, k / C), k the mean number of instructions computing during its
-// interval in the last run (itself included), damped by half.
+// interval in the last run (itself included), damped by half. Communication on such a
+// machine also runs on its cores (gloo's copies and sums, the kernel moving the bytes): a
+// transfer or allreduce with a compute load (LinkSpec::compute_load) adds it to k while it
+// runs.
 #include "dapple/sim/shared_compute.h"
 
 #include <algorithm>
@@ -24,13 +27,15 @@ constexpr double kSettled = 1e-4;  // largest relative change of a factor
 // The integral over time of the number of intervals open, as a function of time.
 class Concurrency {
  public:
-  explicit Concurrency(const std::vector<std::vector<std::pair<double, double>>>& intervals) {
-    std::vector<std::pair<double, int>> edges;
+  Concurrency(const std::vector<std::vector<std::pair<double, double>>>& intervals,
+              const std::vector<EngineResult::Load>& comm) {
+    std::vector<std::pair<double, double>> edges;
     for (const auto& dev : intervals)
       for (const auto& [a, b] : dev)
-        if (b > a) edges.push_back({a, +1}), edges.push_back({b, -1});
+        if (b > a) edges.push_back({a, +1.0}), edges.push_back({b, -1.0});
+    for (const auto& l : comm) edges.push_back({l.start, l.devices}), edges.push_back({l.end, -l.devices});
     std::sort(edges.begin(), edges.end());
-    int open = 0;
+    double open = 0;
     double area = 0, last = edges.empty() ? 0 : edges.front().first;
     for (const auto& [t, delta] : edges) {
       area += open * (t - last);
@@ -52,7 +57,7 @@ class Concurrency {
 
  private:
   std::vector<double> times_, area_;
-  std::vector<int> open_;  // after the edge at times_[i]
+  std::vector<double> open_;  // after the edge at times_[i]
 };
 
 }  // namespace
@@ -66,7 +71,7 @@ EngineResult RunWithSharedCompute(EngineSetup& setup, double shared_compute) {
     setup.op_scale[d].assign(setup.stages[setup.devices[d].stage].length, 1.0);
   for (int run = 0; run < kMaxRuns; ++run) {
     EngineResult r = RunEngine(setup);
-    Concurrency c(r.compute_intervals);
+    Concurrency c(r.compute_intervals, r.comm_load);
     double change = 0;
     for (size_t d = 0; d < setup.devices.size(); ++d) {
       for (size_t pc = 0; pc < setup.op_scale[d].size(); ++pc) {

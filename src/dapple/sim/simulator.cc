@@ -152,7 +152,16 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
   }
 
   const double shared = cost.SharedCompute();
-  if (shared > 0) setup.resume_ms = cost.SharedComputeResumeMs();
+  if (shared > 0) {
+    setup.resume_ms = cost.SharedComputeResumeMs();
+    for (int b = 0; b + 1 < S; ++b) {
+      const auto &lo = plan.stages[b].devices, &hi = plan.stages[b + 1].devices;
+      setup.routes[b].load = cost.TransferComputeLoad(lo, hi);
+      setup.routes[S - 1 + b].load = cost.TransferComputeLoad(hi, lo);
+    }
+    for (int s = 0; s < S; ++s)
+      setup.stages[s].allreduce_load = cost.AllReduceComputeLoad(plan.stages[s].devices);
+  }
   internal::EngineResult run =
       shared > 0 ? internal::RunWithSharedCompute(setup, shared) : internal::RunEngine(setup);
 
