@@ -86,6 +86,28 @@ TEST_F(CalibrateLocalTest, TwoLocalProcessesMakeAOneServerCluster) {
   EXPECT_GT(ring, 0);
   EXPECT_DOUBLE_EQ(*c.shared_compute_resume_s, std::max(0.0, ring - alone));
   EXPECT_NE(r.output.find("a compute after idle time takes"), std::string::npos) << r.output;
+  EXPECT_FALSE(c.intra_server.compute_load.has_value()) << "two ranks cannot measure it";
+}
+
+// Three ranks: two stream while the third computes (Note [Stream load]); the measured load
+// goes into both links of the one-server cluster. Two ranks cannot measure it.
+TEST_F(CalibrateLocalTest, ThreeRanksMeasureTheComputeAStreamTakes) {
+  fs::path out = dir_ / "three.json";
+  CommandResult r = RunCommand(fmt::format("{} calibrate --nproc 3 -o {} --max-bytes 1MiB "
+                                           "--repeats 3 --budget 2",
+                                           DAPPLE_BINARY, out.string()));
+  ASSERT_EQ(r.rc, 0) << r.output;
+  Cluster c = ReadClusterJson(out);
+  ASSERT_TRUE(c.intra_server.compute_load.has_value()) << r.output;
+  EXPECT_GE(*c.intra_server.compute_load, 0.0);
+  EXPECT_LT(*c.intra_server.compute_load, 8.0);
+  EXPECT_EQ(c.inter_server.compute_load, c.intra_server.compute_load);
+  auto j = ReadJsonFile(out);
+  EXPECT_EQ(j["calibration"]["compute"]["intra_stream_load"].get<double>(),
+            *c.intra_server.compute_load);
+  EXPECT_TRUE(j["calibration"]["compute"]["inter_stream_load"].is_null());
+  EXPECT_NE(r.output.find("a stream between two ranks takes the compute of"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(CalibrateLocalTest, GivenSpeedIsKeptAndNotMeasured) {

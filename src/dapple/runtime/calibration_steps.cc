@@ -159,7 +159,7 @@ ComputeSpeed MeasureComputeSpeed(Communicator& comm) {
 // Note [Stream load]: on one machine gloo's copies and sums and the kernel's moving of the
 // bytes run on the cores the devices compute on. The ranks other than a and b (k of them)
 // time the compute loop twice: while a and b idle, then while a streams 1 MiB messages to b
-// (for 0.5 s, longer than the loop). With C = speed x ranks devices of compute, the loop's
+// (for 0.5 s, longer than the loop), three times (the median ratio). With C = speed x ranks devices of compute, the loop's
 // stretch is max(1, k / C) without the stream and max(1, (k + x) / C) with it, so
 // x = C x stretch_with - k. With k < C a small load goes unseen (a lower bound).
 double MeasureStreamLoad(Communicator& comm, int a, int b, const ComputeSpeed& speed) {
@@ -178,29 +178,30 @@ double MeasureStreamLoad(Communicator& comm, int a, int b, const ComputeSpeed& s
   const auto ms = comm.timeout();
   const std::string who = fmt::format("calibrate stream load {} -> {}", a, b);
   if (computes) run();  // warm-up
-  comm.Barrier(who + ": without the stream");
-  const double without = computes ? run() : 0;
-  comm.Barrier(who + ": with the stream");
-  double with = 0;
   constexpr uint32_t kTagStream = 7104;
   auto msg = torch::zeros({1 << 18}, torch::kFloat32);  // 1 MiB; msg[0] = 1: more follow
-  if (me == a) {
-    auto start = Clock::now();
-    for (int i = 0; i < 100000; ++i) {
-      const bool last = SecondsSince(start) > 0.5;
-      msg[0] = last ? 0.0 : 1.0;
-      comm.Send(msg, b, kTagStream, who).Wait(ms);
-      if (last) break;
+  std::vector<double> ratios;                            // with / without, on a computing rank
+  for (int rep = 0; rep < 3; ++rep) {  // the median of 3: one stream is noisy on a loaded host
+    comm.Barrier(who + ": without the stream");
+    const double without = computes ? run() : 0;
+    comm.Barrier(who + ": with the stream");
+    if (me == a) {
+      auto start = Clock::now();
+      for (int i = 0; i < 100000; ++i) {
+        const bool last = SecondsSince(start) > 0.5;
+        msg[0] = last ? 0.0 : 1.0;
+        comm.Send(msg, b, kTagStream, who).Wait(ms);
+        if (last) break;
+      }
+    } else if (me == b) {
+      do {
+        comm.Recv(msg, a, kTagStream, who).Wait(ms);
+      } while (msg[0].item<float>() != 0);
+    } else {
+      ratios.push_back(run() / std::max(without, 1e-9));
     }
-  } else if (me == b) {
-    do {
-      comm.Recv(msg, a, kTagStream, who).Wait(ms);
-    } while (msg[0].item<float>() != 0);
-  } else {
-    with = run();
   }
-  auto ratio = torch::full({1}, computes ? with / std::max(without, 1e-9) : 0.0,
-                           torch::kFloat64);
+  auto ratio = torch::full({1}, computes ? Median(ratios) : 0.0, torch::kFloat64);
   comm.AllReduceSum(ratio, "", who + ": gathering");
   const double C = speed.speed * n;
   const double stretch_with = std::max(1.0, k / C) * ratio[0].item<double>() / k;
