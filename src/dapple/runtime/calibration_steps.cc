@@ -87,8 +87,26 @@ namespace {
 constexpr uint32_t kTagResumeToken = 7103;
 constexpr int kResumeRounds = 15;
 
-template <typename Run>
-void MeasureResumeCost(Communicator& comm, Run& run, ComputeSpeed& r) {
+// The kernel every compute measurement times: one 64x1024 @ 1024x1024 float32 matmul (a 4 MiB
+// weight, a pipeline op's size here), on this rank's own tensors.
+class MatmulLoop {
+ public:
+  static constexpr const char* kName = "64x1024 @ 1024x1024 float32 matmul";
+  MatmulLoop()
+      : x_(torch::randn({64, 1024})), w_(torch::randn({1024, 1024})), y_(torch::empty({64, 1024})) {}
+  // Seconds for `iterations` matmuls.
+  double operator()(int iterations) {
+    torch::NoGradGuard no_grad;
+    auto start = Clock::now();
+    for (int i = 0; i < iterations; ++i) torch::mm_out(y_, x_, w_);
+    return SecondsSince(start);
+  }
+
+ private:
+  torch::Tensor x_, w_, y_;
+};
+
+void MeasureResumeCost(Communicator& comm, MatmulLoop& run, ComputeSpeed& r) {
   const double per_iteration = r.alone_s / std::max(1, r.iterations);
   r.chunk_iterations = std::clamp(static_cast<int>(0.002 / per_iteration), 1, 1000);
   r.chunk_alone_s = per_iteration * r.chunk_iterations;
@@ -119,17 +137,9 @@ void MeasureResumeCost(Communicator& comm, Run& run, ComputeSpeed& r) {
 // same loop's time alone to its time while every rank runs it is the speed the cost model
 // should use. On machines whose devices do not share anything it is about 1.
 ComputeSpeed MeasureComputeSpeed(Communicator& comm) {
-  torch::NoGradGuard no_grad;
   ComputeSpeed r;
-  r.kernel = "64x1024 @ 1024x1024 float32 matmul";
-  auto x = torch::randn({64, 1024});
-  auto w = torch::randn({1024, 1024});
-  auto y = torch::empty({64, 1024});
-  auto run = [&](int iterations) {
-    auto start = Clock::now();
-    for (int i = 0; i < iterations; ++i) torch::mm_out(y, x, w);
-    return SecondsSince(start);
-  };
+  r.kernel = MatmulLoop::kName;
+  MatmulLoop run;
   // Rank 0 sizes the loop to about 0.1 s alone and times it; the others wait.
   auto shared = torch::zeros({2}, torch::kFloat64);
   if (comm.rank() == 0) {
@@ -163,17 +173,10 @@ ComputeSpeed MeasureComputeSpeed(Communicator& comm) {
 // stretch is max(1, k / C) without the stream and max(1, (k + x) / C) with it, so
 // x = C x stretch_with - k. With k < C a small load goes unseen (a lower bound).
 double MeasureStreamLoad(Communicator& comm, int a, int b, const ComputeSpeed& speed) {
-  torch::NoGradGuard no_grad;
   const int n = comm.size(), me = comm.rank(), k = n - 2;
   DAPPLE_CHECK(n >= 3 && a != b);
-  auto x = torch::randn({64, 1024});
-  auto w = torch::randn({1024, 1024});
-  auto y = torch::empty({64, 1024});
-  auto run = [&] {
-    auto start = Clock::now();
-    for (int i = 0; i < speed.iterations; ++i) torch::mm_out(y, x, w);
-    return SecondsSince(start);
-  };
+  MatmulLoop loop;
+  auto run = [&] { return loop(speed.iterations); };
   const bool computes = me != a && me != b;
   const auto ms = comm.timeout();
   const std::string who = fmt::format("calibrate stream load {} -> {}", a, b);
