@@ -204,10 +204,12 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
   // link do not put their latency into every step.
   const auto [stage, replica] = grid.Of(env.rank);
   const StagePlan* sp = grid.Idle(env.rank) ? nullptr : &plan.stages[stage];
-  if (env.rank == 0 && grid.num_active() < env.world_size) {
-    std::vector<int> idle;
-    for (int r = 0; r < env.world_size; ++r)
-      if (grid.Idle(r)) idle.push_back(r);
+  std::vector<int> idle, loss_ranks;  // loss_ranks: rank 0 and the ranks that train
+  for (int r = 0; r < env.world_size; ++r) {
+    if (grid.Idle(r)) idle.push_back(r);
+    if (r == 0 || !grid.Idle(r)) loss_ranks.push_back(r);
+  }
+  if (env.rank == 0 && !idle.empty()) {
     std::fprintf(stderr, "dapple train: the plan uses %d of %d processes; rank%s %s idle\n",
                  grid.num_active(), env.world_size, idle.size() > 1 ? "s" : "",
                  fmt::format("{}", fmt::join(idle, ", ")).c_str());
@@ -226,16 +228,9 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
   } leak_on_throw{comm_owner};
   Communicator& comm = *comm_owner;
   if (sp && sp->replicas() > 1) comm.CreateGroup(fmt::format("stage{}", stage), sp->devices);
-  std::string loss_group;  // "": the world
-  bool sums_loss = true;
-  if (grid.num_active() < env.world_size) {
-    std::vector<int> members;
-    for (int r = 0; r < env.world_size; ++r)
-      if (r == 0 || !grid.Idle(r)) members.push_back(r);
-    loss_group = "loss";
-    sums_loss = env.rank == 0 || !grid.Idle(env.rank);
-    if (sums_loss) comm.CreateGroup(loss_group, members);
-  }
+  const bool sums_loss = env.rank == 0 || !grid.Idle(env.rank);
+  const std::string loss_group = idle.empty() ? "" : "loss";  // "": the world
+  if (!idle.empty() && sums_loss) comm.CreateGroup(loss_group, loss_ranks);
 
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   if (sp) optimizer = MakeOptimizer(o.optimizer, model.Parameters(sp->first_layer, sp->last_layer));
