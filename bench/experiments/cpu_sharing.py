@@ -14,6 +14,11 @@
            ran (cold caches, wake-up).
   pingpong ranks 0 and 1 ping-pong 4 B and 256 KiB while ranks 2 and 3 run matmuls (and
            without them): one-way latency when the receiver has to wait for a core.
+  wake     rank 1 computes a chunk (about 3 ms) and sends its clock (time.monotonic, one
+           clock on one machine) to rank 0, which waits in recv; the delivery time is rank 0's
+           clock at the wake-up minus the sent one. With ranks 2 and 3 computing meanwhile (the
+           cores are saturated) and without: the waiting receiver's wake-up cost, mean and
+           median, for 4 B and 512 KiB messages.
   traffic  (root) two processes run the ops loop, without and then with a TCP stream across
            the 1 Gbit/s link of scripts/netns.sh (namespaces cpux-s0/s1, brought up and down
            here): what moving the link's packets costs the compute sharing the cores.
@@ -143,6 +148,40 @@ def worker_pingpong(load, nbytes):
     dist.destroy_process_group()
 
 
+def worker_wake(load, nbytes):
+    torch, dist = init()
+    rank = dist.get_rank()
+    t = torch.zeros(max(2, nbytes // 8), dtype=torch.float64)
+    dist.barrier()
+    if rank < 2:
+        w = torch.randn(1024, 1024)
+        x = torch.randn(64, 1024)
+        delays = []
+        for _ in range(150):
+            if rank == 1:
+                for _ in range(12):
+                    x = (x @ w) * 1e-3
+                t[0] = time.monotonic()
+                dist.send(t, 0)
+            else:
+                dist.recv(t, 1)
+                delays.append(time.monotonic() - t[0].item())
+        dist.barrier()
+        if rank == 0:
+            delays = sorted(delays[10:])
+            n = len(delays)
+            print(f"wake {nbytes} B, {'2 ranks computing' if load else 'others idle'}: delivery "
+                  f"mean {statistics.mean(delays) * 1e3:.3f}, median {delays[n // 2] * 1e3:.3f}, "
+                  f"p90 {delays[9 * n // 10] * 1e3:.3f} ms", flush=True)
+    else:
+        a = torch.randn(512, 512)
+        work = dist.barrier(async_op=True)
+        while load and not work.is_completed():
+            a = (a @ a) * 1e-3
+        work.wait()
+    dist.destroy_process_group()
+
+
 def sink(port):
     import socket
     srv = socket.socket()
@@ -197,6 +236,8 @@ def main():
             worker_ops(sys.argv[2])
         elif kind == "ring":
             worker_ring(int(sys.argv[2]))
+        elif kind == "wake":
+            worker_wake(sys.argv[2] == "1", int(sys.argv[3]))
         else:
             worker_pingpong(sys.argv[2] == "1", int(sys.argv[3]))
         return
@@ -208,6 +249,10 @@ def main():
     elif what == "ring":
         for weights in (1, 2, 4):
             spawn(["ring", str(weights)], 4)
+    elif what == "wake":
+        for load in ("0", "1"):
+            for nbytes in ("4", "524288"):
+                spawn(["wake", load, nbytes], 4)
     elif what == "traffic":
         traffic()
     elif what == "pingpong":

@@ -56,6 +56,9 @@ class AnalyticCostModel : public CostModel {
   double SharedComputeResumeMs() const override {
     return 1000 * cluster_.shared_compute_resume_s.value_or(0);
   }
+  double SharedComputeWakeMs() const override {
+    return 1000 * cluster_.shared_compute_wake_s.value_or(0);
+  }
   double TransferComputeLoad(const std::vector<int>& from,
                              const std::vector<int>& to) const override;
   double AllReduceComputeLoad(const std::vector<int>& devices) const override;

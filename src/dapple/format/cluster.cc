@@ -133,17 +133,18 @@ void ValidateCluster(const Cluster& c, const std::string& source) {
   link(c.intra_server, "intra_server");
   link(c.inter_server, "inter_server");
   if (c.shared_compute) positive(*c.shared_compute, "shared_compute");
-  if (c.shared_compute_resume_s) {
-    if (!(*c.shared_compute_resume_s >= 0 && *c.shared_compute_resume_s < 1)) {
-      ThrowInput("{}: shared_compute_resume_s: must be in [0, 1) seconds (got {})", source,
-                 *c.shared_compute_resume_s);
-    }
+  auto shared_seconds = [&](const std::optional<double>& v, const char* field) {
+    if (!v) return;
+    if (!(*v >= 0 && *v < 1))
+      ThrowInput("{}: {}: must be in [0, 1) seconds (got {})", source, field, *v);
     if (!c.shared_compute) {
-      ThrowInput("{}: shared_compute_resume_s is given without shared_compute (it describes "
-                 "devices that share a machine)",
-                 source);
+      ThrowInput("{}: {} is given without shared_compute (it describes devices that share a "
+                 "machine)",
+                 source, field);
     }
-  }
+  };
+  shared_seconds(c.shared_compute_resume_s, "shared_compute_resume_s");
+  shared_seconds(c.shared_compute_wake_s, "shared_compute_wake_s");
 }
 
 Cluster ParseClusterJson(const std::string& text, const std::string& source) {
@@ -170,6 +171,8 @@ Cluster ParseClusterJson(const std::string& text, const std::string& source) {
   if (root.Has("shared_compute")) c.shared_compute = root["shared_compute"].Positive();
   if (root.Has("shared_compute_resume_s"))
     c.shared_compute_resume_s = root["shared_compute_resume_s"].NonNegative();
+  if (root.Has("shared_compute_wake_s"))
+    c.shared_compute_wake_s = root["shared_compute_wake_s"].NonNegative();
   ValidateCluster(c, source);
   return c;
 }
@@ -195,6 +198,7 @@ std::string ClusterToJsonText(const Cluster& c) {
   root["inter_server"] = LinkJson(c.inter_server);
   if (c.shared_compute) root["shared_compute"] = *c.shared_compute;
   if (c.shared_compute_resume_s) root["shared_compute_resume_s"] = *c.shared_compute_resume_s;
+  if (c.shared_compute_wake_s) root["shared_compute_wake_s"] = *c.shared_compute_wake_s;
   return root.dump(2) + "\n";
 }
 

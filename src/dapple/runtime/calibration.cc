@@ -294,6 +294,7 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
     if (r.compute && r.one_machine) {
       c.shared_compute = r.compute->speed * world;
       c.shared_compute_resume_s = r.compute->resume_s;
+      if (r.compute->busy_tokens > 0) c.shared_compute_wake_s = r.compute->wake_s;
       if (r.intra_stream_load) c.intra_server.compute_load = *r.intra_stream_load;
       if (r.inter_stream_load) c.inter_server.compute_load = *r.inter_stream_load;
       if (!r.inter_pair && r.intra_stream_load)  // one server: unused, but alike

@@ -74,6 +74,12 @@ struct ComputeSpeed {
   int chunk_iterations = 0;
   double chunk_alone_s = 0, chunk_ring_s = 0;
   double resume_s = 0;  // max(0, chunk_ring_s - chunk_alone_s)
+  // Note [Wake-up cost]: the mean time from a token's send to its waiting receiver's wake-up,
+  // in the ring above (delivery_s) and in one where tokens = ranks - 1 circulate at once
+  // (busy_delivery_s, 0 with fewer than 3 ranks); wake_s = max(0, the difference).
+  int busy_tokens = 0;
+  double delivery_s = 0, busy_delivery_s = 0;
+  double wake_s = 0;
 };
 
 // The server of each rank, grouping ranks by the host name they reported (servers numbered

@@ -208,6 +208,10 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
                     {"chunk_alone_s", r.compute->chunk_alone_s},
                     {"chunk_ring_s", r.compute->chunk_ring_s},
                     {"resume_s", r.compute->resume_s},
+                    {"delivery_s", r.compute->delivery_s},
+                    {"busy_tokens", r.compute->busy_tokens},
+                    {"busy_delivery_s", r.compute->busy_delivery_s},
+                    {"wake_s", r.compute->wake_s},
                     {"intra_stream_load", r.intra_stream_load ? nlohmann::ordered_json(
                                                                     *r.intra_stream_load)
                                                               : nlohmann::ordered_json(nullptr)},
@@ -221,7 +225,10 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
                      "the cluster's shared_compute is speed x ranks and device.speed 1, else "
                      "device.speed is speed; resume_s: a chunk of the kernel in a token ring "
                      "(one rank computing at a time) minus the same chunk alone, the cluster's "
-                     "shared_compute_resume_s on one machine"}};
+                     "shared_compute_resume_s on one machine; wake_s: the mean send-to-wake-up "
+                     "of a token in a ring with busy_tokens tokens (all ranks but the waiting "
+                     "one computing) minus the same with one token (delivery_s), the "
+                     "cluster's shared_compute_wake_s on one machine (3 or more ranks)"}};
   }
   c["options"] = {{"repeats", r.options.repeats},
                   {"budget_s", r.options.budget.count() / 1000.0},
@@ -281,6 +288,13 @@ std::string CalibrationSummary(const CalibrationResult& r) {
           "{:.2f} ms in a token ring; shared_compute_resume_s)\n",
           *r.cluster.shared_compute, r.compute->resume_s * 1e6, r.compute->chunk_iterations,
           r.compute->chunk_alone_s * 1e3, r.compute->chunk_ring_s * 1e3);
+    if (r.cluster.shared_compute_wake_s)
+      s += fmt::format(
+          "a rank that waits for a message wakes {:.0f} us later while the others compute "
+          "({:.2f} ms from send to wake-up with {} tokens in the ring, {:.2f} ms with one; "
+          "shared_compute_wake_s)\n",
+          *r.cluster.shared_compute_wake_s * 1e6, r.compute->busy_delivery_s * 1e3,
+          r.compute->busy_tokens, r.compute->delivery_s * 1e3);
     if (r.cluster.shared_compute && (r.intra_stream_load || r.inter_stream_load))
       s += fmt::format(
           "a stream between two ranks takes the compute of {} devices from the shared cores "

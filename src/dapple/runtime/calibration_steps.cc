@@ -38,6 +38,12 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+double Mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : sum / static_cast<double>(v.size());
+}
+
 }  // namespace
 
 std::vector<TimingSample> MeasureAllReduce(Communicator& comm, const std::string& group,
@@ -82,9 +88,22 @@ std::vector<TimingSample> MeasureAllReduce(Communicator& comm, const std::string
 // 2 ms, a pipeline op's size here) and passes the token on, so one rank computes at a time.
 // The median chunk in the ring minus the same chunk alone (from the alone loop) is the cost
 // of resuming; the simulator adds it to every forward or backward that follows idle time.
+// Note [Wake-up cost]: a device that waits for a message sleeps in its receive; when the
+// bytes are in, gloo's reader thread and then the waiting thread each need a core. When the
+// other processes keep the cores busy the kernel often leaves them waiting on a busy core
+// for part of a time slice. In a pipeline here (4 ranks, 2 cores) a message reached a
+// waiting rank 1-2 ms after its send on average, against 0.3 ms with 2 ranks
+// (docs/two-server.md). Measured as the token ring above with ranks - 1 tokens at once, so
+// that all but the waiting rank compute, in chunks of about 3 ms (a pipeline op's size here:
+// the wait grows with how long the others compute before the kernel switches): the mean
+// send-to-wake-up there minus that of the one-token ring (the same bytes and wake-up with
+// cores free). The mean, not the median:
+// the cost is a tail (most wake-ups are quick, some wait a slice) and a pipeline's critical
+// path pays its mean. The simulator adds it to every receive a device waits at
+// (shared_compute_wake_s).
 namespace {
 
-constexpr uint32_t kTagResumeToken = 7103;
+constexpr uint32_t kTagResumeToken = 7103;  // + token number
 constexpr int kResumeRounds = 15;
 
 // The kernel every compute measurement times: one 64x1024 @ 1024x1024 float32 matmul (a 4 MiB
@@ -106,26 +125,75 @@ class MatmulLoop {
   torch::Tensor x_, w_, y_;
 };
 
+struct RingResult {
+  double median_chunk_s = 0;  // mean over ranks of each rank's median chunk
+  double mean_delivery_s = 0;  // mean over ranks and hops of send-to-wake-up
+};
+
+// `tokens` tokens pass round the ring of all ranks, `rounds` times each, starting evenly
+// spaced; a rank receives a token from its left, computes one chunk and sends it on to its
+// right. Each token carries its send time (steady_clock: the ranks share one machine, which
+// the callers check), so the receiver measures the delivery from when both the send and its
+// wait began: the bytes, and the wake-up of a process that waited. Tokens are tagged by number; a rank takes them in hop order.
+RingResult RunTokenRing(Communicator& comm, MatmulLoop& run, int chunk_iterations, int tokens,
+                        int rounds, const std::string& who) {
+  const int n = comm.size(), me = comm.rank();
+  const auto ms = comm.timeout();
+  const int hops = rounds * n;
+  std::vector<std::pair<int, int>> visits;  // (hop, token) of the visits to this rank
+  for (int k = 0; k < tokens; ++k)
+    for (int v = 0; v < hops; ++v)
+      if ((k * n / tokens + v) % n == me) visits.push_back({v, k});
+  std::sort(visits.begin(), visits.end());
+  auto now_s = [] {
+    return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  };
+  comm.Barrier(who + ": start");
+  std::vector<double> chunks, deliveries;
+  std::vector<CommWork> sends;
+  for (const auto& [v, k] : visits) {
+    auto token = torch::zeros({1}, torch::kFloat64);
+    std::string what = fmt::format("{}: token {} hop {} on rank {}", who, k, v, me);
+    if (v > 0) {
+      const double waits_from = now_s();
+      comm.Recv(token, (me + n - 1) % n, kTagResumeToken + static_cast<uint32_t>(k), what)
+          .Wait(ms);
+      // From when both the send and the wait began: a token that came while this rank
+      // computed another one is not a wake-up. The first lap is left out (start-up).
+      if (v >= n) deliveries.push_back(now_s() - std::max(waits_from, token[0].item<double>()));
+    }
+    chunks.push_back(run(chunk_iterations));
+    if (v + 1 < hops) {
+      token[0] = now_s();
+      sends.push_back(
+          comm.Send(token, (me + 1) % n, kTagResumeToken + static_cast<uint32_t>(k), what));
+    }
+  }
+  for (auto& w : sends) w.Wait(ms);
+  auto sum = torch::tensor({Median(chunks), deliveries.empty() ? 0.0 : Mean(deliveries)},
+                           torch::kFloat64);
+  comm.AllReduceSum(sum, "", who + ": gathering");
+  return {sum[0].item<double>() / n, sum[1].item<double>() / n};
+}
+
 void MeasureResumeCost(Communicator& comm, MatmulLoop& run, ComputeSpeed& r) {
   const double per_iteration = r.alone_s / std::max(1, r.iterations);
   r.chunk_iterations = std::clamp(static_cast<int>(0.002 / per_iteration), 1, 1000);
   r.chunk_alone_s = per_iteration * r.chunk_iterations;
-  const int n = comm.size(), me = comm.rank();
-  const auto ms = comm.timeout();
-  auto token = torch::zeros({1}, torch::kFloat32);
-  comm.Barrier("calibrate resume cost: start");
-  std::vector<double> chunks;
-  for (int round = 0; round < kResumeRounds; ++round) {
-    std::string what = fmt::format("calibrate resume cost: token round {} on rank {}", round, me);
-    if (me != 0 || round > 0) comm.Recv(token, (me + n - 1) % n, kTagResumeToken, what).Wait(ms);
-    chunks.push_back(run(r.chunk_iterations));
-    if (me != n - 1 || round + 1 < kResumeRounds)
-      comm.Send(token, (me + 1) % n, kTagResumeToken, what).Wait(ms);
-  }
-  auto sum = torch::full({1}, Median(chunks), torch::kFloat64);
-  comm.AllReduceSum(sum, "", "calibrate resume cost: gathering");
-  r.chunk_ring_s = sum[0].item<double>() / n;
+  RingResult one = RunTokenRing(comm, run, r.chunk_iterations, 1, kResumeRounds,
+                                "calibrate resume cost (token ring)");
+  r.chunk_ring_s = one.median_chunk_s;
   r.resume_s = std::max(0.0, r.chunk_ring_s - r.chunk_alone_s);
+  r.delivery_s = one.mean_delivery_s;
+  if (comm.size() < 3) return;
+  // Note [Wake-up cost]: with ranks - 1 tokens, ranks - 1 processes compute while one waits:
+  // on shared cores the waiting one must be given a core when its token comes.
+  r.busy_tokens = comm.size() - 1;
+  const int busy_chunk = std::clamp(static_cast<int>(std::lround(0.003 / per_iteration)), 1, 1000);
+  RingResult busy = RunTokenRing(comm, run, busy_chunk, r.busy_tokens, kResumeRounds,
+                                 "calibrate wake-up cost (busy token ring)");
+  r.busy_delivery_s = busy.mean_delivery_s;
+  r.wake_s = std::max(0.0, r.busy_delivery_s - r.delivery_s);
 }
 
 }  // namespace

@@ -263,11 +263,15 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
   const bool leader = env.rank == 0;
   ProgressPrinter progress(o, plan, start);
   RunStats stats;
-  const int64_t trace_step = o.steps - 1;
+  // The traced steps are the last trace_steps ones; a barrier before the first lines the
+  // ranks up, so that the timeline starts with every rank at the step's start.
+  const int64_t first_traced = std::max<int64_t>(start, o.steps - std::max(1, o.trace_steps));
+  const bool tracing = !o.trace_path.empty();
+  std::vector<TimelineEvent> traced;
   comm.Barrier(fmt::format("rank {}: start of training", env.rank));
   for (int64_t step = start; step < o.steps; ++step) {
-    if (step == trace_step && !o.trace_path.empty()) {
-      comm.Barrier(fmt::format("rank {}: before the traced step", env.rank));
+    if (tracing && step == first_traced) {
+      comm.Barrier(fmt::format("rank {}: before the traced steps", env.rank));
     }
     Batch batch = data ? data->GlobalBatch(step, plan.global_batch_size) : Batch{};
     double t0 = NowMs();
@@ -287,8 +291,9 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
           step + 1 == o.steps || (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0);
       if (due) SaveCheckpoint(o, model, sp, replica, optimizer.get(), comm, step + 1, losses);
     }
-    if (step == trace_step && !o.trace_path.empty()) {
-      WriteMeasuredTrace(comm, grid, plan, o, r.events);
+    if (tracing && step >= first_traced) {
+      traced.insert(traced.end(), r.events.begin(), r.events.end());
+      if (step + 1 == o.steps) WriteMeasuredTrace(comm, grid, plan, o, traced);
     }
   }
   if (worker) stats.SetPeaks(worker->peak_live_micro_batches(), worker->peak_live_bytes());

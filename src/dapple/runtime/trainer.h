@@ -34,6 +34,7 @@ struct TrainOptions {
   bool resume = false;
   bool recompute = false;            // or the plan's `recompute`
   std::filesystem::path trace_path;  // empty: no trace
+  int trace_steps = 1;               // the last this many steps go into the trace
   bool log_json = false;
   bool quiet = false;  // no per-step lines (the summary is still printed)
   // After training, rank 0 loads every layer from the final checkpoint and reports the

@@ -63,6 +63,9 @@ struct EngineSetup {
   // or one that waited for a transfer or the allreduce); Note [Resuming on shared cores] in
   // event_engine.cc.
   double resume_ms = 0;
+  // A device that waits at a receive goes on wake_ms after the transfer finished (Note
+  // [Waking up on shared cores] in event_engine.cc); one that finds it finished pays nothing.
+  double wake_ms = 0;
 };
 
 struct EngineDeviceResult {

@@ -154,6 +154,7 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
   const double shared = cost.SharedCompute();
   if (shared > 0) {
     setup.resume_ms = cost.SharedComputeResumeMs();
+    setup.wake_ms = cost.SharedComputeWakeMs();
     for (int b = 0; b + 1 < S; ++b) {
       const auto &lo = plan.stages[b].devices, &hi = plan.stages[b + 1].devices;
       setup.routes[b].load = cost.TransferComputeLoad(lo, hi);
