@@ -165,7 +165,7 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
         host + "\n" + fmt::format("{:.0f}", PhysicalMemoryBytes()) + "\n" + MachineBootId(), 0);
     CalibrationResult r;
     std::vector<double> memory(world, 0);
-    auto mapping = torch::zeros({world + 1}, torch::kFloat64);
+    auto mapping = torch::zeros({world + 2}, torch::kFloat64);  // servers, error, one machine
     std::string mapping_error;
     if (comm.rank() == 0) {
       std::set<std::string> boots;
@@ -176,6 +176,7 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
         boots.insert(s.substr(nl2 + 1));
       }
       r.one_machine = boots.size() == 1 && !boots.begin()->empty();
+      mapping[world + 1] = r.one_machine ? 1.0 : 0.0;
       try {
         r.server_of_rank = ServersOfRanks(r.hosts);
         for (int i = 0; i < world; ++i) mapping[i] = r.server_of_rank[i];
@@ -189,6 +190,7 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
     if (mapping[world].item<double>() < 0)
       throw PeerFailedError(
           "calibrate: rank 0 could not group the ranks into servers (its message says why)");
+    r.one_machine = mapping[world + 1].item<double>() > 0;  // every rank knows it now
     std::vector<int> server(world);
     for (int i = 0; i < world; ++i) server[i] = static_cast<int>(mapping[i].item<double>());
 
@@ -231,7 +233,7 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
       comm.Barrier("calibrate: after the intra-server allreduce");
       r.intra_allreduce_ranks = server0;
     }
-    if (!(o.speed > 0)) r.compute = internal::MeasureComputeSpeed(comm);
+    if (!(o.speed > 0)) r.compute = internal::MeasureComputeSpeed(comm, r.one_machine);
     if (r.compute && world >= 3) {
       if (r.intra_pair)
         r.intra_stream_load = internal::MeasureStreamLoad(comm, r.intra_pair->first,

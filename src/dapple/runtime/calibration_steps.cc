@@ -176,7 +176,7 @@ RingResult RunTokenRing(Communicator& comm, MatmulLoop& run, int chunk_iteration
   return {sum[0].item<double>() / n, sum[1].item<double>() / n};
 }
 
-void MeasureResumeCost(Communicator& comm, MatmulLoop& run, ComputeSpeed& r) {
+void MeasureResumeCost(Communicator& comm, MatmulLoop& run, bool one_machine, ComputeSpeed& r) {
   const double per_iteration = r.alone_s / std::max(1, r.iterations);
   r.chunk_iterations = std::clamp(static_cast<int>(0.002 / per_iteration), 1, 1000);
   r.chunk_alone_s = per_iteration * r.chunk_iterations;
@@ -184,8 +184,9 @@ void MeasureResumeCost(Communicator& comm, MatmulLoop& run, ComputeSpeed& r) {
                                 "calibrate resume cost (token ring)");
   r.chunk_ring_s = one.median_chunk_s;
   r.resume_s = std::max(0.0, r.chunk_ring_s - r.chunk_alone_s);
+  // Deliveries compare the clocks of two ranks: only meaningful when they share a machine.
+  if (!one_machine || comm.size() < 3) return;
   r.delivery_s = one.mean_delivery_s;
-  if (comm.size() < 3) return;
   // Note [Wake-up cost]: with ranks - 1 tokens, ranks - 1 processes compute while one waits:
   // on shared cores the waiting one must be given a core when its token comes.
   r.busy_tokens = comm.size() - 1;
@@ -204,7 +205,7 @@ void MeasureResumeCost(Communicator& comm, MatmulLoop& run, ComputeSpeed& r) {
 // "devices" on one host), each computes slower while the others compute. The ratio of the
 // same loop's time alone to its time while every rank runs it is the speed the cost model
 // should use. On machines whose devices do not share anything it is about 1.
-ComputeSpeed MeasureComputeSpeed(Communicator& comm) {
+ComputeSpeed MeasureComputeSpeed(Communicator& comm, bool one_machine) {
   ComputeSpeed r;
   r.kernel = MatmulLoop::kName;
   MatmulLoop run;
@@ -230,7 +231,7 @@ ComputeSpeed MeasureComputeSpeed(Communicator& comm) {
   comm.AllReduceSum(sum, "", "calibrate compute speed: gathering");
   r.together_s = sum[0].item<double>() / comm.size();
   r.speed = r.alone_s / r.together_s;
-  MeasureResumeCost(comm, run, r);
+  MeasureResumeCost(comm, run, one_machine, r);
   return r;
 }
 

@@ -31,8 +31,9 @@ std::vector<TimingSample> MeasureAllReduce(Communicator& comm, const std::string
                                            const CalibrationOptions& o);
 
 // Collective over the world: a fixed matmul loop timed on rank 0 alone (the others wait),
-// then on every rank at once. Every rank returns the same result.
-ComputeSpeed MeasureComputeSpeed(Communicator& comm);
+// then on every rank at once; then the resume cost and, with `one_machine` and 3 or more
+// ranks, the wake-up cost (token rings). Every rank returns the same result.
+ComputeSpeed MeasureComputeSpeed(Communicator& comm, bool one_machine);
 
 // Collective over the world (3 or more ranks): the compute, in devices, that one stream from
 // rank a to rank b takes from cores the ranks share (Note [Stream load]). `speed` is
