@@ -87,6 +87,8 @@ TEST_F(CalibrateLocalTest, TwoLocalProcessesMakeAOneServerCluster) {
   EXPECT_DOUBLE_EQ(*c.shared_compute_resume_s, std::max(0.0, ring - alone));
   EXPECT_NE(r.output.find("a compute after idle time takes"), std::string::npos) << r.output;
   EXPECT_FALSE(c.intra_server.compute_load.has_value()) << "two ranks cannot measure it";
+  EXPECT_FALSE(c.shared_compute_wake_s.has_value()) << "two ranks cannot measure it";
+  EXPECT_EQ(cal["compute"]["busy_tokens"].get<int>(), 0);
 }
 
 // Three ranks: two stream while the third computes (Note [Stream load]); the measured load
@@ -107,6 +109,18 @@ TEST_F(CalibrateLocalTest, ThreeRanksMeasureTheComputeAStreamTakes) {
             *c.intra_server.compute_load);
   EXPECT_TRUE(j["calibration"]["compute"]["inter_stream_load"].is_null());
   EXPECT_NE(r.output.find("a stream between two ranks takes the compute of"), std::string::npos)
+      << r.output;
+  // Note [Wake-up cost]: a ring with 2 tokens against one, in the cluster.
+  const auto& compute = j["calibration"]["compute"];
+  EXPECT_EQ(compute["busy_tokens"].get<int>(), 2);
+  EXPECT_GT(compute["delivery_s"].get<double>(), 0);
+  EXPECT_GT(compute["busy_delivery_s"].get<double>(), 0);
+  ASSERT_TRUE(c.shared_compute_wake_s.has_value()) << r.output;
+  EXPECT_DOUBLE_EQ(*c.shared_compute_wake_s,
+                   std::max(0.0, compute["busy_delivery_s"].get<double>() -
+                                     compute["delivery_s"].get<double>()));
+  EXPECT_LT(*c.shared_compute_wake_s, 1.0);
+  EXPECT_NE(r.output.find("a rank that waits for a message wakes"), std::string::npos)
       << r.output;
 }
 

@@ -126,7 +126,8 @@ TEST(TrainIdleRanks, PlanOnTwoOfFourProcessesMatchesSingleProcess) {
       WritePlan(dir, "plan", PlanJson({{"fc0", "fc1", {3}}, {"fc2", "head", {1}}}, 2, 4,
                                       "dapple-a"));
   RunResult r = RunDapple("train " + CommonFlags(dir / "ckpt") + " --plan " + plan.string() +
-                              " --nproc 4 --trace " + (dir / "trace.json").string(),
+                              " --nproc 4 --trace " + (dir / "trace.json").string() +
+                              " --trace-steps 2",
                           dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.err.find("the plan uses 2 of 4 processes; ranks 0, 2 idle"), std::string::npos)
@@ -142,6 +143,12 @@ TEST(TrainIdleRanks, PlanOnTwoOfFourProcessesMatchesSingleProcess) {
   const std::string trace = Slurp(dir / "trace.json");
   EXPECT_NE(trace.find("dev 0 (idle)"), std::string::npos);
   EXPECT_NE(trace.find("dev 3 (stage 0, replica 0)"), std::string::npos);
+  // --trace-steps 2: the last two steps, each ending in one STEP per training device.
+  std::map<int, int> steps_per_track;
+  const nlohmann::json parsed = nlohmann::json::parse(trace);
+  for (const auto& e : parsed["traceEvents"])
+    if (e.value("ph", "") == "X" && e.value("name", "") == "STEP") ++steps_per_track[e["tid"]];
+  EXPECT_EQ(steps_per_track, (std::map<int, int>{{1, 2}, {3, 2}})) << trace;
   fs::remove_all(dir);
 }
 

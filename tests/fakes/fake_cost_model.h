@@ -66,6 +66,8 @@ class FakeCostModel : public CostModel {
   double SharedCompute() const override { return shared_compute; }
   double shared_compute_resume_ms = 0;  // CostModel::SharedComputeResumeMs
   double SharedComputeResumeMs() const override { return shared_compute_resume_ms; }
+  double shared_compute_wake_ms = 0;  // CostModel::SharedComputeWakeMs
+  double SharedComputeWakeMs() const override { return shared_compute_wake_ms; }
   double transfer_compute_load = 0;   // CostModel::TransferComputeLoad, every transfer
   double allreduce_compute_load = 0;  // CostModel::AllReduceComputeLoad, every allreduce
   double TransferComputeLoad(const std::vector<int>&, const std::vector<int>&) const override {

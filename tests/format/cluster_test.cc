@@ -195,6 +195,21 @@ TEST(Cluster, SharedComputeIsOptionalPositiveAndRoundTrips) {
   k["shared_compute_resume_s"] = 0.001;
   k.erase("shared_compute");
   EXPECT_THAT(ErrorOf(k.dump()), HasSubstr("shared_compute_resume_s is given without"));
+  // The wake-up cost: the same rules.
+  c.shared_compute_wake_s = 0.0013;
+  Cluster w = ParseClusterJson(ClusterToJsonText(c), "c.json");
+  ASSERT_TRUE(w.shared_compute_wake_s.has_value());
+  EXPECT_EQ(*w.shared_compute_wake_s, 0.0013);
+  Json m = Json::parse(ClusterToJsonText(c));
+  m["shared_compute_wake_s"] = -0.5;
+  EXPECT_THAT(ErrorOf(m.dump()), HasSubstr("c.json.shared_compute_wake_s: must not be negative"));
+  m["shared_compute_wake_s"] = 1.5;
+  EXPECT_THAT(ErrorOf(m.dump()), HasSubstr("shared_compute_wake_s: must be in [0, 1) seconds"));
+  m["shared_compute_wake_s"] = 0.001;
+  m.erase("shared_compute");
+  m.erase("shared_compute_resume_s");
+  EXPECT_THAT(ErrorOf(m.dump()), HasSubstr("shared_compute_wake_s is given without"));
+  c.shared_compute_wake_s.reset();
   // A link's compute load: round trip and range.
   c.inter_server.compute_load = 0.25;
   Cluster f = ParseClusterJson(ClusterToJsonText(c), "c.json");

@@ -96,6 +96,45 @@ TEST(SharedCompute, ResumeCostsOnlyComputeThatFollowsIdleTime) {
   EXPECT_DOUBLE_EQ(own_with, SimulatePlan(plan, cost).iteration_ms);
 }
 
+// Note [Waking up on shared cores]: a device that waits at a receive goes on wake_ms after
+// the transfer finished; one whose message is in before it gets there pays nothing. Two
+// stages, one micro-batch: device 1 waits for the activation and device 0 for the gradient,
+// both on the critical path: 2 wake-ups. Busy time is unchanged (a wake-up is not compute).
+TEST(SharedCompute, WakeUpCostsOnlyReceivesThatWait) {
+  FakeCostModel cost(2, 2);
+  cost.transfer_ms = 0.5;
+  cost.shared_compute = 2;  // as many as the devices: no stretching
+  Plan plan = MakePlan({{0, 0, {0}}, {1, 1, {1}}}, 1, 1, ScheduleKind::kDappleA);
+  const SimResult without = SimulatePlan(plan, cost);
+  cost.shared_compute_wake_ms = 0.3;
+  const SimResult with = SimulatePlan(plan, cost);
+  EXPECT_NEAR(with.iteration_ms - without.iteration_ms, 2 * 0.3, 1e-9);
+  EXPECT_NEAR(with.devices[0].busy_ms, without.devices[0].busy_ms, 1e-9);
+  EXPECT_NEAR(with.devices[1].busy_ms, without.devices[1].busy_ms, 1e-9);
+  // GPipe, two micro-batches: device 1's second activation is in while it computes the
+  // first forward, so of its two receives only the first waits (and 4 receives in all).
+  Plan gpipe = MakePlan({{0, 0, {0}}, {1, 1, {1}}}, 2, 2, ScheduleKind::kGPipe);
+  cost.shared_compute_wake_ms = 0;
+  const SimResult g_without = SimulatePlan(gpipe, cost);
+  cost.shared_compute_wake_ms = 0.3;
+  const SimResult g_with = SimulatePlan(gpipe, cost);
+  const double added = g_with.iteration_ms - g_without.iteration_ms;
+  EXPECT_GT(added, 0);
+  EXPECT_LT(added, 4 * 0.3 - 1e-9) << "a receive that did not wait paid the wake-up";
+  // Data parallelism receives nothing: no wake-up at all.
+  Plan dp = MakePlan({{0, 1, {0, 1}}}, 2, 2, ScheduleKind::kDappleA);
+  dp.allreduce_overlap = false;
+  cost.shared_compute_wake_ms = 0;
+  const double dp_without = SimulatePlan(dp, cost).iteration_ms;
+  cost.shared_compute_wake_ms = 0.3;
+  EXPECT_DOUBLE_EQ(SimulatePlan(dp, cost).iteration_ms, dp_without);
+  // Devices of their own (no shared compute) pay nothing: the cost model gives no wake-up.
+  cost.shared_compute = 0;
+  const double own_with = SimulatePlan(plan, cost).iteration_ms;
+  cost.shared_compute_wake_ms = 0;
+  EXPECT_DOUBLE_EQ(own_with, SimulatePlan(plan, cost).iteration_ms);
+}
+
 // Communication on a shared machine takes compute (LinkSpec::compute_load): it slows the
 // compute that runs meanwhile, and only that.
 TEST(SharedCompute, CommunicationLoadSlowsOnlyTheComputeItOverlaps) {
