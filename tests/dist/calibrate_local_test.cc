@@ -95,9 +95,10 @@ TEST_F(CalibrateLocalTest, TwoLocalProcessesMakeAOneServerCluster) {
 // goes into both links of the one-server cluster. Two ranks cannot measure it.
 TEST_F(CalibrateLocalTest, ThreeRanksMeasureTheComputeAStreamTakes) {
   fs::path out = dir_ / "three.json";
-  CommandResult r = RunCommand(fmt::format("{} calibrate --nproc 3 -o {} --max-bytes 1MiB "
-                                           "--repeats 3 --budget 2",
-                                           DAPPLE_BINARY, out.string()));
+  CommandResult r =
+      RunCommand(fmt::format("{} calibrate --nproc 3 -o {} --max-bytes 1MiB "
+                             "--repeats 3 --budget 2",
+                             DAPPLE_BINARY, out.string()));
   ASSERT_EQ(r.rc, 0) << r.output;
   Cluster c = ReadClusterJson(out);
   ASSERT_TRUE(c.intra_server.compute_load.has_value()) << r.output;
@@ -120,8 +121,7 @@ TEST_F(CalibrateLocalTest, ThreeRanksMeasureTheComputeAStreamTakes) {
                    std::max(0.0, compute["busy_delivery_s"].get<double>() -
                                      compute["delivery_s"].get<double>()));
   EXPECT_LT(*c.shared_compute_wake_s, 1.0);
-  EXPECT_NE(r.output.find("a rank that waits for a message wakes"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("a rank that waits for a message wakes"), std::string::npos) << r.output;
 }
 
 TEST_F(CalibrateLocalTest, GivenSpeedIsKeptAndNotMeasured) {

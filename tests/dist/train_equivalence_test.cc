@@ -122,18 +122,16 @@ TEST(TrainIdleRanks, PlanOnTwoOfFourProcessesMatchesSingleProcess) {
   const RunResult& ref = Reference(8, &ref_ckpt);
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
   fs::path dir = TestDir("idle_ranks");
-  fs::path plan =
-      WritePlan(dir, "plan", PlanJson({{"fc0", "fc1", {3}}, {"fc2", "head", {1}}}, 2, 4,
-                                      "dapple-a"));
-  RunResult r = RunDapple("train " + CommonFlags(dir / "ckpt") + " --plan " + plan.string() +
-                              " --nproc 4 --trace " + (dir / "trace.json").string() +
-                              " --trace-steps 2",
-                          dir);
+  fs::path plan = WritePlan(
+      dir, "plan", PlanJson({{"fc0", "fc1", {3}}, {"fc2", "head", {1}}}, 2, 4, "dapple-a"));
+  RunResult r =
+      RunDapple("train " + CommonFlags(dir / "ckpt") + " --plan " + plan.string() +
+                    " --nproc 4 --trace " + (dir / "trace.json").string() + " --trace-steps 2",
+                dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.err.find("the plan uses 2 of 4 processes; ranks 0, 2 idle"), std::string::npos)
       << r.err;
-  EXPECT_LT(MaxRelativeDifference(dir / "ckpt" / "step-3", ref_ckpt / "step-3", kMlpLayers),
-            1e-10);
+  EXPECT_LT(MaxRelativeDifference(dir / "ckpt" / "step-3", ref_ckpt / "step-3", kMlpLayers), 1e-10);
   auto losses = r.Losses(), ref_losses = ref.Losses();
   ASSERT_EQ(losses.size(), 3u);
   for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(losses[i], ref_losses[i], 1e-10 * ref_losses[i]);

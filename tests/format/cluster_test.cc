@@ -218,7 +218,8 @@ TEST(Cluster, SharedComputeIsOptionalPositiveAndRoundTrips) {
   EXPECT_FALSE(f.intra_server.compute_load.has_value());
   Json g = Json::parse(ClusterToJsonText(c));
   g["inter_server"]["compute_load"] = -0.5;
-  EXPECT_THAT(ErrorOf(g.dump()), HasSubstr("c.json.inter_server.compute_load: must not be negative"));
+  EXPECT_THAT(ErrorOf(g.dump()),
+              HasSubstr("c.json.inter_server.compute_load: must not be negative"));
   g["inter_server"]["compute_load"] = 100;
   EXPECT_THAT(ErrorOf(g.dump()), HasSubstr("inter_server.compute_load: at most 64 devices"));
 }

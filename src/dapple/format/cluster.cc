@@ -138,9 +138,10 @@ void ValidateCluster(const Cluster& c, const std::string& source) {
     if (!(*v >= 0 && *v < 1))
       ThrowInput("{}: {}: must be in [0, 1) seconds (got {})", source, field, *v);
     if (!c.shared_compute) {
-      ThrowInput("{}: {} is given without shared_compute (it describes devices that share a "
-                 "machine)",
-                 source, field);
+      ThrowInput(
+          "{}: {} is given without shared_compute (it describes devices that share a "
+          "machine)",
+          source, field);
     }
   };
   shared_seconds(c.shared_compute_resume_s, "shared_compute_resume_s");

@@ -199,36 +199,35 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
           ? nlohmann::ordered_json(nullptr)
           : allreduce(r.intra_allreduce_ranks, r.intra_allreduce, r.intra_allreduce_fit);
   if (r.compute) {
-    c["compute"] = {{"kernel", r.compute->kernel},
-                    {"iterations", r.compute->iterations},
-                    {"alone_s", r.compute->alone_s},
-                    {"together_s", r.compute->together_s},
-                    {"speed", r.compute->speed},
-                    {"chunk_iterations", r.compute->chunk_iterations},
-                    {"chunk_alone_s", r.compute->chunk_alone_s},
-                    {"chunk_ring_s", r.compute->chunk_ring_s},
-                    {"resume_s", r.compute->resume_s},
-                    {"delivery_s", r.compute->delivery_s},
-                    {"busy_tokens", r.compute->busy_tokens},
-                    {"busy_delivery_s", r.compute->busy_delivery_s},
-                    {"wake_s", r.compute->wake_s},
-                    {"intra_stream_load", r.intra_stream_load ? nlohmann::ordered_json(
-                                                                    *r.intra_stream_load)
-                                                              : nlohmann::ordered_json(nullptr)},
-                    {"inter_stream_load", r.inter_stream_load ? nlohmann::ordered_json(
-                                                                    *r.inter_stream_load)
-                                                              : nlohmann::ordered_json(nullptr)},
-                    {"one_machine", r.one_machine},
-                    {"note",
-                     "speed: the kernel's time on rank 0 alone over its mean time while every "
-                     "rank runs it; on one machine (one_machine: the ranks share a boot id) "
-                     "the cluster's shared_compute is speed x ranks and device.speed 1, else "
-                     "device.speed is speed; resume_s: a chunk of the kernel in a token ring "
-                     "(one rank computing at a time) minus the same chunk alone, the cluster's "
-                     "shared_compute_resume_s on one machine; wake_s: the mean send-to-wake-up "
-                     "of a token in a ring with busy_tokens tokens (all ranks but the waiting "
-                     "one computing) minus the same with one token (delivery_s), the "
-                     "cluster's shared_compute_wake_s on one machine (3 or more ranks)"}};
+    c["compute"] = {
+        {"kernel", r.compute->kernel},
+        {"iterations", r.compute->iterations},
+        {"alone_s", r.compute->alone_s},
+        {"together_s", r.compute->together_s},
+        {"speed", r.compute->speed},
+        {"chunk_iterations", r.compute->chunk_iterations},
+        {"chunk_alone_s", r.compute->chunk_alone_s},
+        {"chunk_ring_s", r.compute->chunk_ring_s},
+        {"resume_s", r.compute->resume_s},
+        {"delivery_s", r.compute->delivery_s},
+        {"busy_tokens", r.compute->busy_tokens},
+        {"busy_delivery_s", r.compute->busy_delivery_s},
+        {"wake_s", r.compute->wake_s},
+        {"intra_stream_load", r.intra_stream_load ? nlohmann::ordered_json(*r.intra_stream_load)
+                                                  : nlohmann::ordered_json(nullptr)},
+        {"inter_stream_load", r.inter_stream_load ? nlohmann::ordered_json(*r.inter_stream_load)
+                                                  : nlohmann::ordered_json(nullptr)},
+        {"one_machine", r.one_machine},
+        {"note",
+         "speed: the kernel's time on rank 0 alone over its mean time while every "
+         "rank runs it; on one machine (one_machine: the ranks share a boot id) "
+         "the cluster's shared_compute is speed x ranks and device.speed 1, else "
+         "device.speed is speed; resume_s: a chunk of the kernel in a token ring "
+         "(one rank computing at a time) minus the same chunk alone, the cluster's "
+         "shared_compute_resume_s on one machine; wake_s: the mean send-to-wake-up "
+         "of a token in a ring with busy_tokens tokens (all ranks but the waiting "
+         "one computing) minus the same with one token (delivery_s), the "
+         "cluster's shared_compute_wake_s on one machine (3 or more ranks)"}};
   }
   c["options"] = {{"repeats", r.options.repeats},
                   {"budget_s", r.options.budget.count() / 1000.0},
@@ -302,8 +301,8 @@ std::string CalibrationSummary(const CalibrationResult& r) {
           r.intra_stream_load && r.inter_stream_load
               ? fmt::format("{:.2f} (intra-server), {:.2f} (inter-server)", *r.intra_stream_load,
                             *r.inter_stream_load)
-              : fmt::format("{:.2f}", r.intra_stream_load ? *r.intra_stream_load
-                                                          : *r.inter_stream_load));
+              : fmt::format("{:.2f}",
+                            r.intra_stream_load ? *r.intra_stream_load : *r.inter_stream_load));
   }
   return s;
 }

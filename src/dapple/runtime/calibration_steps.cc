@@ -112,7 +112,9 @@ class MatmulLoop {
  public:
   static constexpr const char* kName = "64x1024 @ 1024x1024 float32 matmul";
   MatmulLoop()
-      : x_(torch::randn({64, 1024})), w_(torch::randn({1024, 1024})), y_(torch::empty({64, 1024})) {}
+      : x_(torch::randn({64, 1024})),
+        w_(torch::randn({1024, 1024})),
+        y_(torch::empty({64, 1024})) {}
   // Seconds for `iterations` matmuls.
   double operator()(int iterations) {
     torch::NoGradGuard no_grad;
@@ -126,7 +128,7 @@ class MatmulLoop {
 };
 
 struct RingResult {
-  double median_chunk_s = 0;  // mean over ranks of each rank's median chunk
+  double median_chunk_s = 0;   // mean over ranks of each rank's median chunk
   double mean_delivery_s = 0;  // mean over ranks and hops of send-to-wake-up
 };
 
@@ -134,7 +136,8 @@ struct RingResult {
 // spaced; a rank receives a token from its left, computes one chunk and sends it on to its
 // right. Each token carries its send time (steady_clock: the ranks share one machine, which
 // the callers check), so the receiver measures the delivery from when both the send and its
-// wait began: the bytes, and the wake-up of a process that waited. Tokens are tagged by number; a rank takes them in hop order.
+// wait began: the bytes, and the wake-up of a process that waited. Tokens are tagged by number; a
+// rank takes them in hop order.
 RingResult RunTokenRing(Communicator& comm, MatmulLoop& run, int chunk_iterations, int tokens,
                         int rounds, const std::string& who) {
   const int n = comm.size(), me = comm.rank();
@@ -156,8 +159,7 @@ RingResult RunTokenRing(Communicator& comm, MatmulLoop& run, int chunk_iteration
     std::string what = fmt::format("{}: token {} hop {} on rank {}", who, k, v, me);
     if (v > 0) {
       const double waits_from = now_s();
-      comm.Recv(token, (me + n - 1) % n, kTagResumeToken + static_cast<uint32_t>(k), what)
-          .Wait(ms);
+      comm.Recv(token, (me + n - 1) % n, kTagResumeToken + static_cast<uint32_t>(k), what).Wait(ms);
       // From when both the send and the wait began: a token that came while this rank
       // computed another one is not a wake-up. The first lap is left out (start-up).
       if (v >= n) deliveries.push_back(now_s() - std::max(waits_from, token[0].item<double>()));
@@ -170,8 +172,8 @@ RingResult RunTokenRing(Communicator& comm, MatmulLoop& run, int chunk_iteration
     }
   }
   for (auto& w : sends) w.Wait(ms);
-  auto sum = torch::tensor({Median(chunks), deliveries.empty() ? 0.0 : Mean(deliveries)},
-                           torch::kFloat64);
+  auto sum =
+      torch::tensor({Median(chunks), deliveries.empty() ? 0.0 : Mean(deliveries)}, torch::kFloat64);
   comm.AllReduceSum(sum, "", who + ": gathering");
   return {sum[0].item<double>() / n, sum[1].item<double>() / n};
 }
@@ -238,9 +240,9 @@ ComputeSpeed MeasureComputeSpeed(Communicator& comm, bool one_machine) {
 // Note [Stream load]: on one machine gloo's copies and sums and the kernel's moving of the
 // bytes run on the cores the devices compute on. The ranks other than a and b (k of them)
 // time the compute loop twice: while a and b idle, then while a streams 1 MiB messages to b
-// (for 0.5 s, longer than the loop), three times (the median ratio). With C = speed x ranks devices of compute, the loop's
-// stretch is max(1, k / C) without the stream and max(1, (k + x) / C) with it, so
-// x = C x stretch_with - k. With k < C a small load goes unseen (a lower bound).
+// (for 0.5 s, longer than the loop), three times (the median ratio). With C = speed x ranks devices
+// of compute, the loop's stretch is max(1, k / C) without the stream and max(1, (k + x) / C) with
+// it, so x = C x stretch_with - k. With k < C a small load goes unseen (a lower bound).
 double MeasureStreamLoad(Communicator& comm, int a, int b, const ComputeSpeed& speed) {
   const int n = comm.size(), me = comm.rank(), k = n - 2;
   DAPPLE_CHECK(n >= 3 && a != b);
@@ -252,7 +254,7 @@ double MeasureStreamLoad(Communicator& comm, int a, int b, const ComputeSpeed& s
   if (computes) run();  // warm-up
   constexpr uint32_t kTagStream = 7104;
   auto msg = torch::zeros({1 << 18}, torch::kFloat32);  // 1 MiB; msg[0] = 1: more follow
-  std::vector<double> ratios;                            // with / without, on a computing rank
+  std::vector<double> ratios;                           // with / without, on a computing rank
   for (int rep = 0; rep < 3; ++rep) {  // the median of 3: one stream is noisy on a loaded host
     comm.Barrier(who + ": without the stream");
     const double without = computes ? run() : 0;

@@ -24,7 +24,7 @@ struct DeviceState {
   double bytes = 0, peak_bytes = 0;
   int in_flight = 0, peak_in_flight = 0;
   int pc = 0;
-  int blocked_on = -1;  // transfer id this device waits for, -1 when none
+  int blocked_on = -1;      // transfer id this device waits for, -1 when none
   double compute_end = -1;  // when its last forward or backward ended; -1: none yet
 };
 
@@ -394,7 +394,7 @@ class Engine {
   std::vector<TimelineEvent> events_;
   std::vector<double> exposed_;  // per stage, for EngineResult::allreduce_exposed_ms
   std::vector<std::vector<std::pair<double, double>>> intervals_;  // with op_scale
-  std::vector<EngineResult::Load> comm_load_;                        // with op_scale
+  std::vector<EngineResult::Load> comm_load_;                      // with op_scale
   double now_ = 0;
   bool waiting_dirty_ = false;
 };

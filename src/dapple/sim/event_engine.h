@@ -41,7 +41,7 @@ struct EngineDevice {
 // One direction of one stage boundary: every transfer on it has this cost and resources.
 struct EngineRoute {
   double ms = 0;
-  double load = 0;  // with op_scale: shared compute a transfer on it takes while it runs
+  double load = 0;             // with op_scale: shared compute a transfer on it takes while it runs
   std::vector<int> resources;  // dense ids in [0, num_resources)
 };
 

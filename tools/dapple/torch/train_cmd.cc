@@ -132,7 +132,8 @@ void AddTrainCommand(CLI::App& app) {
   cmd->add_flag("--recompute", a->o.recompute,
                 "Keep only stage inputs and recompute the forward in the backward");
   cmd->add_option("--trace", a->o.trace_path,
-                  "Write the measured timeline of the last step (or --trace-steps) as a Chrome trace, as `simulate`");
+                  "Write the measured timeline of the last step (or --trace-steps) as a Chrome "
+                  "trace, as `simulate`");
   cmd->add_option("--trace-steps", a->o.trace_steps,
                   "How many of the last steps --trace holds (default 1)")
       ->check(CLI::PositiveNumber);
