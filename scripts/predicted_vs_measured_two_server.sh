@@ -226,6 +226,13 @@ w(f"- Cluster: `scripts/calibrate-two-server.sh` just before: inter-server "
      f"{cluster['shared_compute_resume_s'] * 1e6:.0f} us more (`shared_compute_resume_s`, "
      "a token ring's chunk against the same chunk alone)"
      if cluster.get('shared_compute_resume_s') is not None else "")
+  + (f"; a device that waits at a receive goes on "
+     f"{cluster['shared_compute_wake_s'] * 1e6:.0f} us after its message is in "
+     "(`shared_compute_wake_s`, a busy token ring's mean delivery against a one-token ring's)"
+     if cluster.get('shared_compute_wake_s') is not None else "")
+  + (f"; links take the compute of {intra.get('compute_load', 0):.2f} (intra-server) and "
+     f"{inter.get('compute_load', 0):.2f} (inter-server) devices while they carry bytes "
+     "(`compute_load`)" if 'compute_load' in intra or 'compute_load' in inter else "")
   + ".\n")
 w(f"- Model: `mlp {model_opts}`, float32, synthetic data, global batch {gbs}. Profile: "
   "`dapple profile --batch 32 --batches 1,2,4,..," + str(gbs) + " --threads 1` (one thread, as "

@@ -117,6 +117,15 @@ def worker_ring(weights):
     dist.destroy_process_group()
 
 
+def compute_until_barrier(torch, dist, load):
+    """Ranks 2 and up: run matmuls (when `load`) until ranks 0 and 1 reach the final barrier."""
+    a = torch.randn(512, 512)
+    work = dist.barrier(async_op=True)
+    while load and not work.is_completed():
+        a = (a @ a) * 1e-3
+    work.wait()
+
+
 def worker_pingpong(load, nbytes):
     torch, dist = init()
     rank = dist.get_rank()
@@ -140,11 +149,7 @@ def worker_pingpong(load, nbytes):
                   f"min {one_way[0] * 1e3:.3f}, median {one_way[100] * 1e3:.3f}, "
                   f"p90 {one_way[180] * 1e3:.3f} ms", flush=True)
     else:
-        a = torch.randn(512, 512)
-        work = dist.barrier(async_op=True)
-        while load and not work.is_completed():
-            a = (a @ a) * 1e-3
-        work.wait()
+        compute_until_barrier(torch, dist, load)
     dist.destroy_process_group()
 
 
@@ -174,11 +179,7 @@ def worker_wake(load, nbytes):
                   f"mean {statistics.mean(delays) * 1e3:.3f}, median {delays[n // 2] * 1e3:.3f}, "
                   f"p90 {delays[9 * n // 10] * 1e3:.3f} ms", flush=True)
     else:
-        a = torch.randn(512, 512)
-        work = dist.barrier(async_op=True)
-        while load and not work.is_completed():
-            a = (a @ a) * 1e-3
-        work.wait()
+        compute_until_barrier(torch, dist, load)
     dist.destroy_process_group()
 
 
