@@ -145,13 +145,19 @@ double AnalyticCostModel::TransferComputeLoad(const std::vector<int>& from,
   return l.compute_load.value_or(0) * static_cast<double>(std::max(from.size(), to.size()));
 }
 
-// A ring of r ranks runs r streams at once.
+// A ring of r ranks runs r streams at once, each sending at the allreduce's bus bandwidth
+// (every rank sends 2(r-1)/r of the bytes in the time that takes). The compute a link's stream
+// takes (compute_load) was measured at its point-to-point bandwidth, and the cores' work is
+// per byte, so a slower stream takes proportionally less: on the loopback here the allreduce
+// moves 1-1.5 GB/s per rank against 4-5 GB/s for a stream, and counting it as r full streams
+// made plans whose buckets overlap the backward 5-14% too slow (docs/two-server.md).
 double AnalyticCostModel::AllReduceComputeLoad(const std::vector<int>& devices) const {
   if (devices.size() <= 1) return 0;
   bool spans = false;
   for (int d : devices) spans = spans || server_of_.at(d) != server_of_.at(devices[0]);
   const LinkSpec& l = spans ? cluster_.inter_server : cluster_.intra_server;
-  return l.compute_load.value_or(0) * static_cast<double>(devices.size());
+  const double rate = std::min(1.0, l.AllReduceBandwidth() / l.bandwidth_bytes_per_s);
+  return l.compute_load.value_or(0) * static_cast<double>(devices.size()) * rate;
 }
 
 double AnalyticCostModel::ParameterBytes(int first, int last) const {
