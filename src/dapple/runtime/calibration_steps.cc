@@ -97,10 +97,9 @@ std::vector<TimingSample> MeasureAllReduce(Communicator& comm, const std::string
 // that all but the waiting rank compute, in chunks of about 3 ms (a pipeline op's size here:
 // the wait grows with how long the others compute before the kernel switches): the mean
 // send-to-wake-up there minus that of the one-token ring (the same bytes and wake-up with
-// cores free). The mean, not the median:
-// the cost is a tail (most wake-ups are quick, some wait a slice) and a pipeline's critical
-// path pays its mean. The simulator adds it to every receive a device waits at
-// (shared_compute_wake_s).
+// cores free). The mean, not the median: the cost is a tail (most wake-ups are quick, some
+// wait a slice) and a pipeline's critical path pays its mean. The simulator adds it to every
+// receive a device waits at (shared_compute_wake_s).
 namespace {
 
 constexpr uint32_t kTagResumeToken = 7103;  // + token number
@@ -136,8 +135,8 @@ struct RingResult {
 // spaced; a rank receives a token from its left, computes one chunk and sends it on to its
 // right. Each token carries its send time (steady_clock: the ranks share one machine, which
 // the callers check), so the receiver measures the delivery from when both the send and its
-// wait began: the bytes, and the wake-up of a process that waited. Tokens are tagged by number; a
-// rank takes them in hop order.
+// wait began: the bytes, and the wake-up of a process that waited. Tokens are tagged by
+// number; a rank takes them in hop order.
 RingResult RunTokenRing(Communicator& comm, MatmulLoop& run, int chunk_iterations, int tokens,
                         int rounds, const std::string& who) {
   const int n = comm.size(), me = comm.rank();

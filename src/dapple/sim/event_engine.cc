@@ -213,13 +213,13 @@ class Engine {
           }
           // Note [Waking up on shared cores]: a device that waits for a message sleeps in
           // its receive; once the bytes are in, gloo's reader thread and then the waiting
-          // thread each need a core. On a machine whose cores the devices share, the
-          // kernel often wakes them on a busy core (the sender's, say) and they wait out
-          // part of a time slice there: the mean delivery of a message to a waiting rank
-          // was 1-2.5 ms on the loopback against 0.14 ms for its bytes, with one rank per
-          // core as well (docs/two-server.md). wake_ms is that mean excess (`dapple
-          // calibrate`: shared_compute_wake_s); a message that is in before its receive
-          // is reached is read in the background and costs nothing.
+          // thread each need a core. On a machine whose cores the devices share, they
+          // often wait for one until another process's op or time slice ends: with 4
+          // ranks on 2 cores the mean delivery of a message to a waiting rank was 1-2.5 ms
+          // on the loopback against 0.14 ms for its bytes (0.3-0.7 ms with one rank per
+          // core; docs/two-server.md). wake_ms is that mean excess (`dapple calibrate`:
+          // shared_compute_wake_s); a message that is in before its receive is reached is
+          // read in the background and costs nothing.
           if (x.finish > clock) clock = x.finish + s_.wake_ms;
           break;
         }
