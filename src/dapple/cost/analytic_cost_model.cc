@@ -147,10 +147,13 @@ double AnalyticCostModel::TransferComputeLoad(const std::vector<int>& from,
 
 // A ring of r ranks runs r streams at once, each sending at the allreduce's bus bandwidth
 // (every rank sends 2(r-1)/r of the bytes in the time that takes). The compute a link's stream
-// takes (compute_load) was measured at its point-to-point bandwidth, and the cores' work is
-// per byte, so a slower stream takes proportionally less: on the loopback here the allreduce
-// moves 1-1.5 GB/s per rank against 4-5 GB/s for a stream, and counting it as r full streams
-// made plans whose buckets overlap the backward 5-14% too slow (docs/two-server.md).
+// takes from the devices (compute_load) was measured at its point-to-point bandwidth; a slower
+// stream is charged in proportion. This is a fit, not the allreduce's CPU use: a 2-rank
+// loopback allreduce alone keeps 0.72 cores per rank busy, but under contention gloo's
+// threads get less than that and the buckets stretch instead (10-13 ms measured against
+// 3.8 ms simulated in the hybrid), so the backward loses less. Charged as r full streams,
+// plans whose buckets overlap the backward came out 6-14% too slow at GBS 512; the buckets'
+// own stretching is not modelled (docs/two-server.md).
 double AnalyticCostModel::AllReduceComputeLoad(const std::vector<int>& devices) const {
   if (devices.size() <= 1) return 0;
   bool spans = false;
