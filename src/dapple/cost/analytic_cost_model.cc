@@ -149,11 +149,10 @@ double AnalyticCostModel::TransferComputeLoad(const std::vector<int>& from,
 // (every rank sends 2(r-1)/r of the bytes in the time that takes). The compute a link's stream
 // takes from the devices (compute_load) was measured at its point-to-point bandwidth; a slower
 // stream is charged in proportion. This is a fit, not the allreduce's CPU use: a 2-rank
-// loopback allreduce alone keeps 0.72 cores per rank busy, but under contention gloo's
-// threads get less than that and the buckets stretch instead (10-13 ms measured against
-// 3.8 ms simulated in the hybrid), so the backward loses less. Charged as r full streams,
-// plans whose buckets overlap the backward came out 6-14% too slow at GBS 512; the buckets'
-// own stretching is not modelled (docs/two-server.md).
+// loopback allreduce alone keeps 0.72 cores per rank busy. Charged as r full streams, plans
+// whose buckets overlap the backward came out 6-14% too slow at GBS 512, so under contention
+// the backward loses less than that; how the cores are split (the buckets presumably take
+// longer) is not modelled and not yet measured (docs/two-server.md).
 double AnalyticCostModel::AllReduceComputeLoad(const std::vector<int>& devices) const {
   if (devices.size() <= 1) return 0;
   bool spans = false;
