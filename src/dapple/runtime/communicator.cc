@@ -85,6 +85,15 @@ CommWork::CommWork(c10::intrusive_ptr<c10d::Work> work, std::vector<torch::Tenso
 
 bool CommWork::Done() const { return !work_.defined() || work_->isCompleted(); }
 
+void CommWork::RecordCompletion() {
+  if (!work_.defined() || completed_ms_) return;
+  completed_ms_ = std::make_shared<std::atomic<double>>(-1.0);
+  work_->getFuture()->addCallback([done = completed_ms_](c10::ivalue::Future&) {
+    using namespace std::chrono;
+    done->store(duration<double, std::milli>(steady_clock::now().time_since_epoch()).count());
+  });
+}
+
 void CommWork::Wait(std::chrono::milliseconds timeout) {
   if (!work_.defined()) return;
   try {

@@ -6,6 +6,7 @@
 
 #include <torch/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -50,11 +51,17 @@ class CommWork {
   void Wait(std::chrono::milliseconds timeout);
   const std::vector<torch::Tensor>& tensors() const { return tensors_; }
   const std::string& what() const { return what_; }
+  // Records when the operation completes (steady_clock, ms), from the thread that completes
+  // it; CompletedMs() is < 0 until then, and when not recorded. For timelines: Wait returns
+  // only when its caller gets there.
+  void RecordCompletion();
+  double CompletedMs() const { return completed_ms_ ? completed_ms_->load() : -1.0; }
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;
   std::vector<torch::Tensor> tensors_;
   std::string what_;
+  std::shared_ptr<std::atomic<double>> completed_ms_;
 };
 
 // Thread-compatible (one thread drives it). Construction is collective over the world:

@@ -145,6 +145,7 @@ void OverlappedAllReduce::Launch(int b) {
         comm_.AllReduceSumAsync(bk.parts[p].flat, group_,
                                 fmt::format("{} (bucket {}, layers {}-{})", what_, b,
                                             buckets_[b].first_layer, buckets_[b].last_layer));
+    bk.parts[p].work.RecordCompletion();  // the timeline's bucket ends when it completes
   }
 }
 
@@ -167,13 +168,16 @@ std::vector<TimelineEvent> OverlappedAllReduce::Finish(std::chrono::milliseconds
   int64_t total = 0;
   for (int b = 0; b < static_cast<int>(state_.size()); ++b) {
     Bucket& bk = state_[b];
+    double end = bk.launch_ms;  // when its last part completed
     for (Part& part : bk.parts) {
       part.work.Wait(timeout);
+      const double done = part.work.CompletedMs();
+      end = std::max(end, done >= 0 ? done : NowMs());
       part.work = CommWork();
       total += part.flat.numel() * static_cast<int64_t>(part.flat.element_size());
     }
     events.push_back(
-        {track, "AR b" + std::to_string(b), "allreduce", bk.launch_ms, NowMs(), stage, -1});
+        {track, "AR b" + std::to_string(b), "allreduce", bk.launch_ms, end, stage, -1});
   }
   if (bytes) *bytes = total;
   return events;
