@@ -5,16 +5,12 @@
 #include <chrono>
 #include <thread>
 
+#include "dapple/common/clock.h"
 #include "dapple/runtime/communicator.h"
 #include "dapple/runtime/launcher.h"
 
 namespace dapple {
 namespace {
-
-double NowMs() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
 
 TEST(CommWork, RecordsWhenTheOperationCompletedNotWhenWaited) {
   DistEnv env;

@@ -10,6 +10,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "dapple/common/clock.h"
 #include "dapple/common/error.h"
 
 namespace dapple {
@@ -88,10 +89,8 @@ bool CommWork::Done() const { return !work_.defined() || work_->isCompleted(); }
 void CommWork::RecordCompletion() {
   if (!work_.defined() || completed_ms_) return;
   completed_ms_ = std::make_shared<std::atomic<double>>(-1.0);
-  work_->getFuture()->addCallback([done = completed_ms_](c10::ivalue::Future&) {
-    using namespace std::chrono;
-    done->store(duration<double, std::milli>(steady_clock::now().time_since_epoch()).count());
-  });
+  work_->getFuture()->addCallback(
+      [done = completed_ms_](c10::ivalue::Future&) { done->store(NowMs()); });
 }
 
 void CommWork::Wait(std::chrono::milliseconds timeout) {

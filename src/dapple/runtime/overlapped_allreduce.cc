@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 
+#include "dapple/common/clock.h"
 #include "dapple/common/error.h"
 
 namespace dapple {
@@ -32,11 +33,6 @@ class AccumulatedHook final : public torch::autograd::FunctionPostHook {
  private:
   std::function<void()> fn_;
 };
-
-double NowMs() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 

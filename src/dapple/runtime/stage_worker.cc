@@ -14,15 +14,11 @@
 
 #include <csignal>
 
+#include "dapple/common/clock.h"
 #include "dapple/common/error.h"
 
 namespace dapple {
 namespace {
-
-double NowMs() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
 
 int64_t Bytes(const torch::Tensor& t) {
   return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;

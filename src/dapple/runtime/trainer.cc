@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 
+#include "dapple/common/clock.h"
 #include "dapple/common/error.h"
 #include "dapple/common/json_util.h"
 #include "dapple/format/cluster.h"
@@ -22,11 +23,6 @@
 
 namespace dapple {
 namespace {
-
-double NowMs() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
 
 std::string DtypeName(torch::Dtype d) { return d == torch::kFloat64 ? "float64" : "float32"; }
 
