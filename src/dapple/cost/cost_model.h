@@ -68,9 +68,8 @@ class CostModel {
   // With SharedCompute() > 0: what a forward or backward takes beyond its compute when its
   // device was idle before it (Cluster::shared_compute_resume_s), in ms.
   virtual double SharedComputeResumeMs() const { return 0; }
-  // With SharedCompute() > 0: what a forward or backward that waited for a message takes
-  // more when every core is busy with the other devices' compute at its start
-  // (Cluster::shared_compute_wake_s), in ms.
+  // With SharedCompute() > 0: how long after its message is in a device that waited at a
+  // receive goes on (Cluster::shared_compute_wake_s), in ms.
   virtual double SharedComputeWakeMs() const { return 0; }
   // With SharedCompute() > 0: the shared compute, in devices, that a transfer from `from`
   // to `to` (split-concat pieces in parallel) or an allreduce over `devices` takes while it

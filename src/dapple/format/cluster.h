@@ -61,11 +61,11 @@ struct Cluster {
   // starts after its device was idle, because the other processes ran meanwhile (caches
   // refilled, the wake-up). `dapple calibrate` measures it with a token ring. Unset: 0.
   std::optional<double> shared_compute_resume_s;
-  // With shared_compute: the seconds a device that waits for a message takes to wake up once
-  // the message is there, beyond the link's own time, when every core is busy with the
-  // others' compute (its process must wait for one). `dapple calibrate` measures it as the
-  // mean delivery time to a waiting rank with the other ranks computing, minus the same with
-  // them idle. Unset: 0.
+  // With shared_compute: the seconds a device that waits at a receive takes to go on once
+  // the message is there, beyond the link's own time (its process waits for a core the
+  // others keep busy). The simulator adds it to every receive a device waits at. `dapple
+  // calibrate` measures it as the mean delivery to a waiting rank in a token ring where the
+  // other ranks compute, minus the same in a ring where they idle. Unset: 0.
   std::optional<double> shared_compute_wake_s;
 
   // Devices are numbered server by server: server 0 holds 0..d0-1, and so on.
