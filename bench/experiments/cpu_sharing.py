@@ -19,6 +19,9 @@
            clock at the wake-up minus the sent one. With ranks 2 and 3 computing meanwhile (the
            cores are saturated) and without: the waiting receiver's wake-up cost, mean and
            median, for 4 B and 512 KiB messages.
+  allreduce ranks 0 and 1 allreduce 4 MiB in their own group while ranks 2 and 3 idle,
+           compute (their matmul rate against one process alone) or allreduce 4 MiB in
+           theirs: how much an allreduce on the loopback and compute slow each other.
   traffic  (root) two processes run the ops loop, without and then with a TCP stream across
            the 1 Gbit/s link of scripts/netns.sh (namespaces cpux-s0/s1, brought up and down
            here): what moving the link's packets costs the compute sharing the cores.
@@ -183,6 +186,59 @@ def worker_wake(load, nbytes):
     dist.destroy_process_group()
 
 
+def worker_allreduce(other):
+    """Ranks 0 and 1 allreduce 4 MiB in their own group, 40 times; ranks 2 and 3 meanwhile
+    `other`: idle, compute (matmuls, counted) or allreduce 4 MiB in theirs."""
+    torch, dist = init()
+    rank = dist.get_rank()
+    pair = [dist.new_group([0, 1]), dist.new_group([2, 3])][rank // 2]
+    t = torch.ones(1 << 20)
+    a = torch.randn(512, 512)
+    for _ in range(3):
+        dist.all_reduce(t, group=pair)
+    dist.barrier()
+    if rank < 2:
+        times = []
+        for _ in range(40):
+            s = time.perf_counter()
+            dist.all_reduce(t, group=pair)
+            times.append(time.perf_counter() - s)
+        done = dist.barrier(async_op=True)
+    else:
+        done = dist.barrier(async_op=True)
+        n, s = 0, time.perf_counter()
+        while not done.is_completed():
+            if other == "compute":
+                a = (a @ a) * 1e-3
+            elif other == "allreduce":
+                dist.all_reduce(t, group=pair)
+            else:
+                time.sleep(1e-3)
+            n += 1
+        rate = n / (time.perf_counter() - s)
+    done.wait()
+    if rank == 0:
+        times = sorted(times[5:])
+        print(f"allreduce 4 MiB over 2 ranks, ranks 2-3 {other}: mean "
+              f"{statistics.mean(times) * 1e3:.2f}, median {times[len(times) // 2] * 1e3:.2f} ms",
+              flush=True)
+    if rank == 2 and other != "idle":
+        print(f"  rank 2: {rate:.0f} {other} ops/s", flush=True)
+    dist.destroy_process_group()
+
+
+def worker_spin(seconds):
+    """Rank 2's matmul rate alone, the reference for `allreduce compute`."""
+    import torch
+    torch.set_num_threads(1)
+    a = torch.randn(512, 512)
+    n, s = 0, time.perf_counter()
+    while time.perf_counter() - s < seconds:
+        a = (a @ a) * 1e-3
+        n += 1
+    print(f"  alone: {n / (time.perf_counter() - s):.0f} compute ops/s", flush=True)
+
+
 def sink(port):
     import socket
     srv = socket.socket()
@@ -237,6 +293,10 @@ def main():
             worker_ops(sys.argv[2])
         elif kind == "ring":
             worker_ring(int(sys.argv[2]))
+        elif kind == "allreduce":
+            worker_allreduce(sys.argv[2])
+        elif kind == "spin":
+            worker_spin(float(sys.argv[2]))
         elif kind == "wake":
             worker_wake(sys.argv[2] == "1", int(sys.argv[3]))
         else:
@@ -254,6 +314,10 @@ def main():
         for load in ("0", "1"):
             for nbytes in ("4", "524288"):
                 spawn(["wake", load, nbytes], 4)
+    elif what == "allreduce":
+        spawn(["spin", "1"], 1)
+        for other in ("idle", "compute", "allreduce"):
+            spawn(["allreduce", other], 4)
     elif what == "traffic":
         traffic()
     elif what == "pingpong":

@@ -89,6 +89,7 @@ TEST_F(CalibrateLocalTest, TwoLocalProcessesMakeAOneServerCluster) {
   EXPECT_FALSE(c.intra_server.compute_load.has_value()) << "two ranks cannot measure it";
   EXPECT_FALSE(c.shared_compute_wake_s.has_value()) << "two ranks cannot measure it";
   EXPECT_EQ(cal["compute"]["busy_tokens"].get<int>(), 0);
+  EXPECT_TRUE(cal["compute"]["intra_allreduce_load"].is_null()) << "nobody computes meanwhile";
 }
 
 // Three ranks: two stream while the third computes (Note [Stream load]); the measured load
@@ -122,6 +123,18 @@ TEST_F(CalibrateLocalTest, ThreeRanksMeasureTheComputeAStreamTakes) {
                                      compute["delivery_s"].get<double>()));
   EXPECT_LT(*c.shared_compute_wake_s, 1.0);
   EXPECT_NE(r.output.find("a rank that waits for a message wakes"), std::string::npos) << r.output;
+  // Note [Allreduce load]: ranks 0 and 1 allreduce while rank 2 computes; record only.
+  const auto& load = compute["intra_allreduce_load"];
+  ASSERT_TRUE(load.is_object()) << compute.dump();
+  EXPECT_EQ(load["ranks"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(load["computing"].get<int>(), 1);
+  EXPECT_EQ(load["bytes"].get<double>(), 4 << 20);
+  EXPECT_GT(load["alone_s"].get<double>(), 0);
+  EXPECT_GT(load["loaded_s"].get<double>(), 0);
+  EXPECT_GT(load["compute_stretch"].get<double>(), 0);
+  EXPECT_GE(load["load_per_rank"].get<double>(), 0);
+  EXPECT_NE(r.output.find("an allreduce of 4 MiB between ranks 0 and 1 took"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(CalibrateLocalTest, GivenSpeedIsKeptAndNotMeasured) {

@@ -241,6 +241,12 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
       if (r.inter_pair)
         r.inter_stream_load = internal::MeasureStreamLoad(comm, r.inter_pair->first,
                                                           r.inter_pair->second, *r.compute);
+      if (r.intra_pair && r.one_machine) {
+        const auto [a, b] = *r.intra_pair;
+        if (comm.rank() == a || comm.rank() == b) comm.CreateGroup("calibrate-intra-pair", {a, b});
+        r.intra_allreduce_load =
+            internal::MeasureAllReduceLoad(comm, a, b, "calibrate-intra-pair", *r.compute);
+      }
     }
     if (comm.rank() != 0) return std::nullopt;
 

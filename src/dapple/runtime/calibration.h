@@ -102,6 +102,18 @@ std::string MachineBootId();
 // Sizes 4 B, 16 B, ... (x4) up to and including `max_bytes` (or the last power below it).
 std::vector<int64_t> SizeSweep(int64_t min_bytes, int64_t max_bytes);
 
+// Note [Allreduce load] in calibration_steps.cc: an allreduce between two ranks of one server
+// while the other ranks compute, against each alone.
+struct AllReduceLoad {
+  std::pair<int, int> ranks;
+  int computing = 0;          // the other ranks, which run the compute loop meanwhile
+  double bytes = 0;           // per allreduce
+  double alone_s = 0;         // mean time of one allreduce, the other ranks idle
+  double loaded_s = 0;        // the same while they compute
+  double compute_stretch = 0; // the compute loop's time with the allreduces running / without
+  double load_per_rank = 0;   // devices of shared compute each member takes, >= 0
+};
+
 struct CalibrationOptions {
   std::vector<int64_t> p2p_sizes = SizeSweep(4, 16 << 20);
   std::vector<int64_t> allreduce_sizes = SizeSweep(4, 16 << 20);
@@ -137,6 +149,8 @@ struct CalibrationResult {
   // Compute (devices) a stream over each link's pair takes from shared cores: measured with
   // the speed when there are 3 or more ranks (Note [Stream load], calibration_steps.cc).
   std::optional<double> intra_stream_load, inter_stream_load;
+  // On one machine with 3 or more ranks and a server running two.
+  std::optional<AllReduceLoad> intra_allreduce_load;
   // Every rank reported the same boot id: the devices share one machine's cores, and the
   // cluster gets shared_compute = compute->speed x ranks with device speed 1.
   bool one_machine = false;

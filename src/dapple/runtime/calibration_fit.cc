@@ -217,6 +217,17 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
                                                   : nlohmann::ordered_json(nullptr)},
         {"inter_stream_load", r.inter_stream_load ? nlohmann::ordered_json(*r.inter_stream_load)
                                                   : nlohmann::ordered_json(nullptr)},
+        {"intra_allreduce_load",
+         r.intra_allreduce_load
+             ? nlohmann::ordered_json{{"ranks", {r.intra_allreduce_load->ranks.first,
+                                                 r.intra_allreduce_load->ranks.second}},
+                                      {"computing", r.intra_allreduce_load->computing},
+                                      {"bytes", r.intra_allreduce_load->bytes},
+                                      {"alone_s", r.intra_allreduce_load->alone_s},
+                                      {"loaded_s", r.intra_allreduce_load->loaded_s},
+                                      {"compute_stretch", r.intra_allreduce_load->compute_stretch},
+                                      {"load_per_rank", r.intra_allreduce_load->load_per_rank}}
+             : nlohmann::ordered_json(nullptr)},
         {"one_machine", r.one_machine},
         {"note",
          "speed: the kernel's time on rank 0 alone over its mean time while every "
@@ -303,6 +314,19 @@ std::string CalibrationSummary(const CalibrationResult& r) {
                             *r.inter_stream_load)
               : fmt::format("{:.2f}",
                             r.intra_stream_load ? *r.intra_stream_load : *r.inter_stream_load));
+    if (r.cluster.shared_compute && r.intra_allreduce_load) {
+      const AllReduceLoad& l = *r.intra_allreduce_load;
+      const double C = *r.cluster.shared_compute;
+      s += fmt::format(
+          "an allreduce of {} between ranks {} and {} took {:.2f} ms alone and {:.2f} ms "
+          "({:.2f}x) while the other {} ranks computed ({:.2f}x from sharing the cores); their "
+          "loop ran {:.2f}x slower, as if it took {:.2f} devices per rank (recorded only, not "
+          "used by the cost model: docs/two-server.md)\n",
+          internal::ByteSize(l.bytes), l.ranks.first, l.ranks.second, l.alone_s * 1e3,
+          l.loaded_s * 1e3, l.loaded_s / std::max(l.alone_s, 1e-12), l.computing,
+          std::max(1.0, (l.computing + 2 * l.load_per_rank) / C), l.compute_stretch,
+          l.load_per_rank);
+    }
   }
   return s;
 }

@@ -281,4 +281,71 @@ double MeasureStreamLoad(Communicator& comm, int a, int b, const ComputeSpeed& s
   return stretch_with > 1 ? std::max(0.0, C * stretch_with - k) : 0.0;
 }
 
+// Note [Allreduce load]: on one machine an allreduce between two ranks of a server runs on
+// the cores the others compute on, and, unlike a stream over the shaped link, nothing but
+// the cores paces it. Ranks a and b allreduce 4 MiB (a bucket's size) in a loop, first while
+// the others idle (the time per call alone), then for 0.5 s while the others (k of them) time
+// the compute loop (and keep computing until the 0.5 s are over), three times. As for a stream (Note [Stream load]) the loop's stretch
+// gives the devices the pair takes, x = C x stretch - k, split over its two ranks. The
+// allreduce's own time while the others compute is recorded against alone. Processor
+// sharing predicts a stretch of max(1, (k + x) / C); here it was 1.54-1.57x against 1.61-1.78x.
+// Both go into the calibration record only: in training, 4 MiB buckets ran at about their
+// time alone while every device computed, and a simulator that stretched them and charged x
+// put GBS 512 plans 8-13% over their measured times (docs/two-server.md).
+AllReduceLoad MeasureAllReduceLoad(Communicator& comm, int a, int b, const std::string& group,
+                                   const ComputeSpeed& speed) {
+  const int n = comm.size(), me = comm.rank(), k = n - 2;
+  DAPPLE_CHECK(n >= 3 && a != b);
+  MatmulLoop loop;
+  auto run = [&] { return loop(speed.iterations); };
+  const bool member = me == a || me == b;
+  const std::string who = fmt::format("calibrate allreduce load {} + {}", a, b);
+  auto t = torch::ones({1 << 20}, torch::kFloat32);  // 4 MiB; t[0] after the sum: 2 = go on
+  AllReduceLoad r;
+  r.ranks = {a, b};
+  r.computing = k;
+  r.bytes = static_cast<double>(t.numel()) * 4;
+  if (!member) run();  // warm-up
+  std::vector<double> ratios, alone, loaded;
+  for (int rep = 0; rep < 3; ++rep) {
+    comm.Barrier(who + ": the allreduce alone");
+    if (member) {
+      comm.AllReduceSum(t, group, who);  // warm-up, and both are here
+      auto start = Clock::now();
+      constexpr int kCalls = 10;
+      for (int i = 0; i < kCalls; ++i) comm.AllReduceSum(t, group, who);
+      alone.push_back(SecondsSince(start) / kCalls);
+    }
+    comm.Barrier(who + ": without the allreduce");
+    const double without = member ? 0 : run();
+    comm.Barrier(who + ": with the allreduce");
+    if (member) {
+      auto start = Clock::now();
+      int calls = 0;
+      for (bool more = true; more && calls < 100000; ++calls) {
+        t[0] = SecondsSince(start) < 0.5 ? 1.0f : 0.0f;
+        comm.AllReduceSum(t, group, who);
+        more = t[0].item<float>() > 1.5f;  // both members still within the 0.5 s
+      }
+      loaded.push_back(SecondsSince(start) / std::max(calls, 1));
+    } else {
+      // The first loop is timed; more keep the cores busy until the allreduces stop.
+      auto start = Clock::now();
+      ratios.push_back(run() / std::max(without, 1e-9));
+      while (SecondsSince(start) < 0.6) run();
+    }
+  }
+  auto sum = torch::zeros({3}, torch::kFloat64);
+  if (me == a) sum[0] = Median(alone), sum[1] = Median(loaded);
+  if (!member) sum[2] = Median(ratios);
+  comm.AllReduceSum(sum, "", who + ": gathering");
+  r.alone_s = sum[0].item<double>();
+  r.loaded_s = sum[1].item<double>();
+  r.compute_stretch = sum[2].item<double>() / k;
+  const double C = speed.speed * n;
+  const double stretch_with = std::max(1.0, k / C) * r.compute_stretch;
+  r.load_per_rank = stretch_with > 1 ? std::max(0.0, C * stretch_with - k) / 2 : 0.0;
+  return r;
+}
+
 }  // namespace dapple::internal

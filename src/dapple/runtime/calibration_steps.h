@@ -40,5 +40,11 @@ ComputeSpeed MeasureComputeSpeed(Communicator& comm, bool one_machine);
 // MeasureComputeSpeed's result. Every rank returns the same value, >= 0.
 double MeasureStreamLoad(Communicator& comm, int a, int b, const ComputeSpeed& speed);
 
+// Collective over the world (3 or more ranks): Note [Allreduce load]. Ranks a and b (one
+// server) allreduce in the group `group`, which they created beforehand. Every rank returns
+// the same result.
+AllReduceLoad MeasureAllReduceLoad(Communicator& comm, int a, int b, const std::string& group,
+                                   const ComputeSpeed& speed);
+
 }  // namespace internal
 }  // namespace dapple
