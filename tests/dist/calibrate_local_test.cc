@@ -86,7 +86,14 @@ TEST_F(CalibrateLocalTest, TwoLocalProcessesMakeAOneServerCluster) {
   EXPECT_GT(ring, 0);
   EXPECT_DOUBLE_EQ(*c.shared_compute_resume_s, std::max(0.0, ring - alone));
   EXPECT_NE(r.output.find("a compute after idle time takes"), std::string::npos) << r.output;
-  EXPECT_FALSE(c.intra_server.compute_load.has_value()) << "two ranks cannot measure it";
+  // Note [Stream load with two ranks]: both compute while 0 streams to 1.
+  ASSERT_TRUE(c.intra_server.compute_load.has_value()) << r.output;
+  EXPECT_GE(*c.intra_server.compute_load, 0.0);
+  EXPECT_LT(*c.intra_server.compute_load, 8.0);
+  EXPECT_EQ(c.inter_server.compute_load, c.intra_server.compute_load) << "one server: alike";
+  EXPECT_EQ(cal["compute"]["intra_stream_load"].get<double>(), *c.intra_server.compute_load);
+  EXPECT_NE(r.output.find("a stream between two ranks takes the compute of"), std::string::npos)
+      << r.output;
   EXPECT_FALSE(c.shared_compute_wake_s.has_value()) << "two ranks cannot measure it";
   EXPECT_EQ(cal["compute"]["busy_tokens"].get<int>(), 0);
   EXPECT_TRUE(cal["compute"]["intra_allreduce_load"].is_null()) << "nobody computes meanwhile";

@@ -32,7 +32,8 @@ struct LinkSpec {
   // With the cluster's shared_compute: the compute, in devices, that one stream over this
   // link (a sender sending, a receiver receiving, the kernel moving the bytes) takes from
   // the shared cores while it runs; a ring allreduce over r ranks runs r streams. `dapple
-  // calibrate` measures it on one machine with 3 or more ranks. Unset: 0.
+  // calibrate` measures it on one machine (with 3 or more ranks while the others compute,
+  // with 2 while both do). Unset: 0.
   std::optional<double> compute_load;
 
   double AllReduceBandwidth() const {

@@ -234,6 +234,8 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
       r.intra_allreduce_ranks = server0;
     }
     if (!(o.speed > 0)) r.compute = internal::MeasureComputeSpeed(comm, r.one_machine);
+    if (r.compute && world == 2 && r.one_machine && r.intra_pair)
+      r.intra_stream_load = internal::MeasureStreamLoadOfPair(comm, *r.compute);
     if (r.compute && world >= 3) {
       if (r.intra_pair)
         r.intra_stream_load = internal::MeasureStreamLoad(comm, r.intra_pair->first,

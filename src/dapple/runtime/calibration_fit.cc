@@ -219,8 +219,9 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
                                                   : nlohmann::ordered_json(nullptr)},
         {"intra_allreduce_load",
          r.intra_allreduce_load
-             ? nlohmann::ordered_json{{"ranks", {r.intra_allreduce_load->ranks.first,
-                                                 r.intra_allreduce_load->ranks.second}},
+             ? nlohmann::ordered_json{{"ranks",
+                                       {r.intra_allreduce_load->ranks.first,
+                                        r.intra_allreduce_load->ranks.second}},
                                       {"computing", r.intra_allreduce_load->computing},
                                       {"bytes", r.intra_allreduce_load->bytes},
                                       {"alone_s", r.intra_allreduce_load->alone_s},

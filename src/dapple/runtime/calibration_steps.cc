@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "dapple/common/error.h"
+#include "dapple/runtime/calibration_matmul.h"
 #include "dapple/runtime/communicator.h"
 
 namespace dapple::internal {
@@ -29,14 +30,14 @@ int RepeatsThatFit(double op_s, double left_s, int repeats) {
   return static_cast<int>(std::min<double>(repeats, n));
 }
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 double Mean(const std::vector<double>& v) {
   double sum = 0;
@@ -104,27 +105,6 @@ namespace {
 
 constexpr uint32_t kTagResumeToken = 7103;  // + token number
 constexpr int kResumeRounds = 15;
-
-// The kernel every compute measurement times: one 64x1024 @ 1024x1024 float32 matmul (a 4 MiB
-// weight, a pipeline op's size here), on this rank's own tensors.
-class MatmulLoop {
- public:
-  static constexpr const char* kName = "64x1024 @ 1024x1024 float32 matmul";
-  MatmulLoop()
-      : x_(torch::randn({64, 1024})),
-        w_(torch::randn({1024, 1024})),
-        y_(torch::empty({64, 1024})) {}
-  // Seconds for `iterations` matmuls.
-  double operator()(int iterations) {
-    torch::NoGradGuard no_grad;
-    auto start = Clock::now();
-    for (int i = 0; i < iterations; ++i) torch::mm_out(y_, x_, w_);
-    return SecondsSince(start);
-  }
-
- private:
-  torch::Tensor x_, w_, y_;
-};
 
 struct RingResult {
   double median_chunk_s = 0;   // mean over ranks of each rank's median chunk
@@ -233,118 +213,6 @@ ComputeSpeed MeasureComputeSpeed(Communicator& comm, bool one_machine) {
   r.together_s = sum[0].item<double>() / comm.size();
   r.speed = r.alone_s / r.together_s;
   MeasureResumeCost(comm, run, one_machine, r);
-  return r;
-}
-
-// Note [Stream load]: on one machine gloo's copies and sums and the kernel's moving of the
-// bytes run on the cores the devices compute on. The ranks other than a and b (k of them)
-// time the compute loop twice: while a and b idle, then while a streams 1 MiB messages to b
-// (for 0.5 s, longer than the loop), three times (the median ratio). With C = speed x ranks devices
-// of compute, the loop's stretch is max(1, k / C) without the stream and max(1, (k + x) / C) with
-// it, so x = C x stretch_with - k. With k < C a small load goes unseen (a lower bound).
-double MeasureStreamLoad(Communicator& comm, int a, int b, const ComputeSpeed& speed) {
-  const int n = comm.size(), me = comm.rank(), k = n - 2;
-  DAPPLE_CHECK(n >= 3 && a != b);
-  MatmulLoop loop;
-  auto run = [&] { return loop(speed.iterations); };
-  const bool computes = me != a && me != b;
-  const auto ms = comm.timeout();
-  const std::string who = fmt::format("calibrate stream load {} -> {}", a, b);
-  if (computes) run();  // warm-up
-  constexpr uint32_t kTagStream = 7104;
-  auto msg = torch::zeros({1 << 18}, torch::kFloat32);  // 1 MiB; msg[0] = 1: more follow
-  std::vector<double> ratios;                           // with / without, on a computing rank
-  for (int rep = 0; rep < 3; ++rep) {  // the median of 3: one stream is noisy on a loaded host
-    comm.Barrier(who + ": without the stream");
-    const double without = computes ? run() : 0;
-    comm.Barrier(who + ": with the stream");
-    if (me == a) {
-      auto start = Clock::now();
-      for (int i = 0; i < 100000; ++i) {
-        const bool last = SecondsSince(start) > 0.5;
-        msg[0] = last ? 0.0 : 1.0;
-        comm.Send(msg, b, kTagStream, who).Wait(ms);
-        if (last) break;
-      }
-    } else if (me == b) {
-      do {
-        comm.Recv(msg, a, kTagStream, who).Wait(ms);
-      } while (msg[0].item<float>() != 0);
-    } else {
-      ratios.push_back(run() / std::max(without, 1e-9));
-    }
-  }
-  auto ratio = torch::full({1}, computes ? Median(ratios) : 0.0, torch::kFloat64);
-  comm.AllReduceSum(ratio, "", who + ": gathering");
-  const double C = speed.speed * n;
-  const double stretch_with = std::max(1.0, k / C) * ratio[0].item<double>() / k;
-  return stretch_with > 1 ? std::max(0.0, C * stretch_with - k) : 0.0;
-}
-
-// Note [Allreduce load]: on one machine an allreduce between two ranks of a server runs on
-// the cores the others compute on, and, unlike a stream over the shaped link, nothing but
-// the cores paces it. Ranks a and b allreduce 4 MiB (a bucket's size) in a loop, first while
-// the others idle (the time per call alone), then for 0.5 s while the others (k of them) time
-// the compute loop (and keep computing until the 0.5 s are over), three times. As for a stream (Note [Stream load]) the loop's stretch
-// gives the devices the pair takes, x = C x stretch - k, split over its two ranks. The
-// allreduce's own time while the others compute is recorded against alone. Processor
-// sharing predicts a stretch of max(1, (k + x) / C); here it was 1.54-1.57x against 1.61-1.78x.
-// Both go into the calibration record only: in training, 4 MiB buckets ran at about their
-// time alone while every device computed, and a simulator that stretched them and charged x
-// put GBS 512 plans 8-13% over their measured times (docs/two-server.md).
-AllReduceLoad MeasureAllReduceLoad(Communicator& comm, int a, int b, const std::string& group,
-                                   const ComputeSpeed& speed) {
-  const int n = comm.size(), me = comm.rank(), k = n - 2;
-  DAPPLE_CHECK(n >= 3 && a != b);
-  MatmulLoop loop;
-  auto run = [&] { return loop(speed.iterations); };
-  const bool member = me == a || me == b;
-  const std::string who = fmt::format("calibrate allreduce load {} + {}", a, b);
-  auto t = torch::ones({1 << 20}, torch::kFloat32);  // 4 MiB; t[0] after the sum: 2 = go on
-  AllReduceLoad r;
-  r.ranks = {a, b};
-  r.computing = k;
-  r.bytes = static_cast<double>(t.numel()) * 4;
-  if (!member) run();  // warm-up
-  std::vector<double> ratios, alone, loaded;
-  for (int rep = 0; rep < 3; ++rep) {
-    comm.Barrier(who + ": the allreduce alone");
-    if (member) {
-      comm.AllReduceSum(t, group, who);  // warm-up, and both are here
-      auto start = Clock::now();
-      constexpr int kCalls = 10;
-      for (int i = 0; i < kCalls; ++i) comm.AllReduceSum(t, group, who);
-      alone.push_back(SecondsSince(start) / kCalls);
-    }
-    comm.Barrier(who + ": without the allreduce");
-    const double without = member ? 0 : run();
-    comm.Barrier(who + ": with the allreduce");
-    if (member) {
-      auto start = Clock::now();
-      int calls = 0;
-      for (bool more = true; more && calls < 100000; ++calls) {
-        t[0] = SecondsSince(start) < 0.5 ? 1.0f : 0.0f;
-        comm.AllReduceSum(t, group, who);
-        more = t[0].item<float>() > 1.5f;  // both members still within the 0.5 s
-      }
-      loaded.push_back(SecondsSince(start) / std::max(calls, 1));
-    } else {
-      // The first loop is timed; more keep the cores busy until the allreduces stop.
-      auto start = Clock::now();
-      ratios.push_back(run() / std::max(without, 1e-9));
-      while (SecondsSince(start) < 0.6) run();
-    }
-  }
-  auto sum = torch::zeros({3}, torch::kFloat64);
-  if (me == a) sum[0] = Median(alone), sum[1] = Median(loaded);
-  if (!member) sum[2] = Median(ratios);
-  comm.AllReduceSum(sum, "", who + ": gathering");
-  r.alone_s = sum[0].item<double>();
-  r.loaded_s = sum[1].item<double>();
-  r.compute_stretch = sum[2].item<double>() / k;
-  const double C = speed.speed * n;
-  const double stretch_with = std::max(1.0, k / C) * r.compute_stretch;
-  r.load_per_rank = stretch_with > 1 ? std::max(0.0, C * stretch_with - k) / 2 : 0.0;
   return r;
 }
 

@@ -22,6 +22,8 @@ std::string ByteSize(double bytes);
 // How many repeats of an operation predicted to take `op_s` fit in `left_s` after one
 // warm-up: at most `repeats`; 0 when fewer than kMinRepeats fit.
 int RepeatsThatFit(double op_s, double left_s, int repeats);
+// The upper median. REQUIRES: !v.empty().
+double Median(std::vector<double> v);
 
 // Allreduce (float32 sum over the members of `group`, "" = the world) time per call against
 // size. Called by exactly the `members` (ascending global ranks); the first member decides
@@ -39,6 +41,10 @@ ComputeSpeed MeasureComputeSpeed(Communicator& comm, bool one_machine);
 // rank a to rank b takes from cores the ranks share (Note [Stream load]). `speed` is
 // MeasureComputeSpeed's result. Every rank returns the same value, >= 0.
 double MeasureStreamLoad(Communicator& comm, int a, int b, const ComputeSpeed& speed);
+
+// Collective over a world of exactly 2 ranks (Note [Stream load with two ranks]): the compute,
+// in devices, that a stream from rank 0 to rank 1 takes while both compute. Both return it.
+double MeasureStreamLoadOfPair(Communicator& comm, const ComputeSpeed& speed);
 
 // Collective over the world (3 or more ranks): Note [Allreduce load]. Ranks a and b (one
 // server) allreduce in the group `group`, which they created beforehand. Every rank returns
