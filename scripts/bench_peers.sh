@@ -19,8 +19,10 @@ py=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-if [[ -z ${OPENBLAS_CORETYPE:-} ]]; then
-  if grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
+if [[ -z ${OPENBLAS_CORETYPE:-} ]]; then  # as src/dapple/common/openblas_core.cc chooses
+  if grep -qw avx2 /proc/cpuinfo && grep -qw AuthenticAMD /proc/cpuinfo; then
+    export OPENBLAS_CORETYPE=Haswell
+  elif grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
   elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
 fi
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1

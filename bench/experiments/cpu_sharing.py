@@ -40,8 +40,10 @@ PORT = 29731
 
 def spawn(args, ranks, pin=False):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", WORLD_SIZE=str(ranks))
-    env.setdefault("OPENBLAS_CORETYPE", "SkylakeX" if "avx512f" in open("/proc/cpuinfo").read()
-                   else "Haswell")
+    if "OPENBLAS_CORETYPE" not in env:  # as dapple chooses it (bench/peers/peer_common.py)
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peers"))
+        from peer_common import openblas_coretype_env
+        env.update(openblas_coretype_env())
     procs = []
     for r in range(ranks):
         cmd = [sys.executable, __file__] + args

@@ -2,7 +2,8 @@
 
 The model mirrors src/dapple/models/mlp.cc exactly: `layers` x (flatten, Linear, ReLU), then a
 Linear head, cross-entropy loss. Import this module BEFORE torch so OPENBLAS_CORETYPE is set the
-way dapple's launcher sets it (SkylakeX if avx512f, else Haswell if avx2; only when unset).
+way dapple's launcher sets it (src/dapple/common/openblas_core.cc: Haswell on AMD CPUs with avx2,
+else SkylakeX if avx512f, else Haswell if avx2; only when unset).
 """
 import argparse
 import json
@@ -11,14 +12,21 @@ import statistics
 import time
 
 
+def openblas_coretype_env():
+    """{"OPENBLAS_CORETYPE": type} as dapple chooses it for this CPU, or {} (see the docstring)."""
+    info = open("/proc/cpuinfo").read()
+    words = set(info.split())
+    if "avx2" in words and "AuthenticAMD" in words:
+        return {"OPENBLAS_CORETYPE": "Haswell"}
+    if "avx512f" in words:
+        return {"OPENBLAS_CORETYPE": "SkylakeX"}
+    return {"OPENBLAS_CORETYPE": "Haswell"} if "avx2" in words else {}
+
+
 def set_openblas_env(threads):
     """OpenBLAS kernel and thread counts, as `dapple train --nproc` does; before torch loads."""
     if "OPENBLAS_CORETYPE" not in os.environ:
-        flags = open("/proc/cpuinfo").read()
-        if "avx512f" in flags:
-            os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
-        elif "avx2" in flags:
-            os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+        os.environ.update(openblas_coretype_env())
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(threads)
 

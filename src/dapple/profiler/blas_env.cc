@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "dapple/common/openblas_core.h"
+
 namespace dapple {
 namespace {
 
@@ -23,29 +25,12 @@ std::string ReadFile(const char* path) {
   return s.str();
 }
 
-// The first "flags" line of /proc/cpuinfo, padded with spaces for whole-word search.
-bool HasFlag(const std::string& cpuinfo, const std::string& flag) {
-  std::istringstream in(cpuinfo);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) == 0)
-      return (line + " ").find(" " + flag + " ") != std::string::npos;
-  }
-  return false;
-}
-
 }  // namespace
-
-std::string OpenBlasCoreTypeFor(const std::string& cpuinfo) {
-  if (HasFlag(cpuinfo, "avx512f")) return "SkylakeX";
-  if (HasFlag(cpuinfo, "avx2")) return "Haswell";
-  return "";
-}
 
 void EnsureOpenBlasCoreType(char** argv) {
   const char* set = std::getenv("OPENBLAS_CORETYPE");
   if (set != nullptr && *set != '\0') return;
-  std::string type = OpenBlasCoreTypeFor(ReadFile("/proc/cpuinfo"));
+  std::string type = OpenBlasCoreTypeForThisCpu();
   if (type.empty()) return;
   setenv("OPENBLAS_CORETYPE", type.c_str(), 1);
   std::string cmdline;

@@ -6,11 +6,8 @@
 
 namespace dapple {
 
-// The OPENBLAS_CORETYPE for a CPU with these /proc/cpuinfo contents: "SkylakeX" when it has
-// avx512f, "Haswell" when it has avx2, else "" (leave OpenBLAS to detect it).
-std::string OpenBlasCoreTypeFor(const std::string& cpuinfo);
-
-// If OPENBLAS_CORETYPE is unset and this CPU has a type above: sets it and re-executes the
+// If OPENBLAS_CORETYPE is unset and this CPU has a type (OpenBlasCoreTypeForThisCpu in
+// common/openblas_core.h): sets it and re-executes the
 // running program (/proc/self/exe) with the same arguments, because OpenBLAS reads the
 // variable only when it is loaded. Does not return then; returns when there is nothing to
 // do or the re-exec fails (with a warning on stderr). `argv` is the program's argv, or

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "dapple/common/error.h"
+#include "dapple/common/openblas_core.h"
 
 extern char** environ;
 
@@ -74,20 +75,6 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
 }
 
 }  // namespace
-
-std::string OpenBlasCoreTypeForThisCpu() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  bool avx2 = false;
-  while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) != 0) continue;
-    line += ' ';
-    if (line.find(" avx512f ") != std::string::npos) return "SkylakeX";
-    if (line.find(" avx2 ") != std::string::npos) avx2 = true;
-    break;  // every core lists the same flags
-  }
-  return avx2 ? "Haswell" : "";
-}
 
 void SetOpenBlasCoreTypeIfUnset() {
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;

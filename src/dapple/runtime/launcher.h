@@ -44,11 +44,8 @@ bool LaunchedByLauncher();
 // A TCP port that was free on the loopback a moment ago (for single-node jobs).
 int PickFreePort();
 
-// The OpenBLAS core type for this CPU ("SkylakeX" with avx512f, "Haswell" with avx2), or
-// "" when neither flag is present (then OpenBLAS detects the CPU itself).
-std::string OpenBlasCoreTypeForThisCpu();
-
-// Sets OPENBLAS_CORETYPE in this process from the CPU flags when it is unset. Must run
+// Sets OPENBLAS_CORETYPE in this process (OpenBlasCoreTypeForThisCpu, common/openblas_core.h)
+// when it is unset. Must run
 // before OpenBLAS initialises (before the first torch computation).
 void SetOpenBlasCoreTypeIfUnset();
 
