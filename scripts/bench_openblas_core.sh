@@ -43,6 +43,7 @@ for r in $(seq "$rounds"); do
   done
 done
 
+# shellcheck disable=SC2086  # one argument per core type
 python3 - "$tmp" "$rounds" $coretypes <<'PY'
 import json, statistics, sys
 tmp, rounds, cts = sys.argv[1], int(sys.argv[2]), sys.argv[3:]

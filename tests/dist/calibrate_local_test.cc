@@ -144,6 +144,25 @@ TEST_F(CalibrateLocalTest, ThreeRanksMeasureTheComputeAStreamTakes) {
       << r.output;
 }
 
+// --cold-caches: the resume cost's chunk alone is timed from cold caches (Note [Resume cost]).
+TEST_F(CalibrateLocalTest, ColdCachesTimeTheChunkAloneCold) {
+  fs::path out = dir_ / "cold.json";
+  CommandResult r = RunCommand(fmt::format("{} calibrate --nproc 2 -o {} {} --cold-caches",
+                                           DAPPLE_BINARY, out.string(), quick_));
+  ASSERT_EQ(r.rc, 0) << r.output;
+  Cluster c = ReadClusterJson(out);
+  const auto compute = ReadJsonFile(out)["calibration"]["compute"];
+  EXPECT_TRUE(compute["cold_caches"].get<bool>());
+  const double alone = compute["chunk_alone_s"].get<double>();
+  EXPECT_GT(alone, 0);
+  // Timed, not derived from the warm loop's mean per iteration.
+  EXPECT_NE(alone, compute["alone_s"].get<double>() / compute["iterations"].get<int>() *
+                       compute["chunk_iterations"].get<int>());
+  ASSERT_TRUE(c.shared_compute_resume_s.has_value());
+  EXPECT_DOUBLE_EQ(*c.shared_compute_resume_s,
+                   std::max(0.0, compute["chunk_ring_s"].get<double>() - alone));
+}
+
 TEST_F(CalibrateLocalTest, GivenSpeedIsKeptAndNotMeasured) {
   fs::path out = dir_ / "given.json";
   CommandResult r = RunCommand(fmt::format("{} calibrate --nproc 2 -o {} {} --speed 0.75",

@@ -53,6 +53,26 @@ TEST(Profiler, TinyMlpProfileIsValidAndExact) {
   EXPECT_EQ(p.metadata.at("libtorch").rfind("1.", 0), 0u);
 }
 
+// Note [Cold caches]: the same layers and sizes, timed after a 64 MiB write; the metadata says
+// so. (Which is faster is a benchmark's question: scripts/predicted_vs_measured.sh.)
+TEST(Profiler, ColdCachesChangeOnlyTheTiming) {
+  Model m = BuildModel("mlp", {{"input", "20"}, {"hidden", "32"}, {"layers", "2"}}, 1);
+  Profile warm = ProfileModel(m, Quick(8));
+  ProfilerOptions o = Quick(8);
+  o.cold_caches = true;
+  Profile cold = ProfileModel(m, o);
+  ValidateProfile(cold, "test");
+  EXPECT_EQ(warm.metadata.at("caches").rfind("warm", 0), 0u);
+  EXPECT_EQ(cold.metadata.at("caches").rfind("cold", 0), 0u);
+  ASSERT_EQ(cold.num_layers(), warm.num_layers());
+  for (int i = 0; i < cold.num_layers(); ++i) {
+    EXPECT_GT(cold.layers[i].forward_ms, 0);
+    EXPECT_GT(cold.layers[i].backward_ms, 0);
+    EXPECT_EQ(cold.layers[i].activation_bytes, warm.layers[i].activation_bytes);
+    EXPECT_EQ(cold.layers[i].saved_bytes, warm.layers[i].saved_bytes);
+  }
+}
+
 // update_ms: one optimizer step per layer, on copies of the parameters.
 TEST(Profiler, UpdateMsForLayersWithParameters) {
   Model m = BuildModel("mlp", {{"input", "20"}, {"hidden", "32"}, {"layers", "2"}}, 1);

@@ -38,6 +38,15 @@ struct LayerTimes {
   double forward_ms = 0, backward_ms = 0, activation_bytes = 0, saved_bytes = 0;
 };
 
+// Note [Cold caches]: timed back to back, a layer finds its weights in the caches. In
+// training on CPU devices that share a machine, the other stages' processes (and the other
+// layers of its own stage) evict them between its ops, and at small batches the weights'
+// trip from memory dominates: the MLP 784-1024x4-10 at batch 16 trained its ops 1.25-1.6x
+// slower than a warm profile, about what a cold one gives (docs/two-server.md). With
+// ProfilerOptions::cold_caches every timed op follows a write of kEvictBytes, as the update
+// always does (Note [Cold update]); large batches, bound by compute, do not change.
+constexpr int64_t kEvictBytes = 64 << 20;
+
 class LayerRunner {
  public:
   LayerRunner(const Model& m, int layer, const torch::Tensor& input, const torch::Tensor& target)
@@ -54,10 +63,16 @@ class LayerRunner {
     return layer_ == m_.num_layers() - 1 ? m_.loss(y, target_) : y;
   }
 
-  LayerTimes Measure(int warmup, int repeat) {
+  // `evict`: when defined, written before every timed forward and backward (Note [Cold
+  // caches]).
+  LayerTimes Measure(int warmup, int repeat, torch::Tensor evict) {
     LayerTimes t;
     std::vector<double> fwd, bwd;
+    auto cool = [&] {
+      if (evict.defined()) evict.add_(1);
+    };
     for (int r = 0; r < warmup + repeat; ++r) {
+      cool();
       auto a = Clock::now();
       torch::Tensor y = Forward();
       auto b = Clock::now();
@@ -66,6 +81,7 @@ class LayerRunner {
     for (int r = 0; r < warmup + repeat; ++r) {
       torch::Tensor y = Forward();
       torch::Tensor grad = torch::ones_like(y);
+      cool();
       auto a = Clock::now();
       if (y.requires_grad()) torch::autograd::backward({y}, {grad});
       auto b = Clock::now();
@@ -100,7 +116,6 @@ class LayerRunner {
 // this machine: 1.1 ms warm, 3.7 ms cold, 4-5 ms for the STEP in `dapple train`). So
 // every timed step is preceded by a write over kEvictBytes, twice this machine's 32 MiB
 // L3.
-constexpr int64_t kEvictBytes = 64 << 20;
 
 // Median time of one optimizer update (step and zero_grad, the runtime's STEP) over layer
 // `layer`'s parameters: see profiler.h. On copies, so profiling leaves the model as it was
@@ -144,12 +159,14 @@ std::vector<LayerTimes> ProfileAtBatch(const Model& m, int batch, const Profiler
   Batch data = MakeDataset("synthetic", m, o.seed, "")->GlobalBatch(0, batch);
   std::vector<LayerTimes> times;
   torch::Tensor x = data.inputs;
+  torch::Tensor evict;
+  if (o.cold_caches) evict = torch::zeros({kEvictBytes / 4}, torch::kFloat32);
   for (int i = 0; i < m.num_layers(); ++i) {
     if (o.progress)
       std::fprintf(stderr, "\rprofile %s: batch %d (%d/%d), layer %d/%d %-24s", m.name.c_str(),
                    batch, step, steps, i + 1, m.num_layers(), m.layers[i].name.c_str());
     LayerRunner runner(m, i, x, data.targets);
-    times.push_back(runner.Measure(o.warmup, o.repeat));
+    times.push_back(runner.Measure(o.warmup, o.repeat, evict));
     torch::NoGradGuard no_grad;
     x = m.Forward(x, i, i);
   }
@@ -226,6 +243,8 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
                 {"warmup", std::to_string(o.warmup)},
                 {"repeat", std::to_string(o.repeat)},
                 {"timing", "median of repeat runs per layer; last layer includes the loss"},
+                {"caches", o.cold_caches ? "cold: 64 MiB written before every timed op"
+                                         : "warm: runs back to back"},
                 {"saved_bytes", "counting CPU allocator: forward allocations alive with the graph"},
                 {"optimizer", ToString(o.optimizer.kind)},
                 {"optimizer_options", OptimizerDescription(o.optimizer)},

@@ -18,6 +18,10 @@ struct ProfilerOptions {
   int repeat = 5;                // timed runs; the median is reported, > 0
   uint64_t seed = 1;             // of the synthetic input batch
   bool progress = true;          // a progress line on stderr
+  // Note [Cold caches] (profiler.cc): write 64 MiB before every timed forward and backward,
+  // so that a layer's weights come from memory, as when other stages' processes share the
+  // machine's caches.
+  bool cold_caches = false;
   // The optimizer whose update update_ms times (dapple train's default: SGD, momentum 0.9).
   OptimizerOptions optimizer;
 };
@@ -38,6 +42,7 @@ struct ProfilerOptions {
 //  - saved_bytes: CPU memory the forward allocated that stays alive while the output and
 //    its autograd graph do (the output and everything saved for backward beyond the input
 //    and parameters), measured by a counting CPU allocator.
+// With o.cold_caches, each timed forward and backward follows a 64 MiB write, as update_ms.
 // Inputs are a synthetic batch run through the layers before. Threads are whatever the
 // caller set; metadata records them with the CPU, the OpenBLAS kernel, libtorch and the
 // optimizer ("optimizer": sgd, adam or adamw, as `dapple train --optimizer`).

@@ -233,7 +233,7 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
       comm.Barrier("calibrate: after the intra-server allreduce");
       r.intra_allreduce_ranks = server0;
     }
-    if (!(o.speed > 0)) r.compute = internal::MeasureComputeSpeed(comm, r.one_machine);
+    if (!(o.speed > 0)) r.compute = internal::MeasureComputeSpeed(comm, r.one_machine, o.cold_caches);
     if (r.compute && world == 2 && r.one_machine && r.intra_pair)
       r.intra_stream_load = internal::MeasureStreamLoadOfPair(comm, *r.compute);
     if (r.compute && world >= 3) {

@@ -72,6 +72,7 @@ struct ComputeSpeed {
   // Note [Resume cost] in calibration_steps.cc: a chunk of the loop run in a token ring
   // (one rank computing at a time) against the same chunk alone; >= 0.
   int chunk_iterations = 0;
+  bool cold_caches = false;  // chunk_alone_s was timed after a 64 MiB write
   double chunk_alone_s = 0, chunk_ring_s = 0;
   double resume_s = 0;  // max(0, chunk_ring_s - chunk_alone_s)
   // Note [Wake-up cost]: the mean time from a token's send to its waiting receiver's wake-up,
@@ -106,12 +107,12 @@ std::vector<int64_t> SizeSweep(int64_t min_bytes, int64_t max_bytes);
 // while the other ranks compute, against each alone.
 struct AllReduceLoad {
   std::pair<int, int> ranks;
-  int computing = 0;          // the other ranks, which run the compute loop meanwhile
-  double bytes = 0;           // per allreduce
-  double alone_s = 0;         // mean time of one allreduce, the other ranks idle
-  double loaded_s = 0;        // the same while they compute
-  double compute_stretch = 0; // the compute loop's time with the allreduces running / without
-  double load_per_rank = 0;   // devices of shared compute each member takes, >= 0
+  int computing = 0;           // the other ranks, which run the compute loop meanwhile
+  double bytes = 0;            // per allreduce
+  double alone_s = 0;          // mean time of one allreduce, the other ranks idle
+  double loaded_s = 0;         // the same while they compute
+  double compute_stretch = 0;  // the compute loop's time with the allreduces running / without
+  double load_per_rank = 0;    // devices of shared compute each member takes, >= 0
 };
 
 struct CalibrationOptions {
@@ -128,6 +129,9 @@ struct CalibrationOptions {
   // Device compute speed relative to the profile's device; <= 0: measured (ComputeSpeed).
   double speed = 0;
   double memory_bytes = 0;  // per device; 0: the server's physical memory / its devices
+  // The resume cost's chunk alone timed after a 64 MiB write (Note [Resume cost]), for
+  // profiles taken with cold caches (ProfilerOptions::cold_caches).
+  bool cold_caches = false;
 };
 
 struct CalibrationResult {

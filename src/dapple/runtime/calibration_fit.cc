@@ -206,6 +206,7 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
         {"together_s", r.compute->together_s},
         {"speed", r.compute->speed},
         {"chunk_iterations", r.compute->chunk_iterations},
+        {"cold_caches", r.compute->cold_caches},
         {"chunk_alone_s", r.compute->chunk_alone_s},
         {"chunk_ring_s", r.compute->chunk_ring_s},
         {"resume_s", r.compute->resume_s},

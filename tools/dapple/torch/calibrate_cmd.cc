@@ -37,6 +37,7 @@ struct CalibrateArgs {
   uint64_t min_bytes = 4;
   uint64_t max_bytes = 16 << 20;
   uint64_t min_fit_bytes = 1 << 20;
+  bool cold_caches = false;
 };
 
 std::chrono::milliseconds Millis(double s) {
@@ -71,6 +72,7 @@ std::vector<std::string> ChildArgv(const CalibrateArgs& a) {
     v.push_back("--host");
     v.push_back(a.host);
   }
+  if (a.cold_caches) v.push_back("--cold-caches");
   return v;
 }
 
@@ -96,6 +98,7 @@ void RunRank(const CalibrateArgs& a) {
   o.name = a.name;
   o.speed = a.speed;
   o.memory_bytes = a.memory_bytes;
+  o.cold_caches = a.cold_caches;
   std::string host = a.host.empty() ? CalibrationHostName() : a.host;
 
   std::optional<CalibrationResult> r;
@@ -135,6 +138,9 @@ void AddCalibrateCommand(CLI::App& app) {
                   "device speed relative to the profile's device (default: measured, a matmul "
                   "loop on rank 0 alone against every rank at once)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--cold-caches", args->cold_caches,
+                "time the resume cost's chunk alone after a 64 MiB write, for profiles taken "
+                "with `dapple profile --cold-caches`");
   cmd->add_option("--memory-bytes", args->memory_bytes,
                   "memory per device (default: physical memory / devices of the server)")
       ->check(CLI::NonNegativeNumber);

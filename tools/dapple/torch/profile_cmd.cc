@@ -36,6 +36,7 @@ struct ProfileArgs {
   std::string output;
   std::string format = "json";
   std::string optimizer = "sgd";
+  bool cold_caches = false;
 };
 
 std::vector<int> ParseBatches(const std::string& text) {
@@ -77,6 +78,7 @@ void Run(const ProfileArgs& a, const std::vector<std::string>& extras) {
   po.batch_sizes = a.batches.empty() ? std::vector<int>{} : ParseBatches(a.batches);
   po.warmup = a.warmup;
   po.repeat = a.repeat;
+  po.cold_caches = a.cold_caches;
   po.seed = a.seed;
   po.optimizer = optimizer;
   // Check everything the user gave before the re-exec below and the model build.
@@ -134,6 +136,9 @@ void AddProfileCommand(CLI::App& app) {
   cmd->add_option("--warmup", a->warmup, "Untimed runs per layer before timing")
       ->capture_default_str();
   cmd->add_option("--repeat", a->repeat, "Timed runs per layer (median)")->capture_default_str();
+  cmd->add_flag("--cold-caches", a->cold_caches,
+                "Write 64 MiB before every timed op, so that weights come from memory as when "
+                "other processes share the caches (CPU devices on one machine)");
   cmd->add_option("--threads", a->threads, "Compute threads (0: one per core)")
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the weights and the input batch")
