@@ -167,7 +167,8 @@ void MeasureResumeCost(Communicator& comm, MatmulLoop& run, bool one_machine, Co
   if (r.cold_caches) {  // rank 0 times the chunk from cold caches; the others wait
     auto t = torch::zeros({1}, torch::kFloat64);
     if (comm.rank() == 0) {
-      auto evict = torch::zeros({(64 << 20) / 4}, torch::kFloat32);
+      constexpr int64_t kEvictBytes = 64 << 20;  // as the profiler's (Note [Cold caches])
+      auto evict = torch::zeros({kEvictBytes / 4}, torch::kFloat32);
       std::vector<double> v;
       for (int i = 0; i < 9; ++i) {
         evict.add_(1);
