@@ -3,6 +3,7 @@
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
+#include <torch/types.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -57,6 +58,12 @@ int SetComputeThreads(int threads) {
   if (auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
     fn(threads);
   return threads;
+}
+
+void EvictCpuCaches() {
+  // Never freed: a static tensor destroyed at exit could outlive libtorch's allocator.
+  static torch::Tensor* buffer = new torch::Tensor(torch::zeros({(64 << 20) / 4}, torch::kFloat32));
+  buffer->add_(1);
 }
 
 std::string CpuModelName() {

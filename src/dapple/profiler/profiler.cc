@@ -43,9 +43,8 @@ struct LayerTimes {
 // layers of its own stage) evict them between its ops, and at small batches the weights'
 // trip from memory dominates: the MLP 784-1024x4-10 at batch 16 trained its ops 1.25-1.6x
 // slower than a warm profile, about what a cold one gives (docs/two-server.md). With
-// ProfilerOptions::cold_caches every timed op follows a write of kEvictBytes, as the update
-// always does (Note [Cold update]); large batches, bound by compute, do not change.
-constexpr int64_t kEvictBytes = 64 << 20;
+// ProfilerOptions::cold_caches every timed op follows EvictCpuCaches(), as the update always
+// does (Note [Cold update]); large batches, bound by compute, do not change.
 
 class LayerRunner {
  public:
@@ -63,13 +62,12 @@ class LayerRunner {
     return layer_ == m_.num_layers() - 1 ? m_.loss(y, target_) : y;
   }
 
-  // `evict`: when defined, written before every timed forward and backward (Note [Cold
-  // caches]).
-  LayerTimes Measure(int warmup, int repeat, torch::Tensor evict) {
+  // `cold`: EvictCpuCaches() before every timed forward and backward (Note [Cold caches]).
+  LayerTimes Measure(int warmup, int repeat, bool cold) {
     LayerTimes t;
     std::vector<double> fwd, bwd;
-    auto cool = [&] {
-      if (evict.defined()) evict.add_(1);
+    auto cool = [cold] {
+      if (cold) EvictCpuCaches();
     };
     for (int r = 0; r < warmup + repeat; ++r) {
       cool();
@@ -114,13 +112,13 @@ class LayerRunner {
 // parameters and optimizer state come from memory. Timed back to back, the steps of one
 // layer find them in cache and run 3x faster than that (MLP 784-1024x4-10 with SGD on
 // this machine: 1.1 ms warm, 3.7 ms cold, 4-5 ms for the STEP in `dapple train`). So
-// every timed step is preceded by a write over kEvictBytes, twice this machine's 32 MiB
-// L3.
+// every timed step is preceded by EvictCpuCaches() (a 64 MiB write, twice this machine's
+// 32 MiB L3).
 
 // Median time of one optimizer update (step and zero_grad, the runtime's STEP) over layer
 // `layer`'s parameters: see profiler.h. On copies, so profiling leaves the model as it was
 // built.
-double MeasureUpdateMs(const Model& m, int layer, const ProfilerOptions& o, torch::Tensor& evict) {
+double MeasureUpdateMs(const Model& m, int layer, const ProfilerOptions& o) {
   std::vector<torch::Tensor> params;
   for (const torch::Tensor& p : m.Parameters(layer, layer))
     params.push_back(p.detach().clone().requires_grad_(p.requires_grad()));
@@ -135,8 +133,7 @@ double MeasureUpdateMs(const Model& m, int layer, const ProfilerOptions& o, torc
       else
         p.mutable_grad() = torch::ones_like(p);
     }
-    if (!evict.defined()) evict = torch::zeros({kEvictBytes / 4}, torch::kFloat32);
-    evict.add_(1);  // Note [Cold update]
+    EvictCpuCaches();  // Note [Cold update]
     auto a = Clock::now();
     opt->step();
     opt->zero_grad();
@@ -159,14 +156,12 @@ std::vector<LayerTimes> ProfileAtBatch(const Model& m, int batch, const Profiler
   Batch data = MakeDataset("synthetic", m, o.seed, "")->GlobalBatch(0, batch);
   std::vector<LayerTimes> times;
   torch::Tensor x = data.inputs;
-  torch::Tensor evict;
-  if (o.cold_caches) evict = torch::zeros({kEvictBytes / 4}, torch::kFloat32);
   for (int i = 0; i < m.num_layers(); ++i) {
     if (o.progress)
       std::fprintf(stderr, "\rprofile %s: batch %d (%d/%d), layer %d/%d %-24s", m.name.c_str(),
                    batch, step, steps, i + 1, m.num_layers(), m.layers[i].name.c_str());
     LayerRunner runner(m, i, x, data.targets);
-    times.push_back(runner.Measure(o.warmup, o.repeat, evict));
+    times.push_back(runner.Measure(o.warmup, o.repeat, o.cold_caches));
     torch::NoGradGuard no_grad;
     x = m.Forward(x, i, i);
   }
@@ -224,13 +219,12 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
       }
     }
   }
-  torch::Tensor evict;  // Note [Cold update]
   for (int i = 0; i < m.num_layers(); ++i) {
     if (o.progress)
       std::fprintf(stderr, "\rprofile %s: %s update, layer %d/%d %-24s", m.name.c_str(),
                    ToString(o.optimizer.kind).c_str(), i + 1, m.num_layers(),
                    m.layers[i].name.c_str());
-    p.layers[i].update_ms = MeasureUpdateMs(m, i, o, evict);
+    p.layers[i].update_ms = MeasureUpdateMs(m, i, o);
   }
   if (o.progress) std::fprintf(stderr, "\rprofile %s: done%60s\n", m.name.c_str(), "");
   if (by_batch) p.batch_sizes = sizes;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <thread>
 
 #include "dapple/common/error.h"
@@ -16,52 +17,73 @@
 
 namespace dapple::internal {
 namespace {
+
 using Clock = std::chrono::steady_clock;
+
+// The devices of shared compute a load takes, from the compute loop's stretch (`ratio`: its
+// time with the load over without) on k computing ranks out of C devices' worth: the loop
+// runs at max(1, k / C) without and max(1, (k + x) / C) with it, so x = C x stretch_with - k.
+// With k + x < C a small load goes unseen (a lower bound).
+double DevicesFromStretch(double C, int k, double ratio) {
+  const double stretch_with = std::max(1.0, k / C) * ratio;
+  return stretch_with > 1 ? std::max(0.0, C * stretch_with - k) : 0.0;
+}
+
+constexpr int64_t kStreamFloats = 1 << 18;  // 1 MiB messages; element 0 = 1: more follow
+
+// Sends 1 MiB messages to `to` until done() (checked before each), then one marked last.
+void SendStream(Communicator& comm, int to, uint32_t tag, const std::string& who,
+                const std::function<bool()>& done) {
+  auto msg = torch::zeros({kStreamFloats}, torch::kFloat32);
+  for (int i = 0; i < 1000000; ++i) {
+    const bool last = done();
+    msg[0] = last ? 0.0f : 1.0f;
+    comm.Send(msg, to, tag, who).Wait(comm.timeout());
+    if (last) return;
+  }
+}
+
+// Receives SendStream's messages from `from` up to the one marked last.
+void ReceiveStream(Communicator& comm, int from, uint32_t tag, const std::string& who) {
+  auto msg = torch::zeros({kStreamFloats}, torch::kFloat32);
+  do {
+    comm.Recv(msg, from, tag, who).Wait(comm.timeout());
+  } while (msg[0].item<float>() != 0);
+}
+
 }  // namespace
 
 // Note [Stream load]: on one machine gloo's copies and sums and the kernel's moving of the
 // bytes run on the cores the devices compute on. The ranks other than a and b (k of them)
 // time the compute loop twice: while a and b idle, then while a streams 1 MiB messages to b
-// (for 0.5 s, longer than the loop), three times (the median ratio). With C = speed x ranks devices
-// of compute, the loop's stretch is max(1, k / C) without the stream and max(1, (k + x) / C) with
-// it, so x = C x stretch_with - k. With k < C a small load goes unseen (a lower bound).
+// (for 0.5 s, longer than the loop), three times (the median ratio). With C = speed x ranks
+// devices of compute, the load is DevicesFromStretch(C, k, ratio).
 double MeasureStreamLoad(Communicator& comm, int a, int b, const ComputeSpeed& speed) {
   const int n = comm.size(), me = comm.rank(), k = n - 2;
   DAPPLE_CHECK(n >= 3 && a != b);
   MatmulLoop loop;
   auto run = [&] { return loop(speed.iterations); };
   const bool computes = me != a && me != b;
-  const auto ms = comm.timeout();
   const std::string who = fmt::format("calibrate stream load {} -> {}", a, b);
   if (computes) run();  // warm-up
   constexpr uint32_t kTagStream = 7104;
-  auto msg = torch::zeros({1 << 18}, torch::kFloat32);  // 1 MiB; msg[0] = 1: more follow
-  std::vector<double> ratios;                           // with / without, on a computing rank
+  std::vector<double> ratios;          // with / without, on a computing rank
   for (int rep = 0; rep < 3; ++rep) {  // the median of 3: one stream is noisy on a loaded host
     comm.Barrier(who + ": without the stream");
     const double without = computes ? run() : 0;
     comm.Barrier(who + ": with the stream");
     if (me == a) {
-      auto start = Clock::now();
-      for (int i = 0; i < 100000; ++i) {
-        const bool last = SecondsSince(start) > 0.5;
-        msg[0] = last ? 0.0 : 1.0;
-        comm.Send(msg, b, kTagStream, who).Wait(ms);
-        if (last) break;
-      }
+      const auto start = Clock::now();
+      SendStream(comm, b, kTagStream, who, [&] { return SecondsSince(start) > 0.5; });
     } else if (me == b) {
-      do {
-        comm.Recv(msg, a, kTagStream, who).Wait(ms);
-      } while (msg[0].item<float>() != 0);
+      ReceiveStream(comm, a, kTagStream, who);
     } else {
       ratios.push_back(run() / std::max(without, 1e-9));
     }
   }
   auto ratio = torch::full({1}, computes ? Median(ratios) : 0.0, torch::kFloat64);
   comm.AllReduceSum(ratio, "", who + ": gathering");
-  const double C = speed.speed * n;
-  const double stretch_with = std::max(1.0, k / C) * ratio[0].item<double>() / k;
-  return stretch_with > 1 ? std::max(0.0, C * stretch_with - k) : 0.0;
+  return DevicesFromStretch(speed.speed * n, k, ratio[0].item<double>() / k);
 }
 
 // Note [Allreduce load]: on one machine an allreduce between two ranks of a server runs on
@@ -126,23 +148,20 @@ AllReduceLoad MeasureAllReduceLoad(Communicator& comm, int a, int b, const std::
   r.alone_s = sum[0].item<double>();
   r.loaded_s = sum[1].item<double>();
   r.compute_stretch = sum[2].item<double>() / k;
-  const double C = speed.speed * n;
-  const double stretch_with = std::max(1.0, k / C) * r.compute_stretch;
-  r.load_per_rank = stretch_with > 1 ? std::max(0.0, C * stretch_with - k) / 2 : 0.0;
+  r.load_per_rank = DevicesFromStretch(speed.speed * n, k, r.compute_stretch) / 2;
   return r;
 }
 
 // Note [Stream load with two ranks]: with only the pair there is nobody else to time, so both
 // time the compute loop (at once, as in training) twice: alone, then while a helper thread on
 // a streams 1 MiB messages to a helper thread on b, as a pipeline's transfers run beside its
-// compute; the median of three ratios. With k = 2 computing, x = C x stretch_with - 2 as above.
-// The helpers stop when the loop is done: a's sends a last message marked 0.
+// compute; the median of three ratios, and DevicesFromStretch with k = 2. The helpers stop
+// when the loop is done: rank 0's sends a last message marked so.
 double MeasureStreamLoadOfPair(Communicator& comm, const ComputeSpeed& speed) {
   DAPPLE_CHECK(comm.size() == 2);
-  const int me = comm.rank(), k = 2;
+  const int me = comm.rank();
   MatmulLoop loop;
   auto run = [&] { return loop(speed.iterations); };
-  const auto ms = comm.timeout();
   const std::string who = "calibrate stream load 0 -> 1, both computing";
   constexpr uint32_t kTagPairStream = 7105;
   run();  // warm-up
@@ -155,19 +174,10 @@ double MeasureStreamLoadOfPair(Communicator& comm, const ComputeSpeed& speed) {
     std::exception_ptr failure;
     std::thread helper([&] {
       try {
-        auto msg = torch::zeros({1 << 18}, torch::kFloat32);  // 1 MiB; msg[0] = 1: more follow
-        if (me == 0) {
-          for (int i = 0; i < 1000000; ++i) {
-            const bool last = done.load();
-            msg[0] = last ? 0.0f : 1.0f;
-            comm.Send(msg, 1, kTagPairStream, who).Wait(ms);
-            if (last) break;
-          }
-        } else {
-          do {
-            comm.Recv(msg, 0, kTagPairStream, who).Wait(ms);
-          } while (msg[0].item<float>() != 0);
-        }
+        if (me == 0)
+          SendStream(comm, 1, kTagPairStream, who, [&] { return done.load(); });
+        else
+          ReceiveStream(comm, 0, kTagPairStream, who);
       } catch (...) {
         failure = std::current_exception();
       }
@@ -180,9 +190,7 @@ double MeasureStreamLoadOfPair(Communicator& comm, const ComputeSpeed& speed) {
   }
   auto ratio = torch::full({1}, Median(ratios), torch::kFloat64);
   comm.AllReduceSum(ratio, "", who + ": gathering");
-  const double C = speed.speed * comm.size();
-  const double stretch_with = std::max(1.0, k / C) * ratio[0].item<double>() / comm.size();
-  return stretch_with > 1 ? std::max(0.0, C * stretch_with - k) : 0.0;
+  return DevicesFromStretch(speed.speed * comm.size(), 2, ratio[0].item<double>() / comm.size());
 }
 
 }  // namespace dapple::internal

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "dapple/common/error.h"
+#include "dapple/profiler/blas_env.h"
 #include "dapple/runtime/calibration_matmul.h"
 #include "dapple/runtime/communicator.h"
 
@@ -167,11 +168,9 @@ void MeasureResumeCost(Communicator& comm, MatmulLoop& run, bool one_machine, Co
   if (r.cold_caches) {  // rank 0 times the chunk from cold caches; the others wait
     auto t = torch::zeros({1}, torch::kFloat64);
     if (comm.rank() == 0) {
-      constexpr int64_t kEvictBytes = 64 << 20;  // as the profiler's (Note [Cold caches])
-      auto evict = torch::zeros({kEvictBytes / 4}, torch::kFloat32);
       std::vector<double> v;
       for (int i = 0; i < 9; ++i) {
-        evict.add_(1);
+        EvictCpuCaches();  // as the profiler does (Note [Cold caches])
         v.push_back(run(r.chunk_iterations));
       }
       t[0] = Median(v);
