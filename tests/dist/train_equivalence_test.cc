@@ -61,7 +61,7 @@ double DistanceFromInitial(const fs::path& step_dir) {
   double worst = 0;
   for (auto& layer : init.layers) {
     LayerState st = ReadLayer(step_dir, layer.name);
-    for (const auto& item : layer.module.ptr()->named_parameters()) {
+    for (const auto& item : layer.module->named_parameters()) {
       torch::Tensor diff = (st.params.at(item.key()) - item.value()).abs().max();
       worst = std::max(
           worst, diff.item<double>() / std::max(item.value().abs().max().item<double>(), 1e-12));

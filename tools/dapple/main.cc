@@ -1,8 +1,7 @@
 // `dapple`: one executable, one sub-command per tool, and the one catch block.
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
-
-#include <CLI/CLI.hpp>
 
 #include "commands.h"
 #include "dapple/common/error.h"
@@ -26,6 +25,7 @@ int main(int argc, char** argv) {
 #ifdef DAPPLE_WITH_TORCH
   dapple::AddTrainCommand(app);
   dapple::AddCalibrateCommand(app);
+  dapple::AddExportCommand(app);
 #endif
   try {
     app.parse(argc, argv);

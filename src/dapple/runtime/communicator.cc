@@ -228,4 +228,22 @@ std::vector<std::string> Communicator::GatherStrings(const std::string& key,
   return out;
 }
 
+void Communicator::Publish(const std::string& key, const std::string& value) {
+  try {
+    store_->set("meta/" + key, std::vector<uint8_t>(value.begin(), value.end()));
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("rank {}: publishing {} failed: {}", env_.rank, key, FirstLine(e)));
+  }
+}
+
+std::string Communicator::Lookup(const std::string& key, const std::string& what) {
+  try {
+    store_->wait({"meta/" + key}, timeout_);
+    auto bytes = store_->get("meta/" + key);
+    return std::string(bytes.begin(), bytes.end());
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("{}: {}", what, FirstLine(e)));
+  }
+}
+
 }  // namespace dapple

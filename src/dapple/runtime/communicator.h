@@ -100,6 +100,10 @@ class Communicator {
   // gets all values by rank, the others get an empty vector. `key` must be fresh.
   std::vector<std::string> GatherStrings(const std::string& key, const std::string& value,
                                          int root);
+  // Small metadata through the store, one writer and any readers: Publish sets `key`
+  // (fresh); Lookup waits for it up to the timeout (CommError naming `what` after that).
+  void Publish(const std::string& key, const std::string& value);
+  std::string Lookup(const std::string& key, const std::string& what);
 
  private:
   c10d::ProcessGroup& Group(const std::string& name) const;

@@ -13,11 +13,15 @@
 #include "dapple/common/clock.h"
 #include "dapple/common/error.h"
 #include "dapple/common/json_util.h"
+#include "dapple/common/process_memory.h"
 #include "dapple/format/cluster.h"
 #include "dapple/models/data.h"
+#include "dapple/runtime/boundary.h"
 #include "dapple/runtime/checkpoint.h"
+#include "dapple/runtime/export.h"
 #include "dapple/runtime/rank_grid.h"
 #include "dapple/runtime/stage_worker.h"
+#include "dapple/runtime/tied_parameters.h"
 #include "dapple/runtime/train_report.h"
 #include "dapple/schedule/schedule.h"
 
@@ -44,8 +48,8 @@ void SaveCheckpoint(const TrainOptions& o, Model& model, const StagePlan* stage,
                     const std::vector<double>& losses) {
   if (stage && replica == 0) {
     for (int l = stage->first_layer; l <= stage->last_layer; ++l) {
-      SaveLayer(o.checkpoint_dir, steps_done, model.layers[l].name, *model.layers[l].module.ptr(),
-                opt, o.optimizer.kind);
+      SaveLayer(o.checkpoint_dir, steps_done, model.layers[l].name, *model.layers[l].module, opt,
+                o.optimizer.kind);
     }
   }
   comm.Barrier(fmt::format("rank {}: checkpoint after step {}", comm.rank(), steps_done));
@@ -77,8 +81,7 @@ CheckpointMeta Resume(const TrainOptions& o, Model& model, const StagePlan* stag
   }
   if (stage) {
     for (int l = stage->first_layer; l <= stage->last_layer; ++l) {
-      LoadLayer(*latest, model.layers[l].name, *model.layers[l].module.ptr(), opt,
-                o.optimizer.kind);
+      LoadLayer(*latest, model.layers[l].name, *model.layers[l].module, opt, o.optimizer.kind);
     }
   }
   return meta;
@@ -94,7 +97,7 @@ void EvaluateFromCheckpoint(const TrainOptions& o, Model& model, Dataset* data,
     return;
   }
   auto dir = CheckpointStepDir(o.checkpoint_dir, o.steps);
-  for (auto& l : model.layers) LoadLayer(dir, l.name, *l.module.ptr(), nullptr, o.optimizer.kind);
+  for (auto& l : model.layers) LoadLayer(dir, l.name, *l.module, nullptr, o.optimizer.kind);
   torch::NoGradGuard no_grad;
   int64_t n = test.inputs.size(0), correct = 0;
   double loss_sum = 0;
@@ -119,9 +122,11 @@ void EvaluateFromCheckpoint(const TrainOptions& o, Model& model, Dataset* data,
 
 }  // namespace
 
+ModelSource SourceOf(const TrainOptions& o) { return {o.model, o.model_options, o.script}; }
+
 CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   const std::string source = o.plan_path.string();
-  CheckedPlan c{ReadPlanJson(o.plan_path), BuildModel(o.model, o.model_options, o.seed, o.dtype)};
+  CheckedPlan c{ReadPlanJson(o.plan_path), LoadModel(SourceOf(o), o.seed, o.dtype, kNoLayers)};
   Plan& plan = c.plan;
   if (plan.num_devices() > world_size) {
     ThrowInput("{}: the plan uses {} devices but the job has {} processes (--nproc or WORLD_SIZE)",
@@ -178,15 +183,15 @@ void ApplyTestHooksFromEnvironment(TrainOptions& o) {
   o.die_at_step = step;
 }
 
-void RunTraining(const TrainOptions& o, const DistEnv& env) {
+void RunTraining(const TrainOptions& options, const DistEnv& env) {
+  TrainOptions o = options;
+  if (!o.save_model.empty() && o.checkpoint_dir.empty()) {
+    o.checkpoint_dir = o.save_model.string() + ".checkpoint";  // removed after the export
+  }
   CheckedPlan checked = LoadAndCheckPlan(o, env.world_size);
   const Plan& plan = checked.plan;
-  Model& model = checked.model;
   const std::string source = o.plan_path.string();
   torch::Device device = DeviceForLocalRank(env.local_rank);
-  if (!device.is_cpu()) {
-    for (auto& l : model.layers) l.module.ptr()->to(device);
-  }
   RankGrid grid(plan, env.world_size, source);
   const int S = plan.num_stages(), M = plan.num_micro_batches;
   Schedule lowered = LowerComms(MakeSchedule(plan.schedule, S, M), grid.Replicas());
@@ -200,6 +205,13 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
   // link do not put their latency into every step.
   const auto [stage, replica] = grid.Of(env.rank);
   const StagePlan* sp = grid.Idle(env.rank) ? nullptr : &plan.stages[stage];
+  // Note [Stage-local models]: this rank builds only its stage's layers.
+  Model model = LoadModel(SourceOf(o), o.seed, o.dtype,
+                          sp ? LayerRange{sp->first_layer, sp->last_layer} : kNoLayers);
+  if (!device.is_cpu()) {
+    for (auto& l : model.layers)
+      if (l.held()) l.module->to(device);
+  }
   std::vector<int> idle, loss_ranks;  // loss_ranks: rank 0 and the ranks that train
   for (int r = 0; r < env.world_size; ++r) {
     if (grid.Idle(r)) idle.push_back(r);
@@ -227,7 +239,22 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
   const bool sums_loss = env.rank == 0 || !grid.Idle(env.rank);
   const std::string loss_group = idle.empty() ? "" : "loss";  // "": the world
   if (!idle.empty() && sums_loss) comm.CreateGroup(loss_group, loss_ranks);
+  std::optional<TiedParameters> tied;
+  if (sp) tied.emplace(model, plan, grid, stage, comm);
 
+  // What crosses this stage's boundaries (boundary.h): the previous stage's output spec
+  // comes through the store, so that no rank runs another stage's layers.
+  BoundarySpec in_spec, out_spec;
+  if (sp) {
+    in_spec = stage == 0 ? ModelInputSpec(model)
+                         : BoundarySpecFromJson(
+                               comm.Lookup(fmt::format("boundary{}", stage - 1),
+                                           fmt::format("{}: waiting for stage {}'s output shapes",
+                                                       grid.Describe(env.rank), stage - 1)));
+    out_spec = ProbeStage(model, sp->first_layer, sp->last_layer, in_spec, device);
+    if (replica == 0 && stage + 1 < S)
+      comm.Publish(fmt::format("boundary{}", stage), BoundarySpecToJson(out_spec));
+  }
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   if (sp) optimizer = MakeOptimizer(o.optimizer, model.Parameters(sp->first_layer, sp->last_layer));
   int64_t start = 0;
@@ -240,7 +267,8 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
   std::unique_ptr<Dataset> data;
   if (sp && (stage == 0 || stage == S - 1)) {
     data = MakeDataset(o.data, model, o.seed,
-                       o.data_cache_dir.empty() ? DefaultDataCacheDir() : o.data_cache_dir);
+                       o.data_cache_dir.empty() ? DefaultDataCacheDir() : o.data_cache_dir,
+                       o.data_files);
   }
   StageWorkerOptions wo;
   wo.global_batch = plan.global_batch_size;
@@ -250,10 +278,11 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
   wo.overlap_allreduce = plan.allreduce_overlap && !o.no_overlap;
   wo.timeout = o.timeout;
   wo.die_at_step = o.die_at_rank == env.rank ? o.die_at_step : -1;
+  wo.tied = tied && !tied->empty() ? &*tied : nullptr;
   std::optional<StageWorker> worker;
   if (sp) {
-    worker.emplace(model, grid, env.rank, lowered.programs[stage], ProbeActivations(model, device),
-                   comm, *optimizer, device, sp->first_layer, sp->last_layer, wo);
+    worker.emplace(model, grid, env.rank, lowered.programs[stage], in_spec, out_spec, comm,
+                   *optimizer, device, sp->first_layer, sp->last_layer, wo);
   }
 
   const bool leader = env.rank == 0;
@@ -293,13 +322,28 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
     }
   }
   if (worker) stats.SetPeaks(worker->peak_live_micro_batches(), worker->peak_live_bytes());
+  stats.SetMemory(sp ? Bytes(model.Parameters(sp->first_layer, sp->last_layer)) : 0,
+                  optimizer ? OptimizerStateBytes(*optimizer, o.optimizer.kind) : 0,
+                  PeakResidentBytes());
   GatherAndPrintSummary(comm, grid, plan, o, stats, losses, start);
-  if (o.evaluate && leader) {
-    if (!data)
-      data = MakeDataset(o.data, model, o.seed,
-                         o.data_cache_dir.empty() ? DefaultDataCacheDir() : o.data_cache_dir);
-    EvaluateFromCheckpoint(o, model, data.get(), device);
+  if (!o.save_model.empty() && leader) {
+    ExportScriptModel(o.model, CheckpointStepDir(o.checkpoint_dir, o.steps), o.save_model);
+    std::printf("wrote the trained model to %s\n", o.save_model.c_str());
   }
+  if (o.evaluate && leader) {
+    // Rank 0 holds only its stage: evaluation builds the whole model from the checkpoint.
+    Model full = LoadModel(SourceOf(o), o.seed, o.dtype);
+    if (!device.is_cpu())
+      for (auto& l : full.layers) l.module->to(device);
+    if (!data)
+      data = MakeDataset(o.data, full, o.seed,
+                         o.data_cache_dir.empty() ? DefaultDataCacheDir() : o.data_cache_dir,
+                         o.data_files);
+    EvaluateFromCheckpoint(o, full, data.get(), device);
+  }
+  // Every rank's files were in before the final commit (SaveCheckpoint's barrier).
+  if (!o.save_model.empty() && options.checkpoint_dir.empty() && leader)
+    std::filesystem::remove_all(o.checkpoint_dir);
 }
 
 }  // namespace dapple

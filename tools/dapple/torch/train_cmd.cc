@@ -13,10 +13,12 @@
 #include "dapple/common/error.h"
 #include "dapple/common/malloc_tuning.h"
 #include "dapple/format/plan.h"
+#include "dapple/models/data.h"
 #include "dapple/models/zoo.h"
 #include "dapple/runtime/launcher.h"
 #include "dapple/runtime/trainer.h"
 #include "launch_cli.h"
+#include "model_cli.h"
 
 namespace dapple {
 namespace {
@@ -30,11 +32,18 @@ struct TrainArgs {
   double timeout_s = 60;
   double bucket_mb = 25;
   LaunchCli launch;  // launch.nproc == 0: one rank of a job started by someone else
+  ModelCli model_cli;
+  bool no_shuffle = false;
 };
 
 void Finish(TrainArgs& a) {
   a.o.model_options = ParseModelFlags(a.model_opts);
   for (const auto& [k, v] : ParseModelFlags(a.model_extras)) a.o.model_options[k] = v;
+  a.o.script = ScriptOptionsOf(a.model_cli, a.o.model, a.o.data);
+  a.o.data_files.seq_len = a.model_cli.seq_len;
+  a.o.data_files.shuffle = !a.no_shuffle;
+  if (!a.o.save_model.empty() && !IsTorchScriptPath(a.o.model))
+    ThrowInput("--save-model: only TorchScript models (--model PATH.pt) are exported");
   a.o.optimizer.kind = ParseOptimizerKind(a.optimizer);
   if (a.dtype == "float32") {
     a.o.dtype = torch::kFloat32;
@@ -62,7 +71,9 @@ int Launch(TrainArgs& a) {
         "{}: the plan uses {} devices but the job has {} processes (--nnodes {} x --nproc {})",
         a.o.plan_path.string(), devices, l.world_size(), l.nnodes, l.nproc);
   }
-  LoadAndCheckPlan(a.o, l.world_size());
+  CheckedPlan checked = LoadAndCheckPlan(a.o, l.world_size());
+  // A user's data file is checked against the model here too: one line, no process started.
+  if (IsDataFilePath(a.o.data)) MakeDataset(a.o.data, checked.model, a.o.seed, "", a.o.data_files);
   LaunchOptions lo = MakeLaunchOptions("train", l, SelfArgvWithoutLaunchOptions());
   lo.term_delay = a.o.timeout + std::chrono::seconds(2);  // let them report what they waited on
   lo.kill_grace = std::chrono::seconds(2);
@@ -100,7 +111,10 @@ void AddTrainCommand(CLI::App& app) {
       "train",
       "Train a model under a plan: pipeline + data parallel over c10d (one process per "
       "device)");
-  cmd->add_option("--model", a->o.model, "Zoo model name (as for `dapple profile`)")->required();
+  cmd->add_option("--model", a->o.model,
+                  "Zoo model name (as for `dapple profile`) or a TorchScript file PATH.pt")
+      ->required();
+  AddModelCliOptions(cmd, &a->model_cli);
   cmd->add_option("--opt", a->model_opts,
                   "Model option key=value (repeatable), e.g. --opt hidden=64 --opt layers=3");
   cmd->add_option("--plan", a->o.plan_path,
@@ -109,7 +123,17 @@ void AddTrainCommand(CLI::App& app) {
       ->required();
   cmd->add_option("--steps", a->o.steps, "Total training steps (a resumed run continues to it)")
       ->required();
-  cmd->add_option("--data", a->o.data, "fashion-mnist | kjv | synthetic")->capture_default_str();
+  cmd->add_option("--data", a->o.data,
+                  "fashion-mnist | kjv | synthetic | PATH.pt (torch.save dict of 'input' and "
+                  "'target') | PATH.bin (uint16 tokens, with --seq-len)")
+      ->capture_default_str();
+  cmd->add_option("--eval-data", a->o.data_files.eval_path,
+                  "Held-out data file for --eval (same format as --data PATH)");
+  cmd->add_flag("--no-shuffle", a->no_shuffle,
+                "Data files: global batch k holds samples k*GBS .. (k+1)*GBS-1 (wrapping), as a "
+                "plain PyTorch loop would");
+  cmd->add_option("--save-model", a->o.save_model,
+                  "TorchScript models: write the module with the trained weights here");
   cmd->add_option("--data-cache-dir", a->o.data_cache_dir, "Where decompressed data is cached");
   AddLaunchOptions(cmd, &a->launch,
                    "Launch this many local processes (else read RANK, WORLD_SIZE, LOCAL_RANK, "
