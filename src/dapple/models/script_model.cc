@@ -18,8 +18,13 @@ namespace {
 
 using Children = std::vector<std::pair<std::string, torch::jit::Module>>;
 
+// The line of an exception's text that says what went wrong: a TorchScript error's
+// "RuntimeError: ..." line (its first line only says that an operation failed), else the
+// first line.
 std::string FirstLine(const std::string& s) {
-  auto start = s.find_first_not_of(" \n");
+  auto error = s.rfind("Error: ");
+  auto start = error != std::string::npos ? s.rfind('\n', error) : std::string::npos;
+  start = start == std::string::npos ? s.find_first_not_of(" \n") : start + 1;
   if (start == std::string::npos) return "";
   return s.substr(start, s.find('\n', start) - start);
 }
