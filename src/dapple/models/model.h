@@ -1,4 +1,4 @@
-// A model as an ordered list of named layers (DESIGN.md section 1): each layer is a libtorch
+// A model as an ordered list of named layers (docs/design.md section 1): each layer is a libtorch
 // module taking the previous layer's output tensor and returning one tensor (what crosses a
 // stage boundary), plus a loss on the last output. Running the list start to end equals
 // running the model, so the runtime can cut it into stages anywhere.

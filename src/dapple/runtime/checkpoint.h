@@ -1,4 +1,4 @@
-// Checkpoints per layer (DESIGN.md section 7), so a run can resume under a different plan:
+// Checkpoints per layer (docs/design.md section 7), so a run can resume under a different plan:
 // <dir>/step-<N>/<layer>.pt holds one layer's parameters and their optimizer state (a
 // pickled dict, readable by torch.load); <dir>/step-<N>/meta.json the step and the run's
 // identity; <dir>/latest names the newest complete checkpoint. Every file is written

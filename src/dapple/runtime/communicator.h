@@ -1,4 +1,4 @@
-// The runtime's communicator over c10d (DESIGN.md section 7): a TCPStore rendezvous from
+// The runtime's communicator over c10d (docs/design.md section 7): a TCPStore rendezvous from
 // the usual launcher variables, ProcessGroupGloo for point-to-point data and one sub-group
 // per replicated stage for its allreduce. Every wait has a timeout and a failure names
 // what was being waited on.

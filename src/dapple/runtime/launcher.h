@@ -1,4 +1,4 @@
-// The built-in local launcher (DESIGN.md section 7): starts the processes of one node of a
+// The built-in local launcher (docs/design.md section 7): starts the processes of one node of a
 // job with the variables DistEnv reads, as torchrun does, and relays their failure.
 #pragma once
 

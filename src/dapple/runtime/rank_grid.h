@@ -1,5 +1,5 @@
 // Which rank runs which stage replica, and how a micro-batch's rows move between stages of
-// any replica counts (split-concat, DESIGN.md section 1). Torch-free.
+// any replica counts (split-concat, docs/design.md section 1). Torch-free.
 #pragma once
 
 #include <cstdint>

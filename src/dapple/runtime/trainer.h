@@ -1,4 +1,4 @@
-// Training under a plan (DESIGN.md section 7): one process per device builds the model,
+// Training under a plan (docs/design.md section 7): one process per device builds the model,
 // takes its stage's layers, rendezvouses with the others and runs the schedule's lowered
 // instruction lists step after step, with progress, checkpoints, a measured trace and a
 // closing summary printed by rank 0.
