@@ -69,6 +69,21 @@ TEST(TrainFailure, PlanLayersNotTheModelsIsOneLineExit2) {
   fs::remove_all(dir);
 }
 
+TEST(TrainFailure, PlanWithTooManyMessageTagsIsOneLineExit2) {
+  // 2 stages x 1025 micro-batches on 1024 processes: 2 x 1025 x 1024^2 tags > 2^31. Refused
+  // when the plan is loaded, before any process starts.
+  fs::path dir = TestDir("tags");
+  fs::path plan =
+      WritePlan(dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 1, 1025,
+                                      "dapple-a"));
+  RunResult r = RunDapple(Base() + " --nproc 1024 --plan " + plan.string(), dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("num_micro_batches"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("message tags"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
 TEST(TrainFailure, UnreachableRendezvousIsOneLineExit2) {
   fs::path dir = TestDir("rdzv");
   // Rank 1 of 2 whose rank 0 never comes: nobody serves the store.

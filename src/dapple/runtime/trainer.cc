@@ -14,6 +14,7 @@
 #include "dapple/common/error.h"
 #include "dapple/common/json_util.h"
 #include "dapple/format/cluster.h"
+#include "dapple/format/message_tags.h"
 #include "dapple/models/data.h"
 #include "dapple/runtime/checkpoint.h"
 #include "dapple/runtime/rank_grid.h"
@@ -163,6 +164,7 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   job.name = "job";
   job.servers = {ServerSpec{world_size, std::nullopt}};
   ValidatePlan(plan, names, job, source);
+  if (auto why = MessageTagError(plan, world_size)) ThrowInput("{}: {}", source, *why);
   return c;
 }
 
