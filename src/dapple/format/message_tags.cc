@@ -8,8 +8,8 @@
 
 namespace dapple {
 
-int64_t MessageTag(int boundary, int direction, int micro_batch, int sender_rank,
-                   int receiver_rank, int num_micro_batches, int world_size) {
+int64_t MessageTag(int boundary, int direction, int micro_batch, int sender_rank, int receiver_rank,
+                   int num_micro_batches, int world_size) {
   const int64_t w = world_size;
   return ((int64_t{boundary} * 2 + direction) * num_micro_batches + micro_batch) * w * w +
          int64_t{sender_rank} * w + receiver_rank;

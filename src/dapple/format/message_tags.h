@@ -19,8 +19,8 @@ namespace dapple {
 inline constexpr int64_t kMessageTagLimit = int64_t{1} << 31;  // tags are 0..limit-1
 
 // The tag of one transfer. REQUIRES: the arguments are within the plan's ranges.
-int64_t MessageTag(int boundary, int direction, int micro_batch, int sender_rank,
-                   int receiver_rank, int num_micro_batches, int world_size);
+int64_t MessageTag(int boundary, int direction, int micro_batch, int sender_rank, int receiver_rank,
+                   int num_micro_batches, int world_size);
 
 // How many tags a plan of `num_stages` stages and `num_micro_batches` micro-batches uses in
 // a job of `world_size` processes: one more than its largest tag (0 for a single stage);

@@ -4,6 +4,7 @@
 #include <glog/logging.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -93,13 +94,24 @@ void CommWork::RecordCompletion() {
       [done = completed_ms_](c10::ivalue::Future&) { done->store(NowMs()); });
 }
 
-void CommWork::Wait(std::chrono::milliseconds timeout) {
+std::chrono::milliseconds Deadline::Left() const {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      start_ + timeout_ - std::chrono::steady_clock::now());
+  return std::max(left, std::chrono::milliseconds(1));
+}
+
+double Deadline::ElapsedSeconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void CommWork::Wait(const Deadline& deadline) {
   if (!work_.defined()) return;
   try {
-    work_->wait(timeout);
+    work_->wait(deadline.Left());
   } catch (const std::exception& e) {
-    throw CommError(fmt::format("{}: failed or timed out after {:.1f} s: {}", what_,
-                                timeout.count() / 1000.0, FirstLine(e)));
+    throw CommError(fmt::format("{}: failed or timed out after {:.1f} s (timeout {:.1f} s): {}",
+                                what_, deadline.ElapsedSeconds(),
+                                deadline.timeout().count() / 1000.0, FirstLine(e)));
   }
 }
 
@@ -214,16 +226,19 @@ std::vector<std::string> Communicator::GatherStrings(const std::string& key,
                                                      const std::string& value, int root) {
   auto full = [&](int r) { return "gather/" + key + "/" + std::to_string(r); };
   std::vector<std::string> out;
+  const Deadline started(timeout_);  // Note [One deadline per wait chain]
   try {
     store_->set(full(env_.rank), std::vector<uint8_t>(value.begin(), value.end()));
     if (env_.rank != root) return out;
     for (int r = 0; r < env_.world_size; ++r) {
-      store_->wait({full(r)}, timeout_);
+      store_->wait({full(r)}, started.Left());
       auto bytes = store_->get(full(r));
       out.emplace_back(bytes.begin(), bytes.end());
     }
   } catch (const std::exception& e) {
-    throw CommError(fmt::format("rank {}: gathering {} failed: {}", env_.rank, key, FirstLine(e)));
+    throw CommError(
+        fmt::format("rank {}: gathering {} failed after {:.1f} s (timeout {:.1f} s): {}", env_.rank,
+                    key, started.ElapsedSeconds(), timeout_.count() / 1000.0, FirstLine(e)));
   }
   return out;
 }

@@ -37,6 +37,27 @@ struct DistEnv {
 // sees CUDA devices, else the CPU. Everything else takes the device from here.
 torch::Device DeviceForLocalRank(int local_rank);
 
+// Note [One deadline per wait chain]: a failure must show within one --timeout-s, whichever
+// wait sees it first. Waits that follow one another without anything else between them
+// (the pieces of one receive, the sends pending at the end of a step, the buckets of an
+// allreduce, the ranks of a gather) form a chain and share one Deadline: each waits only
+// for what is left of the timeout since the chain began, so k waits cannot add up to k
+// timeouts. A chain ends when its last wait returns; the next wait starts a new one.
+class Deadline {
+ public:
+  explicit Deadline(std::chrono::milliseconds timeout)
+      : start_(std::chrono::steady_clock::now()), timeout_(timeout) {}
+  // What is left of the timeout, at least 1 ms (c10d reads 0 as "no timeout").
+  std::chrono::milliseconds Left() const;
+  // Seconds since the chain began.
+  double ElapsedSeconds() const;
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::milliseconds timeout_;
+};
+
 // An asynchronous send, receive or collective. Keeps its tensors alive until Wait returns.
 // Wait rethrows a failure or a timeout as CommError prefixed with `what` (for example
 // "rank 2 (stage 1, replica 0), step 3: RA4 from rank 0").
@@ -48,7 +69,9 @@ class CommWork {
   bool valid() const { return work_.defined(); }
   // True once the operation finished (successfully or not); never blocks.
   bool Done() const;
-  void Wait(std::chrono::milliseconds timeout);
+  // Waits at most what is left of `deadline` (Note [One deadline per wait chain]).
+  void Wait(const Deadline& deadline);
+  void Wait(std::chrono::milliseconds timeout) { Wait(Deadline(timeout)); }
   const std::vector<torch::Tensor>& tensors() const { return tensors_; }
   const std::string& what() const { return what_; }
   // Records when the operation completes (steady_clock, ms), from the thread that completes
@@ -97,7 +120,8 @@ class Communicator {
   void Barrier(const std::string& what);
 
   // Small metadata through the store: every rank calls with its own `value`; rank `root`
-  // gets all values by rank, the others get an empty vector. `key` must be fresh.
+  // gets all values by rank, the others get an empty vector. `key` must be fresh. The
+  // root's waits for the ranks share one deadline of the timeout.
   std::vector<std::string> GatherStrings(const std::string& key, const std::string& value,
                                          int root);
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -295,6 +296,7 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
     }
   }
   if (worker) stats.SetPeaks(worker->peak_live_micro_batches(), worker->peak_live_bytes());
+  if (o.die_at_rank == env.rank && o.die_at_step == o.steps) std::raise(SIGKILL);  // test hook
   GatherAndPrintSummary(comm, grid, plan, o, stats, losses, start);
   if (o.evaluate && leader) {
     if (!data)
