@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -66,6 +68,7 @@ DistEnv DistEnv::FromEnvironment() {
   e.local_rank = EnvInt("LOCAL_RANK", e.rank, 0);
   e.master_port = EnvInt("MASTER_PORT", 29500, 1);
   if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
+  if (const char* f = std::getenv("DAPPLE_RENDEZVOUS_FILE"); f && *f) e.rendezvous_file = f;
   if (e.rank >= e.world_size) {
     ThrowInput("environment: RANK={} is not below WORLD_SIZE={}", e.rank, e.world_size);
   }
@@ -117,6 +120,30 @@ void CommWork::Wait(const Deadline& deadline) {
 
 Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout)
     : env_(env), timeout_(timeout) {
+  store_ = MakeStore(env, timeout);
+  try {
+    groups_[""] = MakeGlooGroup(c10::make_intrusive<c10d::PrefixStore>("world", store_), env,
+                                env.rank, env.world_size, timeout);
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("rank {}: cannot form the process group of {} ranks: {}", env.rank,
+                                env.world_size, FirstLine(e)));
+  }
+}
+
+// Note [Rendezvous exposure].
+c10::intrusive_ptr<c10d::Store> Communicator::MakeStore(const DistEnv& env,
+                                                        std::chrono::milliseconds timeout) {
+  if (env.world_size == 1) return c10::make_intrusive<c10d::HashStore>();
+  if (!env.rendezvous_file.empty()) {
+    try {
+      auto store = c10::make_intrusive<c10d::FileStore>(env.rendezvous_file, env.world_size);
+      store->setTimeout(timeout);
+      return store;
+    } catch (const std::exception& e) {
+      ThrowInput("rank {}: cannot open the rendezvous file {} (DAPPLE_RENDEZVOUS_FILE): {}",
+                 env.rank, env.rendezvous_file, FirstLine(e));
+    }
+  }
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<uint16_t>(env.master_port);
   opts.isServer = env.rank == 0;
@@ -128,21 +155,15 @@ Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout
   const int saved_level = FLAGS_minloglevel;
   FLAGS_minloglevel = google::GLOG_FATAL;
   try {
-    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+    auto store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
     FLAGS_minloglevel = saved_level;
+    return store;
   } catch (const std::exception& e) {
     FLAGS_minloglevel = saved_level;
     ThrowInput(
         "rank {}: cannot reach the rendezvous at {}:{} (MASTER_ADDR:MASTER_PORT) within "
         "{:.1f} s: {}",
         env.rank, env.master_addr, env.master_port, timeout.count() / 1000.0, FirstLine(e));
-  }
-  try {
-    groups_[""] = MakeGlooGroup(c10::make_intrusive<c10d::PrefixStore>("world", store_), env,
-                                env.rank, env.world_size, timeout);
-  } catch (const std::exception& e) {
-    throw CommError(fmt::format("rank {}: cannot form the process group of {} ranks: {}", env.rank,
-                                env.world_size, FirstLine(e)));
   }
 }
 

@@ -27,6 +27,9 @@ struct DistEnv {
   int local_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // DAPPLE_RENDEZVOUS_FILE: a FileStore path instead of the TCPStore, so that a job on one
+  // machine listens on no network port for its rendezvous (Note [Rendezvous exposure]).
+  std::string rendezvous_file;
 
   // Reads the variables; a missing one takes the single-process default above; a
   // malformed one throws InputError naming it.
@@ -91,9 +94,16 @@ class CommWork {
 // every rank must construct it with the same world size.
 class Communicator {
  public:
-  // Connects to (rank 0: serves) the TCPStore at env.master_addr:master_port and builds the
-  // world process group. `timeout` bounds every later wait. Throws InputError naming the
-  // address when the rendezvous cannot be reached within the timeout.
+  // Note [Rendezvous exposure]: the rendezvous store has no authentication, so whoever can
+  // reach it can join or disturb the job. A single process uses an in-memory store; a job
+  // on one machine started by LaunchLocal a FileStore in a private folder (mode 0700,
+  // env.rendezvous_file); only a job of several nodes serves a TCPStore at
+  // env.master_addr:master_port (libtorch 1.13's TCPStore listens on every interface of
+  // rank 0's host). Gloo's own connections listen on the loopback for a local job.
+  //
+  // Connects to (rank 0: serves) that store and builds the world process group. `timeout` bounds
+  // every later wait. Throws InputError naming the address when the rendezvous cannot be reached
+  // within the timeout.
   Communicator(const DistEnv& env, std::chrono::milliseconds timeout);
   ~Communicator();
   Communicator(const Communicator&) = delete;
@@ -126,6 +136,8 @@ class Communicator {
                                          int root);
 
  private:
+  static c10::intrusive_ptr<c10d::Store> MakeStore(const DistEnv& env,
+                                                   std::chrono::milliseconds timeout);
   c10d::ProcessGroup& Group(const std::string& name) const;
 
   DistEnv env_;
