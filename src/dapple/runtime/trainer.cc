@@ -19,6 +19,7 @@
 #include "dapple/models/data.h"
 #include "dapple/runtime/checkpoint.h"
 #include "dapple/runtime/rank_grid.h"
+#include "dapple/runtime/resume_policy.h"
 #include "dapple/runtime/stage_worker.h"
 #include "dapple/runtime/train_report.h"
 #include "dapple/schedule/schedule.h"
@@ -235,7 +236,7 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
   if (sp) optimizer = MakeOptimizer(o.optimizer, model.Parameters(sp->first_layer, sp->last_layer));
   int64_t start = 0;
   std::vector<double> losses;
-  if (o.resume) {
+  if (o.resume || (o.resume_auto && DecideToResume(ResumeMode::kAuto, o.checkpoint_dir, comm))) {
     CheckpointMeta meta = Resume(o, model, sp, optimizer.get());
     start = meta.step;
     losses = meta.losses;

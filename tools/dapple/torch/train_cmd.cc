@@ -15,6 +15,7 @@
 #include "dapple/format/plan.h"
 #include "dapple/models/zoo.h"
 #include "dapple/runtime/launcher.h"
+#include "dapple/runtime/resume_policy.h"
 #include "dapple/runtime/trainer.h"
 #include "launch_cli.h"
 
@@ -28,6 +29,8 @@ struct TrainArgs {
   std::string optimizer = "sgd";
   std::string dtype = "float32";
   double timeout_s = 60;
+  std::string resume;                   // --resume [auto]: "" for the bare flag
+  CLI::Option* resume_given = nullptr;  // counts --resume
   double bucket_mb = 25;
   LaunchCli launch;  // launch.nproc == 0: one rank of a job started by someone else
 };
@@ -47,7 +50,13 @@ void Finish(TrainArgs& a) {
   a.o.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
   a.o.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(a.bucket_mb * 1048576));
   if (a.o.steps < 1) ThrowInput("--steps {}: must be at least 1", a.o.steps);
-  if (a.o.resume && a.o.checkpoint_dir.empty()) ThrowInput("--resume needs --checkpoint-dir");
+  if (a.resume_given && a.resume_given->count() > 0) {
+    ResumeMode mode = ParseResumeMode(a.resume);
+    a.o.resume = mode == ResumeMode::kAlways;
+    a.o.resume_auto = mode == ResumeMode::kAuto;
+  }
+  if ((a.o.resume || a.o.resume_auto) && a.o.checkpoint_dir.empty())
+    ThrowInput("--resume needs --checkpoint-dir");
   if (a.o.evaluate && a.o.checkpoint_dir.empty()) ThrowInput("--eval needs --checkpoint-dir");
   ApplyTestHooksFromEnvironment(a.o);
 }
@@ -126,9 +135,11 @@ void AddTrainCommand(CLI::App& app) {
   cmd->add_option("--checkpoint-dir", a->o.checkpoint_dir,
                   "Save per-layer checkpoints here (always after the last step)");
   cmd->add_option("--checkpoint-every", a->o.checkpoint_every, "Also every K steps");
-  cmd->add_flag("--resume", a->o.resume,
-                "Continue from the newest checkpoint in --checkpoint-dir "
-                "(the plan may differ)");
+  a->resume_given =
+      cmd->add_option("--resume", a->resume,
+                      "Continue from the newest checkpoint in --checkpoint-dir (the plan may "
+                      "differ); `--resume auto`: only when one exists, else start fresh")
+          ->expected(0, 1);
   cmd->add_flag("--recompute", a->o.recompute,
                 "Keep only stage inputs and recompute the forward in the backward");
   cmd->add_option("--trace", a->o.trace_path,
