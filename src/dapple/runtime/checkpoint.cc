@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 
@@ -45,6 +46,12 @@ void SaveLayer(const std::filesystem::path& dir, int64_t step, const std::string
     for (const auto& [field, t] : ExportParamState(*opt, kind, p)) {
       dict.insert("state/" + item.key() + "/" + field, t.detach().cpu().clone());
     }
+  }
+  // Note [Buffers in checkpoints]: running statistics (BatchNorm's running_mean,
+  // running_var, num_batches_tracked) are state too; without them a resumed run would
+  // normalise differently in evaluation from an uninterrupted one.
+  for (const auto& item : module.named_buffers(/*recurse=*/true)) {
+    dict.insert("buffer/" + item.key(), item.value().detach().cpu().clone());
   }
   std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(dict));
   auto folder = CheckpointStepDir(dir, step);
@@ -104,6 +111,9 @@ LayerState ReadLayer(const std::filesystem::path& step_dir, const std::string& l
     torch::Tensor t = entry.value().toTensor();
     if (key.rfind("param/", 0) == 0) {
       out.params[key.substr(6)] = t;
+    } else if (key.rfind("buffer/", 0) == 0) {
+      out.buffers[key.substr(7)] = t;
+      out.has_buffers = true;
     } else if (key.rfind("state/", 0) == 0) {
       auto rest = key.substr(6);
       auto slash = rest.rfind('/');
@@ -147,6 +157,38 @@ void LoadLayer(const std::filesystem::path& step_dir, const std::string& layer,
       ThrowInput("{}: optimizer state of {} does not fit optimizer {}", path, item.key(),
                  ToString(kind));
     }
+  }
+  LoadBuffers(st, path, layer, module);
+}
+
+void LoadBuffers(const LayerState& st, const std::string& path, const std::string& layer,
+                 torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  auto named = module.named_buffers(true);
+  if (!st.has_buffers) {
+    // Written before checkpoints held buffers: the parameters still load, the buffers keep
+    // the values they have.
+    if (named.size() > 0) {
+      std::fprintf(stderr,
+                   "%s: no buffers (a checkpoint from before buffers were saved): layer %s "
+                   "keeps its current %s\n",
+                   path.c_str(), layer.c_str(), named.begin()->key().c_str());
+    }
+    return;
+  }
+  if (named.size() != st.buffers.size()) {
+    ThrowInput("{}: {} buffers but layer {} has {}", path, st.buffers.size(), layer, named.size());
+  }
+  for (const auto& item : named) {
+    auto it = st.buffers.find(item.key());
+    if (it == st.buffers.end()) ThrowInput("{}: no buffer {}", path, item.key());
+    torch::Tensor b = item.value();
+    if (it->second.sizes() != b.sizes() || it->second.scalar_type() != b.scalar_type()) {
+      ThrowInput("{}: buffer {} is {} {} but the model's is {} {}", path, item.key(),
+                 fmt::join(it->second.sizes(), "x"), c10::toString(it->second.scalar_type()),
+                 fmt::join(b.sizes(), "x"), c10::toString(b.scalar_type()));
+    }
+    b.copy_(it->second);
   }
 }
 
