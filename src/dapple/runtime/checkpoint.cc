@@ -36,8 +36,8 @@ std::filesystem::path CheckpointStepDir(const std::filesystem::path& dir, int64_
   return dir / fmt::format("step-{}", step);
 }
 
-void SaveLayer(const std::filesystem::path& dir, int64_t step, const std::string& layer,
-               torch::nn::Module& module, torch::optim::Optimizer* opt, OptimizerKind kind) {
+int64_t SaveLayer(const std::filesystem::path& dir, int64_t step, const std::string& layer,
+                  torch::nn::Module& module, torch::optim::Optimizer* opt, OptimizerKind kind) {
   c10::Dict<std::string, torch::Tensor> dict;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     torch::Tensor p = item.value();
@@ -58,7 +58,14 @@ void SaveLayer(const std::filesystem::path& dir, int64_t step, const std::string
   std::error_code ec;
   std::filesystem::create_directories(folder, ec);
   if (ec) ThrowInput("{}: cannot create the checkpoint folder: {}", folder.string(), ec.message());
-  WriteFileAtomic(folder / FileName(layer), std::string_view(bytes.data(), bytes.size()));
+  const auto path = folder / FileName(layer);
+  WriteFileAtomic(path, std::string_view(bytes.data(), bytes.size()));
+  // What is on the disk now, for the writer's confirmation (Note [Checkpoint commit]).
+  return static_cast<int64_t>(std::filesystem::file_size(path));
+}
+
+std::filesystem::path LayerFile(const std::filesystem::path& step_dir, const std::string& layer) {
+  return step_dir / FileName(layer);
 }
 
 void CommitCheckpoint(const std::filesystem::path& dir, const CheckpointMeta& meta) {
@@ -71,6 +78,7 @@ void CommitCheckpoint(const std::filesystem::path& dir, const CheckpointMeta& me
             {"losses", meta.losses}};
   auto folder = CheckpointStepDir(dir, meta.step);
   WriteFileAtomic(folder / "meta.json", j.dump(2) + "\n");
+  SyncDirectory(dir);  // the step folder's own entry, before `latest` names it
   WriteFileAtomic(dir / "latest", folder.filename().string() + "\n");
 }
 

@@ -40,11 +40,15 @@ struct LayerState {
 std::filesystem::path CheckpointStepDir(const std::filesystem::path& dir, int64_t step);
 
 // Writes layer `layer` (its module's parameters and, with `opt`, their optimizer state)
-// into CheckpointStepDir(dir, step), atomically. Creates the folders.
-void SaveLayer(const std::filesystem::path& dir, int64_t step, const std::string& layer,
-               torch::nn::Module& module, torch::optim::Optimizer* opt, OptimizerKind kind);
-// Writes meta.json into the step folder, then points `latest` at it (both atomic). Call
-// after every layer of the step was saved.
+// into CheckpointStepDir(dir, step), atomically and durably (fsync of the file and its
+// folder). Creates the folders. Returns the file's size on disk in bytes.
+int64_t SaveLayer(const std::filesystem::path& dir, int64_t step, const std::string& layer,
+                  torch::nn::Module& module, torch::optim::Optimizer* opt, OptimizerKind kind);
+// The file of `layer` in a step folder.
+std::filesystem::path LayerFile(const std::filesystem::path& step_dir, const std::string& layer);
+// Writes meta.json into the step folder, then points `latest` at it (both atomic and
+// durable). Call after every layer of the step was saved and confirmed
+// (VerifyWrittenLayers, checkpoint_commit.h).
 void CommitCheckpoint(const std::filesystem::path& dir, const CheckpointMeta& meta);
 
 // The newest committed checkpoint's folder, or nullopt when `dir` has none.

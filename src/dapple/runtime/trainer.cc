@@ -18,6 +18,7 @@
 #include "dapple/format/message_tags.h"
 #include "dapple/models/data.h"
 #include "dapple/runtime/checkpoint.h"
+#include "dapple/runtime/checkpoint_commit.h"
 #include "dapple/runtime/rank_grid.h"
 #include "dapple/runtime/resume_policy.h"
 #include "dapple/runtime/stage_worker.h"
@@ -45,14 +46,20 @@ std::string FewNames(const std::vector<std::string>& names) {
 void SaveCheckpoint(const TrainOptions& o, Model& model, const StagePlan* stage, int replica,
                     torch::optim::Optimizer* opt, Communicator& comm, int64_t steps_done,
                     const std::vector<double>& losses) {
+  std::vector<WrittenLayer> written;
   if (stage && replica == 0) {
     for (int l = stage->first_layer; l <= stage->last_layer; ++l) {
-      SaveLayer(o.checkpoint_dir, steps_done, model.layers[l].name, *model.layers[l].module.ptr(),
-                opt, o.optimizer.kind);
+      written.push_back({model.layers[l].name,
+                         SaveLayer(o.checkpoint_dir, steps_done, model.layers[l].name,
+                                   *model.layers[l].module.ptr(), opt, o.optimizer.kind)});
     }
   }
-  comm.Barrier(fmt::format("rank {}: checkpoint after step {}", comm.rank(), steps_done));
+  // Note [Checkpoint commit]: every writer confirms its files; rank 0 checks, then commits.
+  auto reports = comm.GatherStrings(fmt::format("checkpoint/{}", steps_done),
+                                    DescribeWrittenLayers(written), 0);
   if (comm.rank() == 0) {
+    VerifyWrittenLayers(CheckpointStepDir(o.checkpoint_dir, steps_done), LayerNames(model),
+                        reports);
     CheckpointMeta meta{steps_done,         o.model,           ToString(o.optimizer.kind),
                         DtypeName(o.dtype), LayerNames(model), losses};
     CommitCheckpoint(o.checkpoint_dir, meta);
