@@ -115,6 +115,21 @@ TEST(TrainFailure, PlanWithTooManyMessageTagsIsOneLineExit2) {
   fs::remove_all(dir);
 }
 
+TEST(TrainFailure, CudaDeviceWithoutTransportIsRefusedAtStart) {
+  // DAPPLE_TEST_CUDA_DEVICES fakes what DeviceForLocalRank sees: CUDA devices, for which
+  // there is no transport. Refused before any process starts (launcher) or trains (a rank).
+  fs::path dir = TestDir("cuda");
+  for (const std::string launch : {" --nproc 3", ""}) {
+    std::string env = "DAPPLE_TEST_CUDA_DEVICES=1";
+    if (launch.empty()) env += " WORLD_SIZE=3 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1";
+    RunResult r = RunDapple(Base() + launch + " --plan " + TwoStagePlan(dir).string(), dir, env);
+    EXPECT_EQ(r.exit_code, 2) << launch;
+    EXPECT_EQ(CountLines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("no CUDA transport"), std::string::npos) << r.err;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(TrainFailure, UnreachableRendezvousIsOneLineExit2) {
   fs::path dir = TestDir("rdzv");
   // Rank 1 of 2 whose rank 0 never comes: nobody serves the store.

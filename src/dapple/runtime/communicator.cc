@@ -76,12 +76,20 @@ DistEnv DistEnv::FromEnvironment() {
   return e;
 }
 
-torch::Device DeviceForLocalRank(int local_rank) {
-  if (torch::cuda::is_available()) {
-    return torch::Device(torch::kCUDA,
-                         static_cast<c10::DeviceIndex>(local_rank % torch::cuda::device_count()));
+torch::Device DeviceForLocalRank(int local_rank, int cuda_devices) {
+  if (cuda_devices < 0) {
+    cuda_devices =
+        std::getenv("DAPPLE_TEST_CUDA_DEVICES")
+            ? EnvInt("DAPPLE_TEST_CUDA_DEVICES", 0, 0)
+            : (torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0);
   }
-  return torch::Device(torch::kCPU);
+  if (cuda_devices == 0) return torch::Device(torch::kCPU);
+  const int index = local_rank % cuda_devices;
+  ThrowInput(
+      "LOCAL_RANK {}: device cuda:{} ({} CUDA devices seen), but dapple has no CUDA transport "
+      "yet (transfers go through Gloo on host memory); train on the CPU with "
+      "CUDA_VISIBLE_DEVICES= (empty)",
+      local_rank, index, cuda_devices);
 }
 
 CommWork::CommWork(c10::intrusive_ptr<c10d::Work> work, std::vector<torch::Tensor> tensors,

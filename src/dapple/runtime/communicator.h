@@ -36,9 +36,14 @@ struct DistEnv {
   static DistEnv FromEnvironment();
 };
 
-// The one place that maps a process to its compute device: cuda:LOCAL_RANK when libtorch
-// sees CUDA devices, else the CPU. Everything else takes the device from here.
-torch::Device DeviceForLocalRank(int local_rank);
+// The one place that maps a process to its compute device: cuda:(LOCAL_RANK mod count)
+// when there are CUDA devices, else the CPU. Everything else takes the device from here.
+// `cuda_devices` < 0: as many as libtorch sees, or DAPPLE_TEST_CUDA_DEVICES when set (a
+// test hook that fakes the choice on a machine without GPUs).
+// Every transfer and allreduce goes through Gloo on host memory and there is no CUDA
+// transport yet, so a CUDA choice would start and then break at the first send: it throws
+// InputError, one line, instead (docs/runtime.md, "Devices").
+torch::Device DeviceForLocalRank(int local_rank, int cuda_devices = -1);
 
 // Note [One deadline per wait chain]: a failure must show within one --timeout-s, whichever
 // wait sees it first. Waits that follow one another without anything else between them

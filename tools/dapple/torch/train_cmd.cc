@@ -14,6 +14,7 @@
 #include "dapple/common/malloc_tuning.h"
 #include "dapple/format/plan.h"
 #include "dapple/models/zoo.h"
+#include "dapple/runtime/communicator.h"
 #include "dapple/runtime/launcher.h"
 #include "dapple/runtime/resume_policy.h"
 #include "dapple/runtime/trainer.h"
@@ -72,6 +73,7 @@ int Launch(TrainArgs& a) {
         a.o.plan_path.string(), devices, l.world_size(), l.nnodes, l.nproc);
   }
   LoadAndCheckPlan(a.o, l.world_size());
+  DeviceForLocalRank(0);  // a device without a transport: refused before any process starts
   LaunchOptions lo = MakeLaunchOptions("train", l, SelfArgvWithoutLaunchOptions());
   lo.term_delay = a.o.timeout + std::chrono::seconds(2);  // let them report what they waited on
   lo.kill_grace = std::chrono::seconds(2);
