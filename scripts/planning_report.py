@@ -90,7 +90,7 @@ def main():
                "activation sizes. There is no ResNet-50 profile in `data/profiles/dapple` "
                "(only in `data/profiles/pipedream`), so it is not in the table.\n")
     out.append("Speedup = one device's time for the global batch / simulated iteration time "
-               "(DESIGN.md section 2). Plan: stages [replicas per stage], micro-batch m x M, "
+               "(docs/design.md section 2). Plan: stages [replicas per stage], micro-batch m x M, "
                "schedule. 'planning s' is the DAPPLE planner's own time; '-' means the planner "
                "found no plan that fits in memory. Baselines are scored by the same "
                "simulator; see docs/planner.md.\n")

@@ -1,6 +1,9 @@
-// The DAPPLE planner against the exhaustive optimum and the baselines on seeded random
-// small problems (issue 3): within 5% of the optimum in >= 95% of them, never slower than
-// a baseline, always within memory.
+// The DAPPLE planner against the exhaustive optimum on seeded random small problems
+// (issue 3): never faster than the optimum, within 5% of it in >= 95% of them, always
+// within memory. The baselines are checked against the same optimum. ("Never slower than
+// a baseline" would hold by construction: the baselines' plans are candidates of the
+// DAPPLE planner. Beyond the exhaustive search's reach, tests/plan/hand_plan_test.cc
+// checks the planner against a hand-built plan.)
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -52,7 +55,7 @@ void CompareWithExhaustive(Maker make, const char* label) {
     // Every plan fits memory.
     for (double bytes : dapple.plan->estimate->stage_peak_memory_bytes)
       EXPECT_LE(bytes, p.memory_bytes * (1 + 1e-12));
-    // Never worse than a baseline.
+    // No baseline beats the optimum either (the exhaustive search must cover its plans).
     for (const char* b : {"dp", "straight", "gpipe", "pipedream"}) {
       o.planner = b;
       PlanResult base;
@@ -62,7 +65,7 @@ void CompareWithExhaustive(Maker make, const char* label) {
         continue;  // dp with more devices than samples
       }
       if (base.plan) {
-        EXPECT_LE(t, base.plan->estimate->iteration_ms * (1 + 1e-9)) << "baseline " << b;
+        EXPECT_GE(base.plan->estimate->iteration_ms, best * (1 - 1e-9)) << "baseline " << b;
       }
     }
   }
@@ -74,11 +77,11 @@ void CompareWithExhaustive(Maker make, const char* label) {
   EXPECT_GE(within5, 0.95 * compared);
 }
 
-TEST(RandomPlanner, FakeCostsNearExhaustiveAndNeverWorseThanABaseline) {
+TEST(RandomPlanner, FakeCostsNearExhaustive) {
   CompareWithExhaustive(&testing::MakeRandomProblem, "fake costs");
 }
 
-TEST(RandomPlanner, AnalyticCostsNearExhaustiveAndNeverWorseThanABaseline) {
+TEST(RandomPlanner, AnalyticCostsNearExhaustive) {
   CompareWithExhaustive(&testing::MakeRandomAnalyticProblem, "analytic costs");
 }
 

@@ -17,6 +17,20 @@ void AddModelInputOptions(CLI::App* cmd, ModelInputArgs& args) {
                   "`dapple train`)");
 }
 
+namespace {
+
+// LoadCluster, its errors naming the flag: a bad cluster file's own errors already name
+// the file and field.
+Cluster LoadClusterFlag(const std::string& value) {
+  try {
+    return LoadCluster(value);
+  } catch (const InputError& e) {
+    ThrowInput("--cluster: {}", e.what());
+  }
+}
+
+}  // namespace
+
 ModelInputs LoadModelInputs(const ModelInputArgs& a) {
   // Checked here rather than by CLI11, whose messages take two lines and print the range.
   if (a.pbs && *a.pbs <= 0) ThrowInput("--pbs: must be positive, got {}", *a.pbs);
@@ -24,8 +38,9 @@ ModelInputs LoadModelInputs(const ModelInputArgs& a) {
     ThrowInput("--memory-gb: must be positive, got {}", *a.memory_gb);
   if (a.bucket_mb && !(*a.bucket_mb > 0))
     ThrowInput("--bucket-mb: must be positive, got {}", *a.bucket_mb);
-  ModelInputs in{LoadProfile(a.profile, a.pbs), LoadCluster(a.cluster), {}};
-  if (in.cluster.num_devices() < 1) ThrowInput("{}: the cluster has no device", a.cluster);
+  ModelInputs in{LoadProfile(a.profile, a.pbs), LoadClusterFlag(a.cluster), {}};
+  if (in.cluster.num_devices() < 1)
+    ThrowInput("--cluster {}: the cluster has no device", a.cluster);
   if (a.memory_gb) in.cost_options.memory_bytes_override = *a.memory_gb * 1e9;
   if (a.bucket_mb) in.cost_options.allreduce_bucket_bytes = *a.bucket_mb * (1 << 20);
   return in;

@@ -1,4 +1,4 @@
-// The schedule families (DESIGN.md section 3). Lives in common because both the plan
+// The schedule families (docs/design.md section 3). Lives in common because both the plan
 // format and the schedule generators name them.
 #pragma once
 

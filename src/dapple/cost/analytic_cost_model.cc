@@ -1,4 +1,4 @@
-// The reference cost model (DESIGN.md section 4): compute from prefix sums (interpolated
+// The reference cost model (docs/design.md section 4): compute from prefix sums (interpolated
 // over batch size when the profile has several), memory, ring allreduce. The split-concat
 // transfer is in split_concat.cc.
 #include "dapple/cost/analytic_cost_model.h"

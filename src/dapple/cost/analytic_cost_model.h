@@ -1,4 +1,4 @@
-// The reference cost model of DESIGN.md section 4, from a profile and a cluster.
+// The reference cost model of docs/design.md section 4, from a profile and a cluster.
 #pragma once
 
 #include <vector>

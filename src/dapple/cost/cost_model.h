@@ -1,4 +1,4 @@
-// The cost model of DESIGN.md section 4 behind one interface, so tests can inject a fake.
+// The cost model of docs/design.md section 4 behind one interface, so tests can inject a fake.
 // Every time is in milliseconds, every size in bytes, per device.
 #pragma once
 

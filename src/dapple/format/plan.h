@@ -1,4 +1,4 @@
-// A training plan (`dapple-plan/1`, DESIGN.md section 8): stages (layer ranges and their
+// A training plan (`dapple-plan/1`, docs/design.md section 8): stages (layer ranges and their
 // devices), micro-batching and schedule, plus the planner's estimate.
 #pragma once
 
@@ -25,7 +25,7 @@ struct StagePlan {
 struct PlanEstimate {
   double iteration_ms = 0;
   double speedup = 0;
-  double latency_ms = 0;  // the planner's analytic L (DESIGN.md section 6)
+  double latency_ms = 0;  // the planner's analytic L (docs/design.md section 6)
   int pivot_stage = 0;
   std::vector<double> stage_peak_memory_bytes;  // per stage, per device of that stage
 };

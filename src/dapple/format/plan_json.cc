@@ -1,4 +1,4 @@
-// Reader and writer of plan JSON (`dapple-plan/1`, DESIGN.md section 8). The reader checks
+// Reader and writer of plan JSON (`dapple-plan/1`, docs/design.md section 8). The reader checks
 // the shape only; ResolvePlanLayers and ValidatePlan check it against a profile and cluster.
 #include "dapple/common/error.h"
 #include "dapple/format/json_text.h"

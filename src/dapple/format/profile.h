@@ -1,4 +1,4 @@
-// A model's layer profile (DESIGN.md section 8): per-layer compute times, activation and
+// A model's layer profile (docs/design.md section 8): per-layer compute times, activation and
 // parameter sizes at a profile batch size, and the layer graph. Readers for the profile
 // JSON (`dapple-profile/1`) and PipeDream graph text.
 #pragma once
@@ -73,7 +73,7 @@ Profile ParseProfileJson(const std::string& text, const std::string& source);
 void WriteProfileJson(const Profile& p, const std::filesystem::path& path);  // atomic
 std::string ProfileToJsonText(const Profile& p);
 
-// Reads PipeDream graph text (DESIGN.md section 8). The profile batch size is `pbs` when
+// Reads PipeDream graph text (docs/design.md section 8). The profile batch size is `pbs` when
 // given, else `-pbs-N` in the file name, else an InputError asking for --pbs. Errors name
 // the file and line.
 Profile ReadPipeDreamGraph(const std::filesystem::path& path, std::optional<int> pbs);

@@ -1,4 +1,4 @@
-// Reader and writer of profile JSON (`dapple-profile/1`, DESIGN.md section 8).
+// Reader and writer of profile JSON (`dapple-profile/1`, docs/design.md section 8).
 #include <map>
 
 #include "dapple/common/error.h"

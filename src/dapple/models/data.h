@@ -1,4 +1,4 @@
-// Training data (DESIGN.md section 1): Fashion-MNIST (Debian package dataset-fashion-mnist),
+// Training data (docs/design.md section 1): Fashion-MNIST (Debian package dataset-fashion-mnist),
 // character-level text of the King James Bible (bible-kjv), and seeded synthetic data.
 // Deterministic for a seed: global batch `step` is the same in every process.
 #pragma once

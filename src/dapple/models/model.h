@@ -1,4 +1,4 @@
-// A model as an ordered list of named layers (DESIGN.md section 1): each layer takes the
+// A model as an ordered list of named layers (docs/design.md section 1): each layer takes the
 // previous layer's outputs (one tensor, or a flat tuple of tensors for TorchScript models)
 // and returns its own, plus a loss on the last output. Running the list start to end equals
 // running the model, so the runtime can cut it into stages anywhere.

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "dapple/common/error.h"
+#include "dapple/format/message_tags.h"
 #include "dapple/plan/baselines.h"
 #include "dapple/plan/dapple_dp.h"
 #include "dapple/plan/exhaustive.h"
@@ -210,6 +211,13 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
 
   PlanResult result;
   std::vector<Proposal> proposals = Propose(c, /*enforce_memory=*/true);
+  // Never propose a plan the runtime cannot run: its message tags must fit the transport's
+  // range on a job of one process per device of the cluster.
+  const size_t proposed = proposals.size();
+  std::erase_if(proposals, [&](const Proposal& p) {
+    return MessageTagError(p.plan, cluster.num_devices()).has_value();
+  });
+  const bool dropped_for_tags = proposals.size() < proposed;
   Selection sel = SelectFastest(proposals, cost);
   result.plans_simulated = sel.simulated;
   if (sel.best) {
@@ -227,7 +235,13 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
       double need = EvaluatePlan(p.plan, cost).peak_memory_bytes;
       if (leanest == 0 || need < leanest) leanest = need;
     }
-    if (loose.empty()) {
+    if (dropped_for_tags && proposals.empty()) {
+      result.reason = fmt::format(
+          "no plan the runtime can run: every plan proposed needs more message tags than the "
+          "transport's 2^31 (2 x (stages - 1) x micro-batches x {}^2 devices); raise "
+          "--micro-batch or plan on fewer devices",
+          cluster.num_devices());
+    } else if (loose.empty()) {
       result.reason = "no plan: every partition needs more replicas than samples";
     } else {
       result.required_memory_bytes = leanest;

@@ -1,4 +1,4 @@
-// The planners (DESIGN.md section 6): DAPPLE's dynamic program and the baselines, all
+// The planners (docs/design.md section 6): DAPPLE's dynamic program and the baselines, all
 // scored by the same simulator. "No feasible plan" is an ordinary result, not an error.
 #pragma once
 

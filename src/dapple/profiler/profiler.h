@@ -1,4 +1,4 @@
-// The layer profiler (DESIGN.md section 1, part 1): runs a zoo model layer by layer on
+// The layer profiler (docs/design.md section 1, part 1): runs a zoo model layer by layer on
 // this CPU and fills a Profile (format/profile.h) with per-layer times and sizes.
 #pragma once
 

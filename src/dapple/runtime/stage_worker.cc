@@ -147,8 +147,9 @@ StepResult StageWorker::RunStep(int64_t step, const Batch& batch) {
     result.events.push_back(
         {rank_, ToString(inst), Category(inst.op), start, NowMs(), stage_, inst.micro_batch});
   }
+  const Deadline sends_deadline(opt_.timeout);  // Note [One deadline per wait chain]
   for (auto& [key, works] : sends_)
-    for (auto& w : works) w.Wait(opt_.timeout);
+    for (auto& w : works) w.Wait(sends_deadline);
   sends_.clear();
   DAPPLE_CHECK(slots_.empty() && recvs_.empty(), "micro-batches left over after the step");
   DAPPLE_CHECK(live_mbs_ == 0);
@@ -402,7 +403,8 @@ void StageWorker::PostRecv(const Instruction& inst) {
 
 void StageWorker::WaitRecv(const Instruction& inst) {
   PostRecv(inst);
-  for (auto& w : recvs_.at({inst.op, inst.micro_batch})) w.Wait(opt_.timeout);
+  const Deadline deadline(opt_.timeout);  // all pieces together: one timeout
+  for (auto& w : recvs_.at({inst.op, inst.micro_batch})) w.Wait(deadline);
 }
 
 void StageWorker::PostNextRecv(int pc, Op op) {

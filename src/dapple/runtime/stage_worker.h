@@ -1,4 +1,4 @@
-// The stage worker (DESIGN.md section 7): runs one stage replica's lowered instruction list
+// The stage worker (docs/design.md section 7): runs one stage replica's lowered instruction list
 // with real tensors, one exhaustive switch over the instruction kind, the same lists the
 // simulator runs. Records live activation bytes and a per-instruction timeline.
 #pragma once

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -15,11 +16,14 @@
 #include "dapple/common/json_util.h"
 #include "dapple/common/process_memory.h"
 #include "dapple/format/cluster.h"
+#include "dapple/format/message_tags.h"
 #include "dapple/models/data.h"
 #include "dapple/runtime/boundary.h"
 #include "dapple/runtime/checkpoint.h"
 #include "dapple/runtime/export.h"
+#include "dapple/runtime/checkpoint_commit.h"
 #include "dapple/runtime/rank_grid.h"
+#include "dapple/runtime/resume_policy.h"
 #include "dapple/runtime/stage_worker.h"
 #include "dapple/runtime/tied_parameters.h"
 #include "dapple/runtime/train_report.h"
@@ -46,14 +50,20 @@ std::string FewNames(const std::vector<std::string>& names) {
 void SaveCheckpoint(const TrainOptions& o, Model& model, const StagePlan* stage, int replica,
                     torch::optim::Optimizer* opt, Communicator& comm, int64_t steps_done,
                     const std::vector<double>& losses) {
+  std::vector<WrittenLayer> written;
   if (stage && replica == 0) {
     for (int l = stage->first_layer; l <= stage->last_layer; ++l) {
-      SaveLayer(o.checkpoint_dir, steps_done, model.layers[l].name, *model.layers[l].module, opt,
-                o.optimizer.kind);
+      written.push_back({model.layers[l].name,
+                         SaveLayer(o.checkpoint_dir, steps_done, model.layers[l].name,
+                                   *model.layers[l].module, opt, o.optimizer.kind)});
     }
   }
-  comm.Barrier(fmt::format("rank {}: checkpoint after step {}", comm.rank(), steps_done));
+  // Note [Checkpoint commit]: every writer confirms its files; rank 0 checks, then commits.
+  auto reports = comm.GatherStrings(fmt::format("checkpoint/{}", steps_done),
+                                    DescribeWrittenLayers(written), 0);
   if (comm.rank() == 0) {
+    VerifyWrittenLayers(CheckpointStepDir(o.checkpoint_dir, steps_done), LayerNames(model),
+                        reports);
     CheckpointMeta meta{steps_done,         o.model,           ToString(o.optimizer.kind),
                         DtypeName(o.dtype), LayerNames(model), losses};
     CommitCheckpoint(o.checkpoint_dir, meta);
@@ -168,6 +178,7 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   job.name = "job";
   job.servers = {ServerSpec{world_size, std::nullopt}};
   ValidatePlan(plan, names, job, source);
+  if (auto why = MessageTagError(plan, world_size)) ThrowInput("{}: {}", source, *why);
   return c;
 }
 
@@ -259,7 +270,7 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   if (sp) optimizer = MakeOptimizer(o.optimizer, model.Parameters(sp->first_layer, sp->last_layer));
   int64_t start = 0;
   std::vector<double> losses;
-  if (o.resume) {
+  if (o.resume || (o.resume_auto && DecideToResume(ResumeMode::kAuto, o.checkpoint_dir, comm))) {
     CheckpointMeta meta = Resume(o, model, sp, optimizer.get());
     start = meta.step;
     losses = meta.losses;
@@ -325,6 +336,7 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   stats.SetMemory(sp ? Bytes(model.Parameters(sp->first_layer, sp->last_layer)) : 0,
                   optimizer ? OptimizerStateBytes(*optimizer, o.optimizer.kind) : 0,
                   PeakResidentBytes());
+  if (o.die_at_rank == env.rank && o.die_at_step == o.steps) std::raise(SIGKILL);  // test hook
   GatherAndPrintSummary(comm, grid, plan, o, stats, losses, start);
   if (!o.save_model.empty() && leader) {
     ExportScriptModel(o.model, CheckpointStepDir(o.checkpoint_dir, o.steps), o.save_model);

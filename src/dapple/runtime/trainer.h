@@ -1,4 +1,4 @@
-// Training under a plan (DESIGN.md section 7): one process per device builds the model,
+// Training under a plan (docs/design.md section 7): one process per device builds the model,
 // takes its stage's layers, rendezvouses with the others and runs the schedule's lowered
 // instruction lists step after step, with progress, checkpoints, a measured trace and a
 // closing summary printed by rank 0.
@@ -39,6 +39,7 @@ struct TrainOptions {
   std::filesystem::path save_model;
   int64_t checkpoint_every = 0;  // steps; 0: only at the end when a dir is given
   bool resume = false;
+  bool resume_auto = false;  // --resume auto: resume when a checkpoint exists (resume_policy.h)
   bool recompute = false;            // or the plan's `recompute`
   std::filesystem::path trace_path;  // empty: no trace
   int trace_steps = 1;               // the last this many steps go into the trace

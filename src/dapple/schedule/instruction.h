@@ -1,5 +1,5 @@
 // One instruction of one stage's program: the seam between the schedules, the simulator
-// and the runtime (DESIGN.md section 3). Text form: F3 B3 SA3 RA3 SG3 RG3 AR STEP.
+// and the runtime (docs/design.md section 3). Text form: F3 B3 SA3 RA3 SG3 RG3 AR STEP.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // The communication pass: turns compute-only programs into the lists the simulator and the
-// runtime execute (DESIGN.md section 3).
+// runtime execute (docs/design.md section 3).
 #include "dapple/common/error.h"
 #include "dapple/schedule/schedule.h"
 

@@ -1,4 +1,4 @@
-// The schedule generators of DESIGN.md section 3. Every family is "K_s forwards, then one
+// The schedule generators of docs/design.md section 3. Every family is "K_s forwards, then one
 // backward and one forward alternately until the forwards run out, then the remaining
 // backwards"; only the warm-up depth K_s differs. GPipe is the case K_s = M.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The exact event-driven simulator of DESIGN.md section 5: runs a lowered schedule of a
+// The exact event-driven simulator of docs/design.md section 5: runs a lowered schedule of a
 // plan on a cost model and reports time, bubbles, memory and the timeline.
 #pragma once
 

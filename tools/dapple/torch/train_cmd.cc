@@ -1,5 +1,5 @@
 // `dapple train`: trains a zoo model under a plan, one process per device (issue 5,
-// DESIGN.md section 7). With --nproc N it checks the plan, then launches N local processes
+// docs/design.md section 7). With --nproc N it checks the plan, then launches N local processes
 // of itself and relays the first failure (with --nnodes/--node-rank/--master-addr/
 // --master-port: one node of several, as torchrun; node r runs the plan's devices
 // r*N .. r*N+N-1); without it, it is one rank of a job whose launcher set RANK,
@@ -15,7 +15,9 @@
 #include "dapple/format/plan.h"
 #include "dapple/models/data.h"
 #include "dapple/models/zoo.h"
+#include "dapple/runtime/communicator.h"
 #include "dapple/runtime/launcher.h"
+#include "dapple/runtime/resume_policy.h"
 #include "dapple/runtime/trainer.h"
 #include "launch_cli.h"
 #include "model_cli.h"
@@ -30,6 +32,8 @@ struct TrainArgs {
   std::string optimizer = "sgd";
   std::string dtype = "float32";
   double timeout_s = 60;
+  std::string resume;                   // --resume [auto]: "" for the bare flag
+  CLI::Option* resume_given = nullptr;  // counts --resume
   double bucket_mb = 25;
   LaunchCli launch;  // launch.nproc == 0: one rank of a job started by someone else
   ModelCli model_cli;
@@ -56,7 +60,13 @@ void Finish(TrainArgs& a) {
   a.o.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
   a.o.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(a.bucket_mb * 1048576));
   if (a.o.steps < 1) ThrowInput("--steps {}: must be at least 1", a.o.steps);
-  if (a.o.resume && a.o.checkpoint_dir.empty()) ThrowInput("--resume needs --checkpoint-dir");
+  if (a.resume_given && a.resume_given->count() > 0) {
+    ResumeMode mode = ParseResumeMode(a.resume);
+    a.o.resume = mode == ResumeMode::kAlways;
+    a.o.resume_auto = mode == ResumeMode::kAuto;
+  }
+  if ((a.o.resume || a.o.resume_auto) && a.o.checkpoint_dir.empty())
+    ThrowInput("--resume needs --checkpoint-dir");
   if (a.o.evaluate && a.o.checkpoint_dir.empty()) ThrowInput("--eval needs --checkpoint-dir");
   ApplyTestHooksFromEnvironment(a.o);
 }
@@ -74,6 +84,7 @@ int Launch(TrainArgs& a) {
   CheckedPlan checked = LoadAndCheckPlan(a.o, l.world_size());
   // A user's data file is checked against the model here too: one line, no process started.
   if (IsDataFilePath(a.o.data)) MakeDataset(a.o.data, checked.model, a.o.seed, "", a.o.data_files);
+  DeviceForLocalRank(0);  // a device without a transport: refused before any process starts
   LaunchOptions lo = MakeLaunchOptions("train", l, SelfArgvWithoutLaunchOptions());
   lo.term_delay = a.o.timeout + std::chrono::seconds(2);  // let them report what they waited on
   lo.kill_grace = std::chrono::seconds(2);
@@ -150,9 +161,11 @@ void AddTrainCommand(CLI::App& app) {
   cmd->add_option("--checkpoint-dir", a->o.checkpoint_dir,
                   "Save per-layer checkpoints here (always after the last step)");
   cmd->add_option("--checkpoint-every", a->o.checkpoint_every, "Also every K steps");
-  cmd->add_flag("--resume", a->o.resume,
-                "Continue from the newest checkpoint in --checkpoint-dir "
-                "(the plan may differ)");
+  a->resume_given =
+      cmd->add_option("--resume", a->resume,
+                      "Continue from the newest checkpoint in --checkpoint-dir (the plan may "
+                      "differ); `--resume auto`: only when one exists, else start fresh")
+          ->expected(0, 1);
   cmd->add_flag("--recompute", a->o.recompute,
                 "Keep only stage inputs and recompute the forward in the backward");
   cmd->add_option("--trace", a->o.trace_path,
