@@ -13,10 +13,10 @@
 #include "commands.h"
 #include "dapple/common/error.h"
 #include "dapple/common/malloc_tuning.h"
+#include "dapple/cpu/blas_env.h"
 #include "dapple/format/profile.h"
 #include "dapple/models/model.h"
 #include "dapple/models/zoo.h"
-#include "dapple/profiler/blas_env.h"
 #include "dapple/profiler/profiler.h"
 #include "dapple/runtime/optimizer.h"
 
