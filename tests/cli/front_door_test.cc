@@ -42,7 +42,7 @@ TEST_F(FrontDoor, PlanAndSimulateLoadNoLibtorch) {
   fs::path plan = dir_ / "plan.json";
   testing::LoadedLibraries p =
       Libraries("plan --profile " + Profile() +
-                " --cluster paper-a --global-batch 256 --no-baselines -o " + plan.string());
+                " --cluster paper-a --global-batch 64 --no-baselines -o " + plan.string());
   ASSERT_EQ(p.code, 0) << testing::Slurp(dir_ / "ld.log");
   EXPECT_TRUE(p.Has("libc.so"));
   EXPECT_FALSE(HasLibtorch(p));
