@@ -9,9 +9,9 @@
 #include <filesystem>
 
 #include "dapple/common/error.h"
+#include "dapple/cpu/blas_env.h"
 #include "dapple/format/profile.h"
 #include "dapple/models/model.h"
-#include "dapple/profiler/blas_env.h"
 #include "dapple/profiler/counting_allocator.h"
 
 namespace dapple {

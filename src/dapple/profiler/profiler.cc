@@ -13,8 +13,8 @@
 #include <memory>
 
 #include "dapple/common/error.h"
+#include "dapple/cpu/blas_env.h"
 #include "dapple/models/data.h"
-#include "dapple/profiler/blas_env.h"
 #include "dapple/profiler/counting_allocator.h"
 
 namespace dapple {

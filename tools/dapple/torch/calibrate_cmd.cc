@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "commands.h"
+#include "dapple/calibrate/calibration.h"
 #include "dapple/common/error.h"
 #include "dapple/common/json_util.h"
 #include "dapple/common/malloc_tuning.h"
 #include "dapple/format/cluster.h"
-#include "dapple/runtime/calibration.h"
 #include "dapple/runtime/communicator.h"
 #include "dapple/runtime/launcher.h"
 #include "launch_cli.h"

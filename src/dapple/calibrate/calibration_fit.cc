@@ -9,9 +9,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "dapple/calibrate/calibration.h"
+#include "dapple/calibrate/calibration_steps.h"
 #include "dapple/common/error.h"
-#include "dapple/runtime/calibration.h"
-#include "dapple/runtime/calibration_steps.h"
 
 namespace dapple {
 namespace {
