@@ -32,7 +32,7 @@ struct TrainOptions {
   std::filesystem::path checkpoint_dir;  // empty: no checkpoints
   int64_t checkpoint_every = 0;          // steps; 0: only at the end when a dir is given
   bool resume = false;
-  bool recompute = false;            // or the plan's `recompute`
+  bool recompute = false;            // every stage; else the plan says per stage
   std::filesystem::path trace_path;  // empty: no trace
   int trace_steps = 1;               // the last this many steps go into the trace
   bool log_json = false;
