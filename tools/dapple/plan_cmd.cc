@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -36,6 +37,7 @@ struct PlanArgs {
   bool json = false;
   bool baselines = true;
   bool overlap = true;  // allreduce overlapped with the backward
+  double refine_seconds = PlannerOptions{}.refine_seconds;
 };
 
 // "0-7", "0-3,8-11": ascending device ids as ranges.
@@ -79,6 +81,19 @@ std::string Shape(const Plan& p) {
                      ToString(p.schedule));
 }
 
+// Which step found the plan: the proposal it came from and the refinement's moves.
+std::string FoundBy(const PlanResult& r) {
+  std::string from = r.origin == "dapple-dp" ? "the DP" : "the " + r.origin + " proposal";
+  if (r.refine_moves.empty()) return from + (r.refine_out_of_time ? " (refinement out of time)" : "");
+  std::map<std::string, int> count;
+  std::string moves;
+  for (const std::string& m : r.refine_moves) ++count[m];
+  for (const auto& [m, n] : count) moves += fmt::format("{}{} x{}", moves.empty() ? "" : ", ", m, n);
+  return fmt::format("refinement of {} ({} move{}: {}{})", from, r.refine_moves.size(),
+                     r.refine_moves.size() == 1 ? "" : "s", moves,
+                     r.refine_out_of_time ? "; out of time" : "");
+}
+
 Row RunOne(const std::string& name, const Profile& profile, const Cluster& cluster,
            const CostModel& cost, int gbs, PlannerOptions o) {
   Row row{name, std::nullopt, ""};
@@ -105,11 +120,12 @@ void PrintTable(const PlanArgs& a, const Profile& profile, const Cluster& cluste
   fmt::print("{} ({} layers, PBS {}) on {} ({} servers, {} devices), global batch {}\n",
              profile.model, profile.num_layers(), profile.batch_size, cluster.name,
              cluster.num_servers(), cluster.num_devices(), p.global_batch_size);
-  fmt::print("plan by {}{}: {} ({:.3f} s to plan, {} plans simulated)\n\n", a.planner,
+  fmt::print("plan by {}{}: {} ({:.3f} s to plan, {} plans simulated)\n", a.planner,
              r.origin.empty() || r.origin == "dapple-dp" || r.origin == a.planner
                  ? ""
                  : " (the " + r.origin + " partition won)",
              Shape(p), r.planning_seconds, r.plans_simulated);
+  fmt::print("found by: {}\n\n", FoundBy(r));
   fmt::print("{:<7}{:<44}{:<14}{:<8}{:>9}{:>9}{:>9}{:>9}{:>10}\n", "stage", "layers", "devices",
              "servers", "fwd ms", "bwd ms", "send ms", "AR ms", "mem GB");
   for (int s = 0; s < p.num_stages(); ++s) {
@@ -172,6 +188,7 @@ Json RowJson(const Row& row) {
   j["speedup"] = q.estimate->speedup;
   j["summary"] = Shape(q);
   j["origin"] = row.result->origin;
+  j["refine_moves"] = row.result->refine_moves;
   j["plan"] = Json::parse(PlanToJsonText(q));
   return j;
 }
@@ -186,6 +203,7 @@ void RunPlanCommand(const PlanArgs& a) {
   if (a.schedule) o.schedule = ParseScheduleKind(*a.schedule);
   o.micro_batch_size = a.micro_batch;
   o.allreduce_overlap = a.overlap;
+  o.refine_seconds = a.refine_seconds;
   PlanResult r = RunPlanner(profile, cluster, cost, a.global_batch, o);
   if (!r.plan) {
     if (r.required_memory_bytes > 0)
@@ -239,6 +257,10 @@ void AddPlanCommand(CLI::App& app) {
   cmd->add_flag("!--no-baselines", args->baselines, "Do not run the other planners");
   cmd->add_flag("!--no-overlap", args->overlap,
                 "One allreduce after the last backward (the paper), not buckets during it");
+  cmd->add_option("--refine-seconds", args->refine_seconds,
+                  "Time budget of the local search after the DP (0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([args] { RunPlanCommand(*args); });
 }
 

@@ -88,7 +88,7 @@ void PrintSummary(const Profile& profile, const Cluster& cluster, const Plan& pl
              profile.model, profile.num_layers(), profile.batch_size, cluster.name,
              cluster.num_devices(), ToString(plan.schedule), plan.global_batch_size,
              plan.num_micro_batches, plan.micro_batch_size,
-             plan.recompute ? ", re-computation" : "");
+             plan.AnyRecompute() ? ", re-computation" : "");
   fmt::print("{:<6}{:<44}{:<14}{:>9}{:>9}{:>9}{:>9}{:>9}{:>16}{:>10}\n", "stage", "layers",
              "devices", "fwd ms", "bwd ms", "send ms", "AR ms", "step ms", "mem GB / dev",
              "bubble");
@@ -133,7 +133,7 @@ Json ResultJson(const Profile& profile, const Cluster& cluster, const Plan& plan
   j["global_batch_size"] = plan.global_batch_size;
   j["micro_batch_size"] = plan.micro_batch_size;
   j["num_micro_batches"] = plan.num_micro_batches;
-  j["recompute"] = plan.recompute;
+  j["recompute"] = plan.AnyRecompute();
   j["allreduce_overlap"] = plan.allreduce_overlap;
   j["iteration_ms"] = r.iteration_ms;
   j["speedup"] = r.speedup;

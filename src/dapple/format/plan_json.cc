@@ -22,6 +22,7 @@ StagePlan ReadStage(const JsonField& f) {
   JsonField devices = f["devices"];
   for (size_t r = 0; r < devices.size(); ++r) st.devices.push_back(devices[r].NonNegativeInt());
   if (st.devices.empty()) devices.Fail("must not be empty");
+  if (f.Has("recompute")) st.recompute = f["recompute"].Bool();
   return st;
 }
 
@@ -107,6 +108,7 @@ std::string PlanToJsonText(const Plan& plan) {
     if (!st.first_layer_id.empty()) o["first_layer_id"] = st.first_layer_id;
     if (!st.last_layer_id.empty()) o["last_layer_id"] = st.last_layer_id;
     o["devices"] = st.devices;
+    if (st.recompute) o["recompute"] = true;
     stages.push_back(std::move(o));
   }
   root["stages"] = std::move(stages);

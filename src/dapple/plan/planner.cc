@@ -15,6 +15,7 @@
 #include "dapple/plan/baselines.h"
 #include "dapple/plan/dapple_dp.h"
 #include "dapple/plan/exhaustive.h"
+#include "dapple/plan/refine.h"
 #include "dapple/plan/rescoring.h"
 
 namespace dapple {
@@ -168,6 +169,31 @@ std::vector<Proposal> Propose(const Context& c, bool enforce_memory) {
   return out;
 }
 
+// The DAPPLE planner's selection with refinement (refine.h). Re-computation is searched on
+// the stages whose layers have forward times in the profile; when no proposal fits even
+// with it where needed, the proposals made without the memory limit are tried with it.
+Selection SelectRefined(const Context& c, const std::vector<Proposal>& proposals,
+                        PlanResult& result) {
+  RefineOptions ro;
+  ro.sizes = c.sizes;
+  ro.schedules = c.schedules;
+  ro.seconds = c.options.refine_seconds;
+  for (const LayerProfile& l : c.profile.layers) {
+    bool timed = l.forward_ms > 0;
+    for (double ms : l.forward_ms_by_batch) timed = timed || ms > 0;
+    ro.forward_timed.push_back(timed);
+  }
+  RefinedSelection r = SelectAndRefine(proposals, {}, c.cost, c.cluster, ro);
+  if (!r.best && CanRecompute(ro.forward_timed, 0, c.profile.num_layers() - 1))
+    r = SelectAndRefine(proposals, Propose(c, /*enforce_memory=*/false), c.cost, c.cluster, ro);
+  Selection sel;
+  sel.simulated = r.simulated;
+  sel.best = std::move(r.best);
+  for (const RefineStep& st : r.steps) result.refine_moves.push_back(st.move);
+  result.refine_out_of_time = r.out_of_time;
+  return sel;
+}
+
 }  // namespace
 
 PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const CostModel& cost,
@@ -218,7 +244,9 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
     return MessageTagError(p.plan, cluster.num_devices()).has_value();
   });
   const bool dropped_for_tags = proposals.size() < proposed;
-  Selection sel = SelectFastest(proposals, cost);
+  Selection sel = options.planner == "dapple" && options.refine_seconds > 0
+                      ? SelectRefined(c, proposals, result)
+                      : SelectFastest(proposals, cost);
   result.plans_simulated = sel.simulated;
   if (sel.best) {
     Plan plan = std::move(sel.best->plan);

@@ -284,7 +284,7 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   StageWorkerOptions wo;
   wo.global_batch = plan.global_batch_size;
   wo.micro_batch = plan.micro_batch_size;
-  wo.recompute = o.recompute || plan.recompute;
+  wo.recompute = o.recompute || (sp && plan.Recomputes(stage));
   wo.bucket_bytes = o.bucket_bytes;
   wo.overlap_allreduce = plan.allreduce_overlap && !o.no_overlap;
   wo.timeout = o.timeout;

@@ -40,7 +40,7 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;  // steps; 0: only at the end when a dir is given
   bool resume = false;
   bool resume_auto = false;  // --resume auto: resume when a checkpoint exists (resume_policy.h)
-  bool recompute = false;            // or the plan's `recompute`
+  bool recompute = false;            // every stage; else the plan says per stage
   std::filesystem::path trace_path;  // empty: no trace
   int trace_steps = 1;               // the last this many steps go into the trace
   bool log_json = false;

@@ -103,7 +103,9 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
       ed.stage = s;
       ed.replica = j;
       ed.forward_ms = cost.ForwardMs(sp.first_layer, sp.last_layer, samples, dev);
-      ed.backward_ms = cost.BackwardMs(sp.first_layer, sp.last_layer, samples, dev);
+      // Re-computation runs the stage's forward again right before each backward.
+      const double refwd = plan.Recomputes(s) ? ed.forward_ms : 0.0;
+      ed.backward_ms = refwd + cost.BackwardMs(sp.first_layer, sp.last_layer, samples, dev);
       // Every replica updates all of its stage's parameters, whatever its slice.
       ed.step_ms = cost.UpdateMs(sp.first_layer, sp.last_layer, dev);
       // Bucket k is ready once the backward has passed through its lowest layer (the
@@ -112,13 +114,13 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
         es.bucket_ready_ms[k * es.replicas + j] =
             k + 1 == buckets.size()
                 ? ed.backward_ms
-                : cost.BackwardMs(buckets[k].first_layer, sp.last_layer, samples, dev);
+                : refwd + cost.BackwardMs(buckets[k].first_layer, sp.last_layer, samples, dev);
       const double act = cost.ActivationBytes(sp.first_layer, sp.last_layer, samples);
       // With re-computation a micro-batch keeps only its stage input until its backward,
       // which rebuilds one micro-batch of activations (added once, below).
       ed.bytes_per_micro_batch =
-          plan.recompute ? cost.StageInputBytes(sp.first_layer, samples) : act;
-      recompute_extra.push_back(plan.recompute ? act : 0.0);
+          plan.Recomputes(s) ? cost.StageInputBytes(sp.first_layer, samples) : act;
+      recompute_extra.push_back(plan.Recomputes(s) ? act : 0.0);
       stats.forward_ms = std::max(stats.forward_ms, ed.forward_ms);
       stats.backward_ms = std::max(stats.backward_ms, ed.backward_ms);
       stats.update_ms = std::max(stats.update_ms, ed.step_ms);
