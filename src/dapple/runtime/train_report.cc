@@ -34,7 +34,8 @@ void RunStats::AddStep(const std::vector<TimelineEvent>& events, double t0, doub
                        double step_ms, bool first) {
   double busy = 0;
   for (const auto& e : events) {
-    if (e.category == "forward" || e.category == "backward") busy += e.end_ms - e.start_ms;
+    if (e.category == "forward" || e.category == "backward" || e.category == "weight")
+      busy += e.end_ms - e.start_ms;
   }
   double bubble = t1 > t0 ? std::max(0.0, 1.0 - busy / (t1 - t0)) : 0;
   if (first) {
@@ -69,9 +70,9 @@ void WriteMeasuredTrace(Communicator& comm, const RankGrid& grid, const Plan& pl
   double t_min = std::numeric_limits<double>::infinity();
   for (int r = 0; r < comm.size(); ++r) {
     auto sr = grid.Of(r);
-    t.device_labels.push_back(grid.Idle(r) ? fmt::format("dev {} (idle)", r)
-                                           : fmt::format("dev {} (stage {}, replica {})", r,
-                                                         sr.stage, sr.replica));
+    t.device_labels.push_back(
+        grid.Idle(r) ? fmt::format("dev {} (idle)", r)
+                     : fmt::format("dev {} (stage {}, replica {})", r, sr.stage, sr.replica));
     for (const auto& e : Json::parse(all[r])) {
       TimelineEvent ev{r,
                        e[0].get<std::string>(),
