@@ -103,5 +103,36 @@ TEST(TrainResumeAuto, ARetryLoopStartsFreshThenResumes) {
   fs::remove_all(dir);
 }
 
+// zb-h1 (split backward) saves and resumes like the others: 2 steps, then 2 more from the
+// checkpoint, under a replicated zb-h1 plan, give the losses of 4 uninterrupted dapple-a
+// steps.
+TEST(TrainResume, ZbH1ResumesFromACheckpoint) {
+  fs::path dir = TestDir("resume_zb");
+  fs::path a =
+      WritePlan(dir, "a", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 2, 4, "dapple-a"));
+  fs::path zb =
+      WritePlan(dir, "zb",
+                PlanJson({{"fc0", "fc0", {0}}, {"fc1", "fc2", {1, 2}}, {"head", "head", {3}}}, 2, 4,
+                         "zb-h1"));
+  RunResult full =
+      RunDapple(Flags(dir / "full", 4, "adam") + " --plan " + a.string() + " --nproc 2", dir);
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  auto want = full.Losses();
+  ASSERT_EQ(want.size(), 4u);
+  RunResult half =
+      RunDapple(Flags(dir / "zb", 2, "adam") + " --plan " + zb.string() + " --nproc 4", dir);
+  ASSERT_EQ(half.exit_code, 0) << half.err;
+  RunResult rest = RunDapple(
+      Flags(dir / "zb", 4, "adam") + " --resume --plan " + zb.string() + " --nproc 4", dir);
+  ASSERT_EQ(rest.exit_code, 0) << rest.err;
+  auto got = rest.Losses();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_NEAR(got[0], want[2], 1e-10 * want[2]);
+  EXPECT_NEAR(got[1], want[3], 1e-10 * want[3]);
+  EXPECT_LT(MaxRelativeDifference(dir / "zb" / "step-4", dir / "full" / "step-4", kMlpLayers),
+            1e-10);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace dapple::testing

@@ -221,7 +221,7 @@ TEST(Simulator, EveryGeneratedScheduleRuns) {
         SimResult r = SimulatePlan(MakePlan(stages, 6, M, kind), cost);
         EXPECT_GT(r.iteration_ms, 0);
         for (const DeviceStats& d : r.devices) {
-          EXPECT_LE(d.peak_in_flight, WarmupDepth(kind, d.stage, S, M));
+          EXPECT_LE(d.peak_in_flight, PeakInFlight(kind, d.stage, S, M));
           EXPECT_GE(d.bubble_ms, 0);
         }
       }

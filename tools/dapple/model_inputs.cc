@@ -15,6 +15,9 @@ void AddModelInputOptions(CLI::App* cmd, ModelInputArgs& args) {
   cmd->add_option("--bucket-mb", args.bucket_mb,
                   "Allreduce bucket size in MiB of parameters when overlapped (default 25, as "
                   "`dapple train`)");
+  cmd->add_option("--weight-grad-share", args.weight_grad_share,
+                  "For zb-h1 on profiles without backward_input_ms/backward_weight_ms: the "
+                  "share of a layer's backward that is its weight gradient (default 0.5)");
 }
 
 namespace {
@@ -38,11 +41,13 @@ ModelInputs LoadModelInputs(const ModelInputArgs& a) {
     ThrowInput("--memory-gb: must be positive, got {}", *a.memory_gb);
   if (a.bucket_mb && !(*a.bucket_mb > 0))
     ThrowInput("--bucket-mb: must be positive, got {}", *a.bucket_mb);
+  if (a.weight_grad_share && !(*a.weight_grad_share >= 0 && *a.weight_grad_share <= 1))
+    ThrowInput("--weight-grad-share: must be in [0, 1], got {}", *a.weight_grad_share);
   ModelInputs in{LoadProfile(a.profile, a.pbs), LoadClusterFlag(a.cluster), {}};
-  if (in.cluster.num_devices() < 1)
-    ThrowInput("--cluster {}: the cluster has no device", a.cluster);
+  if (in.cluster.num_devices() < 1) ThrowInput("--cluster {}: the cluster has no device", a.cluster);
   if (a.memory_gb) in.cost_options.memory_bytes_override = *a.memory_gb * 1e9;
   if (a.bucket_mb) in.cost_options.allreduce_bucket_bytes = *a.bucket_mb * (1 << 20);
+  if (a.weight_grad_share) in.cost_options.weight_grad_share = *a.weight_grad_share;
   return in;
 }
 

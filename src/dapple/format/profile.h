@@ -25,9 +25,17 @@ struct LayerProfile {
   // One optimizer update of this layer's parameters (ms, independent of the batch size);
   // 0 when not measured (PipeDream text has none). The optimizer is in Profile::metadata.
   double update_ms = 0;
+  // The backward split as the zb schedules run it (both < 0 when not measured): the input
+  // gradient with the graph kept, then the weight gradients. Their sum is about
+  // backward_ms, usually a little more (two passes of autograd instead of one).
+  double backward_input_ms = -1;
+  double backward_weight_ms = -1;
+  bool has_backward_split() const { return backward_input_ms >= 0 && backward_weight_ms >= 0; }
   // Optional, aligned with Profile::batch_sizes (both empty or both that size).
   std::vector<double> forward_ms_by_batch;
   std::vector<double> backward_ms_by_batch;
+  std::vector<double> backward_input_ms_by_batch;   // only with the split
+  std::vector<double> backward_weight_ms_by_batch;  // only with the split
 };
 
 struct Profile {
@@ -63,7 +71,8 @@ struct Profile {
 
 // Checks a profile's invariants; throws InputError naming `source` and the layer/field.
 // Unique ids, non-negative finite numbers (update_ms included), edges from < to within
-// range, batch_size > 0, *_by_batch aligned with batch_sizes.
+// range, batch_size > 0, *_by_batch aligned with batch_sizes, backward_input_ms and
+// backward_weight_ms both given or neither (their _by_batch lists only with them).
 void ValidateProfile(const Profile& p, const std::string& source);
 
 // Reads a `dapple-profile/1` JSON file. Throws InputError naming file and field.

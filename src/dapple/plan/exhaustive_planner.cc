@@ -39,6 +39,8 @@ struct Search {
     p.schedule = schedule;
     p.allreduce_overlap = allreduce_overlap;
     p.stages.assign(stages.rbegin(), stages.rend());
+    // zb-h1 holds min(S, M) micro-batches on every stage, known only now that S is.
+    if (SplitsBackward(schedule) && !EvaluatePlan(p, cost).fits) return;
     SimResult r = SimulatePlan(p, cost, SimOptions{.record_timeline = false});
     ++result->simulated;
     if (!result->plan || r.iteration_ms < result->iteration_ms) {
@@ -75,6 +77,10 @@ struct Search {
           if (!c.fits()) {
             min_memory = std::min(min_memory, c.memory_bytes);
             continue;
+          }
+          if (SplitsBackward(schedule)) {  // I + W, possibly less than B; no hiding assumed
+            c.backward_ms = std::min(c.backward_ms, SplitBackwardMs(cost, first, last, devs, m));
+            c.allreduce_exposed_ms = 0;
           }
           double lb = std::max(partial_lb, M * (c.forward_ms + c.backward_ms) +
                                                c.allreduce_exposed_ms + c.update_ms);

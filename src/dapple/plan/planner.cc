@@ -40,7 +40,7 @@ struct Context {
   int global_batch;
   const PlannerOptions& options;
   std::vector<int> sizes;               // micro-batch sizes to try, ascending
-  std::vector<ScheduleKind> schedules;  // for the planners that choose (dapple-a, dapple-b)
+  std::vector<ScheduleKind> schedules;  // for the planners that choose (dapple-a, -b, zb-h1)
 };
 
 MicroBatching Mb(const Context& c, int m) { return {m, c.global_batch / m}; }
@@ -221,7 +221,7 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
   if (options.schedule) {
     c.schedules = {*options.schedule};
   } else {
-    c.schedules = {ScheduleKind::kDappleA, ScheduleKind::kDappleB};
+    c.schedules = {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1};
   }
   if (options.planner == "exhaustive" &&
       (cost.num_layers() > kExhaustiveMaxLayers || cluster.num_devices() > kExhaustiveMaxDevices))

@@ -42,6 +42,7 @@ double Bytes(const Activations& a) {
 
 struct LayerTimes {
   double forward_ms = 0, backward_ms = 0, activation_bytes = 0, saved_bytes = 0;
+  double input_ms = 0, weight_ms = 0;  // the backward split as the zb schedules run it
 };
 
 // Note [Cold caches]: timed back to back, a layer finds its weights in the caches. In
@@ -67,6 +68,9 @@ class LayerRunner {
       x.push_back(t.detach());
       if (x.back().is_floating_point() && layer_ > 0) x.back().requires_grad_(true);
     }
+    x_.clear();
+    for (const auto& t : x)
+      if (t.requires_grad()) x_.push_back(t);
     Activations y = m_.ForwardActivations(x, layer_, layer_);
     output_bytes_ = Bytes(y);
     if (layer_ == m_.num_layers() - 1) return {m_.loss(y.at(0), target_)};
@@ -100,6 +104,31 @@ class LayerRunner {
       auto b = Clock::now();
       if (r >= warmup) bwd.push_back(Ms(a, b));
     }
+    // The split (Note [Splitting the backward at layer outputs] in runtime/split_backward.cc):
+    // the input gradient with the graph kept, then the weight gradients from the output.
+    std::vector<double> in_ms, w_ms;
+    std::vector<torch::Tensor> params;
+    for (const torch::Tensor& p : m_.Parameters(layer_, layer_))
+      if (p.requires_grad()) params.push_back(p);
+    for (int r = 0; r < warmup + repeat; ++r) {
+      Activations y = Forward();
+      Activations grad;
+      for (const auto& t : y) grad.push_back(torch::ones_like(t));
+      cool();
+      auto a = Clock::now();
+      if (!y.empty() && !x_.empty())
+        torch::autograd::grad(y, x_, grad, /*retain_graph=*/true, /*create_graph=*/false,
+                              /*allow_unused=*/true);
+      auto b = Clock::now();
+      if (!y.empty() && !params.empty())
+        torch::autograd::backward(y, grad, /*retain_graph=*/false, /*create_graph=*/false,
+                                  params);
+      auto c = Clock::now();
+      if (r >= warmup) {
+        in_ms.push_back(Ms(a, b));
+        w_ms.push_back(Ms(b, c));
+      }
+    }
     {
       Activations y;
       ScopedAllocationCounter counter;
@@ -111,6 +140,8 @@ class LayerRunner {
     for (auto& p : m_.Parameters(layer_, layer_)) p.mutable_grad() = torch::Tensor();
     t.forward_ms = Median(fwd);
     t.backward_ms = Median(bwd);
+    t.input_ms = Median(in_ms);
+    t.weight_ms = Median(w_ms);
     t.activation_bytes = output_bytes_;
     return t;
   }
@@ -120,6 +151,7 @@ class LayerRunner {
   int layer_;
   Activations input_;
   torch::Tensor target_;
+  Activations x_;  // the inputs of the last Forward() that need a gradient
   double output_bytes_ = 0;
 };
 
@@ -226,10 +258,14 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
       if (by_batch) {
         lp.forward_ms_by_batch.push_back(times[i].forward_ms);
         lp.backward_ms_by_batch.push_back(times[i].backward_ms);
+        lp.backward_input_ms_by_batch.push_back(times[i].input_ms);
+        lp.backward_weight_ms_by_batch.push_back(times[i].weight_ms);
       }
       if (sizes[s] == o.batch_size) {
         lp.forward_ms = times[i].forward_ms;
         lp.backward_ms = times[i].backward_ms;
+        lp.backward_input_ms = times[i].input_ms;
+        lp.backward_weight_ms = times[i].weight_ms;
         lp.activation_bytes = times[i].activation_bytes;
         lp.saved_bytes = times[i].saved_bytes;
       }
@@ -253,6 +289,9 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
                 {"warmup", std::to_string(o.warmup)},
                 {"repeat", std::to_string(o.repeat)},
                 {"timing", "median of repeat runs per layer; last layer includes the loss"},
+                {"backward_split",
+                 "backward_input_ms: autograd::grad to the layer input, graph kept; "
+                 "backward_weight_ms: then autograd::backward to the layer's parameters"},
                 {"caches", o.cold_caches ? "cold: 64 MiB written before every timed op"
                                          : "warm: runs back to back"},
                 {"saved_bytes", "counting CPU allocator: forward allocations alive with the graph"},

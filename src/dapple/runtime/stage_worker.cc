@@ -27,7 +27,10 @@ const char* Category(Op op) {
     case Op::kForward:
       return "forward";
     case Op::kBackward:
+    case Op::kInputGrad:
       return "backward";
+    case Op::kWeightGrad:
+      return "weight";
     case Op::kSendAct:
     case Op::kRecvAct:
     case Op::kSendGrad:
@@ -92,9 +95,14 @@ StageWorker::StageWorker(Model& model, const RankGrid& grid, int rank,
   }
   bool has_ar = false;
   for (int pc = 0; pc < static_cast<int>(program_.size()); ++pc) {
-    if (program_[pc].op == Op::kBackward) last_backward_pc_ = pc;
+    if (program_[pc].op == Op::kBackward || program_[pc].op == Op::kWeightGrad)
+      last_backward_pc_ = pc;
+    split_ = split_ || program_[pc].op == Op::kInputGrad;
     if (program_[pc].op == Op::kAllReduceGrads) has_ar = true;
   }
+  if (split_ && opt_.recompute)
+    ThrowInput("{}: re-computation is not supported with a schedule that splits the backward",
+               grid.Describe(rank));
   // Both with and without overlap the gradients live in the buckets (Note [Gradients are
   // bucket views] in overlapped_allreduce.h): without overlap, AR launches every bucket.
   if (has_ar) {
@@ -169,6 +177,14 @@ void StageWorker::Execute(const Instruction& inst, int pc) {
         grad_buckets_->Arm(Where(-1, "AR (overlapped allreduce among the stage's replicas)"));
       Backward(inst.micro_batch);
       return;
+    case Op::kInputGrad:
+      InputGrad(inst.micro_batch);
+      return;
+    case Op::kWeightGrad:
+      if (grad_buckets_ && opt_.overlap_allreduce && pc == last_backward_pc_)
+        grad_buckets_->Arm(Where(-1, "AR (overlapped allreduce among the stage's replicas)"));
+      WeightGrad(inst.micro_batch);
+      return;
     case Op::kSendAct:
       SendActivation(inst.micro_batch);
       return;
@@ -213,6 +229,7 @@ Activations StageWorker::RunLayers(Activations x, int64_t* saved_bytes) {
   for (int l = first_; l <= last_; ++l) {
     x = model_.ForwardActivations(x, l, l);
     *saved_bytes += Bytes(x);
+    if (split_) kept_outputs_.push_back(x);
   }
   return x;
 }
@@ -267,6 +284,8 @@ void StageWorker::Forward(int mb) {
   } else {
     out = RunLayers(s.input, &saved);
     s.live_bytes = saved;
+    s.layer_outputs = std::move(kept_outputs_);
+    kept_outputs_.clear();
   }
   if (stage_ + 1 == grid_.num_stages()) {
     int64_t begin = mb * opt_.micro_batch + my_rows_.begin;
@@ -375,7 +394,10 @@ void StageWorker::SendGradient(int mb) {
     works.push_back(comm_.Send(t, p.sender_rank, tag,
                                Where(mb, fmt::format("SG{} to rank {}", mb, p.sender_rank))));
   }
-  slots_.erase(it);
+  if (split_)  // W still needs the slot
+    it->second.grad_in.clear();
+  else
+    slots_.erase(it);
 }
 
 void StageWorker::PostRecv(const Instruction& inst) {

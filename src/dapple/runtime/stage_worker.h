@@ -72,10 +72,16 @@ class StageWorker {
     torch::Tensor loss;   // last stage: the scaled loss
     Activations grad_in;  // gradients w.r.t. the inputs that carry one, to send back
     int64_t live_bytes = 0;
+    // Split schedules (zb-h1): every layer's output, kept by F; then, from I to W, the root
+    // of each layer's weight gradients and the gradient flowing into it (split_backward.cc).
+    std::vector<Activations> layer_outputs;
+    std::vector<Activations> w_roots, w_grads;
   };
   void Execute(const Instruction& inst, int pc);
   void Forward(int mb);
   void Backward(int mb);
+  void InputGrad(int mb);   // I: split_backward.cc
+  void WeightGrad(int mb);  // W: split_backward.cc
   void SendActivation(int mb);
   void SendGradient(int mb);
   void PostRecv(const Instruction& inst);
@@ -105,8 +111,10 @@ class StageWorker {
   SampleRange my_rows_;                                // my slice of every micro-batch
   std::vector<TransferPiece> in_pieces_, out_pieces_;  // boundary before / after my stage
   std::unique_ptr<OverlappedAllReduce> grad_buckets_;  // the gradient buckets; null: no AR
-  int last_backward_pc_ = -1;                          // the B that grad_buckets_ is armed for
-  std::vector<TimelineEvent> bucket_events_;           // this step's "AR b<k>"
+  int last_backward_pc_ = -1;                          // the B or W that grad_buckets_ is armed for
+  bool split_ = false;                        // the program has I and W (keep every layer's output)
+  std::vector<Activations> kept_outputs_;     // RunLayers' layer outputs when split_
+  std::vector<TimelineEvent> bucket_events_;  // this step's "AR b<k>"
 
   // Per-step state.
   int64_t step_ = 0;

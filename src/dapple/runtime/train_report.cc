@@ -34,7 +34,8 @@ void RunStats::AddStep(const std::vector<TimelineEvent>& events, double t0, doub
                        double step_ms, bool first) {
   double busy = 0;
   for (const auto& e : events) {
-    if (e.category == "forward" || e.category == "backward") busy += e.end_ms - e.start_ms;
+    if (e.category == "forward" || e.category == "backward" || e.category == "weight")
+      busy += e.end_ms - e.start_ms;
   }
   double bubble = t1 > t0 ? std::max(0.0, 1.0 - busy / (t1 - t0)) : 0;
   if (first) {
