@@ -1,5 +1,5 @@
 // The DAPPLE planner against the exhaustive optimum and the baselines on seeded random
-// small problems (issue 3): within 5% of the optimum in >= 95% of them, never slower than
+// small problems (issues 3 and 15): within 5% of the optimum in >= 98% of them, never slower than
 // a baseline, always within memory.
 #include <gtest/gtest.h>
 
@@ -41,6 +41,9 @@ void CompareWithExhaustive(Maker make, const char* label) {
     const double t = dapple.plan->estimate->iteration_ms;
     const double best = truth.plan->estimate->iteration_ms;
     EXPECT_GE(t, best * (1 - 1e-9)) << "faster than the exhaustive optimum";
+    if (t < best * (1 - 1e-9) && std::getenv("DAPPLE_DEBUG"))
+      std::printf("%s\n dapple: %s\n exhaustive: %s\n", p.description.c_str(),
+                  PlanToJsonText(*dapple.plan).c_str(), PlanToJsonText(*truth.plan).c_str());
     double ratio = t / best;
     worst_ratio = std::max(worst_ratio, ratio);
     if (ratio <= 1.05) ++within5;
@@ -71,7 +74,7 @@ void CompareWithExhaustive(Maker make, const char* label) {
       "optimal in %d, worst ratio %.4f; the DP's own plan won %d\n",
       label, compared, within5, exact, worst_ratio, dp_origin);
   ASSERT_GT(compared, kProblems / 2);
-  EXPECT_GE(within5, 0.95 * compared);
+  EXPECT_GE(within5, 0.98 * compared);
 }
 
 TEST(RandomPlanner, FakeCostsNearExhaustiveAndNeverWorseThanABaseline) {
