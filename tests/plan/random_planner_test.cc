@@ -1,5 +1,5 @@
 // The DAPPLE planner against the exhaustive optimum on seeded random small problems
-// (issue 3): never faster than the optimum, within 5% of it in >= 95% of them, always
+// (issues 3 and 15): never faster than the optimum, within 5% of it in >= 98% of them, always
 // within memory. The baselines are checked against the same optimum. ("Never slower than
 // a baseline" would hold by construction: the baselines' plans are candidates of the
 // DAPPLE planner. Beyond the exhaustive search's reach, tests/plan/hand_plan_test.cc
@@ -44,6 +44,9 @@ void CompareWithExhaustive(Maker make, const char* label) {
     const double t = dapple.plan->estimate->iteration_ms;
     const double best = truth.plan->estimate->iteration_ms;
     EXPECT_GE(t, best * (1 - 1e-9)) << "faster than the exhaustive optimum";
+    if (t < best * (1 - 1e-9) && std::getenv("DAPPLE_DEBUG"))
+      std::printf("%s\n dapple: %s\n exhaustive: %s\n", p.description.c_str(),
+                  PlanToJsonText(*dapple.plan).c_str(), PlanToJsonText(*truth.plan).c_str());
     double ratio = t / best;
     worst_ratio = std::max(worst_ratio, ratio);
     if (ratio <= 1.05) ++within5;
@@ -74,7 +77,7 @@ void CompareWithExhaustive(Maker make, const char* label) {
       "optimal in %d, worst ratio %.4f; the DP's own plan won %d\n",
       label, compared, within5, exact, worst_ratio, dp_origin);
   ASSERT_GT(compared, kProblems / 2);
-  EXPECT_GE(within5, 0.95 * compared);
+  EXPECT_GE(within5, 0.98 * compared);
 }
 
 TEST(RandomPlanner, FakeCostsNearExhaustive) {

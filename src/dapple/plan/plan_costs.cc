@@ -113,6 +113,13 @@ bool UniformDevices(const CostModel& cost) {
   return true;
 }
 
+bool CanRecompute(const std::vector<bool>& forward_timed, int first, int last) {
+  if (forward_timed.empty()) return false;
+  for (int l = first; l <= last; ++l)
+    if (forward_timed[l]) return true;
+  return false;
+}
+
 double IterationLowerBound(const PlanCosts& costs, int num_micro_batches) {
   double lb = 0;
   for (const StageCost& c : costs.stages)

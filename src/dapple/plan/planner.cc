@@ -43,6 +43,17 @@ struct Context {
   std::vector<ScheduleKind> schedules;  // for the planners that choose (dapple-a, -b, zb-h1)
 };
 
+// Per layer: whether the profile times its forward (what re-computation costs).
+std::vector<bool> ForwardTimed(const Profile& profile) {
+  std::vector<bool> timed;
+  for (const LayerProfile& l : profile.layers) {
+    bool t = l.forward_ms > 0;
+    for (double ms : l.forward_ms_by_batch) t = t || ms > 0;
+    timed.push_back(t);
+  }
+  return timed;
+}
+
 MicroBatching Mb(const Context& c, int m) { return {m, c.global_batch / m}; }
 
 // Adds `plan` once per schedule in `kinds`.
@@ -160,7 +171,7 @@ std::vector<Proposal> Propose(const Context& c, bool enforce_memory) {
     if (out.empty()) out = std::move(all);  // none fits: reported as such
   } else if (name == "exhaustive") {
     ExhaustiveResult r = ExhaustivePlan(c.cost, c.cluster, c.global_batch, c.sizes, c.schedules,
-                                        c.options.allreduce_overlap);
+                                        c.options.allreduce_overlap, ForwardTimed(c.profile));
     if (r.plan) out.push_back({*r.plan, "exhaustive"});
   } else {
     ProposeBaseline(c, name, enforce_memory, {c.schedules.front()}, out);
@@ -178,11 +189,7 @@ Selection SelectRefined(const Context& c, const std::vector<Proposal>& proposals
   ro.sizes = c.sizes;
   ro.schedules = c.schedules;
   ro.seconds = c.options.refine_seconds;
-  for (const LayerProfile& l : c.profile.layers) {
-    bool timed = l.forward_ms > 0;
-    for (double ms : l.forward_ms_by_batch) timed = timed || ms > 0;
-    ro.forward_timed.push_back(timed);
-  }
+  ro.forward_timed = ForwardTimed(c.profile);
   RefinedSelection r = SelectAndRefine(proposals, {}, c.cost, c.cluster, ro);
   if (!r.best && CanRecompute(ro.forward_timed, 0, c.profile.num_layers() - 1))
     r = SelectAndRefine(proposals, Propose(c, /*enforce_memory=*/false), c.cost, c.cluster, ro);

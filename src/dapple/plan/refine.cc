@@ -30,26 +30,19 @@
 
 namespace dapple {
 
-bool CanRecompute(const std::vector<bool>& forward_timed, int first, int last) {
-  if (forward_timed.empty()) return false;
-  for (int l = first; l <= last; ++l)
-    if (forward_timed[l]) return true;
-  return false;
-}
-
 bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost,
                           const std::vector<bool>& forward_timed) {
+  plan.recompute = false;
+  for (StagePlan& st : plan.stages) st.recompute = false;
   PlanCosts pc = EvaluatePlan(plan, cost);
-  bool changed = false;
+  bool any = false;
   for (int s = 0; s < plan.num_stages(); ++s) {
     StagePlan& st = plan.stages[s];
-    if (pc.stages[s].fits() || plan.Recomputes(s) ||
-        !CanRecompute(forward_timed, st.first_layer, st.last_layer))
-      continue;
-    st.recompute = true;
-    changed = true;
+    st.recompute =
+        !pc.stages[s].fits() && CanRecompute(forward_timed, st.first_layer, st.last_layer);
+    any = any || st.recompute;
   }
-  return changed;
+  return any;
 }
 
 namespace {
@@ -162,12 +155,7 @@ RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
   RefineResult result;
   bool have = false;
   for (const Scored& start : starts) {
-    Scored s = start;
-    if (s.plan.recompute) {  // the plan-level flag as the stages' own
-      for (StagePlan& st : s.plan.stages) st.recompute = true;
-      s.plan.recompute = false;
-    }
-    auto [end, steps] = search.Run(std::move(s));
+    auto [end, steps] = search.Run(start);
     if (!have || end.sim.iteration_ms < result.best.sim.iteration_ms) {
       result.best = std::move(end);
       result.steps = std::move(steps);

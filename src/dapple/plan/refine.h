@@ -27,7 +27,7 @@ struct RefineOptions {
 };
 
 // One move of the search, as reported: "boundary", "move-device", "add-device",
-// "remove-device", "merge", "split", "swap", "micro-batch", "schedule", "recompute".
+// "remove-device", "merge", "split", "swap", "micro-batch", "schedule".
 struct RefineStep {
   std::string move;
   double iteration_ms = 0;  // after the move
@@ -47,12 +47,13 @@ struct RefineResult {
 RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
                     const Cluster& cluster, const RefineOptions& options);
 
-// Sets `recompute` on each stage of `plan` that does not fit its devices' memory without it
-// (per EvaluatePlan's memory rule) and may re-compute. Returns whether the plan changed.
+// Re-computation where a plan needs it, and nowhere else: sets `recompute` on each stage
+// of `plan` that does not fit its devices' memory without it (per EvaluatePlan's memory
+// rule) and may re-compute (CanRecompute), clears it on the others and clears the plan's
+// own flag. Returns whether some stage re-computes. Re-computation is a memory tool: the
+// simulator may find a plan faster with it where it fits without (a later backward can
+// shift a contended transfer), but the planners never propose it for that.
 bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed);
-
-// Whether stage [first, last] may re-compute under `forward_timed` (see RefineOptions).
-bool CanRecompute(const std::vector<bool>& forward_timed, int first, int last);
 
 }  // namespace dapple
 

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "dapple/plan/plan_costs.h"
+
 namespace dapple::internal {
 namespace {
 
@@ -35,15 +37,9 @@ bool FitMicroBatch(Plan& p, const std::vector<int>& sizes) {
   return false;
 }
 
-// Re-computation is only kept on stages that may re-compute (after layers moved).
-void DropInvalidRecompute(Plan& p, const std::vector<bool>& timed) {
-  for (StagePlan& s : p.stages)
-    if (s.recompute && !CanRecompute(timed, s.first_layer, s.last_layer)) s.recompute = false;
-}
-
 void Add(Ctx& c, std::vector<Neighbour>& out, Plan p, const char* move) {
   if (!FitMicroBatch(p, c.o.sizes)) return;
-  DropInvalidRecompute(p, c.o.forward_timed);
+  RecomputeWhereNeeded(p, c.cost, c.o.forward_timed);
   p.estimate.reset();
   out.push_back({std::move(p), move});
 }
@@ -147,7 +143,6 @@ void MergeSplit(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
     const StagePlan& hi = q.stages[b + 1];
     lo.last_layer = hi.last_layer;
     for (int d : hi.devices) Insert(lo.devices, d);
-    lo.recompute = lo.recompute && hi.recompute;
     q.stages.erase(q.stages.begin() + b + 1);
     Add(c, out, std::move(q), "merge");
   }
@@ -200,13 +195,6 @@ void Batching(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
     Plan q = p;
     q.schedule = k;
     Add(c, out, std::move(q), "schedule");
-  }
-  for (int s = 0; s < p.num_stages(); ++s) {
-    const StagePlan& st = p.stages[s];
-    if (!st.recompute && !CanRecompute(c.o.forward_timed, st.first_layer, st.last_layer)) continue;
-    Plan q = p;
-    q.stages[s].recompute = !st.recompute;
-    Add(c, out, std::move(q), "recompute");
   }
 }
 

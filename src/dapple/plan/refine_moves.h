@@ -22,7 +22,8 @@ struct Neighbour {
 // device left unused; two adjacent stages merged; a stage split at its compute midpoint
 // (its devices shared, or one unused device for the new stage); two devices of different
 // servers swapped between stages; the next smaller or larger micro-batch size; another
-// schedule; re-computation of one stage switched. In a fixed order (deterministic).
+// schedule. Each re-computes exactly on the stages that need it (RecomputeWhereNeeded). In
+// a fixed order (deterministic).
 std::vector<Neighbour> Neighbours(const Plan& plan, const CostModel& cost, const Cluster& cluster,
                                   const RefineOptions& options);
 
