@@ -196,11 +196,14 @@ Selection SelectRefined(const Context& c, const std::vector<Proposal>& proposals
   // Note [Refining without split schedules]: hill climbing with the split-backward
   // schedules among its moves can settle in another local optimum than without them
   // (GNMT-16 on paper-b at GBS 1024 without overlap: zb-h1 at 362 ms, dapple-a at 355 ms),
-  // so the climb also runs without them and the faster result wins.
+  // so the climb also runs from the other proposals without them, and the faster wins.
   RefineOptions plain = ro;
   std::erase_if(plain.schedules, SplitsBackward);
   if (plain.schedules.size() < ro.schedules.size() && !plain.schedules.empty()) {
-    RefinedSelection alt = SelectAndRefine(proposals, {}, c.cost, c.cluster, plain);
+    std::vector<Proposal> plain_proposals;
+    for (const Proposal& p : proposals)
+      if (!SplitsBackward(p.plan.schedule)) plain_proposals.push_back(p);
+    RefinedSelection alt = SelectAndRefine(plain_proposals, {}, c.cost, c.cluster, plain);
     if (alt.best && (!r.best || alt.best->sim.iteration_ms < r.best->sim.iteration_ms)) {
       alt.simulated += r.simulated;
       alt.out_of_time = alt.out_of_time || r.out_of_time;
