@@ -190,6 +190,10 @@ Selection SelectRefined(const Context& c, const std::vector<Proposal>& proposals
   ro.schedules = c.schedules;
   ro.seconds = c.options.refine_seconds;
   ro.forward_timed = ForwardTimed(c.profile);
+  // The two climbs of Note [Refining without split schedules] share the time budget.
+  const bool two_climbs = std::any_of(ro.schedules.begin(), ro.schedules.end(), SplitsBackward) &&
+                          !std::all_of(ro.schedules.begin(), ro.schedules.end(), SplitsBackward);
+  if (two_climbs) ro.seconds /= 2;
   RefinedSelection r = SelectAndRefine(proposals, {}, c.cost, c.cluster, ro);
   if (!r.best && CanRecompute(ro.forward_timed, 0, c.profile.num_layers() - 1))
     r = SelectAndRefine(proposals, Propose(c, /*enforce_memory=*/false), c.cost, c.cluster, ro);
@@ -199,7 +203,7 @@ Selection SelectRefined(const Context& c, const std::vector<Proposal>& proposals
   // so the climb also runs from the other proposals without them, and the faster wins.
   RefineOptions plain = ro;
   std::erase_if(plain.schedules, SplitsBackward);
-  if (plain.schedules.size() < ro.schedules.size() && !plain.schedules.empty()) {
+  if (two_climbs) {
     std::vector<Proposal> plain_proposals;
     for (const Proposal& p : proposals)
       if (!SplitsBackward(p.plan.schedule)) plain_proposals.push_back(p);
