@@ -111,7 +111,7 @@ TEST(RendezvousExposure, ALocalJobListensOnTheLoopbackOnly) {
   fs::path plan = WritePlan(
       dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1, 2}}}, 4, 4, "dapple-a"));
   std::string cmd = std::string("exec ") + DAPPLE_BINARY + " train " + kMlpFlags +
-                    " --data synthetic --steps 400 --quiet --nproc 3 --plan " + plan.string() +
+                    " --data synthetic --steps 200 --quiet --nproc 3 --plan " + plan.string() +
                     " >" + (dir / "out.txt").string() + " 2>" + (dir / "err.txt").string();
   pid_t launcher = fork();
   ASSERT_GE(launcher, 0);
