@@ -26,20 +26,23 @@ struct ChainOutcome {
   std::string message;
 };
 
-// Runs the exchange once on the pair; `one_deadline` picks how rank 1 waits.
+// Runs the exchange once on the pair; `one_deadline` picks how rank 1 waits. A gloo
+// receive that times out closes its pair, so after a failed chain the remaining sends fail
+// too: the sender's errors count only while the chain is expected to succeed.
 ChainOutcome Exchange(Communicator& sender, Communicator& receiver, uint32_t first_tag,
                       bool one_deadline) {
   std::vector<CommWork> recvs;
   for (int i = 0; i < kMessages; ++i)
     recvs.push_back(
         receiver.Recv(torch::zeros({4}), 0, first_tag + i, "test: message " + std::to_string(i)));
+  std::string send_error;
   std::thread send_thread([&] {
     for (int i = 0; i < kMessages; ++i) {
       std::this_thread::sleep_for(kTimeout * 4 / 10);
       try {
         sender.Send(torch::full({4}, i + 1.0), 1, first_tag + i, "test: send").Wait(kLongWait);
       } catch (const CommError& e) {
-        ADD_FAILURE() << e.what();
+        if (send_error.empty()) send_error = e.what();
       }
     }
   });
@@ -59,15 +62,10 @@ ChainOutcome Exchange(Communicator& sender, Communicator& receiver, uint32_t fir
     out.message = e.what();
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  // Let the sender finish before the next round: a recv that timed out stays posted.
-  for (auto& w : recvs) {
-    try {
-      w.Wait(kLongWait);
-    } catch (const CommError& e) {
-      ADD_FAILURE() << "after the chain: " << e.what();
-    }
-  }
   send_thread.join();
+  if (!out.failed) {
+    EXPECT_EQ(send_error, "");
+  }
   return out;
 }
 
