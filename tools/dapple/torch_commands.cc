@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -80,10 +79,7 @@ int ExecTorchCommand(int argc, char** argv) {
   }
   // Set before libtorch loads, OpenBLAS reads it as it starts (Note [Two executables]), and
   // `dapple profile` need not re-execute itself to set it.
-  if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
-    std::string type = OpenBlasCoreTypeForThisCpu();
-    if (!type.empty()) setenv("OPENBLAS_CORETYPE", type.c_str(), 0);
-  }
+  SetOpenBlasCoreTypeIfUnset();
   std::vector<char*> args(argv, argv + argc);
   args.push_back(nullptr);
   std::fflush(nullptr);

@@ -97,12 +97,6 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
 
 }  // namespace
 
-void SetOpenBlasCoreTypeIfUnset() {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
-  std::string t = OpenBlasCoreTypeForThisCpu();
-  if (!t.empty()) setenv("OPENBLAS_CORETYPE", t.c_str(), 0);
-}
-
 std::string SelfExecutablePath() {
   std::error_code ec;
   auto p = std::filesystem::read_symlink("/proc/self/exe", ec);

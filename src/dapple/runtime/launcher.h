@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "dapple/common/openblas_core.h"  // SetOpenBlasCoreTypeIfUnset, for the launchers
+
 namespace dapple {
 
 struct LaunchOptions {
@@ -44,11 +46,6 @@ bool LaunchedByLauncher();
 
 // A TCP port that was free on the loopback a moment ago (for single-node jobs).
 int PickFreePort();
-
-// Sets OPENBLAS_CORETYPE in this process (OpenBlasCoreTypeForThisCpu, common/openblas_core.h)
-// when it is unset. Must run
-// before OpenBLAS initialises (before the first torch computation).
-void SetOpenBlasCoreTypeIfUnset();
 
 // Path of the running executable (/proc/self/exe), for re-launching oneself.
 std::string SelfExecutablePath();
