@@ -16,11 +16,11 @@ mkdir -p "$out"
 model=(--model gpt --opt hidden="$hidden" --opt heads=8 --opt layers="$layers" --opt seq=64 --opt vocab=128)
 
 "$dapple" profile "${model[@]}" --batch 4 --batches 1,2,4 --threads 1 --optimizer adam \
-  --warmup 1 --repeat 2 -o "$out/profile.json" >/dev/null
+  --warmup 1 --repeat 2 -o "$out/profile.json" >/dev/null 2>&1
 params=$(/usr/bin/python3 -c "import json; p=json.load(open('$out/profile.json')); print(sum(l.get('parameter_bytes',0) for l in p['layers']))")
 # Devices that hold about 45% of the model's parameters + gradients + Adam state (4 copies):
 # no device can hold the whole model, so the planner must cut it.
-memory=$(/usr/bin/python3 -c "print(int($params * 4 * 0.45) + 64 * 2**20)")
+memory=$(/usr/bin/python3 -c "print(int(float($params) * 4 * 0.45) + 64 * 2**20)")
 cat >"$out/cluster.json" <<JSON
 {"format": "dapple-cluster/1", "name": "four-small", "servers": [{"devices": 4}],
  "device": {"memory_bytes": $memory, "speed": 1.0},
@@ -33,7 +33,7 @@ devices=$(/usr/bin/python3 -c "import json; p=json.load(open('$out/plan.json'));
   --optimizer adam --lr 0.001 --data kjv --log-json >"$out/train.jsonl"
 /usr/bin/python3 - "$out" "$params" "$memory" <<'PY'
 import json, sys
-out, params, memory = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+out, params, memory = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 plan = json.load(open(f"{out}/plan.json"))
 summary = [json.loads(l)["summary"] for l in open(f"{out}/train.jsonl") if l.startswith('{"summary"')][0]
 mib = lambda b: b / 2**20
