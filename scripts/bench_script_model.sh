@@ -11,19 +11,12 @@ runs=${2:-5}
 steps=${3:-60}
 out=${OUT:-out/bench-script-model}
 mkdir -p "$out"
-# TorchScript compiles from the class's source file: write it to one, then run it.
-cat >"$out/write_mlp.py" <<'PY'
+# The layer class comes from tests/torch/script_models.py: TorchScript compiles from its source file.
+/usr/bin/python3 - "$out" "$PWD/tests/torch" <<'PY'
 import sys, torch, torch.nn as nn
 out = sys.argv[1]
-
-class Dense(nn.Module):  # as the zoo's mlp layer: Linear on the flattened input, ReLU but the head
-    def __init__(self, n_in: int, n_out: int, relu: bool):
-        super().__init__()
-        self.linear = nn.Linear(n_in, n_out)
-        self.relu = relu
-    def forward(self, x):
-        y = self.linear(x.flatten(1))
-        return torch.relu(y) if self.relu else y
+sys.path.insert(0, sys.argv[2])
+from script_models import Dense  # the test models' layer: Linear on the flattened input, ReLU
 
 m = nn.Sequential()
 m.add_module("fc0", Dense(784, 1024, True))
@@ -35,7 +28,6 @@ g = torch.Generator().manual_seed(0)
 torch.save({"input": torch.randn(2048, 784, generator=g),
             "target": torch.randint(0, 10, (2048,), generator=g)}, f"{out}/data.pt")
 PY
-/usr/bin/python3 "$out/write_mlp.py" "$out"
 cat >"$out/plan.json" <<'JSON'
 {"format": "dapple-plan/1", "planner": "hand", "global_batch_size": 128, "micro_batch_size": 32,
  "num_micro_batches": 4, "schedule": "dapple-a",
