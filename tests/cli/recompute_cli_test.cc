@@ -13,8 +13,8 @@
 namespace dapple {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::CliRun;
+using ::testing::HasSubstr;
 
 class RecomputeCli : public testing::CliTest {
  protected:
@@ -34,7 +34,8 @@ class RecomputeCli : public testing::CliTest {
           i ? ", " : "", i, i < 2 ? 1 : 0);
     }
     return Write("profile.json", R"({"format": "dapple-profile/1", "model": "four",
-        "batch_size": 1, "layers": [)" + layers + "]}");
+        "batch_size": 1, "layers": [)" +
+                                     layers + "]}");
   }
   std::string Plan(bool recompute_first, bool recompute_second) {
     return Write("plan.json", fmt::format(R"({{"format": "dapple-plan/1", "global_batch_size": 4,

@@ -62,8 +62,9 @@ PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
   for (int s = 0; s < S; ++s) {
     const StagePlan& st = plan.stages[s];
     int k = WarmupDepth(plan.schedule, s, S, M);
-    StageCost c = EvaluateStage(cost, st.first_layer, st.last_layer, st.devices,
-                                plan.micro_batch_size, k, plan.Recomputes(s), plan.allreduce_overlap);
+    StageCost c =
+        EvaluateStage(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
+                      plan.Recomputes(s), plan.allreduce_overlap);
     pc.fits = pc.fits && c.fits();
     pc.peak_memory_bytes = std::max(pc.peak_memory_bytes, c.memory_bytes);
     compute.push_back({c.forward_ms, c.backward_ms, c.allreduce_ms, c.update_ms});
