@@ -84,11 +84,13 @@ std::string Shape(const Plan& p) {
 // Which step found the plan: the proposal it came from and the refinement's moves.
 std::string FoundBy(const PlanResult& r) {
   std::string from = r.origin == "dapple-dp" ? "the DP" : "the " + r.origin + " proposal";
-  if (r.refine_moves.empty()) return from + (r.refine_out_of_time ? " (refinement out of time)" : "");
+  if (r.refine_moves.empty())
+    return from + (r.refine_out_of_time ? " (refinement out of time)" : "");
   std::map<std::string, int> count;
   std::string moves;
   for (const std::string& m : r.refine_moves) ++count[m];
-  for (const auto& [m, n] : count) moves += fmt::format("{}{} x{}", moves.empty() ? "" : ", ", m, n);
+  for (const auto& [m, n] : count)
+    moves += fmt::format("{}{} x{}", moves.empty() ? "" : ", ", m, n);
   return fmt::format("refinement of {} ({} move{}: {}{})", from, r.refine_moves.size(),
                      r.refine_moves.size() == 1 ? "" : "s", moves,
                      r.refine_out_of_time ? "; out of time" : "");

@@ -76,8 +76,7 @@ struct Search {
         for (int first = last; first >= 0; --first) {
           StageCost c = EvaluateStage(cost, first, last, devs, m, k, false, allreduce_overlap);
           const bool recompute = !c.fits() && CanRecompute(forward_timed, first, last);
-          if (recompute)
-            c = EvaluateStage(cost, first, last, devs, m, k, true, allreduce_overlap);
+          if (recompute) c = EvaluateStage(cost, first, last, devs, m, k, true, allreduce_overlap);
           if (!c.fits()) {
             min_memory = std::min(min_memory, c.memory_bytes);
             continue;
@@ -124,8 +123,7 @@ struct Search {
 
 ExhaustiveResult ExhaustivePlan(const CostModel& cost, const Cluster& cluster, int global_batch,
                                 const std::vector<int>& micro_batch_sizes,
-                                const std::vector<ScheduleKind>& schedules,
-                                bool allreduce_overlap,
+                                const std::vector<ScheduleKind>& schedules, bool allreduce_overlap,
                                 const std::vector<bool>& forward_timed) {
   ExhaustiveResult result;
   double min_memory = 1e300;

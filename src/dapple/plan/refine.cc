@@ -150,8 +150,9 @@ RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
   Search search{cost, cluster, options,
                 begin + std::chrono::duration_cast<Clock::duration>(
                             std::chrono::duration<double>(std::max(0.0, options.seconds))),
-                options.threads > 0 ? options.threads
-                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
+                options.threads > 0
+                    ? options.threads
+                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
   RefineResult result;
   bool have = false;
   for (const Scored& start : starts) {

@@ -53,7 +53,8 @@ RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
 // own flag. Returns whether some stage re-computes. Re-computation is a memory tool: the
 // simulator may find a plan faster with it where it fits without (a later backward can
 // shift a contended transfer), but the planners never propose it for that.
-bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed);
+bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost,
+                          const std::vector<bool>& forward_timed);
 
 }  // namespace dapple
 

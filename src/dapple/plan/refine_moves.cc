@@ -83,7 +83,8 @@ double Work(const Ctx& c, int first, int last, int device) {
 void Boundaries(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
   for (int b = 0; b + 1 < p.num_stages(); ++b) {
     const StagePlan &lo = p.stages[b], &hi = p.stages[b + 1];
-    for (int step = 1; step <= std::max(lo.last_layer - lo.first_layer, hi.last_layer - hi.first_layer);
+    for (int step = 1;
+         step <= std::max(lo.last_layer - lo.first_layer, hi.last_layer - hi.first_layer);
          step *= 2) {
       for (int sign : {1, -1}) {
         const int last = lo.last_layer + sign * step;
@@ -171,7 +172,8 @@ void MergeSplit(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
     if (r >= 2) {  // the devices shared in proportion to the two halves' compute
       const double share = Work(c, st.first_layer, cut, dev) / std::max(total, 1e-300);
       const int k = std::clamp(static_cast<int>(std::lround(share * r)), 1, r - 1);
-      split({st.devices.begin(), st.devices.begin() + k}, {st.devices.begin() + k, st.devices.end()});
+      split({st.devices.begin(), st.devices.begin() + k},
+            {st.devices.begin() + k, st.devices.end()});
     }
     const int u = PickUnused(c, st.devices);
     if (u >= 0) split(st.devices, {u});

@@ -21,10 +21,9 @@ RefinedSelection SelectAndRefine(const std::vector<Proposal>& proposals,
     if (fresh) order.push_back(p.origin);
     it->second.push_back(std::move(p));
   };
-  const bool may_recompute =
-      !options.forward_timed.empty() &&
-      std::find(options.forward_timed.begin(), options.forward_timed.end(), true) !=
-          options.forward_timed.end();
+  const bool may_recompute = !options.forward_timed.empty() &&
+                             std::find(options.forward_timed.begin(), options.forward_timed.end(),
+                                       true) != options.forward_timed.end();
   auto add_recomputing = [&](const Proposal& p) {
     Proposal q = p;
     if (RecomputeWhereNeeded(q.plan, cost, options.forward_timed)) {
