@@ -32,7 +32,13 @@ function(dapple_test_dir name dir label)
     DAPPLE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     DAPPLE_DATA_DIR="${PROJECT_SOURCE_DIR}/data"
     DAPPLE_BINARY="$<TARGET_FILE:dapple>")
+  if(DAPPLE_SANITIZE)  # lets a test shrink a statistical sweep that adds no coverage
+    target_compile_definitions(${name} PRIVATE DAPPLE_SANITIZED=1)
+  endif()
   add_dependencies(${name} dapple)
+  if(NOT label STREQUAL "unit")
+    dapple_torch_pch(${name})
+  endif()
   # dapple-torch for the tests that run it; only those of the torch layers wait for its build.
   if(TARGET dapple-torch)
     target_compile_definitions(${name} PRIVATE DAPPLE_TORCH_BINARY="$<TARGET_FILE:dapple-torch>")
@@ -42,4 +48,11 @@ function(dapple_test_dir name dir label)
   endif()
   gtest_discover_tests(${name} PROPERTIES LABELS ${label} TIMEOUT ${ARG_TIMEOUT}
                        DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# dapple_torch_pch(TARGET): TARGET compiles with the one <torch/torch.h> precompiled header of
+# dapple_cpu. Any file that includes a runtime or models header pulls in libtorch's headers
+# (17-25 s a file on 2 cores); the precompiled header saves about 10 s of it.
+function(dapple_torch_pch target)
+  target_precompile_headers(${target} REUSE_FROM dapple_cpu)
 endfunction()

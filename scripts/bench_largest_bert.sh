@@ -7,6 +7,8 @@
 # controller (/sys/fs/cgroup/memory).
 #
 #   scripts/bench_largest_bert.sh [path/to/dapple] [limit MiB per process]
+# Environment: PROCS (default "1 2 4": the rows), START (default 8: the first layer count
+# tried; the search doubles it until a run fails, then bisects).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dapple=$(realpath "${1:-build/tools/dapple/dapple}")
@@ -58,7 +60,7 @@ fits() {
 }
 
 largest() {  # P RECOMPUTE: binary search on the layer count
-  local p=$1 rc=$2 lo=0 hi=8
+  local p=$1 rc=$2 lo=0 hi=${START:-8}
   while fits "$p" "$hi" "$rc"; do lo=$hi; hi=$((hi * 2)); done
   while ((hi - lo > 1)); do
     local mid=$(((lo + hi) / 2))
@@ -70,6 +72,6 @@ largest() {  # P RECOMPUTE: binary search on the layer count
 echo "BERT hidden $hidden, seq 128, micro-batch $m, 2P micro-batches; $limit_mib MiB per process"
 echo "| processes | largest BERT (layers) | with --recompute |"
 echo "|---:|---:|---:|"
-for p in 1 2 4; do
+for p in ${PROCS:-1 2 4}; do
   echo "| $p | $(largest "$p" 0) | $(largest "$p" 1) |"
 done

@@ -2,6 +2,7 @@
 // and captures its exit code, stdout and stderr.
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,7 +43,7 @@ class CliTest : public ::testing::Test {
   CliRun Dapple(const std::string& args) {
     std::filesystem::path out = dir_ / "stdout", err = dir_ / "stderr";
     std::string cmd =
-        std::string(DAPPLE_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
+        fmt::format("{} {} >{} 2>{}", DAPPLE_BINARY, args, out.string(), err.string());
     int status = std::system(cmd.c_str());
     CliRun r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

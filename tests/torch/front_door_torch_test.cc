@@ -3,6 +3,7 @@
 // tests/cli/front_door_test.cc reads does see it); `dapple --help` lists dapple-torch's commands
 // with dapple-torch's own summaries; an installed tree (bin/dapple, libexec/dapple/dapple-torch)
 // finds it.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -49,7 +50,7 @@ std::map<std::string, std::string> CommandRows(const std::string& help) {
 
 TEST_F(FrontDoorTorch, TorchCommandsLoadLibtorch) {
   testing::LoadedLibraries l =
-      testing::RunAndListLibraries(std::string(DAPPLE_BINARY) + " profile --help", dir_ / "ld");
+      testing::RunAndListLibraries(fmt::format("{} profile --help", DAPPLE_BINARY), dir_ / "ld");
   EXPECT_EQ(l.code, 0);
   EXPECT_TRUE(l.Has("libtorch")) << "the check of tests/cli/front_door_test.cc would miss it";
 }

@@ -1,5 +1,6 @@
 // `dapple profile` end to end: a small profile that the planner's readers accept in both
 // formats, and bad input answered with one line and exit code 2.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -17,7 +18,7 @@ struct Result {
 };
 
 Result RunDapple(const std::string& args) {
-  std::string cmd = std::string(DAPPLE_BINARY) + " " + args + " 2>&1";
+  std::string cmd = fmt::format("{} {} 2>&1", DAPPLE_BINARY, args);
   FILE* pipe = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];

@@ -128,7 +128,12 @@ def batches(data, gbs, steps, seq_len):
 def check(a):
     model = torch.jit.load(a.model).double()
     model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    if a.optimizer == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    elif a.optimizer == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
     losses = []
     for x, y in batches(a.data, a.gbs, a.steps, a.seq_len):
         out = model(x)
@@ -164,6 +169,8 @@ def main():
     c.add_argument("--seq-len", type=int, default=0)
     c.add_argument("--lr", type=float, default=0.05)
     c.add_argument("--momentum", type=float, default=0.9)
+    c.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="sgd")
+    c.add_argument("--weight-decay", type=float, default=0.0)
     a = p.parse_args()
     torch.set_num_threads(1)
     write(a.dir) if a.cmd == "write" else check(a)

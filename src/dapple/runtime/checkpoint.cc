@@ -76,6 +76,12 @@ void CommitCheckpoint(const std::filesystem::path& dir, const CheckpointMeta& me
             {"dtype", meta.dtype},
             {"layers", meta.layers},
             {"losses", meta.losses}};
+  if (!meta.files.empty()) {  // Note [Checkpoint checksums]
+    Json files = Json::object();
+    for (const auto& [layer, sum] : meta.files)
+      files[layer] = {{"bytes", sum.bytes}, {"crc32", sum.crc32}};
+    j["files"] = files;
+  }
   auto folder = CheckpointStepDir(dir, meta.step);
   WriteFileAtomic(folder / "meta.json", j.dump(2) + "\n");
   SyncDirectory(dir);  // the step folder's own entry, before `latest` names it
@@ -101,6 +107,16 @@ CheckpointMeta ReadCheckpointMeta(const std::filesystem::path& step_dir) {
   m.dtype = f["dtype"].String();
   for (size_t i = 0; i < f["layers"].size(); ++i) m.layers.push_back(f["layers"][i].String());
   for (size_t i = 0; i < f["losses"].size(); ++i) m.losses.push_back(f["losses"][i].Number());
+  if (f.Has("files")) {  // absent in checkpoints written before sums
+    f["files"].ExpectObject();
+    for (const auto& [layer, sum] : j["files"].items()) {
+      JsonField g = f["files"][layer];
+      // Sizes and CRC-32s are integers below 2^53: exact as JSON numbers.
+      const double bytes = g["bytes"].NonNegative(), crc = g["crc32"].NonNegative();
+      if (crc > 4294967295.0) g["crc32"].Fail("not a CRC-32 (above 2^32 - 1)");
+      m.files[layer] = {static_cast<int64_t>(bytes), static_cast<uint32_t>(crc)};
+    }
+  }
   return m;
 }
 

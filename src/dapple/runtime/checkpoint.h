@@ -20,6 +20,13 @@
 
 namespace dapple {
 
+// What a layer file held when it was written (Note [Checkpoint checksums] in
+// checkpoint_sums.h).
+struct LayerFileSum {
+  int64_t bytes = 0;
+  uint32_t crc32 = 0;  // zlib's CRC-32 of the whole file
+};
+
 struct CheckpointMeta {
   int64_t step = 0;  // steps completed: training resumes at global batch `step`
   std::string model;
@@ -27,6 +34,8 @@ struct CheckpointMeta {
   std::string dtype;      // "float32", "float64"
   std::vector<std::string> layers;
   std::vector<double> losses;  // mean loss of every completed step, for the record
+  // Layer name -> its file's size and checksum; empty in checkpoints written before sums.
+  std::map<std::string, LayerFileSum> files;
 };
 
 struct LayerState {

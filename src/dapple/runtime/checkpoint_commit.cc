@@ -14,16 +14,18 @@ namespace dapple {
 
 std::string DescribeWrittenLayers(const std::vector<WrittenLayer>& written) {
   Json j = Json::array();
-  for (const WrittenLayer& w : written) j.push_back({{"layer", w.layer}, {"bytes", w.bytes}});
+  for (const WrittenLayer& w : written)
+    j.push_back({{"layer", w.layer}, {"bytes", w.bytes}, {"crc32", w.crc32}});
   return j.dump();
 }
 
-void VerifyWrittenLayers(const std::filesystem::path& step_dir,
-                         const std::vector<std::string>& layers,
-                         const std::vector<std::string>& reports) {
+std::map<std::string, LayerFileSum> VerifyWrittenLayers(const std::filesystem::path& step_dir,
+                                                        const std::vector<std::string>& layers,
+                                                        const std::vector<std::string>& reports) {
   struct Confirmed {
     int rank;
     int64_t bytes;
+    uint32_t crc32;
   };
   std::map<std::string, Confirmed> confirmed;
   for (int r = 0; r < static_cast<int>(reports.size()); ++r) {
@@ -33,7 +35,8 @@ void VerifyWrittenLayers(const std::filesystem::path& step_dir,
           fmt::format("{}: rank {} sent a malformed checkpoint report", step_dir.string(), r));
     for (const Json& w : j) {
       std::string layer = w.value("layer", "");
-      auto [it, fresh] = confirmed.emplace(layer, Confirmed{r, w.value("bytes", int64_t{-1})});
+      auto [it, fresh] = confirmed.emplace(
+          layer, Confirmed{r, w.value("bytes", int64_t{-1}), w.value("crc32", uint32_t{0})});
       if (!fresh) {
         throw Error(fmt::format("{}: layer {} was written by rank {} and rank {}; not committed",
                                 step_dir.string(), layer, it->second.rank, r));
@@ -54,6 +57,10 @@ void VerifyWrittenLayers(const std::filesystem::path& step_dir,
                               size, it->second.rank, it->second.bytes));
     }
   }
+  std::map<std::string, LayerFileSum> sums;
+  for (const std::string& layer : layers)
+    sums[layer] = {confirmed.at(layer).bytes, confirmed.at(layer).crc32};
+  return sums;
 }
 
 }  // namespace dapple

@@ -8,14 +8,18 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
+
+#include "dapple/runtime/checkpoint.h"
 
 namespace dapple {
 
 struct WrittenLayer {
   std::string layer;
   int64_t bytes = 0;
+  uint32_t crc32 = 0;  // of the file as read back (Note [Checkpoint checksums])
 };
 
 // One rank's report of what it wrote (JSON text), for Communicator::GatherStrings.
@@ -24,9 +28,10 @@ std::string DescribeWrittenLayers(const std::vector<WrittenLayer>& written);
 // Rank 0: checks `reports` (every rank's DescribeWrittenLayers, by rank) against the model's
 // `layers` for the checkpoint in `step_dir`. Throws Error with one line naming the step
 // folder and the first layer that is missing, confirmed twice, or present with another
-// size than confirmed; the checkpoint must then not be committed.
-void VerifyWrittenLayers(const std::filesystem::path& step_dir,
-                         const std::vector<std::string>& layers,
-                         const std::vector<std::string>& reports);
+// size than confirmed; the checkpoint must then not be committed. Returns every layer's
+// confirmed size and checksum, for meta.json.
+std::map<std::string, LayerFileSum> VerifyWrittenLayers(const std::filesystem::path& step_dir,
+                                                        const std::vector<std::string>& layers,
+                                                        const std::vector<std::string>& reports);
 
 }  // namespace dapple

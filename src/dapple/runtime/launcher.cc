@@ -30,8 +30,10 @@ namespace {
 constexpr int kMaxChildren = 1024;
 volatile sig_atomic_t g_num_children = 0;
 pid_t g_children[kMaxChildren];
+volatile sig_atomic_t g_interrupted = 0;  // SIGINT or SIGTERM reached the launcher
 
 void ForwardSignal(int sig) {
+  g_interrupted = 1;
   for (int i = 0; i < g_num_children; ++i) {
     if (g_children[i] > 0) kill(g_children[i], sig);
   }
@@ -103,6 +105,8 @@ std::string SelfExecutablePath() {
   if (ec) throw Error("launcher: cannot read /proc/self/exe: " + ec.message());
   return p.string();
 }
+
+bool LaunchWasInterrupted() { return g_interrupted != 0; }
 
 bool LaunchedByLauncher() { return std::getenv("DAPPLE_LAUNCHED") != nullptr; }
 

@@ -41,6 +41,10 @@ int LaunchLocal(const LaunchOptions& options);
 // none did).
 int LaunchLocal(const LaunchOptions& options, int* failed_rank);
 
+// True once SIGINT or SIGTERM reached a running LaunchLocal (and was forwarded to its
+// processes): the user stopped the job, so nothing should restart it.
+bool LaunchWasInterrupted();
+
 // True in a process started by LaunchLocal (DAPPLE_LAUNCHED is set).
 bool LaunchedByLauncher();
 

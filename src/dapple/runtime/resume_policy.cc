@@ -8,6 +8,7 @@
 
 #include "dapple/common/error.h"
 #include "dapple/runtime/checkpoint.h"
+#include "dapple/runtime/checkpoint_sums.h"
 
 namespace dapple {
 
@@ -44,6 +45,29 @@ bool DecideToResume(ResumeMode mode, const std::filesystem::path& dir, Communica
     std::fflush(stderr);
   }
   return resume;
+}
+
+std::filesystem::path AgreeOnCheckpoint(const std::filesystem::path& dir, Communicator& comm) {
+  constexpr double kNoLatest = -1, kNoneIntact = -2;
+  double chosen = 0;  // the step; every rank but 0 adds 0
+  if (comm.rank() == 0) {
+    if (!LatestCheckpoint(dir)) {
+      chosen = kNoLatest;
+    } else if (auto intact = NewestIntactCheckpoint(dir)) {
+      chosen = static_cast<double>(ReadCheckpointMeta(*intact).step);
+    } else {
+      chosen = kNoneIntact;
+    }
+  }
+  torch::Tensor t = torch::tensor({chosen}, torch::kFloat64);
+  comm.AllReduceSum(t, "", fmt::format("rank {}: choosing the checkpoint", comm.rank()));
+  chosen = t.item<double>();
+  if (chosen == kNoLatest)
+    ThrowInput("{}: no checkpoint to resume from (no 'latest' file)", dir.string());
+  if (chosen == kNoneIntact)
+    ThrowInput("{}: no intact checkpoint to resume from (every committed one is damaged)",
+               dir.string());
+  return CheckpointStepDir(dir, static_cast<int64_t>(chosen));
 }
 
 }  // namespace dapple

@@ -24,4 +24,10 @@ ResumeMode ParseResumeMode(const std::string& value);
 // rank 0 says on stderr which it chose. Collective over `comm` for kAuto.
 bool DecideToResume(ResumeMode mode, const std::filesystem::path& dir, Communicator& comm);
 
+// The checkpoint every rank resumes from: the newest committed one whose files match their
+// checksums as rank 0 sees them (NewestIntactCheckpoint, checkpoint_sums.h), chosen by rank 0
+// and shared with all ranks. Throws InputError naming `dir` when it holds no committed
+// checkpoint or none is intact. Collective over `comm`.
+std::filesystem::path AgreeOnCheckpoint(const std::filesystem::path& dir, Communicator& comm);
+
 }  // namespace dapple

@@ -22,7 +22,9 @@
 #include "dapple/runtime/checkpoint.h"
 #include "dapple/runtime/export.h"
 #include "dapple/runtime/checkpoint_commit.h"
+#include "dapple/runtime/checkpoint_sums.h"
 #include "dapple/runtime/rank_grid.h"
+#include "dapple/runtime/restarts.h"
 #include "dapple/runtime/resume_policy.h"
 #include "dapple/runtime/stage_worker.h"
 #include "dapple/runtime/tied_parameters.h"
@@ -53,33 +55,41 @@ void SaveCheckpoint(const TrainOptions& o, Model& model, const StagePlan* stage,
   std::vector<WrittenLayer> written;
   if (stage && replica == 0) {
     for (int l = stage->first_layer; l <= stage->last_layer; ++l) {
-      written.push_back({model.layers[l].name,
-                         SaveLayer(o.checkpoint_dir, steps_done, model.layers[l].name,
-                                   *model.layers[l].module, opt, o.optimizer.kind)});
+      const std::string& name = model.layers[l].name;
+      SaveLayer(o.checkpoint_dir, steps_done, name, *model.layers[l].module, opt,
+                o.optimizer.kind);
+      // Note [Checkpoint checksums]: the file as it is on the disk now.
+      LayerFileSum sum =
+          SumOfFile(LayerFile(CheckpointStepDir(o.checkpoint_dir, steps_done), name));
+      written.push_back({name, sum.bytes, sum.crc32});
     }
   }
   // Note [Checkpoint commit]: every writer confirms its files; rank 0 checks, then commits.
   auto reports = comm.GatherStrings(fmt::format("checkpoint/{}", steps_done),
                                     DescribeWrittenLayers(written), 0);
   if (comm.rank() == 0) {
-    VerifyWrittenLayers(CheckpointStepDir(o.checkpoint_dir, steps_done), LayerNames(model),
-                        reports);
-    CheckpointMeta meta{steps_done,         o.model,           ToString(o.optimizer.kind),
-                        DtypeName(o.dtype), LayerNames(model), losses};
+    CheckpointMeta meta;
+    meta.step = steps_done;
+    meta.model = o.model;
+    meta.optimizer = ToString(o.optimizer.kind);
+    meta.dtype = DtypeName(o.dtype);
+    meta.layers = LayerNames(model);
+    meta.losses = losses;
+    meta.files = VerifyWrittenLayers(CheckpointStepDir(o.checkpoint_dir, steps_done),
+                                     LayerNames(model), reports);
     CommitCheckpoint(o.checkpoint_dir, meta);
+    PruneCheckpoints(o.checkpoint_dir, o.keep_checkpoints);
   }
 }
 
 // Loads this stage's layers from the newest checkpoint (`stage` null: an idle rank, none);
 // returns its meta.
 CheckpointMeta Resume(const TrainOptions& o, Model& model, const StagePlan* stage,
-                      torch::optim::Optimizer* opt) {
-  auto latest = LatestCheckpoint(o.checkpoint_dir);
-  if (!latest) {
-    ThrowInput("{}: no checkpoint to resume from (no 'latest' file)", o.checkpoint_dir.string());
-  }
-  CheckpointMeta meta = ReadCheckpointMeta(*latest);
-  std::string where = (*latest / "meta.json").string();
+                      torch::optim::Optimizer* opt, Communicator& comm) {
+  // Note [Checkpoint checksums]: the newest intact checkpoint, as rank 0 sees it.
+  const std::filesystem::path latest = AgreeOnCheckpoint(o.checkpoint_dir, comm);
+  CheckpointMeta meta = ReadCheckpointMeta(latest);
+  std::string where = (latest / "meta.json").string();
   if (meta.model != o.model) ThrowInput("{}: model is {}, not {}", where, meta.model, o.model);
   if (meta.layers != LayerNames(model)) {
     ThrowInput("{}: layers [{}] differ from model {}'s [{}]", where, FewNames(meta.layers), o.model,
@@ -90,8 +100,13 @@ CheckpointMeta Resume(const TrainOptions& o, Model& model, const StagePlan* stag
                ToString(o.optimizer.kind), meta.optimizer);
   }
   if (stage) {
+    std::vector<std::string> own;
+    for (int l = stage->first_layer; l <= stage->last_layer; ++l)
+      own.push_back(model.layers[l].name);
+    if (std::string why = CheckLayerFiles(latest, meta, own); !why.empty())
+      ThrowInput("{}", why);  // damaged after rank 0 checked it, or not visible to rank 0
     for (int l = stage->first_layer; l <= stage->last_layer; ++l) {
-      LoadLayer(*latest, model.layers[l].name, *model.layers[l].module, opt, o.optimizer.kind);
+      LoadLayer(latest, model.layers[l].name, *model.layers[l].module, opt, o.optimizer.kind);
     }
   }
   return meta;
@@ -146,7 +161,11 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   Profile names;
   names.model = o.model;
   names.batch_size = 1;
-  for (const auto& l : c.model.layers) names.layers.push_back({l.name, l.name});
+  for (const auto& l : c.model.layers) {
+    LayerProfile named;
+    named.id = named.name = l.name;
+    names.layers.push_back(std::move(named));
+  }
   const int n = names.num_layers();
   for (int s = 0; s < plan.num_stages(); ++s) {
     const StagePlan& st = plan.stages[s];
@@ -184,7 +203,8 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
 
 void ApplyTestHooksFromEnvironment(TrainOptions& o) {
   const char* v = std::getenv("DAPPLE_TEST_DIE_AT");
-  if (v == nullptr || *v == '\0') return;
+  // The first start only: a restarted job (Note [Restarts]) would otherwise die again.
+  if (v == nullptr || *v == '\0' || RestartAttempt() > 0) return;
   int rank = -1;
   long long step = -1;
   if (std::sscanf(v, "%d:%lld", &rank, &step) != 2) {
@@ -271,7 +291,7 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   int64_t start = 0;
   std::vector<double> losses;
   if (o.resume || (o.resume_auto && DecideToResume(ResumeMode::kAuto, o.checkpoint_dir, comm))) {
-    CheckpointMeta meta = Resume(o, model, sp, optimizer.get());
+    CheckpointMeta meta = Resume(o, model, sp, optimizer.get(), comm);
     start = meta.step;
     losses = meta.losses;
   }
@@ -327,6 +347,7 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
           step + 1 == o.steps || (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0);
       if (due) SaveCheckpoint(o, model, sp, replica, optimizer.get(), comm, step + 1, losses);
     }
+    if (leader) ReportCompletedSteps(step + 1);  // for a restart's line (Note [Restarts])
     if (tracing && step >= first_traced) {
       traced.insert(traced.end(), r.events.begin(), r.events.end());
       if (step + 1 == o.steps) WriteMeasuredTrace(comm, grid, plan, o, traced);

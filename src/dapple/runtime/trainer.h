@@ -38,6 +38,7 @@ struct TrainOptions {
   // here (through a final checkpoint; a temporary one without checkpoint_dir).
   std::filesystem::path save_model;
   int64_t checkpoint_every = 0;  // steps; 0: only at the end when a dir is given
+  int keep_checkpoints = 0;      // newest committed checkpoints kept; 0: all
   bool resume = false;
   bool resume_auto = false;  // --resume auto: resume when a checkpoint exists (resume_policy.h)
   bool recompute = false;            // every stage; else the plan says per stage

@@ -11,8 +11,10 @@
 namespace dapple {
 namespace {
 
-constexpr std::array<std::string_view, 5> kLaunchOptions = {"--nproc", "--nnodes", "--node-rank",
-                                                            "--master-addr", "--master-port"};
+// Options of the launcher, not of its ranks. --max-restarts is train's (Note [Restarts]); a
+// rank never restarts anything.
+constexpr std::array<std::string_view, 6> kLaunchOptions = {
+    "--nproc", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--max-restarts"};
 
 }  // namespace
 

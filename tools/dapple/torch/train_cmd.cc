@@ -17,6 +17,7 @@
 #include "dapple/models/zoo.h"
 #include "dapple/runtime/communicator.h"
 #include "dapple/runtime/launcher.h"
+#include "dapple/runtime/restarts.h"
 #include "dapple/runtime/resume_policy.h"
 #include "dapple/runtime/trainer.h"
 #include "launch_cli.h"
@@ -38,6 +39,7 @@ struct TrainArgs {
   LaunchCli launch;  // launch.nproc == 0: one rank of a job started by someone else
   ModelCli model_cli;
   bool no_shuffle = false;
+  int max_restarts = 0;
 };
 
 void Finish(TrainArgs& a) {
@@ -67,6 +69,19 @@ void Finish(TrainArgs& a) {
   }
   if ((a.o.resume || a.o.resume_auto) && a.o.checkpoint_dir.empty())
     ThrowInput("--resume needs --checkpoint-dir");
+  if (a.o.keep_checkpoints < 0)
+    ThrowInput("--keep-checkpoints {}: must be 0 (all) or more", a.o.keep_checkpoints);
+  if (a.max_restarts < 0) ThrowInput("--max-restarts {}: must be 0 or more", a.max_restarts);
+  if (a.max_restarts > 0 && a.launch.nproc == 0)
+    ThrowInput("--max-restarts needs --nproc: the local launcher restarts the ranks");
+  if (a.max_restarts > 0 && a.launch.nnodes > 1)
+    ThrowInput(
+        "--max-restarts: only for a job of one node; with --nnodes {} let the outer "
+        "launcher restart every node with --resume auto",
+        a.launch.nnodes);
+  if (a.max_restarts > 0 && a.o.checkpoint_dir.empty())
+    ThrowInput(
+        "--max-restarts needs --checkpoint-dir: a restart resumes from its newest checkpoint");
   if (a.o.evaluate && a.o.checkpoint_dir.empty()) ThrowInput("--eval needs --checkpoint-dir");
   ApplyTestHooksFromEnvironment(a.o);
 }
@@ -88,14 +103,12 @@ int Launch(TrainArgs& a) {
   LaunchOptions lo = MakeLaunchOptions("train", l, SelfArgvWithoutLaunchOptions());
   lo.term_delay = a.o.timeout + std::chrono::seconds(2);  // let them report what they waited on
   lo.kill_grace = std::chrono::seconds(2);
-  int failed_rank = -1;
-  int code = LaunchLocal(lo, &failed_rank);
-  if (code != 0) {
-    std::fprintf(stderr, "dapple train: rank %d of %d failed (%s %d); the job was stopped\n",
-                 failed_rank, l.world_size(), code > 128 ? "killed by signal" : "exit code",
-                 code > 128 ? code - 128 : code);
-  }
-  return code;
+  RestartPolicy restarts;  // Note [Restarts]
+  restarts.max_restarts = a.max_restarts;
+  restarts.checkpoint_dir = a.o.checkpoint_dir;
+  restarts.user_resumes = a.o.resume || a.o.resume_auto;
+  restarts.world_size = l.world_size();
+  return LaunchWithRestarts(lo, restarts);
 }
 
 void Run(TrainArgs& a) {
@@ -161,11 +174,19 @@ void AddTrainCommand(CLI::App& app) {
   cmd->add_option("--checkpoint-dir", a->o.checkpoint_dir,
                   "Save per-layer checkpoints here (always after the last step)");
   cmd->add_option("--checkpoint-every", a->o.checkpoint_every, "Also every K steps");
+  cmd->add_option("--keep-checkpoints", a->o.keep_checkpoints,
+                  "Keep only the K newest checkpoints (0: all); a damaged one falls back to "
+                  "the one before, so keep at least 2")
+      ->capture_default_str();
   a->resume_given =
       cmd->add_option("--resume", a->resume,
                       "Continue from the newest checkpoint in --checkpoint-dir (the plan may "
                       "differ); `--resume auto`: only when one exists, else start fresh")
           ->expected(0, 1);
+  cmd->add_option("--max-restarts", a->max_restarts,
+                  "With --nproc: after a rank fails, start every rank again from the newest "
+                  "checkpoint, at most N times")
+      ->capture_default_str();
   cmd->add_flag("--recompute", a->o.recompute,
                 "Keep only stage inputs and recompute the forward in the backward");
   cmd->add_option("--trace", a->o.trace_path,

@@ -1,0 +1,145 @@
+// LaunchWithRestarts and the progress file of Note [Restarts].
+#include "dapple/runtime/restarts.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "dapple/common/error.h"
+#include "dapple/runtime/checkpoint.h"
+
+namespace dapple {
+namespace {
+
+// A temporary file for the ranks' progress, removed when this object goes.
+struct ProgressFile {
+  std::string path;
+  ProgressFile() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "dapple-progress-XXXXXX").string();
+    int fd = mkstemp(tmpl.data());
+    if (fd < 0)
+      throw Error(fmt::format("launcher: cannot create {}: {}", tmpl, std::strerror(errno)));
+    close(fd);
+    path = tmpl;
+  }
+  ~ProgressFile() { std::remove(path.c_str()); }
+  ProgressFile(const ProgressFile&) = delete;
+  ProgressFile& operator=(const ProgressFile&) = delete;
+
+  void Clear() const { std::ofstream(path, std::ios::trunc); }
+  std::optional<int64_t> Read() const {
+    std::ifstream in(path);
+    long long v = 0;
+    if (in >> v) return v;
+    return std::nullopt;
+  }
+};
+
+std::optional<std::string> LatestName(const std::filesystem::path& dir) {
+  auto p = LatestCheckpoint(dir);
+  if (!p) return std::nullopt;
+  return p->filename().string();
+}
+
+std::string HowItFailed(int code) {
+  return code > 128 ? fmt::format("killed by signal {}", code - 128)
+                    : fmt::format("exit code {}", code);
+}
+
+}  // namespace
+
+std::vector<std::string> WithResumeAuto(const std::vector<std::string>& argv) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i] == "--resume") {
+      if (i + 1 < argv.size() && argv[i + 1] == "auto") ++i;
+      continue;
+    }
+    if (argv[i].rfind("--resume=", 0) == 0) continue;
+    out.push_back(argv[i]);
+  }
+  out.push_back("--resume");
+  out.push_back("auto");
+  return out;
+}
+
+void ReportCompletedSteps(int64_t completed) {
+  const char* path = std::getenv("DAPPLE_PROGRESS_FILE");
+  if (path == nullptr || *path == '\0') return;
+  int fd = open(path, O_WRONLY | O_TRUNC | O_CREAT, 0600);
+  if (fd < 0) return;  // progress is only for the restart line; never fail a step for it
+  std::string text = std::to_string(completed) + "\n";
+  ssize_t ignored = write(fd, text.data(), text.size());
+  (void)ignored;
+  close(fd);
+}
+
+int RestartAttempt() {
+  const char* v = std::getenv("DAPPLE_RESTART");
+  return v == nullptr ? 0 : std::atoi(v);
+}
+
+int LaunchWithRestarts(LaunchOptions o, const RestartPolicy& p) {
+  DAPPLE_CHECK(p.max_restarts == 0 || !p.checkpoint_dir.empty());
+  ProgressFile progress;
+  const std::optional<std::string> latest_at_start =
+      p.checkpoint_dir.empty() ? std::nullopt : LatestName(p.checkpoint_dir);
+  for (int attempt = 0;; ++attempt) {
+    progress.Clear();
+    o.extra_env["DAPPLE_PROGRESS_FILE"] = progress.path;
+    o.extra_env["DAPPLE_RESTART"] = std::to_string(attempt);
+    int failed_rank = -1;
+    const int code = LaunchLocal(o, &failed_rank);
+    if (code == 0) return 0;
+    const std::string how = HowItFailed(code);
+    std::fprintf(stderr, "dapple train: rank %d of %d failed (%s); the job was stopped\n",
+                 failed_rank, p.world_size, how.c_str());
+    if (p.max_restarts == 0) return code;
+    if (attempt >= p.max_restarts) {
+      std::fprintf(
+          stderr, "dapple train: not restarted: the %d restart%s of --max-restarts %s spent\n",
+          p.max_restarts, p.max_restarts == 1 ? "" : "s", p.max_restarts == 1 ? "is" : "are");
+      return code;
+    }
+    if (code == 2) {
+      std::fprintf(stderr,
+                   "dapple train: not restarted: exit code 2 is bad input, which a restart "
+                   "repeats\n");
+      return code;
+    }
+    if (LaunchWasInterrupted()) {
+      std::fprintf(stderr, "dapple train: not restarted: the job was interrupted\n");
+      return code;
+    }
+    // Resume when this run committed a checkpoint (or the user asked to resume anyway).
+    const std::optional<std::string> latest = LatestName(p.checkpoint_dir);
+    const bool resume = p.user_resumes || (latest && latest != latest_at_start);
+    int64_t from = 0;
+    if (resume && latest) {
+      try {
+        from = ReadCheckpointMeta(p.checkpoint_dir / *latest).step;
+      } catch (const std::exception&) {
+        from = -1;  // the ranks' resume names what is wrong with it
+      }
+    }
+    const int64_t reached = progress.Read().value_or(0);
+    const std::string whence =
+        from < 0 ? fmt::format("resuming from {}", (p.checkpoint_dir / *latest).string())
+        : resume ? fmt::format("resuming from step {}", from)
+                 : std::string("starting again from step 0 (no checkpoint of this run yet)");
+    std::fprintf(stderr,
+                 "dapple train: restart %d of %d after rank %d failed (%s): %s, %lld completed "
+                 "step%s replayed\n",
+                 attempt + 1, p.max_restarts, failed_rank, how.c_str(), whence.c_str(),
+                 static_cast<long long>(std::max<int64_t>(0, reached - std::max<int64_t>(from, 0))),
+                 reached - std::max<int64_t>(from, 0) == 1 ? "" : "s");
+    if (resume) o.argv = WithResumeAuto(o.argv);
+  }
+}
+
+}  // namespace dapple

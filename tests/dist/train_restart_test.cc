@@ -1,0 +1,80 @@
+// `dapple train --max-restarts N` (issue 17, Note [Restarts] in runtime/restarts.h): after a
+// rank dies the launcher starts every rank again; they resume from the newest checkpoint and
+// the run ends bit-identical to one without the failure (same plan).
+#include <gtest/gtest.h>
+
+#include "train_test_util.h"
+
+namespace dapple::testing {
+namespace {
+
+// The command of every run here; no --checkpoint-dir when `ckpt` is empty.
+std::string Flags(const fs::path& ckpt, const fs::path& plan) {
+  return std::string("train ") + kMlpFlags +
+         " --dtype float64 --data synthetic --seed 3 --optimizer adam --lr 0.05 --log-json "
+         "--timeout-s 30 --steps 6 --nproc 2 --plan " +
+         plan.string() + (ckpt.empty() ? "" : " --checkpoint-dir " + ckpt.string());
+}
+
+class TrainRestart : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TestDir("restart");
+    plan_ = WritePlan(dir_, "a",
+                      PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 2, 4, "dapple-a"));
+    full_ = RunDapple(Flags(dir_ / "full", plan_), dir_);
+    ASSERT_EQ(full_.exit_code, 0) << full_.err;
+    ASSERT_EQ(full_.Losses().size(), 6u);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // The losses after the restart line are the uninterrupted run's from `from` on, bit for
+  // bit, and the final weights are equal.
+  void ExpectSameAsUninterrupted(const RunResult& r, const fs::path& ckpt, size_t from) {
+    auto want = full_.Losses(), got = r.Losses();
+    ASSERT_GE(got.size(), 6 - from) << r.out;
+    for (size_t i = 0; i < 6 - from; ++i)
+      EXPECT_EQ(got[got.size() - (6 - from) + i], want[from + i]) << "step " << from + i + 1;
+    EXPECT_EQ(MaxRelativeDifference(ckpt / "step-6", dir_ / "full" / "step-6", kMlpLayers), 0);
+  }
+
+  fs::path dir_, plan_;
+  RunResult full_;
+};
+
+TEST_F(TrainRestart, ResumesFromTheNewestCheckpointBitIdentically) {
+  // Rank 1 dies in the 4th step: the checkpoint of step 2 is the newest, 3 steps were done.
+  RunResult r = RunDapple(Flags(dir_ / "ckpt", plan_) + " --checkpoint-every 2 --max-restarts 1",
+                          dir_, "DAPPLE_TEST_DIE_AT=1:3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("rank 1 of 2 failed (killed by signal 9)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("restart 1 of 1 after rank 1 failed (killed by signal 9): resuming from "
+                       "step 2, 1 completed step replayed"),
+            std::string::npos)
+      << r.err;
+  ASSERT_EQ(r.Losses().size(), 3u + 4u) << r.out;  // steps 1-3, then 3-6 again
+  ExpectSameAsUninterrupted(r, dir_ / "ckpt", 2);
+}
+
+TEST_F(TrainRestart, WithoutACheckpointOfThisRunItStartsAgain) {
+  RunResult r = RunDapple(Flags(dir_ / "ckpt", plan_) + " --checkpoint-every 4 --max-restarts 2",
+                          dir_, "DAPPLE_TEST_DIE_AT=1:1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("restart 1 of 2 after rank 1 failed (killed by signal 9): starting again "
+                       "from step 0 (no checkpoint of this run yet), 1 completed step replayed"),
+            std::string::npos)
+      << r.err;
+  ExpectSameAsUninterrupted(r, dir_ / "ckpt", 0);
+}
+
+TEST_F(TrainRestart, BadRequestsAreOneLineExitTwo) {
+  RunResult r = RunDapple(Flags("", plan_) + " --max-restarts 1", dir_);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--max-restarts needs --checkpoint-dir"), std::string::npos) << r.err;
+  r = RunDapple(Flags(dir_ / "ckpt", plan_) + " --max-restarts -1", dir_);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--max-restarts -1: must be 0 or more"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace dapple::testing
