@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Configures and builds dapple into build/ (Release, Ninja, ccache).
+# Configures and builds dapple into build/ (Release at -O2, Ninja, ccache).
 # Extra arguments go to cmake, e.g. scripts/build.sh -DDAPPLE_WITH_TORCH=OFF, or
 # scripts/build.sh -DCMAKE_BUILD_TYPE=RelWithDebInfo for debug info (a third slower to build:
 # libtorch's headers make every object's debug info large).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
-cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+# -O2 rather than CMake's -O3 for Release: what the tests were always run at, and 7% less
+# compile time per libtorch file.
+cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
+  "$@" >/dev/null
 ninja -C build -j"$jobs"
