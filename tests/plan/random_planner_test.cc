@@ -16,9 +16,9 @@
 namespace dapple {
 namespace {
 
-// Under the sanitizers (scripts/sanitize.sh) the first 30 seeds: the sweep's statistics are
-// the regular build's business, the sanitizers only need its code paths (200 problems take
-// about 4 minutes there).
+// Under the sanitizers (scripts/sanitize.sh) the first 30 seeds and no share checked: the
+// sweep's statistics are the regular build's business, the sanitizers only need its code
+// paths (200 problems take about 4 minutes there).
 #ifdef DAPPLE_SANITIZED
 constexpr int kProblems = 30;
 #else
@@ -86,7 +86,9 @@ void CompareWithExhaustive(Maker make, const char* label) {
   ASSERT_GT(compared, kProblems / 2);
   // Issue 15 asks for 98%. With zb-h1 in the search (issue 14) the fake-cost problems
   // give 173 of 177 (97.7%): the threshold states what holds, not the goal.
+#ifndef DAPPLE_SANITIZED  // 30 problems are too few for the share (seed 23 alone is 4%)
   EXPECT_GE(within5, 0.97 * compared);
+#endif
 }
 
 TEST(RandomPlanner, FakeCostsNearExhaustive) {
