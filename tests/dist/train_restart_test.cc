@@ -1,7 +1,10 @@
 // `dapple train --max-restarts N` (issue 17, Note [Restarts] in runtime/restarts.h): after a
 // rank dies the launcher starts every rank again; they resume from the newest checkpoint and
 // the run ends bit-identical to one without the failure (same plan).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <fstream>
 
 #include "train_test_util.h"
 
@@ -74,6 +77,56 @@ TEST_F(TrainRestart, BadRequestsAreOneLineExitTwo) {
   r = RunDapple(Flags(dir_ / "ckpt", plan_) + " --max-restarts -1", dir_);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--max-restarts -1: must be 0 or more"), std::string::npos) << r.err;
+}
+
+// --elastic: rank 2 dies in the 4th step of the first two starts, so its device counts as
+// lost; the job is planned again for the 2 devices left (the planner, on the given profile
+// and cluster) and resumes from the checkpoint of step 2 under the new plan. The global batch
+// is fixed, so the losses and final weights agree with an uninterrupted run to rounding.
+TEST(TrainElastic, ALostDeviceIsPlannedAwayAndTheRunAgrees) {
+  fs::path dir = TestDir("elastic");
+  fs::path plan =
+      WritePlan(dir, "a", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1, 2}}}, 2, 4, "gpipe"));
+  std::string layers;
+  for (const std::string& l : kMlpLayers)
+    layers += fmt::format(R"({}{{"id": "{}", "forward_ms": 1, "backward_ms": 2,
+        "activation_bytes": 1e3, "parameter_bytes": 1e3}})",
+                          layers.empty() ? "" : ", ", l);
+  fs::path profile = dir / "profile.json";
+  std::ofstream(profile) << R"({"format": "dapple-profile/1", "model": "mlp", "batch_size": 1,
+      "layers": [)" << layers
+                         << "]}";
+  fs::path cluster = dir / "cluster.json";
+  std::ofstream(cluster) << R"({"format": "dapple-cluster/1", "name": "three", "servers":
+      [{"devices": 3}], "device": {"memory_bytes": 1e9, "speed": 1.0},
+      "intra_server": {"bandwidth_bytes_per_s": 1e9, "latency_s": 1e-5}})";
+  auto flags = [&](const fs::path& ckpt) {
+    return std::string("train ") + kMlpFlags +
+           " --dtype float64 --data synthetic --seed 3 --optimizer adam --lr 0.05 --log-json "
+           "--timeout-s 30 --steps 6 --nproc 3 --plan " +
+           plan.string() + " --checkpoint-dir " + ckpt.string();
+  };
+  RunResult full = RunDapple(flags(dir / "full"), dir);
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  auto want = full.Losses();
+  ASSERT_EQ(want.size(), 6u);
+
+  RunResult r = RunDapple(flags(dir / "ckpt") + " --checkpoint-every 2 --max-restarts 3 --elastic" +
+                              " --profile " + profile.string() + " --cluster " + cluster.string(),
+                          dir, "DAPPLE_TEST_DIE_AT=2:3:2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("rank 2 failed twice in a row: its device counts as lost"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--elastic: re-planned for 2 devices"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "ckpt" / "elastic-plan-2.json"));
+  auto got = r.Losses();
+  ASSERT_GE(got.size(), 4u) << r.out;
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_NEAR(got[got.size() - 4 + i], want[2 + i], 1e-10 * want[2 + i]) << "step " << i + 3;
+  EXPECT_LT(MaxRelativeDifference(dir / "ckpt" / "step-6", dir / "full" / "step-6", kMlpLayers),
+            1e-10);
+  fs::remove_all(dir);
 }
 
 }  // namespace

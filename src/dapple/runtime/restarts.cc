@@ -89,6 +89,8 @@ int LaunchWithRestarts(LaunchOptions o, const RestartPolicy& p) {
   ProgressFile progress;
   const std::optional<std::string> latest_at_start =
       p.checkpoint_dir.empty() ? std::nullopt : LatestName(p.checkpoint_dir);
+  int world = p.world_size;
+  int failed_before = -1;  // the rank that failed in the previous attempt
   for (int attempt = 0;; ++attempt) {
     progress.Clear();
     o.extra_env["DAPPLE_PROGRESS_FILE"] = progress.path;
@@ -98,7 +100,7 @@ int LaunchWithRestarts(LaunchOptions o, const RestartPolicy& p) {
     if (code == 0) return 0;
     const std::string how = HowItFailed(code);
     std::fprintf(stderr, "dapple train: rank %d of %d failed (%s); the job was stopped\n",
-                 failed_rank, p.world_size, how.c_str());
+                 failed_rank, world, how.c_str());
     if (p.max_restarts == 0) return code;
     if (attempt >= p.max_restarts) {
       std::fprintf(
@@ -139,6 +141,16 @@ int LaunchWithRestarts(LaunchOptions o, const RestartPolicy& p) {
                  static_cast<long long>(std::max<int64_t>(0, reached - std::max<int64_t>(from, 0))),
                  reached - std::max<int64_t>(from, 0) == 1 ? "" : "s");
     if (resume) o.argv = WithResumeAuto(o.argv);
+    if (p.replan && failed_rank >= 0 && failed_rank == failed_before) {
+      std::fprintf(stderr,
+                   "dapple train: rank %d failed twice in a row: its device counts as lost\n",
+                   failed_rank);
+      if (!p.replan(failed_rank, o)) return code;
+      world = o.nproc_per_node * o.nnodes;
+      failed_before = -1;  // the ranks are numbered anew
+    } else {
+      failed_before = failed_rank;
+    }
   }
 }
 

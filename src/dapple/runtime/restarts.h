@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,14 +26,22 @@ namespace dapple {
 // checkpoint in the folder is not this run's state). Each restart is one line on stderr: the
 // rank that failed and how, the step resumed from, and how many completed steps are replayed
 // (rank 0 reports its completed steps through DAPPLE_PROGRESS_FILE, set by the launcher).
+// With --elastic a rank that fails twice in a row counts as a lost device: the job is planned
+// again for the others (Replanner) and resumes under the new plan.
 // Jobs of several nodes are not restarted by dapple: every node's launcher would have to agree
 // on the restart; there `--resume auto` under the outer launcher's own restart does the same.
+
+// `--elastic`: after device `lost` (a rank of the job `options` runs) failed twice in a row,
+// plans the job again for the devices left and rewrites `options` for it (fewer processes,
+// the new plan in argv); returns false when no plan fits (the job then stops).
+using Replanner = std::function<bool(int lost, LaunchOptions& options)>;
 
 struct RestartPolicy {
   int max_restarts = 0;
   std::filesystem::path checkpoint_dir;  // required when max_restarts > 0
   bool user_resumes = false;             // the command already says --resume or --resume auto
   int world_size = 1;                    // for the failure line ("rank r of W")
+  Replanner replan;                      // --elastic; empty: the devices never change
 };
 
 // Runs LaunchLocal(options) and restarts it as Note [Restarts] says. Returns 0 when an

@@ -203,13 +203,15 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
 
 void ApplyTestHooksFromEnvironment(TrainOptions& o) {
   const char* v = std::getenv("DAPPLE_TEST_DIE_AT");
-  // The first start only: a restarted job (Note [Restarts]) would otherwise die again.
-  if (v == nullptr || *v == '\0' || RestartAttempt() > 0) return;
-  int rank = -1;
+  if (v == nullptr || *v == '\0') return;
+  int rank = -1, attempts = 1;
   long long step = -1;
-  if (std::sscanf(v, "%d:%lld", &rank, &step) != 2) {
-    ThrowInput("DAPPLE_TEST_DIE_AT={}: expected rank:step", v);
+  if (std::sscanf(v, "%d:%lld:%d", &rank, &step, &attempts) < 2) {
+    ThrowInput("DAPPLE_TEST_DIE_AT={}: expected rank:step[:attempts]", v);
   }
+  // The first `attempts` starts only: a restarted job (Note [Restarts]) would otherwise die
+  // again and again.
+  if (RestartAttempt() >= attempts) return;
   o.die_at_rank = rank;
   o.die_at_step = step;
 }

@@ -77,7 +77,8 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& options, int world_size);
 // Throws InputError for bad input, CommError when a peer fails or stops answering.
 void RunTraining(const TrainOptions& options, const DistEnv& env);
 
-// Parses DAPPLE_TEST_DIE_AT ("rank:step") into options (test-only, undocumented).
+// Parses DAPPLE_TEST_DIE_AT ("rank:step[:attempts]", default 1 attempt: the starts of a
+// restarted job it applies to) into options (test-only, undocumented).
 void ApplyTestHooksFromEnvironment(TrainOptions& options);
 
 }  // namespace dapple

@@ -20,6 +20,7 @@
 #include "dapple/runtime/restarts.h"
 #include "dapple/runtime/resume_policy.h"
 #include "dapple/runtime/trainer.h"
+#include "elastic.h"
 #include "launch_cli.h"
 #include "model_cli.h"
 
@@ -40,6 +41,8 @@ struct TrainArgs {
   ModelCli model_cli;
   bool no_shuffle = false;
   int max_restarts = 0;
+  bool elastic = false;
+  ElasticInputs elastic_inputs;  // --profile, --cluster for --elastic
 };
 
 void Finish(TrainArgs& a) {
@@ -82,6 +85,13 @@ void Finish(TrainArgs& a) {
   if (a.max_restarts > 0 && a.o.checkpoint_dir.empty())
     ThrowInput(
         "--max-restarts needs --checkpoint-dir: a restart resumes from its newest checkpoint");
+  // --elastic belongs to the launcher (the ranks get it too and ignore it).
+  if (a.elastic && a.launch.nproc > 0) {
+    if (a.max_restarts < 1)
+      ThrowInput("--elastic needs --max-restarts N: a device is lost when its rank fails twice");
+    if (a.elastic_inputs.profile.empty() || a.elastic_inputs.cluster.empty())
+      ThrowInput("--elastic needs --profile and --cluster: what to plan with for the devices left");
+  }
   if (a.o.evaluate && a.o.checkpoint_dir.empty()) ThrowInput("--eval needs --checkpoint-dir");
   ApplyTestHooksFromEnvironment(a.o);
 }
@@ -108,6 +118,10 @@ int Launch(TrainArgs& a) {
   restarts.checkpoint_dir = a.o.checkpoint_dir;
   restarts.user_resumes = a.o.resume || a.o.resume_auto;
   restarts.world_size = l.world_size();
+  if (a.elastic) {
+    a.elastic_inputs.plan_folder = a.o.checkpoint_dir;
+    restarts.replan = MakeElasticReplanner(a.elastic_inputs, l.world_size());
+  }
   return LaunchWithRestarts(lo, restarts);
 }
 
@@ -187,6 +201,12 @@ void AddTrainCommand(CLI::App& app) {
                   "With --nproc: after a rank fails, start every rank again from the newest "
                   "checkpoint, at most N times")
       ->capture_default_str();
+  cmd->add_flag("--elastic", a->elastic,
+                "With --max-restarts: a rank that fails twice in a row counts as a lost device; "
+                "plan again for the others (--profile, --cluster) and go on");
+  cmd->add_option("--profile", a->elastic_inputs.profile, "For --elastic: the model's profile");
+  cmd->add_option("--cluster", a->elastic_inputs.cluster,
+                  "For --elastic: the cluster (preset or file) the job runs on");
   cmd->add_flag("--recompute", a->o.recompute,
                 "Keep only stage inputs and recompute the forward in the backward");
   cmd->add_option("--trace", a->o.trace_path,
