@@ -1,7 +1,8 @@
 // Checkpoints that never lose a step (issue 17, Note [Checkpoint checksums]): meta.json keeps
 // each layer file's size and CRC-32; a resume that finds the newest checkpoint damaged names
 // the file and falls back to the one before, with the uninterrupted run's losses; with none
-// intact it is one line, exit 2; --keep-checkpoints K keeps the K newest.
+// intact it is one line, exit 2; a save killed half-way leaves the previous one latest;
+// --keep-checkpoints K keeps the K newest.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -13,11 +14,11 @@
 namespace dapple::testing {
 namespace {
 
-std::string Flags(const fs::path& ckpt, const fs::path& plan, int steps) {
+std::string Flags(const fs::path& ckpt, const fs::path& plan, int steps, int timeout_s = 30) {
   return std::string("train ") + kMlpFlags +
-         " --dtype float64 --data synthetic --seed 5 --optimizer sgd --lr 0.05 --log-json "
-         "--timeout-s 30 --nproc 2 --plan " +
-         plan.string() + " --checkpoint-dir " + ckpt.string() + " --steps " + std::to_string(steps);
+         " --dtype float64 --data synthetic --seed 5 --optimizer sgd --lr 0.05 --log-json " +
+         "--timeout-s " + std::to_string(timeout_s) + " --nproc 2 --plan " + plan.string() +
+         " --checkpoint-dir " + ckpt.string() + " --steps " + std::to_string(steps);
 }
 
 // zlib's CRC-32 of a whole file, computed here independently of dapple's reader.
@@ -94,6 +95,36 @@ TEST_F(CheckpointDamage, KeepCheckpointsKeepsTheNewest) {
   for (int s = 1; s <= 3; ++s) EXPECT_FALSE(fs::exists(dir_ / "kept" / fmt::format("step-{}", s)));
   EXPECT_TRUE(fs::exists(dir_ / "kept" / "step-4" / "meta.json"));
   EXPECT_TRUE(fs::exists(dir_ / "kept" / "step-5" / "meta.json"));
+}
+
+// Killed in the middle of a save (after one layer file of step 4, before the commit): the
+// checkpoint of step 2 stays `latest`, and resuming from it gives the uninterrupted losses.
+TEST_F(CheckpointDamage, KilledWhileSavingKeepsThePreviousCheckpoint) {
+  const fs::path ckpt = dir_ / "killed";
+  // The survivor waits for the dead rank's confirmation until its timeout: keep it short.
+  RunResult killed = RunDapple(Flags(ckpt, plan_, 6, 3) + " --checkpoint-every 2", dir_,
+                               "DAPPLE_TEST_DIE_IN_SAVE=1:4");
+  EXPECT_NE(killed.exit_code, 0);
+  EXPECT_EQ(Slurp(ckpt / "latest"), "step-2\n");
+  EXPECT_FALSE(fs::exists(ckpt / "step-4" / "meta.json"));
+  RunResult r = RunDapple(Flags(ckpt, plan_, 6) + " --resume", dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto want = full_.Losses(), got = r.Losses();
+  ASSERT_EQ(got.size(), 4u) << r.out;
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(got[i], want[i + 2]) << "step " << i + 3;
+}
+
+// A checkpoint of another model is refused in one line naming its meta.json.
+TEST_F(CheckpointDamage, AnotherModelsCheckpointIsOneLineExitTwo) {
+  std::string flags = Flags(dir_ / "ckpt", plan_, 6) + " --resume";
+  flags.replace(flags.find("--opt layers=3"), 14, "--opt layers=2");
+  fs::path plan2 =
+      WritePlan(dir_, "b", PlanJson({{"fc0", "fc0", {0}}, {"fc1", "head", {1}}}, 2, 4, "dapple-a"));
+  flags.replace(flags.find(plan_.string()), plan_.string().size(), plan2.string());
+  RunResult r = RunDapple(flags, dir_);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("step-4/meta.json: layers [fc0, fc1, fc2, head] differ"), std::string::npos)
+      << r.err;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 
 #include "train_test_util.h"
@@ -77,16 +78,45 @@ TEST_F(TrainRestart, BadRequestsAreOneLineExitTwo) {
   r = RunDapple(Flags(dir_ / "ckpt", plan_) + " --max-restarts -1", dir_);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--max-restarts -1: must be 0 or more"), std::string::npos) << r.err;
+  r = RunDapple(Flags(dir_ / "ckpt", plan_) + " --max-restarts 2 --elastic", dir_);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--elastic needs --profile and --cluster"), std::string::npos) << r.err;
+  // A profile of another model: refused before anything starts.
+  const std::string vgg =
+      (fs::path(DAPPLE_SOURCE_DIR) / "data/profiles/dapple/vgg-19-pbs-32.txt").string();
+  r = RunDapple(Flags(dir_ / "ckpt", plan_) + " --max-restarts 2 --elastic --profile " + vgg +
+                    " --cluster paper-a",
+                dir_);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--profile " + vgg + ": layers ["), std::string::npos) << r.err;
+  // One process, lost for good: no device is left to plan for.
+  fs::path one = WritePlan(dir_, "one", PlanJson({{"fc0", "head", {0}}}, 2, 4, "dapple-a"));
+  std::string flags = Flags(dir_ / "ckpt1", one) + " --checkpoint-every 2 --max-restarts 3 " +
+                      "--elastic --profile " + (dir_ / "profile.json").string() +
+                      " --cluster paper-a";
+  flags.replace(flags.find("--nproc 2"), 9, "--nproc 1");
+  std::string layers;
+  for (const std::string& l : kMlpLayers)
+    layers += fmt::format(R"({}{{"id": "{}", "forward_ms": 1, "backward_ms": 2,
+        "activation_bytes": 1e3, "parameter_bytes": 1e3}})",
+                          layers.empty() ? "" : ", ", l);
+  std::ofstream(dir_ / "profile.json") << R"({"format": "dapple-profile/1", "model": "mlp",
+      "batch_size": 1, "layers": [)" << layers
+                                       << "]}";
+  r = RunDapple(flags, dir_, "DAPPLE_TEST_DIE_AT=0:3:2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--elastic: device 0 was lost and no device is left"), std::string::npos)
+      << r.err;
 }
 
-// --elastic: rank 2 dies in the 4th step of the first two starts, so its device counts as
-// lost; the job is planned again for the 2 devices left (the planner, on the given profile
+// --elastic: rank 3 dies in the 4th step of the first two starts, so its device counts as
+// lost; the job is planned again for the 3 devices left (the planner, on the given profile
 // and cluster) and resumes from the checkpoint of step 2 under the new plan. The global batch
 // is fixed, so the losses and final weights agree with an uninterrupted run to rounding.
 TEST(TrainElastic, ALostDeviceIsPlannedAwayAndTheRunAgrees) {
   fs::path dir = TestDir("elastic");
-  fs::path plan =
-      WritePlan(dir, "a", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1, 2}}}, 2, 4, "gpipe"));
+  fs::path plan = WritePlan(
+      dir, "a", PlanJson({{"fc0", "fc1", {0, 1}}, {"fc2", "head", {2, 3}}}, 2, 4, "gpipe"));
   std::string layers;
   for (const std::string& l : kMlpLayers)
     layers += fmt::format(R"({}{{"id": "{}", "forward_ms": 1, "backward_ms": 2,
@@ -97,13 +127,13 @@ TEST(TrainElastic, ALostDeviceIsPlannedAwayAndTheRunAgrees) {
       "layers": [)" << layers
                          << "]}";
   fs::path cluster = dir / "cluster.json";
-  std::ofstream(cluster) << R"({"format": "dapple-cluster/1", "name": "three", "servers":
-      [{"devices": 3}], "device": {"memory_bytes": 1e9, "speed": 1.0},
+  std::ofstream(cluster) << R"({"format": "dapple-cluster/1", "name": "four", "servers":
+      [{"devices": 4}], "device": {"memory_bytes": 1e9, "speed": 1.0},
       "intra_server": {"bandwidth_bytes_per_s": 1e9, "latency_s": 1e-5}})";
   auto flags = [&](const fs::path& ckpt) {
     return std::string("train ") + kMlpFlags +
            " --dtype float64 --data synthetic --seed 3 --optimizer adam --lr 0.05 --log-json "
-           "--timeout-s 30 --steps 6 --nproc 3 --plan " +
+           "--timeout-s 30 --steps 6 --nproc 4 --plan " +
            plan.string() + " --checkpoint-dir " + ckpt.string();
   };
   RunResult full = RunDapple(flags(dir / "full"), dir);
@@ -113,13 +143,15 @@ TEST(TrainElastic, ALostDeviceIsPlannedAwayAndTheRunAgrees) {
 
   RunResult r = RunDapple(flags(dir / "ckpt") + " --checkpoint-every 2 --max-restarts 3 --elastic" +
                               " --profile " + profile.string() + " --cluster " + cluster.string(),
-                          dir, "DAPPLE_TEST_DIE_AT=2:3:2");
+                          dir, "DAPPLE_TEST_DIE_AT=3:3:2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("rank 2 failed twice in a row: its device counts as lost"),
+  EXPECT_NE(r.err.find("rank 3 failed twice in a row: its device counts as lost"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("--elastic: re-planned for 2 devices"), std::string::npos) << r.err;
-  EXPECT_TRUE(fs::exists(dir / "ckpt" / "elastic-plan-2.json"));
+  EXPECT_NE(r.err.find("--elastic: re-planned for 3 devices"), std::string::npos) << r.err;
+  ASSERT_TRUE(fs::exists(dir / "ckpt" / "elastic-plan-3.json"));
+  std::printf("the plan on 4 devices:\n%s\nthe plan after device 3 was lost:\n%s\n",
+              Slurp(plan).c_str(), Slurp(dir / "ckpt" / "elastic-plan-3.json").c_str());
   auto got = r.Losses();
   ASSERT_GE(got.size(), 4u) << r.out;
   for (size_t i = 0; i < 4; ++i)

@@ -130,8 +130,9 @@ int PickFreePort() {
 
 int LaunchLocal(const LaunchOptions& o) { return LaunchLocal(o, nullptr); }
 
-int LaunchLocal(const LaunchOptions& o, int* failed_rank) {
+int LaunchLocal(const LaunchOptions& o, int* failed_rank, double* stop_seconds) {
   if (failed_rank) *failed_rank = -1;
+  if (stop_seconds) *stop_seconds = 0;
   DAPPLE_CHECK(o.nproc_per_node >= 1 && o.nnodes >= 1 && o.node_rank >= 0 &&
                o.node_rank < o.nnodes && !o.argv.empty());
   DAPPLE_CHECK(o.nproc_per_node <= kMaxChildren);
@@ -191,6 +192,7 @@ int LaunchLocal(const LaunchOptions& o, int* failed_rank) {
   auto deadline = std::chrono::steady_clock::time_point::max();
   bool killed = false, termed = false;
   auto term_at = std::chrono::steady_clock::time_point::max();
+  std::chrono::steady_clock::time_point failed_at;
   while (running > 0) {
     int status = 0;
     pid_t p = waitpid(-1, &status, WNOHANG);
@@ -219,13 +221,17 @@ int LaunchLocal(const LaunchOptions& o, int* failed_rank) {
       if (code != 0 && first_failure == 0) {
         first_failure = code;
         if (failed_rank) *failed_rank = o.node_rank * o.nproc_per_node + static_cast<int>(i);
-        term_at = std::chrono::steady_clock::now() + o.term_delay;
+        failed_at = std::chrono::steady_clock::now();
+        term_at = failed_at + o.term_delay;
       }
     }
   }
   g_num_children = 0;
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  if (stop_seconds && first_failure != 0)
+    *stop_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - failed_at).count();
   return first_failure;
 }
 

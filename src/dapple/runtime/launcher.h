@@ -38,8 +38,9 @@ struct LaunchOptions {
 // a process. REQUIRES: nproc_per_node >= 1, 0 <= node_rank < nnodes, !argv.empty().
 int LaunchLocal(const LaunchOptions& options);
 // As above; also sets *failed_rank to the RANK of the first process that failed (-1 when
-// none did).
-int LaunchLocal(const LaunchOptions& options, int* failed_rank);
+// none did) and, when given, *stop_seconds to the time from that failure until every
+// process had exited (0 when none failed).
+int LaunchLocal(const LaunchOptions& options, int* failed_rank, double* stop_seconds = nullptr);
 
 // True once SIGINT or SIGTERM reached a running LaunchLocal (and was forwarded to its
 // processes): the user stopped the job, so nothing should restart it.

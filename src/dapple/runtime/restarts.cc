@@ -96,11 +96,14 @@ int LaunchWithRestarts(LaunchOptions o, const RestartPolicy& p) {
     o.extra_env["DAPPLE_PROGRESS_FILE"] = progress.path;
     o.extra_env["DAPPLE_RESTART"] = std::to_string(attempt);
     int failed_rank = -1;
-    const int code = LaunchLocal(o, &failed_rank);
+    double stop_s = 0;
+    const int code = LaunchLocal(o, &failed_rank, &stop_s);
     if (code == 0) return 0;
     const std::string how = HowItFailed(code);
-    std::fprintf(stderr, "dapple train: rank %d of %d failed (%s); the job was stopped\n",
-                 failed_rank, world, how.c_str());
+    std::fprintf(stderr,
+                 "dapple train: rank %d of %d failed (%s); the job was stopped (%.1f s after the "
+                 "failure)\n",
+                 failed_rank, world, how.c_str(), stop_s);
     if (p.max_restarts == 0) return code;
     if (attempt >= p.max_restarts) {
       std::fprintf(

@@ -33,7 +33,8 @@ namespace dapple {
 
 // `--elastic`: after device `lost` (a rank of the job `options` runs) failed twice in a row,
 // plans the job again for the devices left and rewrites `options` for it (fewer processes,
-// the new plan in argv); returns false when no plan fits (the job then stops).
+// the new plan in argv); returns false or throws InputError (no device left, no plan fits)
+// to stop the job.
 using Replanner = std::function<bool(int lost, LaunchOptions& options)>;
 
 struct RestartPolicy {

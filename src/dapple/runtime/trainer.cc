@@ -62,6 +62,8 @@ void SaveCheckpoint(const TrainOptions& o, Model& model, const StagePlan* stage,
       LayerFileSum sum =
           SumOfFile(LayerFile(CheckpointStepDir(o.checkpoint_dir, steps_done), name));
       written.push_back({name, sum.bytes, sum.crc32});
+      if (o.die_in_save_rank == comm.rank() && o.die_in_save_steps == steps_done)
+        std::raise(SIGKILL);  // test hook: killed in the middle of a save
     }
   }
   // Note [Checkpoint commit]: every writer confirms its files; rank 0 checks, then commits.
@@ -202,6 +204,35 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
 }
 
 void ApplyTestHooksFromEnvironment(TrainOptions& o) {
+  // DAPPLE_TEST_CHAOS="rank:step[:save],...": entry k kills on start k of a restarted job
+  // (Note [Restarts]): that rank dies mid-step `step` (0-based), or with ":save" while saving
+  // the checkpoint after `step` steps.
+  if (const char* v = std::getenv("DAPPLE_TEST_CHAOS"); v && *v) {
+    std::string all = v;
+    const int attempt = RestartAttempt();
+    size_t begin = 0;
+    for (int k = 0; begin <= all.size(); ++k) {
+      size_t end = all.find(',', begin);
+      if (end == std::string::npos) end = all.size();
+      if (k == attempt) {
+        const std::string entry = all.substr(begin, end - begin);
+        int rank = -1;
+        long long step = -1;
+        if (std::sscanf(entry.c_str(), "%d:%lld", &rank, &step) != 2)
+          ThrowInput("DAPPLE_TEST_CHAOS={}: expected rank:step[:save],...", v);
+        const bool save = entry.size() > 5 && entry.compare(entry.size() - 5, 5, ":save") == 0;
+        (save ? o.die_in_save_rank : o.die_at_rank) = rank;
+        (save ? o.die_in_save_steps : o.die_at_step) = step;
+      }
+      begin = end + 1;
+    }
+  }
+  if (const char* v = std::getenv("DAPPLE_TEST_DIE_IN_SAVE"); v && *v) {
+    long long steps = -1;
+    if (std::sscanf(v, "%d:%lld", &o.die_in_save_rank, &steps) != 2)
+      ThrowInput("DAPPLE_TEST_DIE_IN_SAVE={}: expected rank:steps", v);
+    o.die_in_save_steps = steps;
+  }
   const char* v = std::getenv("DAPPLE_TEST_DIE_AT");
   if (v == nullptr || *v == '\0') return;
   int rank = -1, attempts = 1;

@@ -55,6 +55,10 @@ struct TrainOptions {
   bool no_overlap = false;
   // Test hook (DAPPLE_TEST_DIE_AT=rank:step): that rank kills itself mid-step.
   int die_at_rank = -1;
+  // Test hook (DAPPLE_TEST_DIE_IN_SAVE=rank:steps): that rank kills itself while saving the
+  // checkpoint after `steps` steps, after its first layer file and before confirming it.
+  int die_in_save_rank = -1;
+  int64_t die_in_save_steps = -1;
   int64_t die_at_step = -1;
 };
 

@@ -2,9 +2,12 @@
 #include "elastic.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "dapple/common/error.h"
 #include "dapple/common/schedule_kind.h"
@@ -51,7 +54,8 @@ std::string PlanArgument(std::vector<std::string>& argv, const std::string* repl
 
 }  // namespace
 
-Replanner MakeElasticReplanner(const ElasticInputs& in, int world_size) {
+Replanner MakeElasticReplanner(const ElasticInputs& in, int world_size,
+                               const std::vector<std::string>& model_layers) {
   auto profile = std::make_shared<Profile>([&] {
     try {
       return LoadProfile(in.profile);
@@ -66,6 +70,14 @@ Replanner MakeElasticReplanner(const ElasticInputs& in, int world_size) {
       ThrowInput("--cluster: {}", e.what());
     }
   }());
+  std::vector<std::string> ids;
+  for (const LayerProfile& l : profile->layers) ids.push_back(l.id);
+  if (ids != model_layers)
+    ThrowInput(
+        "--profile {}: layers [{}] are not the model's [{}]", in.profile,
+        fmt::join(ids.size() > 6 ? std::vector<std::string>(ids.begin(), ids.begin() + 6) : ids,
+                  ", "),
+        fmt::join(model_layers, ", "));
   if (cluster->num_devices() < world_size)
     ThrowInput("--cluster {}: {} devices, but the job has {} processes", in.cluster,
                cluster->num_devices(), world_size);
@@ -74,29 +86,22 @@ Replanner MakeElasticReplanner(const ElasticInputs& in, int world_size) {
     const int world = o.nproc_per_node;
     std::string old_plan = PlanArgument(o.argv, nullptr);
     const int gbs = ReadPlanJson(old_plan).global_batch_size;
-    if (world < 2) {
-      std::fprintf(stderr, "dapple train: --elastic: no device left to plan for\n");
-      return false;
-    }
+    if (world < 2) ThrowInput("--elastic: device {} was lost and no device is left", lost);
     Cluster left = WithoutDevice(*cluster, world, lost);
     AnalyticCostModel cost(*profile, left);
     PlanResult r = RunPlanner(*profile, left, cost, gbs, PlannerOptions{});
-    if (!r.plan) {
-      std::fprintf(stderr, "dapple train: --elastic: no plan for %d devices: %s\n", world - 1,
-                   r.reason.c_str());
-      return false;
-    }
+    if (!r.plan) ThrowInput("--elastic: no plan fits the {} devices left: {}", world - 1, r.reason);
     const std::filesystem::path path = folder / fmt::format("elastic-plan-{}.json", world - 1);
     WritePlanJson(*r.plan, path);
     std::string shape;
     for (const StagePlan& s : r.plan->stages)
       shape += fmt::format("{}{}", shape.empty() ? "" : ":", s.devices.size());
     std::fprintf(stderr,
-                 "dapple train: --elastic: re-planned for %d devices: %zu stage%s (%s replicas), "
-                 "micro-batch %d, %s, %.3f ms per iteration simulated; plan %s\n",
-                 world - 1, r.plan->stages.size(), r.plan->stages.size() == 1 ? "" : "s",
-                 shape.c_str(), r.plan->micro_batch_size, ToString(r.plan->schedule).c_str(),
-                 r.plan->estimate->iteration_ms, path.c_str());
+                 "dapple train: --elastic: re-planned for %d device%s: %zu stage%s (replicas "
+                 "%s), micro-batch %d, %s, %.3f ms per iteration simulated; plan %s\n",
+                 world - 1, world - 1 == 1 ? "" : "s", r.plan->stages.size(),
+                 r.plan->stages.size() == 1 ? "" : "s", shape.c_str(), r.plan->micro_batch_size,
+                 ToString(r.plan->schedule).c_str(), r.plan->estimate->iteration_ms, path.c_str());
     const std::string new_plan = path.string();
     PlanArgument(o.argv, &new_plan);
     o.nproc_per_node = world - 1;

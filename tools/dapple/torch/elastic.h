@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "dapple/runtime/restarts.h"
 
@@ -15,11 +16,14 @@ struct ElasticInputs {
   std::filesystem::path plan_folder;  // where the new plans go (the checkpoint folder)
 };
 
-// Reads the profile and the cluster now (InputError naming the flag when they do not load),
-// so that a bad flag stops the job before it starts. The Replanner takes the cluster's first
+// Reads the profile and the cluster now (InputError naming the flag when they do not load, or
+// when the profile's layer ids are not `model_layers`), so that a bad flag stops the job
+// before it starts. The Replanner takes the cluster's first
 // W devices (W: the job's processes), drops the lost one, plans the global batch of the
 // job's current plan (--plan in the ranks' argv) onto the rest, writes the plan to
-// plan_folder/elastic-plan-<W-1>.json, prints one line, and points the ranks at it.
-Replanner MakeElasticReplanner(const ElasticInputs& in, int world_size);
+// plan_folder/elastic-plan-<W-1>.json, prints one line, and points the ranks at it; with no
+// device left or no plan that fits it throws InputError (one line, exit code 2).
+Replanner MakeElasticReplanner(const ElasticInputs& in, int world_size,
+                               const std::vector<std::string>& model_layers);
 
 }  // namespace dapple

@@ -120,7 +120,9 @@ int Launch(TrainArgs& a) {
   restarts.world_size = l.world_size();
   if (a.elastic) {
     a.elastic_inputs.plan_folder = a.o.checkpoint_dir;
-    restarts.replan = MakeElasticReplanner(a.elastic_inputs, l.world_size());
+    std::vector<std::string> layers;
+    for (const auto& layer : checked.model.layers) layers.push_back(layer.name);
+    restarts.replan = MakeElasticReplanner(a.elastic_inputs, l.world_size(), layers);
   }
   return LaunchWithRestarts(lo, restarts);
 }
