@@ -49,7 +49,10 @@ bool ReadNumber(std::string_view& text, int& value) {
 std::string ToString(const Instruction& inst) {
   std::string s = Prefix(inst.op);
   if (HasMicroBatch(inst.op)) s += std::to_string(inst.micro_batch);
-  if (HasMicroBatch(inst.op) && inst.chunk != 0) s += "c" + std::to_string(inst.chunk);
+  if (HasMicroBatch(inst.op) && inst.chunk != 0) {
+    s += 'c';
+    s += std::to_string(inst.chunk);
+  }
   return s;
 }
 
