@@ -28,6 +28,7 @@ void CompareWithExhaustive(Maker make, const char* label) {
     testing::RandomProblem& p = *owner;
     SCOPED_TRACE(p.description);
     PlannerOptions o;
+    o.interleave = false;  // the exhaustive search has one chunk per stage
     PlanResult dapple = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, o);
     o.planner = "exhaustive";
     PlanResult truth = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, o);

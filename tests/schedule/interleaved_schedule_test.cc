@@ -23,18 +23,18 @@ std::string ErrorOf(auto&& f) {
   return "no error";
 }
 
-// With one chunk, interleaved is dapple-a's list, whatever S and M.
-TEST(Interleaved, OneChunkIsDappleA) {
+// With one chunk, interleaved is dapple-b's list, whatever S and M.
+TEST(Interleaved, OneChunkIsDappleB) {
   for (int S = 1; S <= 6; ++S)
     for (int M = 1; M <= 12; ++M)
       EXPECT_EQ(MakeSchedule(ScheduleKind::kInterleaved, S, M, 1).programs,
-                MakeSchedule(ScheduleKind::kDappleA, S, M).programs)
+                MakeSchedule(ScheduleKind::kDappleB, S, M).programs)
           << S << " " << M;
 }
 
 // Every (chunk, micro-batch) is forwarded and backwarded once on every stage; forwards run
 // in groups of S micro-batches, chunk 0 to v-1, backwards likewise with the chunks reversed;
-// K_s = min(vS - s, vM) forwards precede the first backward, after which B and F alternate
+// K_s = min((v-1)S + 2(S-s) - 1, vM) forwards precede the first backward, after which B and F alternate
 // until the forwards run out; the peak of chunk-micro-batches in flight is K_s
 // (PeakInFlight). Checked against this independent statement of the order.
 TEST(Interleaved, OrderWarmupAndPeak) {
@@ -51,7 +51,7 @@ TEST(Interleaved, OrderWarmupAndPeak) {
         for (int st = 0; st < S; ++st) {
           const auto& p = s.programs[st];
           ASSERT_EQ(static_cast<int>(p.size()), 2 * v * M);
-          const int k = std::min(v * S - st, v * M);
+          const int k = std::min((v - 1) * S + 2 * (S - st) - 1, v * M);
           EXPECT_EQ(PeakInFlight(ScheduleKind::kInterleaved, st, S, M, v), k);
           int f = 0, b = 0, in_flight = 0, peak = 0;
           for (size_t i = 0; i < p.size(); ++i) {

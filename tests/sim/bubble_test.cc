@@ -40,10 +40,9 @@ TEST(Bubble, PeakInFlightIsTheWarmupDepth) {
       for (ScheduleKind kind : AllScheduleKinds()) {
         SimResult r = SimulatePlan(StraightPlan(S, M, kind), cost, fast);
         for (int s = 0; s < S; ++s) {
-          // interleaved with one chunk (a plan without virtual_stages) is dapple-a.
-          int expected = kind == ScheduleKind::kGPipe ? M
-                         : kind == ScheduleKind::kDappleA || kind == ScheduleKind::kInterleaved
-                             ? std::min(S - s, M)
+          // interleaved with one chunk (a plan without virtual_stages) is dapple-b.
+          int expected = kind == ScheduleKind::kGPipe     ? M
+                         : kind == ScheduleKind::kDappleA ? std::min(S - s, M)
                          : kind == ScheduleKind::kZbH1 ? std::min(S, M)
                                                        : std::min(2 * (S - s) - 1, M);
           ASSERT_EQ(r.devices[s].peak_in_flight, expected)

@@ -10,7 +10,7 @@ namespace dapple {
 // kZbH1: zero bubble H1 (Qi et al., ICLR 2024): each backward split into I (input gradient)
 // and W (weight gradient), W deferred into the bubbles (docs/schedules.md).
 // kInterleaved: interleaved 1F1B (Narayanan et al., SC'21): every device group runs v model
-// chunks (the plan's virtual_stages); with v = 1 it is dapple-a's order.
+// chunks (the plan's virtual_stages); with v = 1 it is dapple-b's order.
 enum class ScheduleKind { kGPipe, kDappleA, kDappleB, kZbH1, kInterleaved };
 
 // "gpipe", "dapple-a", "dapple-b", "zb-h1", "interleaved"

@@ -11,7 +11,7 @@ namespace dapple::internal {
 // REQUIRES: CheckChunks passed (chunks == 1, or M a multiple of S with S > 1).
 void AppendInterleaved(int stage, int num_stages, int num_micro_batches, int chunks,
                        std::vector<Instruction>& p);
-// Forwards stage `stage` runs before its first backward: min(vS - s, vM).
+// Forwards stage `stage` runs before its first backward: min((v-1)S + 2(S-s) - 1, vM).
 int InterleavedWarmup(int stage, int num_stages, int num_micro_batches, int chunks);
 
 }  // namespace dapple::internal

@@ -20,9 +20,9 @@ int WarmupDepth(ScheduleKind kind, int stage, int num_stages, int num_micro_batc
       return num_micro_batches;
     case ScheduleKind::kDappleA:
     case ScheduleKind::kZbH1:
-    case ScheduleKind::kInterleaved:  // with one chunk; Note [Interleaved 1F1B] for more
       return std::min(num_stages - stage, num_micro_batches);
     case ScheduleKind::kDappleB:
+    case ScheduleKind::kInterleaved:  // with one chunk; Note [Interleaved 1F1B] for more
       return std::min(2 * (num_stages - stage) - 1, num_micro_batches);
   }
   return num_micro_batches;

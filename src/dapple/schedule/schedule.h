@@ -27,12 +27,13 @@ struct Schedule {
 };
 
 // Warm-up depth K_s: forwards stage s runs before its first backward.
-// gpipe: M; dapple-a and zb-h1: min(S-s, M); dapple-b: min(2(S-s)-1, M).
+// gpipe: M; dapple-a and zb-h1: min(S-s, M); dapple-b (and interleaved with one chunk):
+// min(2(S-s)-1, M).
 int WarmupDepth(ScheduleKind kind, int stage, int num_stages, int num_micro_batches);
 // Most micro-batches stage s holds activations of at once (from F to B, or to W in the
 // split schedules): WarmupDepth, except zb-h1: min(S, M) on every stage (Note [ZB-H1]).
-// Interleaved with v chunks: chunk-micro-batches (each a chunk's activations), min(vS - s,
-// vM) (Note [Interleaved 1F1B]).
+// Interleaved with v chunks: chunk-micro-batches (each a chunk's activations),
+// min((v-1)S + 2(S-s) - 1, vM) (Note [Interleaved 1F1B]).
 int PeakInFlight(ScheduleKind kind, int stage, int num_stages, int num_micro_batches,
                  int num_chunks = 1);
 
