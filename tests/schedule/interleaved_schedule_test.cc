@@ -34,8 +34,8 @@ TEST(Interleaved, OneChunkIsDappleB) {
 
 // Every (chunk, micro-batch) is forwarded and backwarded once on every stage; forwards run
 // in groups of S micro-batches, chunk 0 to v-1, backwards likewise with the chunks reversed;
-// K_s = min((v-1)S + 2(S-s) - 1, vM) forwards precede the first backward, after which B and F alternate
-// until the forwards run out; the peak of chunk-micro-batches in flight is K_s
+// K_s = min((v-1)S + 2(S-s) - 1, vM) forwards precede the first backward, after which B and F
+// alternate until the forwards run out; the peak of chunk-micro-batches in flight is K_s
 // (PeakInFlight). Checked against this independent statement of the order.
 TEST(Interleaved, OrderWarmupAndPeak) {
   for (int S = 2; S <= 6; ++S) {

@@ -43,8 +43,8 @@ TEST(Bubble, PeakInFlightIsTheWarmupDepth) {
           // interleaved with one chunk (a plan without virtual_stages) is dapple-b.
           int expected = kind == ScheduleKind::kGPipe     ? M
                          : kind == ScheduleKind::kDappleA ? std::min(S - s, M)
-                         : kind == ScheduleKind::kZbH1 ? std::min(S, M)
-                                                       : std::min(2 * (S - s) - 1, M);
+                         : kind == ScheduleKind::kZbH1    ? std::min(S, M)
+                                                          : std::min(2 * (S - s) - 1, M);
           ASSERT_EQ(r.devices[s].peak_in_flight, expected)
               << ToString(kind) << " S=" << S << " M=" << M << " stage " << s;
           // 1 MB of activation per layer and sample, one layer per stage, m = 1.

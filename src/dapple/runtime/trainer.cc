@@ -20,8 +20,8 @@
 #include "dapple/models/data.h"
 #include "dapple/runtime/boundary.h"
 #include "dapple/runtime/checkpoint.h"
-#include "dapple/runtime/export.h"
 #include "dapple/runtime/checkpoint_commit.h"
+#include "dapple/runtime/export.h"
 #include "dapple/runtime/rank_grid.h"
 #include "dapple/runtime/resume_policy.h"
 #include "dapple/runtime/stage_worker.h"
@@ -53,9 +53,9 @@ void SaveCheckpoint(const TrainOptions& o, Model& model, const StagePlan* stage,
   std::vector<WrittenLayer> written;
   if (stage && replica == 0) {
     for (int l = stage->first_layer; l <= stage->last_layer; ++l) {
-      written.push_back({model.layers[l].name,
-                         SaveLayer(o.checkpoint_dir, steps_done, model.layers[l].name,
-                                   *model.layers[l].module, opt, o.optimizer.kind)});
+      written.push_back(
+          {model.layers[l].name, SaveLayer(o.checkpoint_dir, steps_done, model.layers[l].name,
+                                           *model.layers[l].module, opt, o.optimizer.kind)});
     }
   }
   // Note [Checkpoint commit]: every writer confirms its files; rank 0 checks, then commits.
@@ -138,6 +138,11 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   const std::string source = o.plan_path.string();
   CheckedPlan c{ReadPlanJson(o.plan_path), LoadModel(SourceOf(o), o.seed, o.dtype, kNoLayers)};
   Plan& plan = c.plan;
+  if (plan.virtual_stages > 1)  // docs/schedules.md, "Interleaved 1F1B": not run yet
+    ThrowInput(
+        "{}: virtual_stages: {} chunks per stage (interleaved 1F1B) are simulated and planned "
+        "but dapple train does not run them yet; plan with --schedule dapple-b or zb-h1",
+        source, plan.virtual_stages);
   if (plan.num_devices() > world_size) {
     ThrowInput("{}: the plan uses {} devices but the job has {} processes (--nproc or WORLD_SIZE)",
                source, plan.num_devices(), world_size);
