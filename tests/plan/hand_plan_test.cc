@@ -1,6 +1,7 @@
 // Beyond the exhaustive search's reach (16 layers, 9 devices): a problem whose good plan is
 // known by hand, a hybrid that no simple baseline proposes. The DAPPLE planner must find a
 // plan at least as fast as it, judged by the simulator, which neither knows of the other.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "dapple/common/error.h"
@@ -28,7 +29,7 @@ struct HandProblem {
       cost.bwd_ms[l] = 2 * cost.fwd_ms[l];
       cost.param_bytes[l] = heavy ? 1e9 : 1e6;
       LayerProfile layer;
-      layer.id = "l" + std::to_string(l);
+      layer.id = fmt::format("l{}", l);
       layer.name = "layer";
       profile.layers.push_back(layer);
     }

@@ -4,6 +4,8 @@
 // (placement matters: NVLink inside a server, a slower network between).
 #pragma once
 
+#include <fmt/format.h>
+
 #include <memory>
 #include <random>
 #include <string>
@@ -41,8 +43,8 @@ inline std::unique_ptr<RandomProblem> MakeRandomProblem(unsigned seed) {
   p.profile.batch_size = 1;
   for (int i = 0; i < layers; ++i) {
     LayerProfile l;
-    l.id = "l" + std::to_string(i);
-    l.name = "layer" + std::to_string(i);
+    l.id = fmt::format("l{}", i);
+    l.name = fmt::format("layer{}", i);
     p.profile.layers.push_back(l);
   }
   auto fake = std::make_unique<FakeCostModel>(layers, devices);
@@ -89,8 +91,8 @@ inline std::unique_ptr<RandomProblem> MakeRandomAnalyticProblem(unsigned seed) {
   double params = 0, acts = 0;
   for (int i = 0; i < layers; ++i) {
     LayerProfile l;
-    l.id = "l" + std::to_string(i);
-    l.name = "layer" + std::to_string(i);
+    l.id = fmt::format("l{}", i);
+    l.name = fmt::format("layer{}", i);
     l.forward_ms = uni(0.5, 8.0);
     l.backward_ms = l.forward_ms * uni(1.0, 3.0);
     l.activation_bytes = uni(0.5e6, 80e6);

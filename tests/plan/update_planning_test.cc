@@ -1,5 +1,6 @@
 // The planner with the optimizer update (CostModel::UpdateMs): plan costs, the analytic L,
 // the lower bound, and a plan that changes shape when updates are expensive.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "dapple/plan/plan_costs.h"
@@ -58,7 +59,7 @@ TEST(UpdatePlanning, ExpensiveUpdatesFavourSplittingTheLayers) {
   profile.batch_size = 1;
   for (int i = 0; i < 4; ++i) {
     profile.layers.emplace_back();
-    profile.layers.back().id = "l" + std::to_string(i);
+    profile.layers.back().id = fmt::format("l{}", i);
   }
   PlannerOptions o;
   PlanResult cheap = RunPlanner(profile, cluster, cost, 4, o);

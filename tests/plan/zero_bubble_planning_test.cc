@@ -1,6 +1,7 @@
 // The planner searches zb-h1 with the DAPPLE schedules: never slower than the best
 // DAPPLE-schedule plan, faster where the pipeline's bubble matters, and within memory
 // (zb-h1 holds min(S, M) micro-batches on every stage).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "dapple/plan/plan_costs.h"
@@ -19,7 +20,7 @@ struct Chain {
     profile.batch_size = 1;
     for (int i = 0; i < layers; ++i) {
       LayerProfile l;
-      l.id = "l" + std::to_string(i);
+      l.id = fmt::format("l{}", i);
       profile.layers.push_back(l);
     }
   }

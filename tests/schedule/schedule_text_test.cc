@@ -26,6 +26,7 @@ struct Golden {
   ScheduleKind kind;
   int stages, micro_batches;
   std::vector<int> replicas;  // empty: compute-only
+  int chunks = 1;
 };
 
 TEST(ScheduleText, MatchesGoldenFiles) {
@@ -39,13 +40,16 @@ TEST(ScheduleText, MatchesGoldenFiles) {
       {"zb_h1_s4_m8.txt", ScheduleKind::kZbH1, 4, 8, {}},
       {"zb_h1_s4_m2.txt", ScheduleKind::kZbH1, 4, 2, {}},
       {"zb_h1_s3_m4_lowered_r2_1_3.txt", ScheduleKind::kZbH1, 3, 4, {2, 1, 3}},
+      {"interleaved_s4_m8_v2.txt", ScheduleKind::kInterleaved, 4, 8, {}, 2},
+      {"interleaved_s3_m3_v2_lowered_r2_1_3.txt", ScheduleKind::kInterleaved, 3, 3, {2, 1, 3}, 2},
   };
   for (const Golden& g : goldens) {
-    Schedule made = MakeSchedule(g.kind, g.stages, g.micro_batches);
+    Schedule made = MakeSchedule(g.kind, g.stages, g.micro_batches, g.chunks);
     if (!g.replicas.empty()) made = LowerComms(made, g.replicas);
     Schedule read = ParseScheduleText(ReadGolden(g.file));
     EXPECT_EQ(read.num_stages, g.stages) << g.file;
     EXPECT_EQ(read.num_micro_batches, g.micro_batches) << g.file;
+    EXPECT_EQ(read.num_chunks, g.chunks) << g.file;
     EXPECT_EQ(read.programs, made.programs) << g.file << " generated:\n" << ScheduleToText(made);
   }
 }
@@ -85,7 +89,8 @@ TEST(ScheduleText, ErrorsNameTheLine) {
   };
   EXPECT_EQ(
       message("stage 0: F0 B0\nstage 1: F0 X1\n"),
-      "schedule text line 2: 'X1' is not an instruction (F3 B3 I3 W3 SA3 RA3 SG3 RG3 AR STEP)");
+      "schedule text line 2: 'X1' is not an instruction (F3 B3 I3 W3 SA3 RA3 SG3 RG3 AR STEP, "
+      "F3c1 on chunk 1)");
   EXPECT_THAT(message("stage 0: F0\nstage 2: F0\n"), HasSubstr("line 2: expected 'stage 1:'"));
   EXPECT_THAT(message("stages 0: F0\n"), HasSubstr("line 1"));
   EXPECT_THAT(message("stage 0 F0\n"), HasSubstr("line 1"));

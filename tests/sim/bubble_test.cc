@@ -40,6 +40,7 @@ TEST(Bubble, PeakInFlightIsTheWarmupDepth) {
       for (ScheduleKind kind : AllScheduleKinds()) {
         SimResult r = SimulatePlan(StraightPlan(S, M, kind), cost, fast);
         for (int s = 0; s < S; ++s) {
+          // interleaved with one chunk (a plan without virtual_stages) is dapple-b.
           int expected = kind == ScheduleKind::kGPipe     ? M
                          : kind == ScheduleKind::kDappleA ? std::min(S - s, M)
                          : kind == ScheduleKind::kZbH1    ? std::min(S, M)

@@ -75,10 +75,12 @@ struct Row {
 
 std::string Shape(const Plan& p) {
   std::string r;
-  for (const StagePlan& s : p.stages) r += (r.empty() ? "" : "+") + std::to_string(s.replicas());
-  return fmt::format("{} stage{} [{}], m={} x {}, {}", p.num_stages(),
-                     p.num_stages() == 1 ? "" : "s", r, p.micro_batch_size, p.num_micro_batches,
-                     ToString(p.schedule));
+  for (int g = 0; g < p.num_device_groups(); ++g)  // with chunks: each group once
+    r += (r.empty() ? "" : "+") + std::to_string(p.stages[g].replicas());
+  const int S = p.num_device_groups();
+  return fmt::format("{} stage{} [{}]{}, m={} x {}, {}", S, S == 1 ? "" : "s", r,
+                     p.virtual_stages > 1 ? fmt::format(" x {} chunks", p.virtual_stages) : "",
+                     p.micro_batch_size, p.num_micro_batches, ToString(p.schedule));
 }
 
 // Which step found the plan: the proposal it came from and the refinement's moves.
@@ -246,7 +248,8 @@ void RunPlanCommand(const PlanArgs& a) {
       if (name != a.planner)
         rows.push_back(RunOne(name, profile, cluster, cost, a.global_batch, o));
     if (a.planner == "dapple" && !a.schedule) {
-      for (ScheduleKind k : {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1}) {
+      for (ScheduleKind k : {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1,
+                             ScheduleKind::kInterleaved}) {
         PlannerOptions fixed = o;
         fixed.schedule = k;
         families.push_back(RunOne("dapple", profile, cluster, cost, a.global_batch, fixed));
@@ -287,8 +290,9 @@ void AddPlanCommand(CLI::App& app) {
   cmd->add_option("--global-batch", args->global_batch, "Samples per iteration (GBS)")->required();
   cmd->add_option("--planner", args->planner,
                   "dapple, dp, straight, gpipe, pipedream or exhaustive (small problems)");
-  cmd->add_option("--schedule", args->schedule,
-                  "Fix the schedule: gpipe, dapple-a, dapple-b, zb-h1 (default: searched)");
+  cmd->add_option(
+      "--schedule", args->schedule,
+      "Fix the schedule: gpipe, dapple-a, dapple-b, zb-h1, interleaved (default: searched)");
   cmd->add_option("--micro-batch", args->micro_batch, "Fix the micro-batch size m");
   cmd->add_option("-o,--output", args->output, "Write the plan JSON (dapple-plan/1) here");
   cmd->add_flag("--json", args->json, "Print the result and every baseline as JSON");

@@ -79,6 +79,9 @@ std::vector<StageSummary> Summarise(const Plan& plan, const SimResult& r, const 
     s.memory_bytes = s.memory_bytes < 0 ? mem : std::min(s.memory_bytes, mem);
     s.bubble_ms += d.bubble_ms / plan.stages[d.stage].replicas();
   }
+  // Interleaved: chunk k runs on the devices of chunk k mod S, which the figures are of.
+  for (int k = plan.num_device_groups(); k < plan.num_stages(); ++k)
+    out[k] = out[k % plan.num_device_groups()];
   return out;
 }
 
@@ -89,6 +92,11 @@ void PrintSummary(const Profile& profile, const Cluster& cluster, const Plan& pl
              cluster.num_devices(), ToString(plan.schedule), plan.global_batch_size,
              plan.num_micro_batches, plan.micro_batch_size,
              plan.AnyRecompute() ? ", re-computation" : "");
+  if (plan.virtual_stages > 1)
+    fmt::print(
+        "{} chunks per device group: stage k is chunk k of the model, on the devices of stage k "
+        "mod {} (mem and bubble are theirs)\n",
+        plan.virtual_stages, plan.num_device_groups());
   fmt::print("{:<6}{:<44}{:<14}{:>9}{:>9}{:>9}{:>9}{:>9}{:>16}{:>10}\n", "stage", "layers",
              "devices", "fwd ms", "bwd ms", "send ms", "AR ms", "step ms", "mem GB / dev",
              "bubble");
@@ -137,6 +145,7 @@ Json ResultJson(const Profile& profile, const Cluster& cluster, const Plan& plan
   j["model"] = profile.model;
   j["cluster"] = cluster.name;
   j["schedule"] = ToString(plan.schedule);
+  j["virtual_stages"] = plan.virtual_stages;
   j["global_batch_size"] = plan.global_batch_size;
   j["micro_batch_size"] = plan.micro_batch_size;
   j["num_micro_batches"] = plan.num_micro_batches;
@@ -201,6 +210,8 @@ void RunSimulate(const SimulateArgs& a) {
     } catch (const InputError& e) {
       ThrowInput("--schedule: {}", e.what());
     }
+    CheckChunks(plan.schedule, plan.num_device_groups(), plan.num_micro_batches,
+                plan.virtual_stages, "--schedule " + *a.schedule + " with the plan's ");
   }
   if (a.no_overlap) plan.allreduce_overlap = false;
   CostOptions options = in.cost_options;
@@ -224,6 +235,8 @@ void RunSimulate(const SimulateArgs& a) {
     r.timeline.title =
         fmt::format("simulated: {} on {}, {}, {} x {}", profile.model, cluster.name,
                     ToString(plan.schedule), plan.num_micro_batches, plan.micro_batch_size);
+    if (plan.virtual_stages > 1)
+      r.timeline.title += fmt::format(", {} chunks per stage", plan.virtual_stages);
     if (a.trace) WriteChromeTrace({r.timeline}, *a.trace);
     if (a.svg) WriteSvgGantt(r.timeline, *a.svg);
   }

@@ -14,6 +14,8 @@ std::string ToString(ScheduleKind k) {
       return "dapple-b";
     case ScheduleKind::kZbH1:
       return "zb-h1";
+    case ScheduleKind::kInterleaved:
+      return "interleaved";
   }
   return "?";
 }
@@ -23,12 +25,37 @@ bool SplitsBackward(ScheduleKind k) { return k == ScheduleKind::kZbH1; }
 ScheduleKind ParseScheduleKind(const std::string& s) {
   for (ScheduleKind k : AllScheduleKinds())
     if (ToString(k) == s) return k;
-  ThrowInput("unknown schedule '{}' (known: gpipe, dapple-a, dapple-b, zb-h1)", s);
+  ThrowInput("unknown schedule '{}' (known: gpipe, dapple-a, dapple-b, zb-h1, interleaved)", s);
+}
+
+void CheckChunks(ScheduleKind kind, int num_stages, int num_micro_batches, int num_chunks,
+                 const std::string& field_prefix) {
+  const std::string& at = field_prefix;
+  if (num_chunks < 1) ThrowInput("{}virtual_stages: must be at least 1 (got {})", at, num_chunks);
+  if (num_chunks == 1) return;
+  if (kind != ScheduleKind::kInterleaved)
+    ThrowInput("{}virtual_stages: {} chunks per stage need schedule 'interleaved', not '{}'", at,
+               num_chunks, ToString(kind));
+  if (num_stages < 2)
+    ThrowInput(
+        "{}virtual_stages: {} chunks on {} stage: interleaving needs at least 2 stages (device "
+        "groups)",
+        at, num_chunks, num_stages);
+  if (num_micro_batches < num_stages)
+    ThrowInput(
+        "{}num_micro_batches: {} micro-batches are fewer than the {} stages: interleaved 1F1B "
+        "needs at least one micro-batch per stage (and a multiple of {})",
+        at, num_micro_batches, num_stages, num_stages);
+  if (num_micro_batches % num_stages != 0)
+    ThrowInput(
+        "{}num_micro_batches: {} is not a multiple of the {} stages (interleaved 1F1B sends "
+        "micro-batches round in groups of one per stage)",
+        at, num_micro_batches, num_stages);
 }
 
 std::vector<ScheduleKind> AllScheduleKinds() {
-  return {ScheduleKind::kGPipe, ScheduleKind::kDappleA, ScheduleKind::kDappleB,
-          ScheduleKind::kZbH1};
+  return {ScheduleKind::kGPipe, ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1,
+          ScheduleKind::kInterleaved};
 }
 
 }  // namespace dapple

@@ -9,13 +9,22 @@ namespace dapple {
 
 // kZbH1: zero bubble H1 (Qi et al., ICLR 2024): each backward split into I (input gradient)
 // and W (weight gradient), W deferred into the bubbles (docs/schedules.md).
-enum class ScheduleKind { kGPipe, kDappleA, kDappleB, kZbH1 };
+// kInterleaved: interleaved 1F1B (Narayanan et al., SC'21): every device group runs v model
+// chunks (the plan's virtual_stages); with v = 1 it is dapple-b's order.
+enum class ScheduleKind { kGPipe, kDappleA, kDappleB, kZbH1, kInterleaved };
 
-std::string ToString(ScheduleKind k);  // "gpipe", "dapple-a", "dapple-b", "zb-h1"
+// "gpipe", "dapple-a", "dapple-b", "zb-h1", "interleaved"
+std::string ToString(ScheduleKind k);
 // True for the kinds whose backward is split into I and W instructions.
 bool SplitsBackward(ScheduleKind k);
 // Throws InputError listing the known names.
 ScheduleKind ParseScheduleKind(const std::string& s);
 std::vector<ScheduleKind> AllScheduleKinds();
+// Chunk counts the schedules can run, else InputError naming `field_prefix` + the field
+// ("plan.json: virtual_stages: ..."): v < 1; v > 1 with a kind other than interleaved or
+// on one stage; and for v > 1, M < S ("fewer micro-batches than stages") or M not a
+// multiple of S.
+void CheckChunks(ScheduleKind kind, int num_stages, int num_micro_batches, int num_chunks,
+                 const std::string& field_prefix = "");
 
 }  // namespace dapple

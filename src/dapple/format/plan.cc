@@ -6,10 +6,30 @@
 #include "dapple/common/error.h"
 
 namespace dapple {
+namespace {
+
+// A plan with chunks: S*v entries in `stages`, each with at least one layer, and an M that
+// the interleaved schedule can run (CheckChunks, which also refuses another schedule).
+void CheckVirtualStages(const Plan& plan, int num_layers, const std::string& source) {
+  const int v = plan.virtual_stages, entries = plan.num_stages();
+  if (v < 1) ThrowInput("{}: virtual_stages: must be at least 1 (got {})", source, v);
+  if (v == 1 && plan.schedule != ScheduleKind::kInterleaved) return;
+  if (entries % v != 0)
+    ThrowInput(
+        "{}: virtual_stages: {} chunks per device group do not divide the {} entries of stages "
+        "(S groups x v chunks)",
+        source, v, entries);
+  if (entries > num_layers)
+    ThrowInput("{}: virtual_stages: {} x {} chunks but the profile has only {} layers", source,
+               entries / v, v, num_layers);
+  CheckChunks(plan.schedule, entries / v, plan.num_micro_batches, v, source + ": ");
+}
+
+}  // namespace
 
 int Plan::num_devices() const {
   int n = 0;
-  for (const StagePlan& s : stages) n += s.replicas();
+  for (int s = 0; s < num_device_groups(); ++s) n += stages[s].replicas();
   return n;
 }
 
@@ -58,6 +78,8 @@ void ValidatePlan(const Plan& plan, const Profile& profile, const Cluster& clust
         static_cast<long long>(plan.micro_batch_size) * plan.num_micro_batches);
   if (plan.stages.empty()) ThrowInput("{}: stages: the plan has no stages", source);
   const int n = profile.num_layers();
+  CheckVirtualStages(plan, n, source);
+  const int groups = plan.num_device_groups();
   std::map<int, int> owner;  // device -> stage
   for (int s = 0; s < plan.num_stages(); ++s) {
     const StagePlan& st = plan.stages[s];
@@ -77,7 +99,12 @@ void ValidatePlan(const Plan& plan, const Profile& profile, const Cluster& clust
           "the profile)",
           source, s, st.last_layer, st.first_layer, n - 1);
     if (st.devices.empty()) ThrowInput("{}: stages[{}].devices: must not be empty", source, s);
-    for (size_t r = 0; r < st.devices.size(); ++r) {
+    if (s >= groups && st.devices != plan.stages[s % groups].devices)
+      ThrowInput(
+          "{}: stages[{}].devices: chunk {} runs on the devices of chunk {} (virtual_stages {}: "
+          "chunk k on those of chunk k mod {})",
+          source, s, s, s % groups, plan.virtual_stages, groups);
+    for (size_t r = 0; s < groups && r < st.devices.size(); ++r) {
       int d = st.devices[r];
       if (d < 0 || d >= cluster.num_devices())
         ThrowInput(

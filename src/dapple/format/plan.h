@@ -2,6 +2,7 @@
 // devices), micro-batching and schedule, plus the planner's estimate.
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -45,10 +46,17 @@ struct Plan {
   // does); false: one allreduce after the last backward (the paper). JSON
   // `allreduce_overlap`, true when absent (docs/schedules.md, "Allreduce overlap").
   bool allreduce_overlap = true;
+  // Model chunks per device group v (JSON `virtual_stages`, 1 when absent; > 1 only with
+  // schedule `interleaved`): `stages` then lists the S*v chunks in model order and chunk k
+  // runs on the devices of chunk k mod S (docs/schedules.md, "Interleaved 1F1B").
+  int virtual_stages = 1;
   std::vector<StagePlan> stages;
   std::optional<PlanEstimate> estimate;
 
+  // Entries of `stages`: the virtual stages (chunks) when virtual_stages > 1.
   int num_stages() const { return static_cast<int>(stages.size()); }
+  // Device groups S: the stages of a plan without chunks.
+  int num_device_groups() const { return num_stages() / std::max(virtual_stages, 1); }
   int num_devices() const;  // sum of replicas
   // Whether stage s re-computes: the plan's flag or the stage's.
   bool Recomputes(int s) const { return recompute || stages[s].recompute; }
@@ -57,7 +65,8 @@ struct Plan {
 
 // Checks the plan against the profile's layers and the cluster: stages cover every layer
 // exactly once and in order, device ids exist and are not shared, GBS = M x m, every stage
-// has at least one device, a re-computing stage has forward times in the profile (what
+// has at least one device, chunks (virtual_stages) that the stages and layers divide into and
+// M the schedule can run (CheckChunks), a re-computing stage has forward times in the profile (what
 // re-computation costs). Throws InputError naming `source` and the stage/field.
 void ValidatePlan(const Plan& plan, const Profile& profile, const Cluster& cluster,
                   const std::string& source);

@@ -72,11 +72,16 @@ PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
   const int M = plan.num_micro_batches;
   DAPPLE_CHECK(S > 0 && M >= 1);
   std::vector<LatencyStage> compute;
+  // Interleaved (v chunks per device group, G groups): chunk s holds about 1/v of its
+  // group's K_g chunk-micro-batches, and a group's memory is the sum of its chunks'.
+  const int v = plan.virtual_stages, G = plan.num_device_groups();
   for (int s = 0; s < S; ++s) {
     const StagePlan& st = plan.stages[s];
-    int k = PeakInFlight(plan.schedule, s, S, M);
-    StageCost c = EvaluateStage(cost, st.first_layer, st.last_layer, st.devices,
-                                plan.micro_batch_size, k, plan.Recomputes(s), plan.allreduce_overlap);
+    int k = v > 1 ? (PeakInFlight(plan.schedule, s % G, G, M, v) + v - 1) / v
+                  : PeakInFlight(plan.schedule, s, S, M);
+    StageCost c =
+        EvaluateStage(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
+                      plan.Recomputes(s), plan.allreduce_overlap);
     if (SplitsBackward(plan.schedule)) {
       // The backward runs as I + W, which may cost more than B (measured split). The
       // buckets start during the last W; no hiding is assumed, so lower bounds stay valid.
@@ -93,6 +98,16 @@ PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
       pc.transfer_ms.push_back(cost.Transfer(st.last_layer, plan.micro_batch_size, st.devices,
                                              plan.stages[s + 1].devices)
                                    .ms);
+    }
+  }
+  if (v > 1) {
+    pc.fits = true;
+    pc.peak_memory_bytes = 0;
+    for (int g = 0; g < G; ++g) {
+      double group = 0;
+      for (int s = g; s < S; s += G) group += pc.stages[s].memory_bytes;
+      pc.fits = pc.fits && group <= pc.stages[g].device_memory_bytes;
+      pc.peak_memory_bytes = std::max(pc.peak_memory_bytes, group);
     }
   }
   pc.latency = ComputeLatency(WithTransfers(compute, pc.transfer_ms), M);

@@ -51,7 +51,10 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
 // EvaluateStage(..., uniform = true) only evaluates the first replica (O(1) cost calls).
 bool UniformDevices(const CostModel& cost);
 
-// Every stage of `plan` (stages, micro-batching, schedule, recompute) and L.
+// Every stage of `plan` (stages, micro-batching, schedule, recompute) and L. With chunks
+// (virtual_stages v > 1) the stages are the chunks, each holding 1/v of its group's
+// in-flight micro-batches (rounded up), and fits / peak_memory_bytes are per device group:
+// an estimate, the simulator's peak decides (rescoring.h).
 PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost);
 
 // Whether stage [first, last] may re-compute: re-computation costs the stage's forward

@@ -15,6 +15,7 @@
 #include "dapple/plan/baselines.h"
 #include "dapple/plan/dapple_dp.h"
 #include "dapple/plan/exhaustive.h"
+#include "dapple/plan/interleaving.h"
 #include "dapple/plan/refine.h"
 #include "dapple/plan/rescoring.h"
 
@@ -224,6 +225,23 @@ Selection SelectRefined(const Context& c, const std::vector<Proposal>& proposals
   return sel;
 }
 
+// Note [Interleaving a plan] (interleaving.cc): the winner's device groups with v chunks
+// each, at every micro-batch size, against the winner itself (which wins ties).
+void OfferInterleaving(const Context& c, Selection& sel, PlanResult& result) {
+  std::vector<Proposal> proposals = {{sel.best->plan, sel.best->origin}};
+  for (Proposal& p : InterleavedProposals(sel.best->plan, c.cost, c.sizes, c.global_batch)) {
+    p.plan.allreduce_overlap = c.options.allreduce_overlap;
+    if (!MessageTagError(p.plan, c.cluster.num_devices())) proposals.push_back(std::move(p));
+  }
+  if (proposals.size() == 1) return;
+  Selection alt = SelectFastest(proposals, c.cost);
+  sel.simulated += alt.simulated;
+  if (!alt.best || alt.best->sim.iteration_ms >= sel.best->sim.iteration_ms) return;
+  result.refine_moves.push_back(fmt::format("interleave v={}", alt.best->plan.virtual_stages));
+  alt.best->origin = sel.best->origin;
+  sel.best = std::move(alt.best);
+}
+
 }  // namespace
 
 PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const CostModel& cost,
@@ -277,6 +295,9 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
   Selection sel = options.planner == "dapple" && options.refine_seconds > 0
                       ? SelectRefined(c, proposals, result)
                       : SelectFastest(proposals, cost);
+  if (sel.best && options.planner == "dapple" && options.interleave &&
+      (!options.schedule || *options.schedule == ScheduleKind::kInterleaved))
+    OfferInterleaving(c, sel, result);
   result.plans_simulated = sel.simulated;
   if (sel.best) {
     Plan plan = std::move(sel.best->plan);

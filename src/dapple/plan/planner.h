@@ -23,6 +23,9 @@ struct PlannerOptions {
   bool allreduce_overlap = true;
   // The DAPPLE planner's refinement (refine.h): wall-clock budget in seconds; 0: none.
   double refine_seconds = 2.0;
+  // The DAPPLE planner offers interleaved 1F1B on its winner's device groups (Note
+  // [Interleaving a plan]) unless the schedule is fixed to another family; false: never.
+  bool interleave = true;
 };
 
 struct PlanResult {

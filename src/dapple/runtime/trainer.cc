@@ -20,9 +20,9 @@
 #include "dapple/models/data.h"
 #include "dapple/runtime/boundary.h"
 #include "dapple/runtime/checkpoint.h"
-#include "dapple/runtime/export.h"
 #include "dapple/runtime/checkpoint_commit.h"
 #include "dapple/runtime/checkpoint_sums.h"
+#include "dapple/runtime/export.h"
 #include "dapple/runtime/rank_grid.h"
 #include "dapple/runtime/restarts.h"
 #include "dapple/runtime/resume_policy.h"
@@ -155,6 +155,11 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   const std::string source = o.plan_path.string();
   CheckedPlan c{ReadPlanJson(o.plan_path), LoadModel(SourceOf(o), o.seed, o.dtype, kNoLayers)};
   Plan& plan = c.plan;
+  if (plan.virtual_stages > 1)  // docs/schedules.md, "Interleaved 1F1B": not run yet
+    ThrowInput(
+        "{}: virtual_stages: {} chunks per stage (interleaved 1F1B) are simulated and planned "
+        "but dapple train does not run them yet; plan with --schedule dapple-b or zb-h1",
+        source, plan.virtual_stages);
   if (plan.num_devices() > world_size) {
     ThrowInput("{}: the plan uses {} devices but the job has {} processes (--nproc or WORLD_SIZE)",
                source, plan.num_devices(), world_size);

@@ -34,11 +34,25 @@ const char* Prefix(Op op) {
 
 bool HasMicroBatch(Op op) { return op != Op::kAllReduceGrads && op != Op::kOptimizerStep; }
 
+// Reads a non-negative decimal number (no sign, no space) from the front of `text` and
+// drops it from `text`.
+bool ReadNumber(std::string_view& text, int& value) {
+  if (text.empty() || text[0] < '0' || text[0] > '9') return false;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc()) return false;
+  text.remove_prefix(end - text.data());
+  return true;
+}
+
 }  // namespace
 
 std::string ToString(const Instruction& inst) {
   std::string s = Prefix(inst.op);
   if (HasMicroBatch(inst.op)) s += std::to_string(inst.micro_batch);
+  if (HasMicroBatch(inst.op) && inst.chunk != 0) {
+    s += 'c';
+    s += std::to_string(inst.chunk);
+  }
   return s;
 }
 
@@ -51,12 +65,13 @@ std::optional<Instruction> ParseInstruction(std::string_view text) {
   for (Op op : kWithMb) {
     std::string_view p = Prefix(op);
     if (text.size() <= p.size() || text.substr(0, p.size()) != p) continue;
-    std::string_view digits = text.substr(p.size());
-    if (digits[0] < '0' || digits[0] > '9') return std::nullopt;  // no sign, no space
-    int mb = 0;
-    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), mb);
-    if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
-    return Instruction{op, mb};
+    Instruction inst{op, 0, 0};
+    std::string_view rest = text.substr(p.size());
+    if (!ReadNumber(rest, inst.micro_batch)) return std::nullopt;
+    if (!rest.empty() && (rest[0] != 'c' || !ReadNumber(rest = rest.substr(1), inst.chunk)))
+      return std::nullopt;
+    if (!rest.empty()) return std::nullopt;
+    return inst;
   }
   return std::nullopt;
 }

@@ -1,5 +1,6 @@
 // One instruction of one stage's program: the seam between the schedules, the simulator
-// and the runtime (docs/design.md section 3). Text form: F3 B3 I3 W3 SA3 RA3 SG3 RG3 AR STEP.
+// and the runtime (docs/design.md section 3). Text form: F3 B3 I3 W3 SA3 RA3 SG3 RG3 AR STEP;
+// in interleaved schedules a chunk other than 0 follows the micro-batch: F3c1, SA3c1.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,9 @@ enum class Op : uint8_t {
 struct Instruction {
   Op op = Op::kForward;
   int micro_batch = -1;  // -1 for AR and STEP
+  // The model chunk of the device group (interleaved schedules, 0..v-1): chunk c of group g
+  // is virtual stage c*S + g. Always 0 for AR and STEP and in the other schedules.
+  int chunk = 0;
   friend bool operator==(const Instruction&, const Instruction&) = default;
 };
 

@@ -15,30 +15,33 @@ Schedule LowerComms(const Schedule& compute_only, const std::vector<int>& replic
   Schedule out;
   out.num_stages = num_stages;
   out.num_micro_batches = compute_only.num_micro_batches;
+  out.num_chunks = compute_only.num_chunks;
   out.programs.resize(num_stages);
+  const int last_virtual = compute_only.num_virtual_stages() - 1;
   for (int s = 0; s < num_stages; ++s) {
-    const bool first = s == 0, last = s == num_stages - 1;
     std::vector<Instruction>& p = out.programs[s];
     p.reserve(compute_only.programs[s].size() * 3 + 2);
     for (const Instruction& in : compute_only.programs[s]) {
       DAPPLE_CHECK(in.op == Op::kForward || in.op == Op::kBackward || in.op == Op::kInputGrad ||
                        in.op == Op::kWeightGrad,
                    "LowerComms needs compute-only programs");
-      const int mb = in.micro_batch;
+      const int mb = in.micro_batch, c = in.chunk;
+      const int vs = compute_only.VirtualStage(s, c);
+      const bool first = vs == 0, last = vs == last_virtual;
       if (in.op == Op::kWeightGrad) {  // needs nothing from a neighbour, sends nothing
         p.push_back(in);
       } else if (in.op == Op::kForward) {
-        if (!first) p.push_back({Op::kRecvAct, mb});
+        if (!first) p.push_back({Op::kRecvAct, mb, c});
         p.push_back(in);
-        if (!last) p.push_back({Op::kSendAct, mb});
+        if (!last) p.push_back({Op::kSendAct, mb, c});
       } else {
-        if (!last) p.push_back({Op::kRecvGrad, mb});
+        if (!last) p.push_back({Op::kRecvGrad, mb, c});
         p.push_back(in);
-        if (!first) p.push_back({Op::kSendGrad, mb});
+        if (!first) p.push_back({Op::kSendGrad, mb, c});
       }
     }
-    if (replicas[s] > 1) p.push_back({Op::kAllReduceGrads, -1});
-    p.push_back({Op::kOptimizerStep, -1});
+    if (replicas[s] > 1) p.push_back({Op::kAllReduceGrads, -1, 0});
+    p.push_back({Op::kOptimizerStep, -1, 0});
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "dapple/common/error.h"
+#include "dapple/schedule/interleaved.h"
 #include "dapple/schedule/schedule.h"
 
 namespace dapple {
@@ -21,13 +22,17 @@ int WarmupDepth(ScheduleKind kind, int stage, int num_stages, int num_micro_batc
     case ScheduleKind::kZbH1:
       return std::min(num_stages - stage, num_micro_batches);
     case ScheduleKind::kDappleB:
+    case ScheduleKind::kInterleaved:  // with one chunk; Note [Interleaved 1F1B] for more
       return std::min(2 * (num_stages - stage) - 1, num_micro_batches);
   }
   return num_micro_batches;
 }
 
-int PeakInFlight(ScheduleKind kind, int stage, int num_stages, int num_micro_batches) {
+int PeakInFlight(ScheduleKind kind, int stage, int num_stages, int num_micro_batches,
+                 int num_chunks) {
   switch (kind) {
+    case ScheduleKind::kInterleaved:
+      return internal::InterleavedWarmup(stage, num_stages, num_micro_batches, num_chunks);
     case ScheduleKind::kGPipe:
     case ScheduleKind::kDappleA:
     case ScheduleKind::kDappleB:
@@ -77,21 +82,27 @@ void AppendZbH1(int stage, int num_stages, int m, std::vector<Instruction>& p) {
 
 }  // namespace
 
-Schedule MakeSchedule(ScheduleKind kind, int num_stages, int num_micro_batches) {
+Schedule MakeSchedule(ScheduleKind kind, int num_stages, int num_micro_batches, int num_chunks) {
   if (num_stages <= 0)
     ThrowInput("schedule {}: number of stages must be positive, got {}", ToString(kind),
                num_stages);
   if (num_micro_batches <= 0)
     ThrowInput("schedule {}: number of micro-batches must be positive, got {}", ToString(kind),
                num_micro_batches);
+  CheckChunks(kind, num_stages, num_micro_batches, num_chunks);
   Schedule s;
   s.num_stages = num_stages;
   s.num_micro_batches = num_micro_batches;
+  s.num_chunks = num_chunks;
   s.programs.resize(num_stages);
   const int m = num_micro_batches;
   for (int stage = 0; stage < num_stages; ++stage) {
     std::vector<Instruction>& p = s.programs[stage];
-    p.reserve(3 * m);
+    p.reserve(3 * m * num_chunks);
+    if (kind == ScheduleKind::kInterleaved) {
+      internal::AppendInterleaved(stage, num_stages, m, num_chunks, p);
+      continue;
+    }
     if (SplitsBackward(kind)) {
       AppendZbH1(stage, num_stages, m, p);
       continue;

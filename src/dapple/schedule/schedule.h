@@ -12,27 +12,41 @@
 
 namespace dapple {
 
+// Note [Chunks]: in an interleaved schedule (docs/schedules.md, "Interleaved 1F1B") the model
+// is cut into num_stages x num_chunks virtual stages; stage (device group) g runs chunks
+// c = 0..v-1, and chunk c of g is virtual stage c * num_stages + g, so the neighbours of a
+// virtual stage are on the neighbouring groups and the last group sends to the first. With
+// one chunk the virtual stages are the stages.
 struct Schedule {
-  int num_stages = 0;
+  int num_stages = 0;  // device groups: one program each
   int num_micro_batches = 0;
+  int num_chunks = 1;                              // model chunks per stage (v)
   std::vector<std::vector<Instruction>> programs;  // [stage]
+  int num_virtual_stages() const { return num_stages * num_chunks; }
+  int VirtualStage(int stage, int chunk) const { return chunk * num_stages + stage; }
 };
 
 // Warm-up depth K_s: forwards stage s runs before its first backward.
-// gpipe: M; dapple-a and zb-h1: min(S-s, M); dapple-b: min(2(S-s)-1, M).
+// gpipe: M; dapple-a and zb-h1: min(S-s, M); dapple-b (and interleaved with one chunk):
+// min(2(S-s)-1, M).
 int WarmupDepth(ScheduleKind kind, int stage, int num_stages, int num_micro_batches);
 // Most micro-batches stage s holds activations of at once (from F to B, or to W in the
 // split schedules): WarmupDepth, except zb-h1: min(S, M) on every stage (Note [ZB-H1]).
-int PeakInFlight(ScheduleKind kind, int stage, int num_stages, int num_micro_batches);
+// Interleaved with v chunks: chunk-micro-batches (each a chunk's activations),
+// min((v-1)S + 2(S-s) - 1, vM) (Note [Interleaved 1F1B]).
+int PeakInFlight(ScheduleKind kind, int stage, int num_stages, int num_micro_batches,
+                 int num_chunks = 1);
 
 // Compute-only programs: F and B, or F, I and W for the kinds that split the backward
-// (SplitsBackward). Throws InputError for non-positive sizes.
-Schedule MakeSchedule(ScheduleKind kind, int num_stages, int num_micro_batches);
-
+// (SplitsBackward); with num_chunks v > 1 (only `interleaved`) each instruction names its
+// chunk. Throws InputError for non-positive sizes, and for v > 1 with another kind, with
+// one stage, or with M not a multiple of S (CheckChunks).
+Schedule MakeSchedule(ScheduleKind kind, int num_stages, int num_micro_batches, int num_chunks = 1);
 // Adds RA before each F and SA after it (except on the first / last stage), RG before each
 // B or I and SG after it (except on the last / first stage), nothing around W, then AR (only where
 // replicas[s] > 1) and STEP at the end of every program. REQUIRES: compute-only input,
-// replicas.size() == num_stages.
+// replicas.size() == num_stages. With chunks the neighbours are virtual stages (Note [Chunks]):
+// RA and SG are left out only on the first virtual stage, SA and RG on the last.
 Schedule LowerComms(const Schedule& compute_only, const std::vector<int>& replicas);
 
 // Dry-runs all lists together (sends never block; a receive blocks until its send ran).

@@ -25,7 +25,7 @@ Schedule ParseScheduleText(const std::string& text) {
   Schedule s;
   std::istringstream in(text);
   std::string line;
-  int line_no = 0, max_mb = -1;
+  int line_no = 0, max_mb = -1, max_chunk = 0;
   while (std::getline(in, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -44,15 +44,17 @@ Schedule ParseScheduleText(const std::string& text) {
       if (!inst)
         ThrowInput(
             "schedule text line {}: '{}' is not an instruction (F3 B3 I3 W3 SA3 RA3 SG3 RG3 "
-            "AR STEP)",
+            "AR STEP, F3c1 on chunk 1)",
             line_no, word);
       p.push_back(*inst);
       max_mb = std::max(max_mb, inst->micro_batch);
+      max_chunk = std::max(max_chunk, inst->chunk);
     }
     ++s.num_stages;
   }
   if (s.num_stages == 0) ThrowInput("schedule text: no 'stage 0:' line");
   s.num_micro_batches = max_mb + 1;
+  s.num_chunks = max_chunk + 1;  // Note [Chunks]
   return s;
 }
 

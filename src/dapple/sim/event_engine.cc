@@ -18,8 +18,6 @@ namespace {
 
 struct DeviceState {
   double clock = 0;
-  double last_backward_start = 0;
-  double last_backward_scale = 1;  // op_scale of the last backward (bucket readiness)
   double busy = 0;
   double bytes = 0, peak_bytes = 0;
   int in_flight = 0, peak_in_flight = 0;
@@ -51,6 +49,8 @@ struct Event {
 struct Scratch {
   std::vector<DeviceState> dev;
   std::vector<Transfer> xfer;
+  // Per device and chunk: start and op_scale of its last B or W (bucket readiness).
+  std::vector<double> last_backward_start, last_backward_scale;
   std::vector<int> ar_arrived;
   std::vector<double> ar_ready;
   std::vector<char> resource_busy;
@@ -64,7 +64,10 @@ class Engine {
       : s_(s),
         S_(s.num_stages),
         M_(s.num_micro_batches),
+        V_(s.num_stages * s.num_chunks),
         dev_(scratch.dev),
+        last_bwd_start_(scratch.last_backward_start),
+        last_bwd_scale_(scratch.last_backward_scale),
         xfer_(scratch.xfer),
         ar_arrived_(scratch.ar_arrived),
         ar_ready_(scratch.ar_ready),
@@ -73,7 +76,9 @@ class Engine {
         waiting_(scratch.waiting),
         queue_(scratch.queue) {
     dev_.assign(s.devices.size(), DeviceState{});
-    xfer_.assign(2 * std::max(S_ - 1, 0) * M_, Transfer{});
+    xfer_.assign(2 * std::max(V_ - 1, 0) * M_, Transfer{});
+    last_bwd_start_.assign(s.devices.size() * s.num_chunks, 0.0);
+    last_bwd_scale_.assign(s.devices.size() * s.num_chunks, 1.0);
     ar_arrived_.assign(S_, 0);
     ar_ready_.assign(S_, 0.0);
     resource_busy_.assign(s.num_resources, 0);
@@ -126,13 +131,15 @@ class Engine {
   }
 
  private:
+  // Transfers are per virtual boundary (Note [Chunks] in schedule.h); with one chunk the
+  // virtual stages are the stages.
   int ActId(int boundary, int mb) const { return boundary * M_ + mb; }
-  int GradId(int boundary, int mb) const { return (S_ - 1 + boundary) * M_ + mb; }
+  int GradId(int boundary, int mb) const { return (V_ - 1 + boundary) * M_ + mb; }
   int RouteOf(int id) const { return id / M_; }
-  // Stage whose devices receive transfer `id`.
+  // Stage (device group) whose devices receive transfer `id`.
   int ReceiverStage(int id) const {
     int route = RouteOf(id);
-    return route < S_ - 1 ? route + 1 : route - (S_ - 1);
+    return (route < V_ - 1 ? route + 1 : route - (V_ - 1)) % S_;
   }
 
   // Note [Resuming on shared cores]: when devices are processes sharing a machine, a forward
@@ -163,20 +170,23 @@ class Engine {
     DeviceState& dv = dev_[d];
     const EngineDevice& cfg = s_.devices[d];
     const EngineStage& st = s_.stages[cfg.stage];
+    const EngineChunkCost* costs = s_.costs.data() + cfg.first_cost;
     const Instruction* prog = st.program;
     double clock = dv.clock;
     int pc = dv.pc;
     for (; pc < st.length; ++pc) {
       const Instruction in = prog[pc];
+      const EngineChunkCost& cost = costs[in.chunk];
+      const int vs = in.chunk * S_ + cfg.stage;  // virtual stage
       switch (in.op) {
         case Op::kForward: {
-          const double ms = cfg.forward_ms * Scale(d, pc) + Resume(dv, clock);
-          if (s_.record_timeline) Record(d, in, "forward", clock, clock + ms, cfg.stage);
+          const double ms = cost.forward_ms * Scale(d, pc) + Resume(dv, clock);
+          if (s_.record_timeline) Record(d, in, "forward", clock, clock + ms, vs);
           Interval(d, pc, clock, clock + ms);
           clock += ms;
           dv.compute_end = clock;
           dv.busy += ms;
-          dv.bytes += cfg.bytes_per_micro_batch;
+          dv.bytes += cost.bytes_per_micro_batch;
           dv.peak_bytes = std::max(dv.peak_bytes, dv.bytes);
           dv.peak_in_flight = std::max(dv.peak_in_flight, ++dv.in_flight);
           break;
@@ -186,37 +196,36 @@ class Engine {
         case Op::kWeightGrad: {
           // B frees the micro-batch's activations; in the split schedules I keeps them for
           // W, which frees them. B and W produce weight gradients (bucket readiness).
-          const double base = in.op == Op::kBackward    ? cfg.backward_ms
-                              : in.op == Op::kInputGrad ? cfg.input_grad_ms
-                                                        : cfg.weight_grad_ms;
+          const double base = in.op == Op::kBackward    ? cost.backward_ms
+                              : in.op == Op::kInputGrad ? cost.input_grad_ms
+                                                        : cost.weight_grad_ms;
           const double ms = base * Scale(d, pc) + Resume(dv, clock);
           if (in.op != Op::kInputGrad) {
-            dv.last_backward_start = clock;
-            dv.last_backward_scale = Scale(d, pc);
+            last_bwd_start_[d * s_.num_chunks + in.chunk] = clock;
+            last_bwd_scale_[d * s_.num_chunks + in.chunk] = Scale(d, pc);
           }
           if (s_.record_timeline)
-            Record(d, in, in.op == Op::kWeightGrad ? "weight" : "backward", clock, clock + ms,
-                   cfg.stage);
+            Record(d, in, in.op == Op::kWeightGrad ? "weight" : "backward", clock, clock + ms, vs);
           Interval(d, pc, clock, clock + ms);
           clock += ms;
           dv.compute_end = clock;
           dv.busy += ms;
           if (in.op != Op::kInputGrad) {
-            dv.bytes -= cfg.bytes_per_micro_batch;
+            dv.bytes -= cost.bytes_per_micro_batch;
             --dv.in_flight;
           }
           break;
         }
         case Op::kSendAct:
-          Arrive(ActId(cfg.stage, in.micro_batch), clock, st.replicas);
+          Arrive(ActId(vs, in.micro_batch), clock, st.replicas);
           break;
         case Op::kSendGrad:
-          Arrive(GradId(cfg.stage - 1, in.micro_batch), clock, st.replicas);
+          Arrive(GradId(vs - 1, in.micro_batch), clock, st.replicas);
           break;
         case Op::kRecvAct:
         case Op::kRecvGrad: {
-          int id = in.op == Op::kRecvAct ? ActId(cfg.stage - 1, in.micro_batch)
-                                         : GradId(cfg.stage, in.micro_batch);
+          int id =
+              in.op == Op::kRecvAct ? ActId(vs - 1, in.micro_batch) : GradId(vs, in.micro_batch);
           const Transfer& x = xfer_[id];
           if (x.finish < 0) {
             dv.blocked_on = id;
@@ -283,10 +292,11 @@ class Engine {
     double free = 0;  // when the stage's communication stream is free
     for (size_t k = 0; k < st.bucket_ms.size(); ++k) {
       double ready = 0;
-      for (int j = 0; j < R; ++j)
-        ready = std::max(ready, dev_[st.first_device + j].last_backward_start +
-                                    dev_[st.first_device + j].last_backward_scale *
-                                        st.bucket_ready_ms[k * R + j]);
+      for (int j = 0; j < R; ++j) {
+        const int at = (st.first_device + j) * s_.num_chunks + st.bucket_chunk[k];
+        ready = std::max(ready,
+                         last_bwd_start_[at] + last_bwd_scale_[at] * st.bucket_ready_ms[k * R + j]);
+      }
       const double start = std::max(free, ready);
       free = start + st.bucket_ms[k];
       Load(start, free, st.allreduce_load);
@@ -320,8 +330,8 @@ class Engine {
   // boundary, then micro-batch, then activations before gradients.
   void Enqueue(int id) {
     auto key = [this](int t) {
-      int route = RouteOf(t), dir = route >= S_ - 1;
-      return std::make_tuple(xfer_[t].ready, route - dir * (S_ - 1), t % M_, dir);
+      int route = RouteOf(t), dir = route >= V_ - 1;
+      return std::make_tuple(xfer_[t].ready, route - dir * (V_ - 1), t % M_, dir);
     };
     auto it = std::upper_bound(waiting_.begin(), waiting_.end(), id,
                                [&](int a, int b) { return key(a) < key(b); });
@@ -361,9 +371,9 @@ class Engine {
     for (int r : s_.routes[route].resources) resource_busy_[r] = 0;
     waiting_dirty_ = waiting_dirty_ || !s_.routes[route].resources.empty();
     if (s_.record_timeline) {
-      bool act = route < S_ - 1;
-      Instruction in{act ? Op::kSendAct : Op::kSendGrad, id % M_};
-      int from = act ? route : route - (S_ - 1) + 1;
+      bool act = route < V_ - 1;
+      int from = act ? route : route - (V_ - 1) + 1;  // virtual stage
+      Instruction in{act ? Op::kSendAct : Op::kSendGrad, id % M_, from / S_};
       Record(static_cast<int>(dev_.size()) + route, in, "transfer", x.start, end, from);
     }
     const EngineStage& st = s_.stages[ReceiverStage(id)];
@@ -395,8 +405,10 @@ class Engine {
   }
 
   const EngineSetup& s_;
-  const int S_, M_;
+  const int S_, M_, V_;
   std::vector<DeviceState>& dev_;
+  std::vector<double>& last_bwd_start_;
+  std::vector<double>& last_bwd_scale_;
   std::vector<Transfer>& xfer_;
   std::vector<int>& ar_arrived_;
   std::vector<double>& ar_ready_;

@@ -20,25 +20,32 @@ struct EngineStage {
   double allreduce_ms = 0;  // one allreduce after the last backward (no buckets)
   // The allreduce overlapped with the backward, when bucket_ms is not empty: bucket k
   // (in allreduce order) takes bucket_ms[k] and is ready on replica j at the start of its
-  // last B or W (the last to produce weight gradients) + bucket_ready_ms[k * replicas + j];
-  // buckets run one after another.
+  // last B or W (the last to produce weight gradients) on chunk bucket_chunk[k] +
+  // bucket_ready_ms[k * replicas + j]; buckets run one after another.
   std::vector<double> bucket_ms;
   std::vector<double> bucket_ready_ms;
+  std::vector<int> bucket_chunk;
   int bucket_track = -1;  // timeline track of the buckets
   // With op_scale: the shared compute (devices) the allreduce, or each bucket, takes while
   // it runs (Note [Shared compute] in shared_compute.cc).
   double allreduce_load = 0;
 };
 
-struct EngineDevice {
-  int stage = 0;
-  int replica = 0;
+// What one chunk (virtual stage, Note [Chunks] in schedule.h) costs on one device; with one
+// chunk, the device's stage.
+struct EngineChunkCost {
   double forward_ms = 0;
   double backward_ms = 0;
   double input_grad_ms = 0;          // I: the input gradient part of the backward
   double weight_grad_ms = 0;         // W: the weight gradient part
-  double step_ms = 0;                // the optimizer update (STEP) of its stage's layers
   double bytes_per_micro_batch = 0;  // activation memory a forward adds and its B (or W) frees
+};
+
+struct EngineDevice {
+  int stage = 0;  // the device group (stage of the schedule)
+  int replica = 0;
+  int first_cost = 0;  // chunk c costs setup.costs[first_cost + c]
+  double step_ms = 0;  // the optimizer update (STEP) of all its layers
 };
 
 // One direction of one stage boundary: every transfer on it has this cost and resources.
@@ -49,12 +56,14 @@ struct EngineRoute {
 };
 
 struct EngineSetup {
-  int num_stages = 0;
+  int num_stages = 0;  // device groups
   int num_micro_batches = 0;
+  int num_chunks = 1;  // chunks per group; virtual stage c * num_stages + g
   std::vector<EngineStage> stages;
   std::vector<EngineDevice> devices;
-  // routes[b]: activations across boundary b (stage b -> b+1); routes[S-1+b]: gradients
-  // (stage b+1 -> b). Size 2(S-1).
+  std::vector<EngineChunkCost> costs;  // num_chunks per device
+  // routes[b]: activations across virtual boundary b (virtual stage b -> b+1);
+  // routes[V-1+b]: gradients (b+1 -> b), V = num_stages * num_chunks. Size 2(V-1).
   std::vector<EngineRoute> routes;
   int num_resources = 0;
   bool record_timeline = false;
@@ -74,8 +83,8 @@ struct EngineSetup {
 struct EngineDeviceResult {
   double end_ms = 0;  // when its STEP ended
   double busy_ms = 0;
-  double peak_bytes = 0;  // peak of in-flight micro-batches x bytes_per_micro_batch
-  int peak_in_flight = 0;
+  double peak_bytes = 0;   // peak of in-flight micro-batches x bytes_per_micro_batch
+  int peak_in_flight = 0;  // chunk-micro-batches with chunks
 };
 
 struct EngineResult {

@@ -21,14 +21,18 @@ namespace {
 // micro-batch in range, communication only towards an existing neighbour. Deeper
 // soundness (pairing, deadlock) is FindScheduleError's job; a deadlock still throws.
 void CheckShape(const Plan& plan, const Schedule& lowered) {
-  DAPPLE_CHECK(lowered.num_stages == plan.num_stages(), "schedule and plan stages differ");
+  DAPPLE_CHECK(lowered.num_stages * lowered.num_chunks == plan.num_stages(),
+               "schedule and plan stages differ");
+  DAPPLE_CHECK(lowered.num_chunks == plan.virtual_stages, "schedule and plan chunks differ");
   DAPPLE_CHECK(static_cast<int>(lowered.programs.size()) == lowered.num_stages);
   DAPPLE_CHECK(lowered.num_micro_batches == plan.num_micro_batches,
                "schedule and plan micro-batches differ");
   const int S = lowered.num_stages, M = lowered.num_micro_batches;
+  const int V = lowered.num_virtual_stages();
   for (int s = 0; s < S; ++s) {
     for (const Instruction& in : lowered.programs[s]) {
-      bool ok = true;
+      const int vs = lowered.VirtualStage(s, in.chunk);
+      bool ok = in.chunk >= 0 && in.chunk < lowered.num_chunks;
       switch (in.op) {
         case Op::kForward:
         case Op::kBackward:
@@ -37,11 +41,11 @@ void CheckShape(const Plan& plan, const Schedule& lowered) {
           break;
         case Op::kRecvAct:
         case Op::kSendGrad:
-          ok = s > 0;
+          ok = ok && vs > 0;
           break;
         case Op::kSendAct:
         case Op::kRecvGrad:
-          ok = s < S - 1;
+          ok = ok && vs < V - 1;
           break;
         case Op::kAllReduceGrads:
         case Op::kOptimizerStep:
@@ -63,16 +67,20 @@ int Dense(std::unordered_map<int, int>& ids, int id) {
 SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& cost,
                    const SimOptions& options) {
   CheckShape(plan, lowered);
-  const int S = plan.num_stages(), M = plan.num_micro_batches;
+  // S device groups of v chunks each; plan.stages[c * S + g] is chunk c of group g
+  // (Note [Chunks] in schedule.h). With v = 1 the groups are the plan's stages.
+  const int S = lowered.num_stages, v = lowered.num_chunks, V = S * v;
+  const int M = plan.num_micro_batches;
   const double m = plan.micro_batch_size;
   internal::EngineSetup setup;
   setup.num_stages = S;
   setup.num_micro_batches = M;
+  setup.num_chunks = v;
   setup.record_timeline = options.record_timeline;
   setup.stages.resize(S);
   SimResult result;
-  result.stages.resize(S);
-  std::vector<double> static_bytes(S), recompute_extra;
+  result.stages.resize(V);
+  std::vector<double> static_bytes(S, 0.0), recompute_extra;
   for (int s = 0; s < S; ++s) {
     const StagePlan& sp = plan.stages[s];
     if (sp.devices.empty()) ThrowInput("plan: stage {} has no devices", s);
@@ -81,22 +89,29 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
     es.length = static_cast<int>(lowered.programs[s].size());
     es.first_device = static_cast<int>(setup.devices.size());
     es.replicas = sp.replicas();
-    es.allreduce_ms = cost.AllReduceMs(sp.first_layer, sp.last_layer, sp.devices);
-    static_bytes[s] = cost.StaticMemoryBytes(sp.first_layer, sp.last_layer);
-    StageStats& stats = result.stages[s];
-    stats.allreduce_ms = es.allreduce_ms;
     // In the split schedules the last weight gradients come from a W, not a B.
     const bool split = std::any_of(lowered.programs[s].begin(), lowered.programs[s].end(),
                                    [](const Instruction& in) { return in.op == Op::kWeightGrad; });
-    std::vector<GradBucket> buckets;
-    if (plan.allreduce_overlap && es.replicas > 1) {
-      buckets = GradientBuckets(cost, sp.first_layer, sp.last_layer);
-      es.bucket_ms = BucketAllReduceMs(cost, buckets, sp.devices);
-      es.bucket_ready_ms.resize(buckets.size() * es.replicas);
+    const bool overlap = plan.allreduce_overlap && es.replicas > 1;
+    // Per chunk, from the last one down: the backward reaches the lower chunks last, so
+    // their buckets go last.
+    std::vector<std::vector<GradBucket>> buckets(v);
+    for (int c = v - 1; c >= 0; --c) {
+      const StagePlan& cp = plan.stages[c * S + s];
+      StageStats& stats = result.stages[c * S + s];
+      stats.allreduce_ms = cost.AllReduceMs(cp.first_layer, cp.last_layer, sp.devices);
+      es.allreduce_ms += stats.allreduce_ms;
+      static_bytes[s] += cost.StaticMemoryBytes(cp.first_layer, cp.last_layer);
+      if (!overlap) continue;
+      buckets[c] = GradientBuckets(cost, cp.first_layer, cp.last_layer);
+      std::vector<double> ms = BucketAllReduceMs(cost, buckets[c], sp.devices);
+      es.bucket_ms.insert(es.bucket_ms.end(), ms.begin(), ms.end());
+      es.bucket_chunk.insert(es.bucket_chunk.end(), ms.size(), c);
       stats.allreduce_ms = 0;
-      for (double ms : es.bucket_ms) stats.allreduce_ms += ms;
-      stats.allreduce_buckets = static_cast<int>(buckets.size());
+      for (double x : ms) stats.allreduce_ms += x;
+      stats.allreduce_buckets = static_cast<int>(ms.size());
     }
+    es.bucket_ready_ms.resize(es.bucket_ms.size() * es.replicas);
     for (int j = 0; j < sp.replicas(); ++j) {
       const int dev = sp.devices[j];
       if (dev < 0 || dev >= cost.num_devices())
@@ -107,49 +122,63 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
       internal::EngineDevice ed;
       ed.stage = s;
       ed.replica = j;
-      ed.forward_ms = cost.ForwardMs(sp.first_layer, sp.last_layer, samples, dev);
-      // Re-computation runs the stage's forward again right before each backward.
-      const double refwd = plan.Recomputes(s) ? ed.forward_ms : 0.0;
-      ed.backward_ms = refwd + cost.BackwardMs(sp.first_layer, sp.last_layer, samples, dev);
-      // Split backward: the input-gradient part rebuilds the forward first.
-      ed.input_grad_ms = refwd + cost.BackwardInputMs(sp.first_layer, sp.last_layer, samples, dev);
-      ed.weight_grad_ms = cost.BackwardWeightMs(sp.first_layer, sp.last_layer, samples, dev);
-      // Every replica updates all of its stage's parameters, whatever its slice.
-      ed.step_ms = cost.UpdateMs(sp.first_layer, sp.last_layer, dev);
-      // Bucket k is ready once the backward (or W) has passed through its lowest layer
-      // (both run from the last layer down); the last bucket with the whole of it.
-      for (size_t k = 0; k < buckets.size(); ++k)
-        es.bucket_ready_ms[k * es.replicas + j] =
-            k + 1 == buckets.size() ? (split ? ed.weight_grad_ms : ed.backward_ms)
-            : split ? cost.BackwardWeightMs(buckets[k].first_layer, sp.last_layer, samples, dev)
-                    : refwd + cost.BackwardMs(buckets[k].first_layer, sp.last_layer, samples, dev);
-      const double act = cost.ActivationBytes(sp.first_layer, sp.last_layer, samples);
-      // With re-computation a micro-batch keeps only its stage input until its backward,
-      // which rebuilds one micro-batch of activations (added once, below).
-      ed.bytes_per_micro_batch =
-          plan.Recomputes(s) ? cost.StageInputBytes(sp.first_layer, samples) : act;
-      recompute_extra.push_back(plan.Recomputes(s) ? act : 0.0);
-      stats.forward_ms = std::max(stats.forward_ms, ed.forward_ms);
-      stats.backward_ms = std::max(stats.backward_ms, ed.backward_ms);
-      stats.input_grad_ms = std::max(stats.input_grad_ms, ed.input_grad_ms);
-      stats.weight_grad_ms = std::max(stats.weight_grad_ms, ed.weight_grad_ms);
-      stats.update_ms = std::max(stats.update_ms, ed.step_ms);
+      ed.first_cost = static_cast<int>(setup.costs.size());
+      double extra = 0;
+      int bucket = 0;  // buckets in allreduce order: chunk v-1's first
+      for (int c = 0; c < v; ++c) setup.costs.emplace_back();
+      for (int c = v - 1; c >= 0; --c) {
+        const int vs = c * S + s;
+        const StagePlan& cp = plan.stages[vs];
+        const int a = cp.first_layer, z = cp.last_layer;
+        internal::EngineChunkCost& cc = setup.costs[ed.first_cost + c];
+        cc.forward_ms = cost.ForwardMs(a, z, samples, dev);
+        // Re-computation runs the stage's forward again right before each backward.
+        const double refwd = plan.Recomputes(vs) ? cc.forward_ms : 0.0;
+        cc.backward_ms = refwd + cost.BackwardMs(a, z, samples, dev);
+        // Split backward: the input-gradient part rebuilds the forward first.
+        cc.input_grad_ms = refwd + cost.BackwardInputMs(a, z, samples, dev);
+        cc.weight_grad_ms = cost.BackwardWeightMs(a, z, samples, dev);
+        // Every replica updates all of its stage's parameters, whatever its slice.
+        const double update = cost.UpdateMs(a, z, dev);
+        ed.step_ms += update;
+        // Bucket k is ready once the backward (or W) has passed through its lowest layer
+        // (both run from the last layer down); the last bucket with the whole of it.
+        const std::vector<GradBucket>& bs = buckets[c];
+        for (size_t k = 0; k < bs.size(); ++k, ++bucket)
+          es.bucket_ready_ms[bucket * es.replicas + j] =
+              k + 1 == bs.size() ? (split ? cc.weight_grad_ms : cc.backward_ms)
+              : split            ? cost.BackwardWeightMs(bs[k].first_layer, z, samples, dev)
+                                 : refwd + cost.BackwardMs(bs[k].first_layer, z, samples, dev);
+        const double act = cost.ActivationBytes(a, z, samples);
+        // With re-computation a micro-batch keeps only its stage input until its backward,
+        // which rebuilds one micro-batch of activations (added once, below).
+        cc.bytes_per_micro_batch = plan.Recomputes(vs) ? cost.StageInputBytes(a, samples) : act;
+        if (plan.Recomputes(vs)) extra = std::max(extra, act);
+        StageStats& stats = result.stages[vs];
+        stats.forward_ms = std::max(stats.forward_ms, cc.forward_ms);
+        stats.backward_ms = std::max(stats.backward_ms, cc.backward_ms);
+        stats.input_grad_ms = std::max(stats.input_grad_ms, cc.input_grad_ms);
+        stats.weight_grad_ms = std::max(stats.weight_grad_ms, cc.weight_grad_ms);
+        stats.update_ms = std::max(stats.update_ms, update);
+      }
+      recompute_extra.push_back(extra);
       setup.devices.push_back(ed);
     }
   }
-  // Transfer routes: activations b -> b+1 at index b, gradients b+1 -> b at S-1+b. The
-  // gradient direction asks the cost model for the reversed transfer, so it holds the links
-  // and ports of that direction (full duplex: activations and gradients do not contend).
+  // Transfer routes: activations b -> b+1 at index b, gradients b+1 -> b at V-1+b, b a
+  // virtual boundary. The gradient direction asks the cost model for the reversed
+  // transfer, so it holds the links and ports of that direction (full duplex: activations
+  // and gradients do not contend).
   std::unordered_map<int, int> resource_ids;
-  setup.routes.resize(2 * std::max(S - 1, 0));
-  for (int b = 0; b + 1 < S; ++b) {
+  setup.routes.resize(2 * std::max(V - 1, 0));
+  for (int b = 0; b + 1 < V; ++b) {
     const StagePlan &lo = plan.stages[b], &hi = plan.stages[b + 1];
     TransferCost fwd = cost.Transfer(lo.last_layer, m, lo.devices, hi.devices);
     TransferCost bwd = cost.Transfer(lo.last_layer, m, hi.devices, lo.devices);
     setup.routes[b].ms = fwd.ms;
     for (int r : fwd.resources) setup.routes[b].resources.push_back(Dense(resource_ids, r));
-    setup.routes[S - 1 + b].ms = bwd.ms;
-    for (int r : bwd.resources) setup.routes[S - 1 + b].resources.push_back(Dense(resource_ids, r));
+    setup.routes[V - 1 + b].ms = bwd.ms;
+    for (int r : bwd.resources) setup.routes[V - 1 + b].resources.push_back(Dense(resource_ids, r));
     result.stages[b].send_ms = fwd.ms;
   }
   setup.num_resources = static_cast<int>(resource_ids.size());
@@ -158,7 +187,7 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
   for (int s = 0; s < S; ++s) {
     internal::EngineStage& es = setup.stages[s];
     if (es.bucket_ms.empty()) continue;
-    es.bucket_track = static_cast<int>(setup.devices.size()) + 2 * (S - 1) +
+    es.bucket_track = static_cast<int>(setup.devices.size()) + 2 * (V - 1) +
                       static_cast<int>(bucket_stages.size());
     bucket_stages.push_back(s);
   }
@@ -167,10 +196,10 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
   if (shared > 0) {
     setup.resume_ms = cost.SharedComputeResumeMs();
     setup.wake_ms = cost.SharedComputeWakeMs();
-    for (int b = 0; b + 1 < S; ++b) {
+    for (int b = 0; b + 1 < V; ++b) {
       const auto &lo = plan.stages[b].devices, &hi = plan.stages[b + 1].devices;
       setup.routes[b].load = cost.TransferComputeLoad(lo, hi);
-      setup.routes[S - 1 + b].load = cost.TransferComputeLoad(hi, lo);
+      setup.routes[V - 1 + b].load = cost.TransferComputeLoad(hi, lo);
     }
     for (int s = 0; s < S; ++s)
       setup.stages[s].allreduce_load = cost.AllReduceComputeLoad(plan.stages[s].devices);
@@ -202,17 +231,20 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
                        ? cost.SingleDeviceMs(plan.global_batch_size) / result.iteration_ms
                        : 0;
   result.instructions = run.instructions;
+  // A group's exposed allreduce goes on its first chunk.
   for (int s = 0; s < S; ++s) result.stages[s].allreduce_exposed_ms = run.allreduce_exposed_ms[s];
   if (options.record_timeline) {
     Timeline& t = result.timeline;
     t.title =
         fmt::format("simulated: {}, {} stages, {} micro-batches", ToString(plan.schedule), S, M);
+    if (v > 1) t.title += fmt::format(", {} chunks per stage", v);
     for (const DeviceStats& ds : result.devices)
       t.device_labels.push_back(
           fmt::format("dev {} (stage {}, replica {})", ds.device, ds.stage, ds.replica));
-    for (int b = 0; b + 1 < S; ++b)
+    // With chunks the links are between virtual stages (plan.stages entries).
+    for (int b = 0; b + 1 < V; ++b)
       t.device_labels.push_back(fmt::format("link stage {} -> {} (activations)", b, b + 1));
-    for (int b = 0; b + 1 < S; ++b)
+    for (int b = 0; b + 1 < V; ++b)
       t.device_labels.push_back(fmt::format("link stage {} -> {} (gradients)", b + 1, b));
     for (int s : bucket_stages)
       t.device_labels.push_back(fmt::format("allreduce stage {} (buckets)", s));
@@ -222,11 +254,12 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
 }
 
 SimResult SimulatePlan(const Plan& plan, const CostModel& cost, const SimOptions& options) {
+  const int groups = plan.num_device_groups();
   std::vector<int> replicas;
-  replicas.reserve(plan.stages.size());
-  for (const StagePlan& sp : plan.stages) replicas.push_back(sp.replicas());
-  Schedule lowered =
-      LowerComms(MakeSchedule(plan.schedule, plan.num_stages(), plan.num_micro_batches), replicas);
+  replicas.reserve(groups);
+  for (int s = 0; s < groups; ++s) replicas.push_back(plan.stages[s].replicas());
+  Schedule lowered = LowerComms(
+      MakeSchedule(plan.schedule, groups, plan.num_micro_batches, plan.virtual_stages), replicas);
   return Simulate(plan, lowered, cost, options);
 }
 
