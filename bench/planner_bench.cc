@@ -62,7 +62,7 @@ int Register() {
   for (const auto& e : fs::directory_iterator(ProfileDir()))
     if (e.path().extension() == ".txt") files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
-  for (const std::string& preset : {"paper-a", "paper-b", "paper-c"}) {
+  for (const std::string preset : {"paper-a", "paper-b", "paper-c"}) {
     for (const std::string& f : files) {
       benchmark::RegisterBenchmark(
           ("plan/" + preset + "/" + f).c_str(),
