@@ -1,6 +1,10 @@
 #include "model_inputs.h"
 
+#include <cstdio>
+
 #include "dapple/common/error.h"
+#include "dapple/format/local_cluster.h"
+#include "dapple/format/settings.h"
 
 namespace dapple {
 
@@ -24,8 +28,17 @@ ModelInputs LoadModelInputs(const ModelInputArgs& a) {
     ThrowInput("--memory-gb: must be positive, got {}", *a.memory_gb);
   if (a.bucket_mb && !(*a.bucket_mb > 0))
     ThrowInput("--bucket-mb: must be positive, got {}", *a.bucket_mb);
-  ModelInputs in{LoadProfile(a.profile, a.pbs), LoadCluster(a.cluster), {}};
+  ModelInputs in{LoadProfile(a.profile, a.pbs), Cluster{}, {}};
+  if (a.cluster == "local") {
+    LocalCluster local = LoadLocalCluster();
+    if (!local.calibrated) std::fprintf(stderr, "dapple: note: %s\n", local.note.c_str());
+    in.cluster = std::move(local.cluster);
+  } else {
+    in.cluster = LoadCluster(a.cluster);
+  }
   if (in.cluster.num_devices() < 1) ThrowInput("{}: the cluster has no device", a.cluster);
+  if (auto mismatch = SettingsMismatch(in.profile, in.cluster))
+    std::fprintf(stderr, "dapple: warning: %s\n", mismatch->c_str());
   if (a.memory_gb) in.cost_options.memory_bytes_override = *a.memory_gb * 1e9;
   if (a.bucket_mb) in.cost_options.allreduce_bucket_bytes = *a.bucket_mb * (1 << 20);
   return in;

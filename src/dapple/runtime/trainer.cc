@@ -16,6 +16,7 @@
 #include "dapple/format/cluster.h"
 #include "dapple/models/data.h"
 #include "dapple/runtime/checkpoint.h"
+#include "dapple/runtime/evaluation.h"
 #include "dapple/runtime/rank_grid.h"
 #include "dapple/runtime/stage_worker.h"
 #include "dapple/runtime/train_report.h"
@@ -82,39 +83,6 @@ CheckpointMeta Resume(const TrainOptions& o, Model& model, const StagePlan* stag
     }
   }
   return meta;
-}
-
-// Rank 0: the whole model from the checkpoint after `steps` steps, then the accuracy of its
-// argmax on the test split (classification models only).
-void EvaluateFromCheckpoint(const TrainOptions& o, Model& model, Dataset* data,
-                            torch::Device device) {
-  Batch test = data ? data->TestSet() : Batch{};
-  if (!test.inputs.defined() || test.inputs.size(0) == 0 || !model.target_shape.empty()) {
-    std::printf("evaluation: the %s data has no classification test split\n", o.data.c_str());
-    return;
-  }
-  auto dir = CheckpointStepDir(o.checkpoint_dir, o.steps);
-  for (auto& l : model.layers) LoadLayer(dir, l.name, *l.module.ptr(), nullptr, o.optimizer.kind);
-  torch::NoGradGuard no_grad;
-  int64_t n = test.inputs.size(0), correct = 0;
-  double loss_sum = 0;
-  for (int64_t b = 0; b < n; b += 1024) {
-    int64_t len = std::min<int64_t>(1024, n - b);
-    torch::Tensor x = test.inputs.narrow(0, b, len).to(device);
-    torch::Tensor y = test.targets.narrow(0, b, len).to(device);
-    torch::Tensor out = model.Forward(x);
-    loss_sum += model.loss(out, y).item<double>() * len;
-    correct += out.argmax(1).eq(y).sum().item<int64_t>();
-  }
-  double acc = static_cast<double>(correct) / n;
-  if (o.log_json) {
-    Json j = {{"eval", {{"test_samples", n}, {"accuracy", acc}, {"loss", loss_sum / n}}}};
-    std::printf("%s\n", j.dump().c_str());
-  } else {
-    std::printf("test accuracy %.4f (%lld samples), test loss %.6f\n", acc,
-                static_cast<long long>(n), loss_sum / n);
-  }
-  std::fflush(stdout);
 }
 
 }  // namespace
@@ -293,13 +261,9 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
     }
   }
   if (worker) stats.SetPeaks(worker->peak_live_micro_batches(), worker->peak_live_bytes());
-  GatherAndPrintSummary(comm, grid, plan, o, stats, losses, start);
-  if (o.evaluate && leader) {
-    if (!data)
-      data = MakeDataset(o.data, model, o.seed,
-                         o.data_cache_dir.empty() ? DefaultDataCacheDir() : o.data_cache_dir);
-    EvaluateFromCheckpoint(o, model, data.get(), device);
-  }
+  MeasuredRun measured = GatherAndPrintSummary(comm, grid, plan, o, stats, losses, start);
+  if (o.evaluate) EvaluateTrainedStages(o, plan, model, grid, env.rank, data.get(), device, comm);
+  if (leader) PrintPredictedVsMeasured(plan, o, measured);
 }
 
 }  // namespace dapple

@@ -48,7 +48,6 @@ void Finish(TrainArgs& a) {
   a.o.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(a.bucket_mb * 1048576));
   if (a.o.steps < 1) ThrowInput("--steps {}: must be at least 1", a.o.steps);
   if (a.o.resume && a.o.checkpoint_dir.empty()) ThrowInput("--resume needs --checkpoint-dir");
-  if (a.o.evaluate && a.o.checkpoint_dir.empty()) ThrowInput("--eval needs --checkpoint-dir");
   ApplyTestHooksFromEnvironment(a.o);
 }
 
@@ -139,8 +138,16 @@ void AddTrainCommand(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--log-json", a->o.log_json, "One JSON object per step and a JSON summary");
   cmd->add_flag("--quiet", a->o.quiet, "No per-step lines");
+  cmd->add_option("--log-every", a->o.log_every,
+                  "Off a terminal, a progress line every K steps (default: steps / 10; on a "
+                  "terminal one line is updated in place)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--eval", a->o.evaluate,
-                "After training, report the test accuracy (rank 0, from the final checkpoint)");
+                "After training, report the held-out loss, the accuracy (classes) and the "
+                "perplexity (language models) of the trained stages");
+  cmd->add_option("--eval-samples", a->o.eval_samples,
+                  "Evaluate at most this many held-out samples (default: all)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--timeout-s", a->timeout_s,
                   "Longest wait for a peer or the rendezvous before failing")
       ->capture_default_str();
