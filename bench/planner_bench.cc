@@ -1,5 +1,7 @@
 // Planning time of the DAPPLE planner per shipped profile (data/profiles/dapple) and
-// cluster preset, and BERT-48 on a 64 x 8 cluster (512 devices). Global batches as in the
+// cluster preset, and BERT-48 on 64 x 8 (512 devices) and 1024 x 8 (8192 devices)
+// clusters. Wall times: the planner runs the DP of each micro-batch size and the
+// refinement's simulations on every core. Global batches as in the
 // planning report (scripts/planning_report.py).
 #include <benchmark/benchmark.h>
 
@@ -47,10 +49,11 @@ void Plan(benchmark::State& state, const std::string& file, const Cluster& clust
   state.counters["simulated"] = static_cast<double>(r.plans_simulated);
 }
 
-Cluster Big() {
+// paper-a's servers and links, `servers` x 8 devices.
+Cluster Big(int servers = 64) {
   Cluster c = ClusterPreset("paper-a");
-  c.name = "64x8";
-  c.servers.assign(64, ServerSpec{8, std::nullopt});
+  c.name = std::to_string(servers) + "x8";
+  c.servers.assign(servers, ServerSpec{8, std::nullopt});
   return c;
 }
 
@@ -71,6 +74,12 @@ int Register() {
   benchmark::RegisterBenchmark(
       "plan/64x8/bert-48-pbs-2.txt/gbs-1024",
       [](benchmark::State& s) { Plan(s, "bert-48-pbs-2.txt", Big(), 1024); })
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(1);
+  // 1024 servers x 8 devices (8192): one sample per device at GBS 8192.
+  benchmark::RegisterBenchmark(
+      "plan/1024x8/bert-48-pbs-2.txt/gbs-8192",
+      [](benchmark::State& s) { Plan(s, "bert-48-pbs-2.txt", Big(1024), 8192); })
       ->Unit(benchmark::kMillisecond)
       ->Iterations(1);
   return 0;

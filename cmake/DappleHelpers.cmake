@@ -32,6 +32,14 @@ function(dapple_test_dir name dir label)
     DAPPLE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     DAPPLE_DATA_DIR="${PROJECT_SOURCE_DIR}/data"
     DAPPLE_BINARY="$<TARGET_FILE:dapple>")
+  add_dependencies(${name} dapple)
+  # dapple-torch for the tests that run it; only those of the torch layers wait for its build.
+  if(TARGET dapple-torch)
+    target_compile_definitions(${name} PRIVATE DAPPLE_TORCH_BINARY="$<TARGET_FILE:dapple-torch>")
+    if(NOT label STREQUAL "unit")
+      add_dependencies(${name} dapple-torch)
+    endif()
+  endif()
   # Tests keep to a cache folder of their own: a test's `dapple calibrate` must not replace
   # the user's calibration of `local`, nor the user's change what a test's `local` is.
   gtest_discover_tests(${name} PROPERTIES LABELS ${label} TIMEOUT ${ARG_TIMEOUT}

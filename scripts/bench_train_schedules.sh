@@ -3,8 +3,77 @@
 # throughput and peak live activation memory per stage, as ratios.
 #   scripts/bench_train_schedules.sh [dapple-binary] [M] [steps]
 # Environment: MODEL_FLAGS (default: a 6-layer MLP of width 512), NPROC (2), GBS_PER_MB (16).
+#
+# With ZB=1: zb-h1 vs dapple-a instead (issue 14), on 2 and 3 processes (one stage each,
+# the MLP's 7 layers cut 3+4 and 2+2+3), ROUNDS rounds (default 3) alternating the two
+# schedules; prints per process count the median step time of each, the measured ratio
+# dapple-a / zb-h1 and the simulator's predicted ratio from a profile measured here first
+# (`dapple profile --threads 1`, the `local` cluster, `dapple simulate --json`).
 set -euo pipefail
 bin=${1:-build/tools/dapple/dapple}
+if [[ ${ZB:-0} == 1 ]]; then
+  M=${2:-8}
+  steps=${3:-8}
+  m=${GBS_PER_MB:-16}
+  rounds=${ROUNDS:-3}
+  model_opts=${MODEL_OPTS:-"--opt input=784 --opt hidden=512 --opt layers=6"}
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  # shellcheck disable=SC2086
+  "$bin" profile --model mlp $model_opts --batch "$m" --threads 1 --repeat 7 \
+    -o "$tmp/profile.json" 2>/dev/null
+  zb_plan() {  # zb_plan <nproc> <schedule>
+    local stages
+    if [[ $1 == 2 ]]; then
+      stages='{"first_layer_id": "fc0", "last_layer_id": "fc2", "devices": [0]},
+              {"first_layer_id": "fc3", "last_layer_id": "head", "devices": [1]}'
+    else
+      stages='{"first_layer_id": "fc0", "last_layer_id": "fc1", "devices": [0]},
+              {"first_layer_id": "fc2", "last_layer_id": "fc3", "devices": [1]},
+              {"first_layer_id": "fc4", "last_layer_id": "head", "devices": [2]}'
+    fi
+    cat >"$tmp/p$1-$2.json" <<JSON
+{"format": "dapple-plan/1", "micro_batch_size": $m, "num_micro_batches": $M, "schedule": "$2",
+ "stages": [$stages]}
+JSON
+  }
+  for n in 2 3; do
+    for s in dapple-a zb-h1; do
+      zb_plan "$n" "$s"
+      "$bin" simulate --profile "$tmp/profile.json" --cluster local --plan "$tmp/p$n-$s.json" \
+        --json >"$tmp/sim$n-$s.json"
+    done
+    for r in $(seq "$rounds"); do
+      for s in dapple-a zb-h1; do
+        # shellcheck disable=SC2086
+        "$bin" train --model mlp $model_opts --plan "$tmp/p$n-$s.json" --steps "$steps" \
+          --nproc "$n" --log-json --quiet --data synthetic >"$tmp/t$n-$s-$r.out"
+      done
+    done
+  done
+  python3 - "$tmp" "$rounds" "$M" "$m" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+import json, statistics, sys
+tmp, rounds, M, m, load = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+def summary(path):
+    for line in open(path):
+        if line.startswith('{') and 'summary' in line:
+            return json.loads(line)['summary']
+print(f"M = {M} micro-batches of {m}, {rounds} rounds, load after: {load}")
+print(f"{'procs':>5} {'dapple-a ms':>12} {'zb-h1 ms':>9} {'measured a/zb':>14} "
+      f"{'simulated a/zb':>15}  peak live mb per stage (dapple-a | zb-h1)")
+for n in (2, 3):
+    ms = {}
+    peaks = {}
+    for s in ("dapple-a", "zb-h1"):
+        runs = [summary(f"{tmp}/t{n}-{s}-{r}.out") for r in range(1, rounds + 1)]
+        ms[s] = statistics.median(x["step_ms"] for x in runs)
+        peaks[s] = [st["peak_live_micro_batches"] for st in runs[0]["stages"]]
+    sim = {s: json.load(open(f"{tmp}/sim{n}-{s}.json"))["iteration_ms"] for s in ms}
+    print(f"{n:>5} {ms['dapple-a']:12.2f} {ms['zb-h1']:9.2f} {ms['dapple-a'] / ms['zb-h1']:14.3f} "
+          f"{sim['dapple-a'] / sim['zb-h1']:15.3f}  {peaks['dapple-a']} | {peaks['zb-h1']}")
+PY
+  exit 0
+fi
 M=${2:-8}
 steps=${3:-6}
 m=${GBS_PER_MB:-16}

@@ -90,7 +90,7 @@ def main():
                "activation sizes. There is no ResNet-50 profile in `data/profiles/dapple` "
                "(only in `data/profiles/pipedream`), so it is not in the table.\n")
     out.append("Speedup = one device's time for the global batch / simulated iteration time "
-               "(DESIGN.md section 2). Plan: stages [replicas per stage], micro-batch m x M, "
+               "(docs/design.md section 2). Plan: stages [replicas per stage], micro-batch m x M, "
                "schedule. 'planning s' is the DAPPLE planner's own time; '-' means the planner "
                "found no plan that fits in memory. Baselines are scored by the same "
                "simulator; see docs/planner.md.\n")
@@ -119,6 +119,35 @@ def main():
     total = sum(1 for *_, r in rows if "error" not in r)
     out.append(f"DAPPLE's plan is at least as fast as every baseline in {wins} of {total} "
                "cases with a plan.\n")
+    out.append("## With and without zb-h1\n")
+    out.append("The DAPPLE planner searches zb-h1 (docs/schedules.md) with dapple-a and "
+               "dapple-b. Below, the planner's best plan with each schedule family fixed "
+               "(`schedules` in `dapple plan --json`): 'DAPPLE schedules' is the faster of "
+               "dapple-a and dapple-b, 'with zb-h1' the planner's choice among all three. "
+               "Profiles without a measured backward split (all of these) take half of each "
+               "layer's backward with parameters as its weight gradient.\n")
+    out.append("| profile | cluster | DAPPLE schedules ms | with zb-h1 ms | gain | zb-h1 plan |")
+    out.append("|---|---|---:|---:|---:|---|")
+    gains = []
+    for f, preset, gbs, r in rows:
+        fam = {b["planner"]: b for b in r.get("schedules", [])}
+        old = [fam[k]["iteration_ms"] for k in ("dapple-a", "dapple-b")
+               if k in fam and fam[k].get("feasible")]
+        if "error" in r or not old:
+            out.append(f"| {f} | {preset} | - | - | - | - |")
+            continue
+        best_old = min(old)
+        new = r["iteration_ms"]
+        gain = 100 * (best_old / new - 1)
+        gains.append(gain)
+        zb = fam.get("zb-h1", {})
+        out.append(f"| {f} | {preset} | {best_old:.1f} | {new:.1f} | {gain:+.1f}% | "
+                   f"{zb.get('summary', '-') if zb.get('feasible') else '-'} |")
+    if gains:
+        out.append("")
+        out.append(f"Never slower in {sum(1 for g in gains if g >= -1e-9)} of {len(gains)} cases; "
+                   f"faster in {sum(1 for g in gains if g > 0.05)} (by more than 0.05%), by up to "
+                   f"{max(gains):.1f}%.\n")
     text = "\n".join(out) + "\n"
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(args.out), prefix=".planning-report.")

@@ -10,21 +10,21 @@
 
 #include "bench_flags.h"
 #include "dapple/common/error.h"
+#include "dapple/cpu/blas_env.h"
 #include "dapple/models/data.h"
 #include "dapple/models/model.h"
-#include "dapple/profiler/blas_env.h"
 
 using namespace dapple;
 
 double Accuracy(const Model& m, const Batch& test) {
   torch::NoGradGuard no_grad;
-  for (auto& l : m.layers) l.module.ptr()->eval();
+  for (auto& l : m.layers) l.module->eval();
   int64_t correct = 0, n = test.inputs.size(0);
   for (int64_t i = 0; i < n; i += 1000) {
     Batch b = SliceBatch(test, i, std::min(n, i + 1000));
     correct += m.Forward(b.inputs).argmax(1).eq(b.targets).sum().item<int64_t>();
   }
-  for (auto& l : m.layers) l.module.ptr()->train();
+  for (auto& l : m.layers) l.module->train();
   return double(correct) / n;
 }
 

@@ -11,9 +11,9 @@
 
 #include "bench_flags.h"
 #include "dapple/common/error.h"
+#include "dapple/cpu/blas_env.h"
 #include "dapple/models/data.h"
 #include "dapple/models/model.h"
-#include "dapple/profiler/blas_env.h"
 
 using namespace dapple;
 

@@ -7,9 +7,9 @@
 
 #include <cstdlib>
 
+#include "dapple/cpu/blas_env.h"
 #include "dapple/models/data.h"
 #include "dapple/models/model.h"
-#include "dapple/profiler/blas_env.h"
 
 namespace dapple {
 namespace {

@@ -13,10 +13,10 @@
 
 #include "bench_flags.h"
 #include "dapple/common/error.h"
+#include "dapple/cpu/blas_env.h"
 #include "dapple/models/data.h"
 #include "dapple/models/model.h"
 #include "dapple/models/zoo.h"
-#include "dapple/profiler/blas_env.h"
 #include "dapple/profiler/profiler.h"
 
 using namespace dapple;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -69,9 +70,9 @@ TEST_F(PlanCli, UnusedDevicesAreNamed) {
   c.inter_server.allreduce_bandwidth_bytes_per_s = 1e3;
   fs::path cluster = dir_ / "slow-link.json";
   WriteClusterJson(c, cluster);
-  testing::CliRun r = Dapple("plan --profile " + Profile("bert-48-pbs-2.txt") + " --cluster " +
-                             cluster.string() + " --global-batch 64 -o " +
-                             (dir_ / "plan.json").string());
+  testing::CliRun r =
+      Dapple("plan --profile " + Profile("bert-48-pbs-2.txt") + " --cluster " + cluster.string() +
+             " --global-batch 64 -o " + (dir_ / "plan.json").string());
   ASSERT_EQ(r.code, 0) << r.err;
   Plan p = ReadPlanJson(dir_ / "plan.json");
   ASSERT_LT(p.num_devices(), 16) << r.out;
@@ -117,6 +118,48 @@ TEST_F(PlanCli, BadInputIsOneLineAndExitTwo) {
       Dapple("plan" + bert + " --cluster paper-a --global-batch 64 --memory-gb 0.5");
   EXPECT_NE(mem.err.find("no plan fits"), std::string::npos) << mem.err;
   EXPECT_NE(mem.err.find("--memory-gb"), std::string::npos) << mem.err;
+}
+
+}  // namespace
+}  // namespace dapple
+
+namespace dapple {
+namespace {
+
+// What each schedule family buys: one row per family with the planner's best plan under
+// it, and the zb-h1 plan simulates with I and W apart. BERT-48 on paper-b at GBS 64 is a
+// 16-stage pipeline whose bubble zb-h1 cuts.
+TEST_F(PlanCli, PrintsEachScheduleFamilyAndZbH1Simulates) {
+  fs::path plan = dir_ / "zb.json";
+  testing::CliRun r = Dapple("plan --profile " + Profile("bert-48-pbs-2.txt") +
+                             " --cluster paper-b --global-batch 64 --schedule zb-h1 "
+                             "--no-baselines -o " +
+                             plan.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  testing::CliRun all = Dapple("plan --profile " + Profile("bert-48-pbs-2.txt") +
+                               " --cluster paper-b --global-batch 64 --json");
+  ASSERT_EQ(all.code, 0) << all.err;
+  nlohmann::json j = nlohmann::json::parse(all.out);
+  ASSERT_EQ(j["schedules"].size(), 3u);
+  std::map<std::string, double> ms;
+  for (const auto& row : j["schedules"]) ms[row["planner"]] = row["iteration_ms"];
+  EXPECT_LE(j["iteration_ms"].get<double>(), std::min(ms["dapple-a"], ms["dapple-b"]) * (1 + 1e-9));
+  EXPECT_LT(ms["zb-h1"], std::min(ms["dapple-a"], ms["dapple-b"]));
+  testing::CliRun sim = Dapple("simulate --profile " + Profile("bert-48-pbs-2.txt") +
+                               " --cluster paper-b --plan " + plan.string() + " --json");
+  ASSERT_EQ(sim.code, 0) << sim.err;
+  nlohmann::json s = nlohmann::json::parse(sim.out);
+  EXPECT_NEAR(s["iteration_ms"].get<double>(), ms["zb-h1"], 1e-6 * ms["zb-h1"]);
+  // No measured split in DAPPLE text: half of each backward with parameters is W.
+  EXPECT_GT(s["stages"][1]["weight_grad_ms"].get<double>(), 0);
+  EXPECT_NEAR(s["stages"][1]["input_grad_ms"].get<double>() +
+                  s["stages"][1]["weight_grad_ms"].get<double>(),
+              s["stages"][1]["backward_ms"].get<double>(), 1e-9);
+  testing::CliRun bad =
+      Dapple("simulate --profile " + Profile("bert-48-pbs-2.txt") + " --cluster paper-b --plan " +
+             plan.string() + " --weight-grad-share 1.5");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.err, "dapple: error: --weight-grad-share: must be in [0, 1], got 1.5\n");
 }
 
 }  // namespace

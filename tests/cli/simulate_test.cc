@@ -161,7 +161,7 @@ struct BadInput {
   const char* what;
   std::string plan;
   std::string flags;
-  std::string message;  // a substring of the one line on stderr
+  std::string message;  // a substring of the one line on stderr: the file and field, or flag
 };
 
 TEST_F(SimulateCli, BadInputIsOneLineExitTwoAndNoOutputFile) {
@@ -171,29 +171,31 @@ TEST_F(SimulateCli, BadInputIsOneLineExitTwoAndNoOutputFile) {
   const std::string head =
       R"({"format": "dapple-plan/1", "global_batch_size": 8, "micro_batch_size": 2, )";
   const BadInput cases[] = {
-      {"malformed JSON", R"({"global_batch_size": 8, "stages": [)", "", "plan.json"},
+      {"malformed JSON", R"({"global_batch_size": 8, "stages": [)", "",
+       "plan.json: malformed JSON at byte"},
       {"device out of range",
        head + R"("stages": [{"first_layer": 0, "last_layer": 26, "devices": [0]},
                             {"first_layer": 27, "last_layer": 52, "devices": [16]}]})",
-       "", "16"},
+       "", "plan.json: stages[1].devices[0]: device 16 is not in cluster"},
       {"overlapping stages",
        head + R"("stages": [{"first_layer": 0, "last_layer": 30, "devices": [0]},
                             {"first_layer": 27, "last_layer": 52, "devices": [1]}]})",
-       "", "plan.json"},
+       "", "plan.json: stages[1].first_layer: 27 but stage 0 ended at layer 30"},
       {"skipped layers", head + R"("stages": [{"first_layer": 0, "last_layer": 20, "devices": [0]},
                             {"first_layer": 27, "last_layer": 52, "devices": [1]}]})",
-       "", "plan.json"},
+       "", "plan.json: stages[1].first_layer: 27 but stage 0 ended at layer 20"},
       {"shared device", head + R"("stages": [{"first_layer": 0, "last_layer": 26, "devices": [0]},
                             {"first_layer": 27, "last_layer": 52, "devices": [0]}]})",
-       "", "plan.json"},
+       "", "plan.json: stages[1].devices[0]: device 0 is already used by stage 0"},
       {"GBS not divisible",
        R"({"format": "dapple-plan/1", "global_batch_size": 9, "micro_batch_size": 2, )" + stages_ok,
-       "", "divisible"},
-      {"unknown schedule", head + stages_ok, "--schedule zigzag", "zigzag"},
-      {"unknown cluster", head + stages_ok, "--cluster paper-z", "paper-z"},
+       "", "plan.json.micro_batch_size: global_batch_size 9 is not divisible by 2"},
+      {"unknown schedule", head + stages_ok, "--schedule zigzag",
+       "--schedule: unknown schedule 'zigzag'"},
+      {"unknown cluster", head + stages_ok, "--cluster paper-z", "--cluster: cluster 'paper-z'"},
       {"trace folder missing", head + stages_ok, "--trace /nonexistent-dir/t.json",
-       "nonexistent-dir"},
-      {"negative memory", head + stages_ok, "--memory-gb -1", "memory-gb"},
+       "--trace /nonexistent-dir/t.json: folder"},
+      {"negative memory", head + stages_ok, "--memory-gb -1", "--memory-gb: must be positive"},
   };
   for (const BadInput& c : cases) {
     fs::path trace = dir_ / "t.json";

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 namespace dapple {
 namespace {
 
@@ -34,6 +37,27 @@ TEST(OpenBlasCore, NothingWithoutTheFlags) {
 TEST(OpenBlasCore, ThisCpuAgreesWithItsCpuinfo) {
   const std::string t = OpenBlasCoreTypeForThisCpu();
   EXPECT_TRUE(t.empty() || t == "Haswell" || t == "SkylakeX") << t;
+}
+
+// Unset: this CPU's type (or still unset when it has none). Set, even empty: left alone.
+TEST(OpenBlasCore, SetIfUnsetKeepsAChoiceMade) {
+  const char* before = std::getenv("OPENBLAS_CORETYPE");
+  const std::string saved = before ? before : "";
+  unsetenv("OPENBLAS_CORETYPE");
+  SetOpenBlasCoreTypeIfUnset();
+  const char* now = std::getenv("OPENBLAS_CORETYPE");
+  EXPECT_EQ(now ? std::string(now) : "", OpenBlasCoreTypeForThisCpu());
+  setenv("OPENBLAS_CORETYPE", "Zen", 1);
+  SetOpenBlasCoreTypeIfUnset();
+  EXPECT_STREQ(std::getenv("OPENBLAS_CORETYPE"), "Zen");
+  setenv("OPENBLAS_CORETYPE", "", 1);
+  SetOpenBlasCoreTypeIfUnset();
+  EXPECT_STREQ(std::getenv("OPENBLAS_CORETYPE"), "");
+  if (before) {
+    setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
+  } else {
+    unsetenv("OPENBLAS_CORETYPE");
+  }
 }
 
 }  // namespace

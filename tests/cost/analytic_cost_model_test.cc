@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cost/cost_test_util.h"
+#include "dapple/common/error.h"
 
 namespace dapple {
 namespace {
@@ -160,6 +161,37 @@ TEST(AnalyticCostModel, ShippedProfileOnPaperCluster) {
   EXPECT_NEAR(cost.ForwardMs(0, n / 2, 2, 0) + cost.ForwardMs(n / 2 + 1, n - 1, 2, 0), whole, 1e-9);
   EXPECT_GT(cost.CutBytes(n / 2, 2), 0);
   EXPECT_GT(cost.AllReduceMs(0, n - 1, {0, 8}), cost.AllReduceMs(0, n - 1, {0, 1}));
+}
+
+}  // namespace
+}  // namespace dapple
+
+namespace dapple {
+namespace {
+
+// Without a measured split, W is weight_grad_share of backward_ms on layers with
+// parameters and 0 on layers without; I is the rest. A measured split is used as is.
+TEST(AnalyticCostModel, BackwardSplitDefaultShareAndMeasured) {
+  Profile p = testing::FourLayerChain();  // bwd 2, 4, 6, 8 ms at PBS 4
+  p.layers[1].parameter_bytes = 0;
+  p.layers[3].backward_input_ms = 5;
+  p.layers[3].backward_weight_ms = 4;
+  Cluster c = testing::TwoByFour();
+  AnalyticCostModel half(p, c);
+  EXPECT_DOUBLE_EQ(half.BackwardWeightMs(0, 0, 4, 0), 1.0);
+  EXPECT_DOUBLE_EQ(half.BackwardInputMs(0, 0, 4, 0), 1.0);
+  EXPECT_DOUBLE_EQ(half.BackwardWeightMs(1, 1, 4, 0), 0.0);  // no parameters
+  EXPECT_DOUBLE_EQ(half.BackwardInputMs(1, 1, 4, 0), 4.0);
+  EXPECT_DOUBLE_EQ(half.BackwardInputMs(3, 3, 2, 0), 2.5);   // measured, linear in samples
+  EXPECT_DOUBLE_EQ(half.BackwardWeightMs(3, 3, 4, 4), 2.0);  // device speed 2
+  EXPECT_DOUBLE_EQ(half.BackwardWeightMs(0, 3, 4, 0), 1 + 0 + 3 + 4);
+  CostOptions o;
+  o.weight_grad_share = 0.25;
+  AnalyticCostModel quarter(p, c, o);
+  EXPECT_DOUBLE_EQ(quarter.BackwardWeightMs(2, 2, 4, 0), 1.5);
+  EXPECT_DOUBLE_EQ(quarter.BackwardInputMs(2, 2, 4, 0), 4.5);
+  o.weight_grad_share = 1.5;
+  EXPECT_THROW(AnalyticCostModel(p, c, o), InputError);
 }
 
 }  // namespace

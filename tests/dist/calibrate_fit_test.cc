@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dapple/calibrate/calibration.h"
 #include "dapple/common/error.h"
 #include "dapple/format/cluster.h"
-#include "dapple/runtime/calibration.h"
 
 namespace dapple {
 namespace {

@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dapple/calibrate/calibration.h"
 #include "dapple/common/json_util.h"
 #include "dapple/format/cluster.h"
-#include "dapple/runtime/calibration.h"
 #include "dapple/runtime/launcher.h"
 #include "dist/netns_test_util.h"
 

@@ -28,8 +28,8 @@ struct Reference {
 Reference Evaluate(Model& model, const fs::path& dir, int64_t steps, const std::string& data,
                    int64_t n, const fs::path& cache) {
   for (auto& l : model.layers) {
-    LoadLayer(CheckpointStepDir(dir, steps), l.name, *l.module.ptr(), nullptr, OptimizerKind::kSgd);
-    l.module.ptr()->eval();
+    LoadLayer(CheckpointStepDir(dir, steps), l.name, *l.module, nullptr, OptimizerKind::kSgd);
+    l.module->eval();
   }
   Batch test = MakeDataset(data, model, 0, cache)->TestSet();
   torch::NoGradGuard no_grad;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <regex>
 
 #include "train_test_util.h"
 
@@ -25,6 +26,16 @@ int CountLines(const std::string& s) {
   return n;
 }
 
+// The seconds in every "failed or timed out after X s" / "failed after X s" of `err`: how
+// long the failing chain of waits waited (Note [One deadline per wait chain]).
+std::vector<double> ReportedWaits(const std::string& err) {
+  std::vector<double> out;
+  static const std::regex re(R"(failed(?: or timed out)? after ([0-9.]+) s)");
+  for (std::sregex_iterator it(err.begin(), err.end(), re), end; it != end; ++it)
+    out.push_back(std::stod((*it)[1]));
+  return out;
+}
+
 TEST(TrainFailure, KilledProcessStopsTheJobWithinTheTimeout) {
   fs::path dir = TestDir("die");
   auto t0 = std::chrono::steady_clock::now();
@@ -38,6 +49,26 @@ TEST(TrainFailure, KilledProcessStopsTheJobWithinTheTimeout) {
   EXPECT_NE(r.err.find("(stage "), std::string::npos) << r.err;
   // Timeout 4 s, plus launching and the launcher's grace: far below a hang.
   EXPECT_LT(secs, 25) << r.err;
+  // Each survivor reported within one timeout (plus 2 s) of the wait that saw it.
+  for (double w : ReportedWaits(r.err)) EXPECT_LE(w, 4 + 2) << r.err;
+  fs::remove_all(dir);
+}
+
+TEST(TrainFailure, RankMissingFromTheSummaryGatherIsReportedWithinOneTimeout) {
+  // Rank 2 dies after the last step, before the summary: rank 0 waits for its report, and
+  // gives up after one --timeout-s for the whole gather, naming what it gathered.
+  fs::path dir = TestDir("gather");
+  RunResult r = RunDapple(Base() + " --timeout-s 3 --nproc 3 --plan " + TwoStagePlan(dir).string(),
+                          dir, "DAPPLE_TEST_DIE_AT=2:3");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("rank 2 of 3 failed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 0: gathering summary failed"), std::string::npos) << r.err;
+  std::vector<double> waits = ReportedWaits(r.err);
+  ASSERT_FALSE(waits.empty()) << r.err;
+  for (double w : waits) {
+    EXPECT_GE(w, 3 - 0.1) << r.err;  // it did wait for the timeout: rank 2 was silent
+    EXPECT_LE(w, 3 + 2) << r.err;    // and for one timeout, not one per rank
+  }
   fs::remove_all(dir);
 }
 
@@ -66,6 +97,36 @@ TEST(TrainFailure, PlanLayersNotTheModelsIsOneLineExit2) {
   r = RunDapple(Base() + " --plan " + plan.string(), dir);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  fs::remove_all(dir);
+}
+
+TEST(TrainFailure, PlanWithTooManyMessageTagsIsOneLineExit2) {
+  // 2 stages x 1025 micro-batches on 1024 processes: 2 x 1025 x 1024^2 tags > 2^31. Refused
+  // when the plan is loaded, before any process starts.
+  fs::path dir = TestDir("tags");
+  fs::path plan =
+      WritePlan(dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 1, 1025,
+                                      "dapple-a"));
+  RunResult r = RunDapple(Base() + " --nproc 1024 --plan " + plan.string(), dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("num_micro_batches"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("message tags"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
+TEST(TrainFailure, CudaDeviceWithoutTransportIsRefusedAtStart) {
+  // DAPPLE_TEST_CUDA_DEVICES fakes what DeviceForLocalRank sees: CUDA devices, for which
+  // there is no transport. Refused before any process starts (launcher) or trains (a rank).
+  fs::path dir = TestDir("cuda");
+  for (const std::string launch : {" --nproc 3", ""}) {
+    std::string env = "DAPPLE_TEST_CUDA_DEVICES=1";
+    if (launch.empty()) env += " WORLD_SIZE=3 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1";
+    RunResult r = RunDapple(Base() + launch + " --plan " + TwoStagePlan(dir).string(), dir, env);
+    EXPECT_EQ(r.exit_code, 2) << launch;
+    EXPECT_EQ(CountLines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("no CUDA transport"), std::string::npos) << r.err;
+  }
   fs::remove_all(dir);
 }
 

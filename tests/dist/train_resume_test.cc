@@ -63,5 +63,76 @@ TEST_P(TrainResume, SameLossesUnderSameAndDifferentPlan) {
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, TrainResume, ::testing::Values("sgd", "adam"));
 
+TEST(TrainResumeAuto, ARetryLoopStartsFreshThenResumes) {
+  // What a retry loop does (a shell loop, a Slurm requeue): the same command each time.
+  fs::path dir = TestDir("resume_auto");
+  fs::path plan =
+      WritePlan(dir, "a", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 2, 4, "dapple-a"));
+  RunResult full =
+      RunDapple(Flags(dir / "full", 6, "adam") + " --plan " + plan.string() + " --nproc 2", dir);
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  auto want = full.Losses();
+  ASSERT_EQ(want.size(), 6u);
+
+  const std::string cmd = Flags(dir / "ckpt", 6, "adam") + " --checkpoint-every 2 --resume auto" +
+                          " --plan " + plan.string() + " --nproc 2";
+  // First attempt: no checkpoint yet, so it starts fresh; rank 1 dies during step 3, after
+  // the checkpoint of step 2.
+  RunResult first = RunDapple(cmd, dir, "DAPPLE_TEST_DIE_AT=1:3");
+  EXPECT_NE(first.exit_code, 0);
+  EXPECT_NE(first.err.find("--resume auto: no checkpoint in"), std::string::npos) << first.err;
+  auto got = first.Losses();
+  ASSERT_EQ(got.size(), 3u) << first.out;
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << "step " << i;
+
+  // Second attempt, the same command: resumes from step 2 and finishes bit-identically.
+  RunResult second = RunDapple(cmd, dir);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.err.find("--resume auto: resuming from"), std::string::npos) << second.err;
+  got = second.Losses();
+  ASSERT_EQ(got.size(), 4u) << second.out;
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i + 2]) << "step " << i + 2;
+  EXPECT_EQ(MaxRelativeDifference(dir / "ckpt" / "step-6", dir / "full" / "step-6", kMlpLayers), 0);
+
+  // Any other value is bad input.
+  RunResult bad = RunDapple(
+      Flags(dir / "ckpt", 6, "adam") + " --resume sometimes --plan " + plan.string() + " --nproc 2",
+      dir);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--resume sometimes"), std::string::npos) << bad.err;
+  fs::remove_all(dir);
+}
+
+// zb-h1 (split backward) saves and resumes like the others: 2 steps, then 2 more from the
+// checkpoint, under a replicated zb-h1 plan, give the losses of 4 uninterrupted dapple-a
+// steps.
+TEST(TrainResume, ZbH1ResumesFromACheckpoint) {
+  fs::path dir = TestDir("resume_zb");
+  fs::path a =
+      WritePlan(dir, "a", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 2, 4, "dapple-a"));
+  fs::path zb =
+      WritePlan(dir, "zb",
+                PlanJson({{"fc0", "fc0", {0}}, {"fc1", "fc2", {1, 2}}, {"head", "head", {3}}}, 2, 4,
+                         "zb-h1"));
+  RunResult full =
+      RunDapple(Flags(dir / "full", 4, "adam") + " --plan " + a.string() + " --nproc 2", dir);
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  auto want = full.Losses();
+  ASSERT_EQ(want.size(), 4u);
+  RunResult half =
+      RunDapple(Flags(dir / "zb", 2, "adam") + " --plan " + zb.string() + " --nproc 4", dir);
+  ASSERT_EQ(half.exit_code, 0) << half.err;
+  RunResult rest = RunDapple(
+      Flags(dir / "zb", 4, "adam") + " --resume --plan " + zb.string() + " --nproc 4", dir);
+  ASSERT_EQ(rest.exit_code, 0) << rest.err;
+  auto got = rest.Losses();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_NEAR(got[0], want[2], 1e-10 * want[2]);
+  EXPECT_NEAR(got[1], want[3], 1e-10 * want[3]);
+  EXPECT_LT(MaxRelativeDifference(dir / "zb" / "step-4", dir / "full" / "step-4", kMlpLayers),
+            1e-10);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace dapple::testing

@@ -133,4 +133,26 @@ inline double MaxRelativeDifference(const fs::path& a, const fs::path& b,
   return worst;
 }
 
+// Largest |a-b| over every buffer of every layer of two checkpoints (running statistics);
+// a buffer missing from either is a failure.
+inline double MaxBufferDifference(const fs::path& a, const fs::path& b,
+                                  const std::vector<std::string>& layers) {
+  double worst = 0;
+  for (const auto& layer : layers) {
+    LayerState x = ReadLayer(a, layer), y = ReadLayer(b, layer);
+    EXPECT_EQ(x.buffers.size(), y.buffers.size()) << layer;
+    for (const auto& [name, t] : y.buffers) {
+      auto it = x.buffers.find(name);
+      if (it == x.buffers.end()) {
+        ADD_FAILURE() << layer << ": no buffer " << name;
+        return 1e300;
+      }
+      worst = std::max(
+          worst,
+          (it->second.to(torch::kFloat64) - t.to(torch::kFloat64)).abs().max().item<double>());
+    }
+  }
+  return worst;
+}
+
 }  // namespace dapple::testing

@@ -10,7 +10,8 @@
 //
 // Contracts (all linear, so expected values are easy to compute by hand):
 //   ForwardMs(a, b, samples, d)  = sum(fwd_ms[a..b]) x samples / pbs / speed[d]
-//   BackwardMs likewise with bwd_ms.
+//   BackwardMs likewise with bwd_ms; BackwardInputMs = BackwardWeightMs = BackwardMs / 2
+//                                  (CostModel's default split: with the default bwd 2 ms, I = W = F).
 //   CutBytes(b, samples)         = act_bytes[b] x samples / pbs (a chain)
 //   Transfer(...)                = {transfer_ms + transfer_ms_per_sample x micro_batch,
 //                                   transfer_resources}, whatever the devices

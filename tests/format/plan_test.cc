@@ -84,6 +84,51 @@ TEST(Plan, RoundTripWithEstimate) {
   EXPECT_EQ(ValidateError(q), "(no error)");
 }
 
+TEST(Plan, PerStageRecompute) {
+  // A stage's own flag round-trips; the plan's flag still means every stage (old files).
+  Plan plan = TwoStages();
+  plan.recompute = false;
+  plan.stages[1].recompute = true;
+  Plan q = ParsePlanJson(PlanToJsonText(plan), "plan.json");
+  EXPECT_FALSE(q.recompute);
+  EXPECT_FALSE(q.stages[0].recompute);
+  EXPECT_TRUE(q.stages[1].recompute);
+  EXPECT_FALSE(q.Recomputes(0));
+  EXPECT_TRUE(q.Recomputes(1));
+  EXPECT_TRUE(q.AnyRecompute());
+  EXPECT_EQ(PlanToJsonText(q), PlanToJsonText(plan));
+  Plan old = ParsePlanJson(R"({"format": "dapple-plan/1", "global_batch_size": 8,
+      "micro_batch_size": 2, "recompute": true, "stages": [
+        {"first_layer": 0, "last_layer": 4, "devices": [0]},
+        {"first_layer": 5, "last_layer": 9, "devices": [1]}]})",
+                           "plan.json");
+  EXPECT_TRUE(old.Recomputes(0));
+  EXPECT_TRUE(old.Recomputes(1));
+  EXPECT_THAT(ParseError(R"({"format": "dapple-plan/1", "global_batch_size": 8,
+      "micro_batch_size": 2, "stages": [
+        {"first_layer": 0, "last_layer": 9, "devices": [0], "recompute": 1}]})"),
+              HasSubstr("plan.json: stages[0].recompute"));
+}
+
+TEST(Plan, RecomputeNeedsForwardTimes) {
+  Plan plan = TwoStages();
+  plan.recompute = false;
+  plan.stages[1].recompute = true;
+  EXPECT_EQ(ValidateError(plan), "(no error)");
+  Profile p = TenLayers();
+  for (int l = 6; l < 10; ++l) p.layers[l].forward_ms = 0;
+  try {
+    ValidatePlan(plan, p, ClusterPreset("paper-a"), "plan.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("plan.json: stages[1].recompute"));
+    EXPECT_THAT(e.what(), HasSubstr("forward"));
+  }
+  plan.stages[1].recompute = false;  // the other stage has forward times
+  plan.stages[0].recompute = true;
+  EXPECT_NO_THROW(ValidatePlan(plan, p, ClusterPreset("paper-a"), "plan.json"));
+}
+
 TEST(Plan, IdsWinOverIndices) {
   Plan plan = ParsePlanJson(R"({"format": "dapple-plan/1", "global_batch_size": 8,
       "micro_batch_size": 2, "stages": [

@@ -202,3 +202,46 @@ TEST(ProfileJson, ValidateProfileRejectsBadEdgesAndBatchSizes) {
 
 }  // namespace
 }  // namespace dapple
+
+namespace dapple {
+namespace {
+
+TEST(ProfileJson, BackwardSplitRoundTripsAndGoesTogether) {
+  Profile p = SmallProfile();
+  for (LayerProfile& l : p.layers) {
+    l.backward_input_ms = 0.06;
+    l.backward_weight_ms = 0.05;
+    l.backward_input_ms_by_batch = {0.3, 0.06, 1.1};
+    l.backward_weight_ms_by_batch = {0.25, 0.05, 1.0};
+  }
+  p.layers[2].backward_input_ms_by_batch.clear();  // optional per list
+  p.layers[2].backward_weight_ms_by_batch.clear();
+  Profile q = ParseProfileJson(ProfileToJsonText(p), "split");
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_DOUBLE_EQ(q.layers[i].backward_input_ms, 0.06);
+    EXPECT_DOUBLE_EQ(q.layers[i].backward_weight_ms, 0.05);
+    EXPECT_EQ(q.layers[i].backward_input_ms_by_batch, p.layers[i].backward_input_ms_by_batch);
+    EXPECT_EQ(q.layers[i].backward_weight_ms_by_batch, p.layers[i].backward_weight_ms_by_batch);
+  }
+  // Without the split nothing is written, so older profiles stay byte-identical.
+  EXPECT_THAT(ProfileToJsonText(SmallProfile()), ::testing::Not(HasSubstr("backward_input")));
+  EXPECT_FALSE(
+      ParseProfileJson(ProfileToJsonText(SmallProfile()), "x").layers[0].has_backward_split());
+
+  Profile half = SmallProfile();
+  half.layers[1].backward_input_ms = 0.1;
+  try {
+    ValidateProfile(half, "p.json");
+    FAIL() << "accepted a lone backward_input_ms";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(),
+                 "p.json: layers[1].backward_weight_ms: missing (backward_input_ms and "
+                 "backward_weight_ms go together)");
+  }
+  Profile misaligned = p;
+  misaligned.layers[0].backward_weight_ms_by_batch = {1, 2};
+  EXPECT_THROW(ValidateProfile(misaligned, "p.json"), InputError);
+}
+
+}  // namespace
+}  // namespace dapple

@@ -1,4 +1,4 @@
-// The pivot stage rule and L (DESIGN.md section 6) against hand-computed examples.
+// The pivot stage rule and L (docs/design.md section 6) against hand-computed examples.
 #include "dapple/plan/pipeline_latency.h"
 
 #include <gtest/gtest.h>

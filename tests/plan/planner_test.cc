@@ -143,6 +143,19 @@ TEST(Planner, ReplicasNeverExceedTheMicroBatch) {
   for (const StagePlan& s : r.plan->stages) EXPECT_LE(s.replicas(), r.plan->micro_batch_size);
 }
 
+TEST(Planner, NeverProposesMoreMessageTagsThanTheRuntimeCarries) {
+  // 16 stages of one device, 2^19 micro-batches of 1 sample: 2 x 15 x 2^19 x 16^2 tags, far
+  // over 2^31 (MessageTagCount): the runtime could not run it, so no plan, and the reason
+  // says why. (Micro-batches of 2 would fit, but simulating 2^18 of them takes too long
+  // for a unit test; tests/format/message_tags_test.cc checks the boundary.)
+  Problem p(16, {16});
+  PlannerOptions o = Named("straight");
+  o.micro_batch_size = 1;
+  PlanResult r = p.Run(1 << 19, o);
+  EXPECT_FALSE(r.plan);
+  EXPECT_NE(r.reason.find("message tags"), std::string::npos) << r.reason;
+}
+
 TEST(DappleDp, FindsThePipelineWhenAllreduceIsExpensive) {
   // Two equal layers on 2 devices, a costly allreduce and free transfers: two stages.
   Problem p(2, {2});

@@ -8,6 +8,8 @@ namespace {
 TEST(Instruction, TextForms) {
   EXPECT_EQ(ToString({Op::kForward, 3}), "F3");
   EXPECT_EQ(ToString({Op::kBackward, 12}), "B12");
+  EXPECT_EQ(ToString({Op::kInputGrad, 5}), "I5");
+  EXPECT_EQ(ToString({Op::kWeightGrad, 6}), "W6");
   EXPECT_EQ(ToString({Op::kSendAct, 0}), "SA0");
   EXPECT_EQ(ToString({Op::kRecvAct, 1}), "RA1");
   EXPECT_EQ(ToString({Op::kSendGrad, 2}), "SG2");
@@ -17,8 +19,8 @@ TEST(Instruction, TextForms) {
 }
 
 TEST(Instruction, RoundTripsEveryOp) {
-  for (Op op :
-       {Op::kForward, Op::kBackward, Op::kSendAct, Op::kRecvAct, Op::kSendGrad, Op::kRecvGrad}) {
+  for (Op op : {Op::kForward, Op::kBackward, Op::kInputGrad, Op::kWeightGrad, Op::kSendAct,
+                Op::kRecvAct, Op::kSendGrad, Op::kRecvGrad}) {
     for (int mb : {0, 7, 123}) {
       Instruction in{op, mb};
       std::optional<Instruction> back = ParseInstruction(ToString(in));
@@ -31,8 +33,8 @@ TEST(Instruction, RoundTripsEveryOp) {
 }
 
 TEST(Instruction, RejectsMalformed) {
-  for (const char* bad : {"", "F", "B-1", "F+1", "X3", "SA", "S3", "F3x", "AR1", "STEP0", "f3",
-                          " F3", "RA 3", "F99999999999"}) {
+  for (const char* bad : {"", "F", "B-1", "F+1", "X3", "SA", "S3", "F3x", "AR1", "STEP0", "f3", "I",
+                          "W-2", "w3", " F3", "RA 3", "F99999999999"}) {
     EXPECT_FALSE(ParseInstruction(bad).has_value()) << "'" << bad << "'";
   }
 }

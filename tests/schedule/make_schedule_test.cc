@@ -40,6 +40,7 @@ TEST(MakeSchedule, GPipeIsFillDrain) {
 // alternates B, F until the forwards run out.
 TEST(MakeSchedule, ShapeOfEveryFamily) {
   for (ScheduleKind kind : AllScheduleKinds()) {
+    if (SplitsBackward(kind)) continue;  // ZbH1ShapeAndDeferral
     for (int S = 1; S <= 8; ++S) {
       for (int M = 1; M <= 16; ++M) {
         Schedule s = MakeSchedule(kind, S, M);
@@ -84,6 +85,55 @@ TEST(LowerComms, AddsSendsReceivesAllReduceAndStep) {
 TEST(LowerComms, SingleStageHasNoCommunication) {
   Schedule s = LowerComms(MakeSchedule(ScheduleKind::kGPipe, 1, 2), {3});
   EXPECT_EQ(ScheduleToText(s), "stage 0: F0 F1 B0 B1 AR STEP\n");
+}
+
+}  // namespace
+}  // namespace dapple
+
+namespace dapple {
+namespace {
+
+// zb-h1 (Note [ZB-H1]): with W removed, the order of F and I is dapple-a's with I for B;
+// each W comes after its I, in micro-batch order, and stage s never has more than s W's
+// pending right before an F; the peak in flight (F to W) is min(S, M).
+TEST(MakeSchedule, ZbH1ShapeAndDeferral) {
+  for (int S = 1; S <= 8; ++S) {
+    for (int M = 1; M <= 16; ++M) {
+      Schedule zb = MakeSchedule(ScheduleKind::kZbH1, S, M);
+      Schedule a = MakeSchedule(ScheduleKind::kDappleA, S, M);
+      for (int st = 0; st < S; ++st) {
+        const auto& p = zb.programs[st];
+        ASSERT_EQ(static_cast<int>(p.size()), 3 * M);
+        std::vector<Instruction> no_w;
+        int w = 0, in = 0, in_flight = 0, peak = 0;
+        for (const Instruction& x : p) {
+          if (x.op == Op::kWeightGrad) {
+            EXPECT_EQ(x.micro_batch, w++);
+            EXPECT_LT(x.micro_batch, in);
+            --in_flight;
+            continue;
+          }
+          if (x.op == Op::kInputGrad) ++in;
+          if (x.op == Op::kForward) {
+            EXPECT_LE(in - w, st) << "S=" << S << " M=" << M << " stage " << st;
+            peak = std::max(peak, ++in_flight);
+          }
+          no_w.push_back({x.op == Op::kInputGrad ? Op::kBackward : x.op, x.micro_batch});
+        }
+        EXPECT_EQ(w, M);
+        EXPECT_EQ(no_w, a.programs[st]) << "S=" << S << " M=" << M << " stage " << st;
+        EXPECT_EQ(peak, std::min(S, M)) << "S=" << S << " M=" << M << " stage " << st;
+        EXPECT_EQ(peak, PeakInFlight(ScheduleKind::kZbH1, st, S, M));
+      }
+    }
+  }
+}
+
+TEST(LowerComms, WeightGradientHasNoCommunication) {
+  Schedule s = LowerComms(MakeSchedule(ScheduleKind::kZbH1, 2, 2), {1, 2});
+  EXPECT_EQ(ScheduleToText(s),
+            "stage 0: F0 SA0 F1 SA1 RG0 I0 W0 RG1 I1 W1 STEP\n"
+            "stage 1: RA0 F0 I0 SG0 RA1 F1 I1 SG1 W0 W1 AR STEP\n");
 }
 
 }  // namespace

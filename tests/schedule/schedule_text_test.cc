@@ -36,6 +36,9 @@ TEST(ScheduleText, MatchesGoldenFiles) {
       {"dapple_a_s3_m2.txt", ScheduleKind::kDappleA, 3, 2, {}},
       {"dapple_a_s3_m4_lowered_r2_1_3.txt", ScheduleKind::kDappleA, 3, 4, {2, 1, 3}},
       {"dapple_b_s3_m5_lowered.txt", ScheduleKind::kDappleB, 3, 5, {1, 1, 1}},
+      {"zb_h1_s4_m8.txt", ScheduleKind::kZbH1, 4, 8, {}},
+      {"zb_h1_s4_m2.txt", ScheduleKind::kZbH1, 4, 2, {}},
+      {"zb_h1_s3_m4_lowered_r2_1_3.txt", ScheduleKind::kZbH1, 3, 4, {2, 1, 3}},
   };
   for (const Golden& g : goldens) {
     Schedule made = MakeSchedule(g.kind, g.stages, g.micro_batches);
@@ -80,8 +83,9 @@ TEST(ScheduleText, ErrorsNameTheLine) {
     }
     return "no error";
   };
-  EXPECT_EQ(message("stage 0: F0 B0\nstage 1: F0 X1\n"),
-            "schedule text line 2: 'X1' is not an instruction (F3 B3 SA3 RA3 SG3 RG3 AR STEP)");
+  EXPECT_EQ(
+      message("stage 0: F0 B0\nstage 1: F0 X1\n"),
+      "schedule text line 2: 'X1' is not an instruction (F3 B3 I3 W3 SA3 RA3 SG3 RG3 AR STEP)");
   EXPECT_THAT(message("stage 0: F0\nstage 2: F0\n"), HasSubstr("line 2: expected 'stage 1:'"));
   EXPECT_THAT(message("stages 0: F0\n"), HasSubstr("line 1"));
   EXPECT_THAT(message("stage 0 F0\n"), HasSubstr("line 1"));

@@ -33,7 +33,7 @@ TEST(FindScheduleError, AcceptsEveryGeneratedSchedule) {
       }
     }
   }
-  EXPECT_EQ(checked, 3 * 8 * 16 * 3);
+  EXPECT_EQ(checked, static_cast<int>(AllScheduleKinds().size()) * 8 * 16 * 3);
 }
 
 Schedule Text(const std::string& t) { return ParseScheduleText(t); }
@@ -95,7 +95,20 @@ struct BadCase {
 
 TEST(FindScheduleError, NamesEachKindOfMistake) {
   const BadCase cases[] = {
-      {"stage 0: F0 F1 B0 STEP\n", "stage 0: micro-batch 1 has no backward (B1)"},
+      {"stage 0: F0 F1 B0 STEP\n", "stage 0: micro-batch 1 has no backward (B1 or I1)"},
+      {"stage 0: F0 I0 STEP\n", "stage 0: micro-batch 0 has no weight gradient (W0 after I0)"},
+      {"stage 0: F0 B0 W0 STEP\n",
+       "stage 0 pc 2 W0 (micro-batch 0): micro-batch 0 also has B at pc 1"},
+      {"stage 0: F0 W0 I0 STEP\n",
+       "stage 0 pc 1 W0 (micro-batch 0): weight gradient before its I (pc 2)"},
+      {"stage 0: F0 I0 AR W0 STEP\n",
+       "stage 0 pc 3 W0 (micro-batch 0): weight gradient after the AR at pc 2"},
+      {"stage 0: F0 AR B0 STEP\n",
+       "stage 0 pc 2 B0 (micro-batch 0): weight gradient after the AR at pc 1"},
+      {"stage 0: I0 F0 W0 STEP\n",
+       "stage 0 pc 0 I0 (micro-batch 0): backward before its forward (pc 1)"},
+      {"stage 0: F0 SA0 RG0 I0 W0 STEP\nstage 1: RA0 F0 SG0 I0 W0 STEP\n",
+       "stage 1 pc 2 SG0 (micro-batch 0): gradient sent before its backward"},
       {"stage 0: F0 B0 B1 STEP\n", "stage 0: micro-batch 1 has no forward (F1)"},
       {"stage 0: F0 F1 B0 B1 B0 STEP\n", "stage 0 pc 4 B0 (micro-batch 0): duplicate of pc 2"},
       {"stage 0: F0 B1 F1 B0 STEP\n",

@@ -42,6 +42,7 @@ TEST(Bubble, PeakInFlightIsTheWarmupDepth) {
         for (int s = 0; s < S; ++s) {
           int expected = kind == ScheduleKind::kGPipe     ? M
                          : kind == ScheduleKind::kDappleA ? std::min(S - s, M)
+                         : kind == ScheduleKind::kZbH1    ? std::min(S, M)
                                                           : std::min(2 * (S - s) - 1, M);
           ASSERT_EQ(r.devices[s].peak_in_flight, expected)
               << ToString(kind) << " S=" << S << " M=" << M << " stage " << s;

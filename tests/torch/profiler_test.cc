@@ -9,9 +9,9 @@
 #include <filesystem>
 
 #include "dapple/common/error.h"
+#include "dapple/cpu/blas_env.h"
 #include "dapple/format/profile.h"
 #include "dapple/models/model.h"
-#include "dapple/profiler/blas_env.h"
 #include "dapple/profiler/counting_allocator.h"
 
 namespace dapple {
@@ -78,7 +78,7 @@ TEST(Profiler, UpdateMsForLayersWithParameters) {
   Model m = BuildModel("mlp", {{"input", "20"}, {"hidden", "32"}, {"layers", "2"}}, 1);
   // A parameter-free layer in between (no zoo model has one).
   m.layers.insert(m.layers.begin() + 1,
-                  NamedLayer{"relu", torch::nn::AnyModule(torch::nn::ReLU())});
+                  MakeLayer("relu", torch::nn::AnyModule(torch::nn::ReLU())));
   std::vector<torch::Tensor> before;
   for (const torch::Tensor& t : m.Parameters(0, m.num_layers() - 1)) before.push_back(t.clone());
   for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam}) {

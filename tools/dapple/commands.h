@@ -13,6 +13,7 @@ void AddPlanCommand(CLI::App& app);
 void AddProfileCommand(CLI::App& app);
 void AddTrainCommand(CLI::App& app);
 void AddCalibrateCommand(CLI::App& app);
+void AddExportCommand(CLI::App& app);
 #endif
 
 // A callback that wants a specific non-zero exit code without an error message (for

@@ -19,7 +19,24 @@ void AddModelInputOptions(CLI::App* cmd, ModelInputArgs& args) {
   cmd->add_option("--bucket-mb", args.bucket_mb,
                   "Allreduce bucket size in MiB of parameters when overlapped (default 25, as "
                   "`dapple train`)");
+  cmd->add_option("--weight-grad-share", args.weight_grad_share,
+                  "For zb-h1 on profiles without backward_input_ms/backward_weight_ms: the "
+                  "share of a layer's backward that is its weight gradient (default 0.5)");
 }
+
+namespace {
+
+// LoadCluster, its errors naming the flag: a bad cluster file's own errors already name
+// the file and field.
+Cluster LoadClusterFlag(const std::string& value) {
+  try {
+    return LoadCluster(value);
+  } catch (const InputError& e) {
+    ThrowInput("--cluster: {}", e.what());
+  }
+}
+
+}  // namespace
 
 ModelInputs LoadModelInputs(const ModelInputArgs& a) {
   // Checked here rather than by CLI11, whose messages take two lines and print the range.
@@ -28,19 +45,22 @@ ModelInputs LoadModelInputs(const ModelInputArgs& a) {
     ThrowInput("--memory-gb: must be positive, got {}", *a.memory_gb);
   if (a.bucket_mb && !(*a.bucket_mb > 0))
     ThrowInput("--bucket-mb: must be positive, got {}", *a.bucket_mb);
+  if (a.weight_grad_share && !(*a.weight_grad_share >= 0 && *a.weight_grad_share <= 1))
+    ThrowInput("--weight-grad-share: must be in [0, 1], got {}", *a.weight_grad_share);
   ModelInputs in{LoadProfile(a.profile, a.pbs), Cluster{}, {}};
   if (a.cluster == "local") {
     LocalCluster local = LoadLocalCluster();
     if (!local.calibrated) std::fprintf(stderr, "dapple: note: %s\n", local.note.c_str());
     in.cluster = std::move(local.cluster);
   } else {
-    in.cluster = LoadCluster(a.cluster);
+    in.cluster = LoadClusterFlag(a.cluster);
   }
-  if (in.cluster.num_devices() < 1) ThrowInput("{}: the cluster has no device", a.cluster);
+  if (in.cluster.num_devices() < 1) ThrowInput("--cluster {}: the cluster has no device", a.cluster);
   if (auto mismatch = SettingsMismatch(in.profile, in.cluster))
     std::fprintf(stderr, "dapple: warning: %s\n", mismatch->c_str());
   if (a.memory_gb) in.cost_options.memory_bytes_override = *a.memory_gb * 1e9;
   if (a.bucket_mb) in.cost_options.allreduce_bucket_bytes = *a.bucket_mb * (1 << 20);
+  if (a.weight_grad_share) in.cost_options.weight_grad_share = *a.weight_grad_share;
   return in;
 }
 

@@ -19,9 +19,11 @@ struct ModelInputArgs {
   std::string cluster;
   std::optional<double> memory_gb;
   std::optional<double> bucket_mb;
+  std::optional<double> weight_grad_share;
 };
 
-// Adds --profile, --pbs, --cluster (required where marked), --memory-gb and --bucket-mb.
+// Adds --profile, --pbs, --cluster (required where marked), --memory-gb, --bucket-mb and
+// --weight-grad-share.
 void AddModelInputOptions(CLI::App* cmd, ModelInputArgs& args);
 
 struct ModelInputs {

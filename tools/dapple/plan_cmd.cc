@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -36,6 +37,7 @@ struct PlanArgs {
   bool json = false;
   bool baselines = true;
   bool overlap = true;  // allreduce overlapped with the backward
+  double refine_seconds = PlannerOptions{}.refine_seconds;
 };
 
 // "0-7", "0-3,8-11": ascending device ids as ranges.
@@ -79,6 +81,21 @@ std::string Shape(const Plan& p) {
                      ToString(p.schedule));
 }
 
+// Which step found the plan: the proposal it came from and the refinement's moves.
+std::string FoundBy(const PlanResult& r) {
+  std::string from = r.origin == "dapple-dp" ? "the DP" : "the " + r.origin + " proposal";
+  if (r.refine_moves.empty())
+    return from + (r.refine_out_of_time ? " (refinement out of time)" : "");
+  std::map<std::string, int> count;
+  std::string moves;
+  for (const std::string& m : r.refine_moves) ++count[m];
+  for (const auto& [m, n] : count)
+    moves += fmt::format("{}{} x{}", moves.empty() ? "" : ", ", m, n);
+  return fmt::format("refinement of {} ({} move{}: {}{})", from, r.refine_moves.size(),
+                     r.refine_moves.size() == 1 ? "" : "s", moves,
+                     r.refine_out_of_time ? "; out of time" : "");
+}
+
 Row RunOne(const std::string& name, const Profile& profile, const Cluster& cluster,
            const CostModel& cost, int gbs, PlannerOptions o) {
   Row row{name, std::nullopt, ""};
@@ -97,6 +114,29 @@ Row RunOne(const std::string& name, const Profile& profile, const Cluster& clust
   return row;
 }
 
+// What each schedule family buys: the planner's best plan with the schedule fixed to it,
+// one row per family, and what it gains over the best DAPPLE (dapple-a/-b) plan.
+void PrintFamilies(const std::vector<Row>& families) {
+  if (families.empty()) return;
+  double dapple = 0;
+  for (const Row& row : families)
+    if (row.result && row.result->plan && row.planner.rfind("dapple-", 0) == 0)
+      dapple = dapple == 0 ? row.result->plan->estimate->iteration_ms
+                           : std::min(dapple, row.result->plan->estimate->iteration_ms);
+  fmt::print("\n{:<12}{:>14}{:>10}{:>14}  {}\n", "schedule", "iteration ms", "speedup",
+             "vs dapple-a/b", "plan");
+  for (const Row& row : families) {
+    if (!row.result || !row.result->plan) {
+      fmt::print("{:<12}{:>14}{:>10}{:>14}  {}\n", row.planner, "-", "-", "-", row.skipped);
+      continue;
+    }
+    const PlanEstimate& e = *row.result->plan->estimate;
+    fmt::print("{:<12}{:>14.2f}{:>9.2f}x{:>14}  {}\n", row.planner, e.iteration_ms, e.speedup,
+               dapple > 0 ? fmt::format("{:+.1f}%", 100 * (dapple / e.iteration_ms - 1)) : "-",
+               Shape(*row.result->plan));
+  }
+}
+
 void PrintTable(const PlanArgs& a, const Profile& profile, const Cluster& cluster,
                 const CostModel& cost, const PlanResult& r, const std::vector<Row>& rows) {
   const Plan& p = *r.plan;
@@ -105,11 +145,12 @@ void PrintTable(const PlanArgs& a, const Profile& profile, const Cluster& cluste
   fmt::print("{} ({} layers, PBS {}) on {} ({} servers, {} devices), global batch {}\n",
              profile.model, profile.num_layers(), profile.batch_size, cluster.name,
              cluster.num_servers(), cluster.num_devices(), p.global_batch_size);
-  fmt::print("plan by {}{}: {} ({:.3f} s to plan, {} plans simulated)\n\n", a.planner,
+  fmt::print("plan by {}{}: {} ({:.3f} s to plan, {} plans simulated)\n", a.planner,
              r.origin.empty() || r.origin == "dapple-dp" || r.origin == a.planner
                  ? ""
                  : " (the " + r.origin + " partition won)",
              Shape(p), r.planning_seconds, r.plans_simulated);
+  fmt::print("found by: {}\n\n", FoundBy(r));
   fmt::print("{:<7}{:<44}{:<14}{:<8}{:>9}{:>9}{:>9}{:>9}{:>10}\n", "stage", "layers", "devices",
              "servers", "fwd ms", "bwd ms", "send ms", "AR ms", "mem GB");
   for (int s = 0; s < p.num_stages(); ++s) {
@@ -135,9 +176,10 @@ void PrintTable(const PlanArgs& a, const Profile& profile, const Cluster& cluste
     std::vector<int> unused;
     for (int d = 0; d < cluster.num_devices(); ++d)
       if (!used[d]) unused.push_back(d);
-    fmt::print("devices {} unused: more would not be faster ({} of {} train; `dapple train` "
-               "leaves the other ranks idle)\n",
-               Ranges(unused), p.num_devices(), cluster.num_devices());
+    fmt::print(
+        "devices {} unused: more would not be faster ({} of {} train; `dapple train` "
+        "leaves the other ranks idle)\n",
+        Ranges(unused), p.num_devices(), cluster.num_devices());
   }
   if (rows.empty()) return;
   fmt::print("\n{:<12}{:>14}{:>10}{:>12}  {}\n", "planner", "iteration ms", "speedup", "planning s",
@@ -172,6 +214,7 @@ Json RowJson(const Row& row) {
   j["speedup"] = q.estimate->speedup;
   j["summary"] = Shape(q);
   j["origin"] = row.result->origin;
+  j["refine_moves"] = row.result->refine_moves;
   j["plan"] = Json::parse(PlanToJsonText(q));
   return j;
 }
@@ -186,6 +229,7 @@ void RunPlanCommand(const PlanArgs& a) {
   if (a.schedule) o.schedule = ParseScheduleKind(*a.schedule);
   o.micro_batch_size = a.micro_batch;
   o.allreduce_overlap = a.overlap;
+  o.refine_seconds = a.refine_seconds;
   PlanResult r = RunPlanner(profile, cluster, cost, a.global_batch, o);
   if (!r.plan) {
     if (r.required_memory_bytes > 0)
@@ -196,11 +240,19 @@ void RunPlanCommand(const PlanArgs& a) {
           std::ceil(r.required_memory_bytes / 1e9));
     ThrowInput("{} on {}: {}", profile.model, cluster.name, r.reason);
   }
-  std::vector<Row> rows;
+  std::vector<Row> rows, families;
   if (a.baselines) {
     for (const std::string& name : PlannerNames())
       if (name != a.planner)
         rows.push_back(RunOne(name, profile, cluster, cost, a.global_batch, o));
+    if (a.planner == "dapple" && !a.schedule) {
+      for (ScheduleKind k : {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1}) {
+        PlannerOptions fixed = o;
+        fixed.schedule = k;
+        families.push_back(RunOne("dapple", profile, cluster, cost, a.global_batch, fixed));
+        families.back().planner = ToString(k);
+      }
+    }
   }
   if (!a.output.empty()) WritePlanJson(*r.plan, a.output);
   if (a.json) {
@@ -215,9 +267,12 @@ void RunPlanCommand(const PlanArgs& a) {
     j["speedup"] = r.plan->estimate->speedup;
     j["baselines"] = Json::array();
     for (const Row& row : rows) j["baselines"].push_back(RowJson(row));
+    j["schedules"] = Json::array();  // the dapple planner with each family fixed
+    for (const Row& row : families) j["schedules"].push_back(RowJson(row));
     fmt::print("{}\n", j.dump(2));
   } else {
     PrintTable(a, profile, cluster, cost, r, rows);
+    PrintFamilies(families);
     if (!a.output.empty()) fmt::print("plan written to {}\n", a.output);
   }
 }
@@ -232,13 +287,19 @@ void AddPlanCommand(CLI::App& app) {
   cmd->add_option("--global-batch", args->global_batch, "Samples per iteration (GBS)")->required();
   cmd->add_option("--planner", args->planner,
                   "dapple, dp, straight, gpipe, pipedream or exhaustive (small problems)");
-  cmd->add_option("--schedule", args->schedule, "Fix the schedule: gpipe, dapple-a, dapple-b");
+  cmd->add_option("--schedule", args->schedule,
+                  "Fix the schedule: gpipe, dapple-a, dapple-b, zb-h1 (default: searched)");
   cmd->add_option("--micro-batch", args->micro_batch, "Fix the micro-batch size m");
   cmd->add_option("-o,--output", args->output, "Write the plan JSON (dapple-plan/1) here");
   cmd->add_flag("--json", args->json, "Print the result and every baseline as JSON");
-  cmd->add_flag("!--no-baselines", args->baselines, "Do not run the other planners");
+  cmd->add_flag("!--no-baselines", args->baselines,
+                "Do not run the other planners nor the planner per schedule family");
   cmd->add_flag("!--no-overlap", args->overlap,
                 "One allreduce after the last backward (the paper), not buckets during it");
+  cmd->add_option("--refine-seconds", args->refine_seconds,
+                  "Time budget of the local search after the DP (0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([args] { RunPlanCommand(*args); });
 }
 

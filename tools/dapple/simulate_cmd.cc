@@ -88,7 +88,7 @@ void PrintSummary(const Profile& profile, const Cluster& cluster, const Plan& pl
              profile.model, profile.num_layers(), profile.batch_size, cluster.name,
              cluster.num_devices(), ToString(plan.schedule), plan.global_batch_size,
              plan.num_micro_batches, plan.micro_batch_size,
-             plan.recompute ? ", re-computation" : "");
+             plan.AnyRecompute() ? ", re-computation" : "");
   fmt::print("{:<6}{:<44}{:<14}{:>9}{:>9}{:>9}{:>9}{:>9}{:>16}{:>10}\n", "stage", "layers",
              "devices", "fwd ms", "bwd ms", "send ms", "AR ms", "step ms", "mem GB / dev",
              "bubble");
@@ -109,6 +109,13 @@ void PrintSummary(const Profile& profile, const Cluster& cluster, const Plan& pl
   fmt::print(
       "(fwd, bwd, send: per micro-batch and replica, send = transfer to the next stage; AR "
       "= allreduce, step = optimizer update: once per iteration)\n");
+  if (SplitsBackward(plan.schedule)) {
+    fmt::print("{} splits the backward: input gradient I + weight gradient W ms per stage:",
+               ToString(plan.schedule));
+    for (int s = 0; s < plan.num_stages(); ++s)
+      fmt::print(" {:.3f} + {:.3f}", r.stages[s].input_grad_ms, r.stages[s].weight_grad_ms);
+    fmt::print("\n");
+  }
   for (int s = 0; s < plan.num_stages(); ++s) {
     const StageStats& ss = r.stages[s];
     if (ss.allreduce_buckets == 0) continue;
@@ -133,7 +140,7 @@ Json ResultJson(const Profile& profile, const Cluster& cluster, const Plan& plan
   j["global_batch_size"] = plan.global_batch_size;
   j["micro_batch_size"] = plan.micro_batch_size;
   j["num_micro_batches"] = plan.num_micro_batches;
-  j["recompute"] = plan.recompute;
+  j["recompute"] = plan.AnyRecompute();
   j["allreduce_overlap"] = plan.allreduce_overlap;
   j["iteration_ms"] = r.iteration_ms;
   j["speedup"] = r.speedup;
@@ -165,6 +172,8 @@ Json ResultJson(const Profile& profile, const Cluster& cluster, const Plan& plan
                       {"devices", st.devices},
                       {"forward_ms", ss.forward_ms},
                       {"backward_ms", ss.backward_ms},
+                      {"input_grad_ms", ss.input_grad_ms},
+                      {"weight_grad_ms", ss.weight_grad_ms},
                       {"send_ms", ss.send_ms},
                       {"allreduce_ms", ss.allreduce_ms},
                       {"allreduce_buckets", ss.allreduce_buckets},
@@ -235,7 +244,7 @@ void AddSimulateCommand(CLI::App& app) {
   AddModelInputOptions(cmd, args->inputs);
   cmd->add_option("--plan", args->plan, "plan JSON (dapple-plan/1)")->required();
   cmd->add_option("--schedule", args->schedule,
-                  "override the plan's schedule: gpipe, dapple-a, dapple-b");
+                  "override the plan's schedule: gpipe, dapple-a, dapple-b, zb-h1");
   cmd->add_option("--trace", args->trace, "write the timeline as Chrome trace JSON");
   cmd->add_option("--svg", args->svg, "write the timeline as an SVG Gantt chart");
   cmd->add_flag("--json", args->json, "print JSON instead of the table");

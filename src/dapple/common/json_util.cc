@@ -1,9 +1,13 @@
 #include "dapple/common/json_util.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 #include "dapple/common/error.h"
 
@@ -23,26 +27,50 @@ Json ReadJsonFile(const std::filesystem::path& path) {
   }
 }
 
+void SyncDirectory(const std::filesystem::path& dir) {
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    ThrowInput("{}: cannot open the folder to sync it: {}", dir.string(), std::strerror(errno));
+  int rc = fsync(fd);
+  int err = errno;
+  close(fd);
+  if (rc != 0) ThrowInput("{}: cannot sync the folder: {}", dir.string(), std::strerror(err));
+}
+
 void WriteFileAtomic(const std::filesystem::path& path, std::string_view text) {
   std::filesystem::path tmp = path;
   tmp += fmt::format(".tmp{}", static_cast<long>(getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) ThrowInput("{}: cannot write file", path.string());
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      ThrowInput("{}: write failed", path.string());
+  // Note [Durable writes]: the data reaches the disk (fsync) before the rename makes it
+  // visible, and the folder's entry after it, so a crash leaves the old file or the
+  // complete new one, never an empty or partial one under the final name.
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) ThrowInput("{}: cannot write file: {}", path.string(), std::strerror(errno));
+  const char* p = text.data();
+  size_t left = text.size();
+  bool ok = true;
+  while (ok && left > 0) {
+    ssize_t n = write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) {
+      p += n;
+      left -= static_cast<size_t>(n);
     }
   }
+  ok = ok && fsync(fd) == 0;
+  int err = errno;
+  ok = close(fd) == 0 && ok;
   std::error_code ec;
+  if (!ok) {
+    std::filesystem::remove(tmp, ec);
+    ThrowInput("{}: write failed: {}", path.string(), std::strerror(err));
+  }
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::filesystem::remove(tmp, ec);
     ThrowInput("{}: cannot rename temporary file into place", path.string());
   }
+  SyncDirectory(path.has_parent_path() ? path.parent_path() : std::filesystem::path("."));
 }
 
 bool JsonField::Has(std::string_view key) const {
@@ -93,7 +121,8 @@ double JsonField::Positive() const {
 
 int JsonField::Int() const {
   double v = Number();
-  if (v != std::floor(v) || std::fabs(v) > 2e9) Fail(fmt::format("expected an integer (got {})", v));
+  if (v != std::floor(v) || std::fabs(v) > 2e9)
+    Fail(fmt::format("expected an integer (got {})", v));
   return static_cast<int>(v);
 }
 

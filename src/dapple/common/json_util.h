@@ -2,10 +2,9 @@
 #pragma once
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 namespace dapple {
 
@@ -14,9 +13,13 @@ using Json = nlohmann::json;
 // Parses `path` as JSON. Throws InputError naming the file (and the byte offset) on failure.
 Json ReadJsonFile(const std::filesystem::path& path);
 
-// Writes `text` to `path` atomically: a temporary file in the same folder, then rename,
-// so a failure never leaves a partial output file. Throws InputError when it cannot write.
+// Writes `text` to `path` atomically and durably: a temporary file in the same folder,
+// fsync, rename, then fsync of the folder (Note [Durable writes]), so neither a failure nor
+// a crash leaves a partial output file. Throws InputError when it cannot write.
 void WriteFileAtomic(const std::filesystem::path& path, std::string_view text);
+// fsync of a folder, so that the entries created or renamed in it survive a crash. Throws
+// InputError naming the folder.
+void SyncDirectory(const std::filesystem::path& dir);
 
 // A cursor into a JSON document that knows where it is ("plan.json: stages[2].devices").
 class JsonField {

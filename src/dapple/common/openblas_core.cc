@@ -1,5 +1,6 @@
 #include "dapple/common/openblas_core.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -38,6 +39,12 @@ std::string OpenBlasCoreTypeForThisCpu() {
   std::ostringstream s;
   s << in.rdbuf();
   return OpenBlasCoreTypeFor(s.str());
+}
+
+void SetOpenBlasCoreTypeIfUnset() {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  std::string t = OpenBlasCoreTypeForThisCpu();
+  if (!t.empty()) setenv("OPENBLAS_CORETYPE", t.c_str(), 0);
 }
 
 }  // namespace dapple

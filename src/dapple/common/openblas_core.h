@@ -17,4 +17,10 @@ std::string OpenBlasCoreTypeFor(const std::string& cpuinfo);
 // OpenBlasCoreTypeFor(the contents of /proc/cpuinfo); "" when it cannot be read.
 std::string OpenBlasCoreTypeForThisCpu();
 
+// Sets OPENBLAS_CORETYPE in this process's environment to OpenBlasCoreTypeForThisCpu() when it is
+// unset (and the CPU has a type). OpenBLAS reads it only when it loads, so this serves the
+// processes started after it (`dapple` before it runs dapple-torch, a launcher for its ranks),
+// or this one before OpenBLAS initialises.
+void SetOpenBlasCoreTypeIfUnset();
+
 }  // namespace dapple

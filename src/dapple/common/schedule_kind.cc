@@ -12,18 +12,23 @@ std::string ToString(ScheduleKind k) {
       return "dapple-a";
     case ScheduleKind::kDappleB:
       return "dapple-b";
+    case ScheduleKind::kZbH1:
+      return "zb-h1";
   }
   return "?";
 }
 
+bool SplitsBackward(ScheduleKind k) { return k == ScheduleKind::kZbH1; }
+
 ScheduleKind ParseScheduleKind(const std::string& s) {
   for (ScheduleKind k : AllScheduleKinds())
     if (ToString(k) == s) return k;
-  ThrowInput("unknown schedule '{}' (known: gpipe, dapple-a, dapple-b)", s);
+  ThrowInput("unknown schedule '{}' (known: gpipe, dapple-a, dapple-b, zb-h1)", s);
 }
 
 std::vector<ScheduleKind> AllScheduleKinds() {
-  return {ScheduleKind::kGPipe, ScheduleKind::kDappleA, ScheduleKind::kDappleB};
+  return {ScheduleKind::kGPipe, ScheduleKind::kDappleA, ScheduleKind::kDappleB,
+          ScheduleKind::kZbH1};
 }
 
 }  // namespace dapple

@@ -1,4 +1,4 @@
-// How a batch is cut (DESIGN.md section 1): a global batch into M micro-batches of m
+// How a batch is cut (docs/design.md section 1): a global batch into M micro-batches of m
 // samples, and a micro-batch into r contiguous replica slices. Shared by the cost model,
 // the simulator and the runtime so all three cut identically.
 #pragma once

@@ -1,4 +1,4 @@
-// The reference cost model (DESIGN.md section 4): compute from prefix sums (interpolated
+// The reference cost model (docs/design.md section 4): compute from prefix sums (interpolated
 // over batch size when the profile has several), memory, ring allreduce. The split-concat
 // transfer is in split_concat.cc.
 #include "dapple/cost/analytic_cost_model.h"
@@ -18,19 +18,65 @@ std::vector<double> Prefix(const std::vector<LayerProfile>& layers,
   return prefix;
 }
 
-// Prefix sums of a layer's time at batch_sizes[k]: the measured value, or the PBS value
-// scaled linearly when the layer has no per-batch measurements.
-std::vector<std::vector<double>> PrefixByBatch(const Profile& p, bool forward) {
+// Which time of a layer a prefix sums: its forward, backward, or one part of the backward.
+enum class Part { kForward, kBackward, kInput, kWeight };
+
+// The layer's weight-gradient share of its backward when the profile has no split.
+double WeightShare(const LayerProfile& l, double share) {
+  return l.parameter_bytes > 0 ? share : 0.0;
+}
+
+double AtPbs(const LayerProfile& l, Part part, double share) {
+  switch (part) {
+    case Part::kForward:
+      return l.forward_ms;
+    case Part::kBackward:
+      return l.backward_ms;
+    case Part::kInput:
+      return l.has_backward_split() ? l.backward_input_ms
+                                    : l.backward_ms * (1 - WeightShare(l, share));
+    case Part::kWeight:
+      return l.has_backward_split() ? l.backward_weight_ms : l.backward_ms * WeightShare(l, share);
+  }
+  return 0;
+}
+
+// The layer's time at batch_sizes[k]: measured, else derived as at the profile batch size
+// (the split from the measured backward at k, else the PBS value scaled linearly).
+double AtBatch(const Profile& p, const LayerProfile& l, Part part, size_t k, double share) {
+  auto scaled = [&] { return AtPbs(l, part, share) * p.batch_sizes[k] / p.batch_size; };
+  switch (part) {
+    case Part::kForward:
+      return l.forward_ms_by_batch.empty() ? scaled() : l.forward_ms_by_batch[k];
+    case Part::kBackward:
+      return l.backward_ms_by_batch.empty() ? scaled() : l.backward_ms_by_batch[k];
+    case Part::kInput:
+    case Part::kWeight: {
+      const auto& by =
+          part == Part::kInput ? l.backward_input_ms_by_batch : l.backward_weight_ms_by_batch;
+      if (!by.empty()) return by[k];
+      if (l.has_backward_split() || l.backward_ms_by_batch.empty()) return scaled();
+      const double w = WeightShare(l, share);
+      return l.backward_ms_by_batch[k] * (part == Part::kInput ? 1 - w : w);
+    }
+  }
+  return 0;
+}
+
+std::vector<double> PrefixOf(const Profile& p, Part part, double share) {
+  std::vector<double> prefix(p.layers.size() + 1, 0.0);
+  for (size_t i = 0; i < p.layers.size(); ++i)
+    prefix[i + 1] = prefix[i] + AtPbs(p.layers[i], part, share);
+  return prefix;
+}
+
+// Prefix sums of every layer's time at each of batch_sizes.
+std::vector<std::vector<double>> PrefixByBatch(const Profile& p, Part part, double share) {
   std::vector<std::vector<double>> out;
   for (size_t k = 0; k < p.batch_sizes.size(); ++k) {
     std::vector<double> prefix(p.layers.size() + 1, 0.0);
-    for (size_t i = 0; i < p.layers.size(); ++i) {
-      const LayerProfile& l = p.layers[i];
-      const std::vector<double>& by = forward ? l.forward_ms_by_batch : l.backward_ms_by_batch;
-      double at_pbs = forward ? l.forward_ms : l.backward_ms;
-      double v = by.empty() ? at_pbs * p.batch_sizes[k] / p.batch_size : by[k];
-      prefix[i + 1] = prefix[i] + v;
-    }
+    for (size_t i = 0; i < p.layers.size(); ++i)
+      prefix[i + 1] = prefix[i] + AtBatch(p, p.layers[i], part, k, share);
     out.push_back(std::move(prefix));
   }
   return out;
@@ -46,15 +92,23 @@ AnalyticCostModel::AnalyticCostModel(const Profile& profile, const Cluster& clus
   if (!(options.allreduce_bucket_bytes > 0))
     ThrowInput("the allreduce bucket size must be positive, got {} bytes",
                options.allreduce_bucket_bytes);
-  fwd_prefix_ = Prefix(profile.layers, [](const LayerProfile& l) { return l.forward_ms; });
-  bwd_prefix_ = Prefix(profile.layers, [](const LayerProfile& l) { return l.backward_ms; });
+  if (!(options.weight_grad_share >= 0 && options.weight_grad_share <= 1))
+    ThrowInput("the weight-gradient share of the backward must be in [0, 1], got {}",
+               options.weight_grad_share);
+  const double share = options.weight_grad_share;
+  fwd_prefix_ = PrefixOf(profile, Part::kForward, share);
+  bwd_prefix_ = PrefixOf(profile, Part::kBackward, share);
+  bwd_in_prefix_ = PrefixOf(profile, Part::kInput, share);
+  bwd_w_prefix_ = PrefixOf(profile, Part::kWeight, share);
   param_prefix_ = Prefix(profile.layers, [](const LayerProfile& l) { return l.parameter_bytes; });
   saved_prefix_ = Prefix(profile.layers, [](const LayerProfile& l) {
     return l.saved_bytes >= 0 ? l.saved_bytes : l.activation_bytes;
   });
   update_prefix_ = Prefix(profile.layers, [](const LayerProfile& l) { return l.update_ms; });
-  fwd_prefix_by_batch_ = PrefixByBatch(profile, true);
-  bwd_prefix_by_batch_ = PrefixByBatch(profile, false);
+  fwd_prefix_by_batch_ = PrefixByBatch(profile, Part::kForward, share);
+  bwd_prefix_by_batch_ = PrefixByBatch(profile, Part::kBackward, share);
+  bwd_in_prefix_by_batch_ = PrefixByBatch(profile, Part::kInput, share);
+  bwd_w_prefix_by_batch_ = PrefixByBatch(profile, Part::kWeight, share);
   // Cut sizes once, here, so concurrent callers (a parallel planner) only read.
   cut_bytes_ = profile.AllCutBytes();
   for (int d = 0; d < cluster.num_devices(); ++d) server_of_.push_back(cluster.ServerOf(d));
@@ -99,6 +153,14 @@ double AnalyticCostModel::ForwardMs(int first, int last, double samples, int dev
 
 double AnalyticCostModel::BackwardMs(int first, int last, double samples, int device) const {
   return ComputeMs(bwd_prefix_, bwd_prefix_by_batch_, first, last, samples, device);
+}
+
+double AnalyticCostModel::BackwardInputMs(int first, int last, double samples, int device) const {
+  return ComputeMs(bwd_in_prefix_, bwd_in_prefix_by_batch_, first, last, samples, device);
+}
+
+double AnalyticCostModel::BackwardWeightMs(int first, int last, double samples, int device) const {
+  return ComputeMs(bwd_w_prefix_, bwd_w_prefix_by_batch_, first, last, samples, device);
 }
 
 double AnalyticCostModel::CutBytes(int last, double samples) const {

@@ -1,4 +1,4 @@
-// The reference cost model of DESIGN.md section 4, from a profile and a cluster.
+// The reference cost model of docs/design.md section 4, from a profile and a cluster.
 #pragma once
 
 #include <vector>
@@ -17,6 +17,11 @@ struct CostOptions {
   // Gradient bucket of the allreduce overlapped with the backward: 25 MiB of parameters,
   // PyTorch DDP's bucket_cap_mb default and the runtime's (`dapple train --bucket-mb`).
   double allreduce_bucket_bytes = 25 << 20;
+  // For layers whose profile lacks backward_input_ms / backward_weight_ms (PipeDream and
+  // DAPPLE text, older JSON): the share of backward_ms taken as the weight gradients W
+  // when the layer has parameters (0 without parameters); the rest is the input gradient
+  // I. `--weight-grad-share`; how well 0.5 matched measured models: docs/schedules.md.
+  double weight_grad_share = 0.5;
 };
 
 // Keeps references to `profile` and `cluster`: both must outlive it. Stage sums are O(1)
@@ -37,6 +42,8 @@ class AnalyticCostModel : public CostModel {
   int profile_batch_size() const override;
   double ForwardMs(int first, int last, double samples, int device) const override;
   double BackwardMs(int first, int last, double samples, int device) const override;
+  double BackwardInputMs(int first, int last, double samples, int device) const override;
+  double BackwardWeightMs(int first, int last, double samples, int device) const override;
   double CutBytes(int last, double samples) const override;
   TransferCost Transfer(int last, double micro_batch, const std::vector<int>& from,
                         const std::vector<int>& to) const override;
@@ -73,6 +80,9 @@ class AnalyticCostModel : public CostModel {
   // Prefix sums over layers (size N+1): at PBS, and per measured batch size when present.
   std::vector<double> fwd_prefix_, bwd_prefix_, param_prefix_, saved_prefix_, update_prefix_;
   std::vector<std::vector<double>> fwd_prefix_by_batch_, bwd_prefix_by_batch_;
+  // The backward's input and weight parts (measured, or split by weight_grad_share).
+  std::vector<double> bwd_in_prefix_, bwd_w_prefix_;
+  std::vector<std::vector<double>> bwd_in_prefix_by_batch_, bwd_w_prefix_by_batch_;
   std::vector<double> cut_bytes_;  // Profile::CutBytes(b) for every b
   std::vector<int> server_of_;     // device -> server
   void CheckRange(int first, int last) const;

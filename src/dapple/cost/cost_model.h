@@ -1,4 +1,4 @@
-// The cost model of DESIGN.md section 4 behind one interface, so tests can inject a fake.
+// The cost model of docs/design.md section 4 behind one interface, so tests can inject a fake.
 // Every time is in milliseconds, every size in bytes, per device.
 #pragma once
 
@@ -26,6 +26,16 @@ class CostModel {
   // (one replica's slice of a micro-batch).
   virtual double ForwardMs(int first, int last, double samples, int device) const = 0;
   virtual double BackwardMs(int first, int last, double samples, int device) const = 0;
+  // The backward's two parts as the split schedules (zb-h1) run them: I, the gradient with
+  // respect to the stage input (keeping the graph), and W, the weight gradients. By default
+  // half of BackwardMs each (a matrix product's two gradients cost the same); the analytic
+  // model uses the profile's measured split, or its default share (cost/analytic_cost_model.h).
+  virtual double BackwardInputMs(int first, int last, double samples, int device) const {
+    return BackwardMs(first, last, samples, device) / 2;
+  }
+  virtual double BackwardWeightMs(int first, int last, double samples, int device) const {
+    return BackwardMs(first, last, samples, device) / 2;
+  }
 
   // Bytes crossing the boundary after layer `last` for `samples` samples (the gradient sent
   // back has the same size).

@@ -1,4 +1,4 @@
-// The split-concat transfer of DESIGN.md section 4: sender replica j owns the j-th
+// The split-concat transfer of docs/design.md section 4: sender replica j owns the j-th
 // contiguous slice of the micro-batch, receiver replica k needs the k-th slice of the next
 // stage's split, and each receiver gets the overlapping sample ranges from the senders.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// A cluster (DESIGN.md section 8): servers with devices, device memory and speed, and the
+// A cluster (docs/design.md section 8): servers with devices, device memory and speed, and the
 // intra- and inter-server links. Reader/writer for `dapple-cluster/1` and built-in presets.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Reader and writer of PipeDream graph text (DESIGN.md section 8):
+// Reader and writer of PipeDream graph text (docs/design.md section 8):
 //   nodeN -- description -- forward_compute_time=<ms>, backward_compute_time=<ms>,
 //            activation_size=<bytes or [a; b; ...]>, parameter_size=<bytes>
 //   <whitespace>nodeA -- nodeB                                  (an edge)

@@ -13,6 +13,12 @@ int Plan::num_devices() const {
   return n;
 }
 
+bool Plan::AnyRecompute() const {
+  for (int s = 0; s < num_stages(); ++s)
+    if (Recomputes(s)) return true;
+  return false;
+}
+
 void ResolvePlanLayers(Plan& plan, const Profile& profile, const std::string& source) {
   const int n = profile.num_layers();
   auto resolve = [&](int s, const char* what, int& index, std::string& id) {
@@ -88,6 +94,23 @@ void ValidatePlan(const Plan& plan, const Profile& profile, const Cluster& clust
           "{}: stages[{}].devices: {} replicas but micro_batch_size is {} (every replica "
           "needs at least one sample)",
           source, s, st.replicas(), plan.micro_batch_size);
+  }
+  // Re-computation runs the forward again before each backward: without forward times the
+  // profile cannot say what that costs (a profile that only has backward or total times).
+  for (int s = 0; s < plan.num_stages(); ++s) {
+    if (!plan.Recomputes(s)) continue;
+    const StagePlan& st = plan.stages[s];
+    bool timed = false;
+    for (int l = st.first_layer; l <= st.last_layer && !timed; ++l) {
+      const LayerProfile& layer = profile.layers[l];
+      timed = layer.forward_ms > 0;
+      for (double ms : layer.forward_ms_by_batch) timed = timed || ms > 0;
+    }
+    if (!timed)
+      ThrowInput(
+          "{}: stages[{}].recompute: the profile has no forward times for layers {}..{} "
+          "(forward_ms is 0), so re-computation cannot be costed",
+          source, s, st.first_layer, st.last_layer);
   }
   if (plan.stages.back().last_layer != n - 1)
     ThrowInput(

@@ -1,4 +1,4 @@
-// A training plan (`dapple-plan/1`, DESIGN.md section 8): stages (layer ranges and their
+// A training plan (`dapple-plan/1`, docs/design.md section 8): stages (layer ranges and their
 // devices), micro-batching and schedule, plus the planner's estimate.
 #pragma once
 
@@ -19,18 +19,21 @@ struct StagePlan {
   std::string first_layer_id;  // the profile's layer ids; win over indices when both given
   std::string last_layer_id;
   std::vector<int> devices;  // global device ids = ranks; replica j is devices[j]
+  // Re-computation: the stage keeps only its input per micro-batch in flight and runs the
+  // forward again before each backward. JSON `recompute` of the stage, false when absent.
+  bool recompute = false;
   int replicas() const { return static_cast<int>(devices.size()); }
 };
 
 struct PlanEstimate {
   double iteration_ms = 0;
   double speedup = 0;
-  double latency_ms = 0;  // the planner's analytic L (DESIGN.md section 6)
+  double latency_ms = 0;  // the planner's analytic L (docs/design.md section 6)
   int pivot_stage = 0;
+  std::vector<double> stage_peak_memory_bytes;  // per stage, per device of that stage
   // The simulated bubble fraction (SimResult::bubble_fraction); < 0: not recorded (older
   // plans), JSON `bubble_fraction`.
   double bubble_fraction = -1;
-  std::vector<double> stage_peak_memory_bytes;  // per stage, per device of that stage
 };
 
 struct Plan {
@@ -39,6 +42,7 @@ struct Plan {
   int micro_batch_size = 0;
   int num_micro_batches = 0;
   ScheduleKind schedule = ScheduleKind::kDappleA;
+  // Every stage re-computes (JSON `recompute` of the plan; old files): see Recomputes.
   bool recompute = false;
   // Gradients allreduced in buckets that overlap the last micro-batch's backward (as DDP
   // does); false: one allreduce after the last backward (the paper). JSON
@@ -49,11 +53,15 @@ struct Plan {
 
   int num_stages() const { return static_cast<int>(stages.size()); }
   int num_devices() const;  // sum of replicas
+  // Whether stage s re-computes: the plan's flag or the stage's.
+  bool Recomputes(int s) const { return recompute || stages[s].recompute; }
+  bool AnyRecompute() const;
 };
 
 // Checks the plan against the profile's layers and the cluster: stages cover every layer
 // exactly once and in order, device ids exist and are not shared, GBS = M x m, every stage
-// has at least one device. Throws InputError naming `source` and the stage/field.
+// has at least one device, a re-computing stage has forward times in the profile (what
+// re-computation costs). Throws InputError naming `source` and the stage/field.
 void ValidatePlan(const Plan& plan, const Profile& profile, const Cluster& cluster,
                   const std::string& source);
 // Fills first_layer/last_layer from the ids (ids win) or the ids from the indices.

@@ -1,4 +1,4 @@
-// Reader and writer of plan JSON (`dapple-plan/1`, DESIGN.md section 8). The reader checks
+// Reader and writer of plan JSON (`dapple-plan/1`, docs/design.md section 8). The reader checks
 // the shape only; ResolvePlanLayers and ValidatePlan check it against a profile and cluster.
 #include "dapple/common/error.h"
 #include "dapple/format/json_text.h"
@@ -22,6 +22,7 @@ StagePlan ReadStage(const JsonField& f) {
   JsonField devices = f["devices"];
   for (size_t r = 0; r < devices.size(); ++r) st.devices.push_back(devices[r].NonNegativeInt());
   if (st.devices.empty()) devices.Fail("must not be empty");
+  if (f.Has("recompute")) st.recompute = f["recompute"].Bool();
   return st;
 }
 
@@ -108,6 +109,7 @@ std::string PlanToJsonText(const Plan& plan) {
     if (!st.first_layer_id.empty()) o["first_layer_id"] = st.first_layer_id;
     if (!st.last_layer_id.empty()) o["last_layer_id"] = st.last_layer_id;
     o["devices"] = st.devices;
+    if (st.recompute) o["recompute"] = true;
     stages.push_back(std::move(o));
   }
   root["stages"] = std::move(stages);

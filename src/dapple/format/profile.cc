@@ -82,9 +82,26 @@ void ValidateProfile(const Profile& p, const std::string& source) {
     CheckNumber(l.update_ms, source, i, "update_ms");
     if (!std::isfinite(l.saved_bytes))
       ThrowInput("{}: layers[{}].saved_bytes: must be finite", source, i);
-    for (const auto* v : {&l.forward_ms_by_batch, &l.backward_ms_by_batch}) {
-      const char* field =
-          v == &l.forward_ms_by_batch ? "forward_ms_by_batch" : "backward_ms_by_batch";
+    if ((l.backward_input_ms >= 0) != (l.backward_weight_ms >= 0))
+      ThrowInput(
+          "{}: layers[{}].{}: missing (backward_input_ms and backward_weight_ms go "
+          "together)",
+          source, i, l.backward_input_ms >= 0 ? "backward_weight_ms" : "backward_input_ms");
+    if (l.has_backward_split()) {
+      CheckNumber(l.backward_input_ms, source, i, "backward_input_ms");
+      CheckNumber(l.backward_weight_ms, source, i, "backward_weight_ms");
+    } else if (!l.backward_input_ms_by_batch.empty() || !l.backward_weight_ms_by_batch.empty()) {
+      ThrowInput(
+          "{}: layers[{}]: backward_*_ms_by_batch without backward_input_ms and "
+          "backward_weight_ms",
+          source, i);
+    }
+    const std::pair<const std::vector<double>*, const char*> lists[] = {
+        {&l.forward_ms_by_batch, "forward_ms_by_batch"},
+        {&l.backward_ms_by_batch, "backward_ms_by_batch"},
+        {&l.backward_input_ms_by_batch, "backward_input_ms_by_batch"},
+        {&l.backward_weight_ms_by_batch, "backward_weight_ms_by_batch"}};
+    for (const auto& [v, field] : lists) {
       if (!v->empty() && v->size() != p.batch_sizes.size())
         ThrowInput("{}: layers[{}].{}: has {} values but batch_sizes has {}", source, i, field,
                    v->size(), p.batch_sizes.size());
@@ -94,13 +111,15 @@ void ValidateProfile(const Profile& p, const std::string& source) {
   // Totals must stay finite too, or the cost model's prefix sums would turn into inf - inf.
   double totals[5] = {0, 0, 0, 0, 0};
   for (const LayerProfile& l : p.layers) {
-    totals[0] += l.forward_ms + l.backward_ms;
+    totals[0] += l.forward_ms + l.backward_ms + std::max(0.0, l.backward_input_ms) +
+                 std::max(0.0, l.backward_weight_ms);
     totals[4] += l.update_ms;
     totals[1] += l.activation_bytes + std::max(0.0, l.saved_bytes);
     totals[2] += l.parameter_bytes;
     for (size_t k = 0; k < l.forward_ms_by_batch.size(); ++k) totals[3] += l.forward_ms_by_batch[k];
-    for (size_t k = 0; k < l.backward_ms_by_batch.size(); ++k)
-      totals[3] += l.backward_ms_by_batch[k];
+    for (const auto* v :
+         {&l.backward_ms_by_batch, &l.backward_input_ms_by_batch, &l.backward_weight_ms_by_batch})
+      for (double x : *v) totals[3] += x;
   }
   for (double t : totals)
     if (!std::isfinite(t))

@@ -1,4 +1,4 @@
-// A model's layer profile (DESIGN.md section 8): per-layer compute times, activation and
+// A model's layer profile (docs/design.md section 8): per-layer compute times, activation and
 // parameter sizes at a profile batch size, and the layer graph. Readers for the profile
 // JSON (`dapple-profile/1`) and PipeDream graph text.
 #pragma once
@@ -27,9 +27,17 @@ struct LayerProfile {
   // One optimizer update of this layer's parameters (ms, independent of the batch size);
   // 0 when not measured (PipeDream text has none). The optimizer is in Profile::metadata.
   double update_ms = 0;
+  // The backward split as the zb schedules run it (both < 0 when not measured): the input
+  // gradient with the graph kept, then the weight gradients. Their sum is about
+  // backward_ms, usually a little more (two passes of autograd instead of one).
+  double backward_input_ms = -1;
+  double backward_weight_ms = -1;
+  bool has_backward_split() const { return backward_input_ms >= 0 && backward_weight_ms >= 0; }
   // Optional, aligned with Profile::batch_sizes (both empty or both that size).
   std::vector<double> forward_ms_by_batch;
   std::vector<double> backward_ms_by_batch;
+  std::vector<double> backward_input_ms_by_batch;   // only with the split
+  std::vector<double> backward_weight_ms_by_batch;  // only with the split
 };
 
 // How a profile was measured (JSON `settings`, optional; `dapple profile` writes it), so
@@ -77,7 +85,8 @@ struct Profile {
 
 // Checks a profile's invariants; throws InputError naming `source` and the layer/field.
 // Unique ids, non-negative finite numbers (update_ms included), edges from < to within
-// range, batch_size > 0, *_by_batch aligned with batch_sizes.
+// range, batch_size > 0, *_by_batch aligned with batch_sizes, backward_input_ms and
+// backward_weight_ms both given or neither (their _by_batch lists only with them).
 void ValidateProfile(const Profile& p, const std::string& source);
 
 // Reads a `dapple-profile/1` JSON file. Throws InputError naming file and field.
@@ -87,7 +96,7 @@ Profile ParseProfileJson(const std::string& text, const std::string& source);
 void WriteProfileJson(const Profile& p, const std::filesystem::path& path);  // atomic
 std::string ProfileToJsonText(const Profile& p);
 
-// Reads PipeDream graph text (DESIGN.md section 8). The profile batch size is `pbs` when
+// Reads PipeDream graph text (docs/design.md section 8). The profile batch size is `pbs` when
 // given, else `-pbs-N` in the file name, else an InputError asking for --pbs. Errors name
 // the file and line.
 Profile ReadPipeDreamGraph(const std::filesystem::path& path, std::optional<int> pbs);

@@ -1,4 +1,4 @@
-// Reader and writer of profile JSON (`dapple-profile/1`, DESIGN.md section 8).
+// Reader and writer of profile JSON (`dapple-profile/1`, docs/design.md section 8).
 #include <map>
 
 #include "dapple/common/error.h"
@@ -32,6 +32,12 @@ LayerProfile ReadLayer(const JsonField& l) {
     layer.forward_ms_by_batch = ReadNumbers(l["forward_ms_by_batch"]);
   if (l.Has("backward_ms_by_batch"))
     layer.backward_ms_by_batch = ReadNumbers(l["backward_ms_by_batch"]);
+  if (l.Has("backward_input_ms")) layer.backward_input_ms = l["backward_input_ms"].NonNegative();
+  if (l.Has("backward_weight_ms")) layer.backward_weight_ms = l["backward_weight_ms"].NonNegative();
+  if (l.Has("backward_input_ms_by_batch"))
+    layer.backward_input_ms_by_batch = ReadNumbers(l["backward_input_ms_by_batch"]);
+  if (l.Has("backward_weight_ms_by_batch"))
+    layer.backward_weight_ms_by_batch = ReadNumbers(l["backward_weight_ms_by_batch"]);
   return layer;
 }
 
@@ -111,6 +117,14 @@ std::string ProfileToJsonText(const Profile& p) {
     if (l.update_ms != 0) o["update_ms"] = l.update_ms;
     if (!l.forward_ms_by_batch.empty()) o["forward_ms_by_batch"] = l.forward_ms_by_batch;
     if (!l.backward_ms_by_batch.empty()) o["backward_ms_by_batch"] = l.backward_ms_by_batch;
+    if (l.has_backward_split()) {
+      o["backward_input_ms"] = l.backward_input_ms;
+      o["backward_weight_ms"] = l.backward_weight_ms;
+      if (!l.backward_input_ms_by_batch.empty())
+        o["backward_input_ms_by_batch"] = l.backward_input_ms_by_batch;
+      if (!l.backward_weight_ms_by_batch.empty())
+        o["backward_weight_ms_by_batch"] = l.backward_weight_ms_by_batch;
+    }
     layers.push_back(std::move(o));
   }
   root["layers"] = std::move(layers);

@@ -36,22 +36,27 @@ BertSizes Read(const OptionReader& o) {
   return s;
 }
 
-Model BuildBert(const OptionReader& o) {
+// A recipe that builds `Impl(args...)` and initialises it as BERT does.
+template <typename Impl, typename... Args>
+LayerRecipe Recipe(std::string name, Args... args) {
+  return {std::move(name), [=] {
+            auto module = std::make_shared<Impl>(args...);
+            InitTransformerWeights(*module);
+            return torch::nn::AnyModule(module);
+          }};
+}
+
+ZooModel BuildBert(const OptionReader& o) {
   BertSizes s = Read(o);
-  Model m;
-  auto add = [&](std::string name, std::shared_ptr<torch::nn::Module> module, auto typed) {
-    InitTransformerWeights(*module);
-    m.layers.push_back({std::move(name), torch::nn::AnyModule(typed)});
-  };
-  auto embed = std::make_shared<EmbeddingLayerImpl>(s.vocab, s.seq, s.hidden, true);
-  add("embed", embed, embed);
+  ZooModel z;
+  Model& m = z.model;
+  z.layers.push_back(Recipe<EmbeddingLayerImpl>("embed", s.vocab, s.seq, s.hidden, true));
   for (int64_t i = 0; i < s.layers; ++i) {
-    auto block = std::make_shared<TransformerBlockImpl>(
-        BlockOptions{s.hidden, s.heads, s.ffn, /*causal=*/false, /*pre_norm=*/false});
-    add("block" + std::to_string(i), block, block);
+    z.layers.push_back(Recipe<TransformerBlockImpl>(
+        "block" + std::to_string(i),
+        BlockOptions{s.hidden, s.heads, s.ffn, /*causal=*/false, /*pre_norm=*/false}));
   }
-  auto head = std::make_shared<PoolerHeadImpl>(s.hidden, s.classes);
-  add("head", head, head);
+  z.layers.push_back(Recipe<PoolerHeadImpl>("head", s.hidden, s.classes));
   m.loss = [](const torch::Tensor& out, const torch::Tensor& target) {
     return torch::nn::functional::cross_entropy(out, target);
   };
@@ -59,7 +64,7 @@ Model BuildBert(const OptionReader& o) {
   m.input_dtype = torch::kInt64;
   m.num_classes = s.classes;
   m.vocab_size = s.vocab;
-  return m;
+  return z;
 }
 
 int64_t CountBert(const OptionReader& o) {

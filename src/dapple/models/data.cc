@@ -27,15 +27,19 @@ at::Generator SeededGenerator(uint64_t seed, uint64_t stream, uint64_t index) {
   return at::detail::createCPUGenerator(s);
 }
 
-InMemoryDataset::InMemoryDataset(Batch train, Batch test, uint64_t seed)
-    : train_(std::move(train)), test_(std::move(test)), seed_(seed) {
+InMemoryDataset::InMemoryDataset(Batch train, Batch test, uint64_t seed, bool shuffle)
+    : train_(std::move(train)), test_(std::move(test)), seed_(seed), shuffle_(shuffle) {
   DAPPLE_CHECK(train_.inputs.size(0) > 0 && train_.inputs.size(0) == train_.targets.size(0));
 }
 
 const torch::Tensor& InMemoryDataset::Permutation(int64_t epoch) {
   if (epoch != cached_epoch_) {
-    at::Generator gen = SeededGenerator(seed_, /*stream=*/1, epoch);
-    cached_perm_ = torch::randperm(size(), gen, torch::kLong);
+    if (shuffle_) {
+      at::Generator gen = SeededGenerator(seed_, /*stream=*/1, epoch);
+      cached_perm_ = torch::randperm(size(), gen, torch::kLong);
+    } else {
+      cached_perm_ = torch::arange(size(), torch::kLong);
+    }
     cached_epoch_ = epoch;
   }
   return cached_perm_;
@@ -58,12 +62,21 @@ Batch InMemoryDataset::GlobalBatch(int64_t step, int64_t global_batch) {
 
 }  // namespace internal
 
+bool IsDataFilePath(const std::string& name) {
+  return name.find('/') != std::string::npos || name.find('.') != std::string::npos;
+}
+
 std::unique_ptr<Dataset> MakeDataset(const std::string& name, const Model& model, uint64_t seed,
-                                     const std::filesystem::path& cache_dir) {
+                                     const std::filesystem::path& cache_dir,
+                                     const DataFileOptions& files) {
+  if (IsDataFilePath(name)) return internal::MakeFileDataset(name, model, seed, files);
   if (name == "synthetic") return internal::MakeSyntheticDataset(model, seed);
   if (name == "fashion-mnist") return internal::MakeFashionMnist(model, seed, cache_dir);
   if (name == "kjv") return internal::MakeKjv(model, seed, cache_dir);
-  ThrowInput("unknown data set '{}' (known: fashion-mnist, kjv, synthetic)", name);
+  ThrowInput(
+      "unknown data set '{}' (known: fashion-mnist, kjv, synthetic, or a file: PATH.pt, "
+      "PATH.bin)",
+      name);
 }
 
 Batch SliceBatch(const Batch& b, int64_t begin, int64_t end) {

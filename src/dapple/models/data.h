@@ -1,4 +1,4 @@
-// Training data (DESIGN.md section 1): Fashion-MNIST (Debian package dataset-fashion-mnist),
+// Training data (docs/design.md section 1): Fashion-MNIST (Debian package dataset-fashion-mnist),
 // character-level text of the King James Bible (bible-kjv), and seeded synthetic data.
 // Deterministic for a seed: global batch `step` is the same in every process.
 #pragma once
@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dapple/models/model.h"
 
@@ -31,11 +33,30 @@ class Dataset {
   virtual Batch TestSet() { return {}; }
 };
 
-// "fashion-mnist", "kjv" or "synthetic", shaped for `model` (its input_shape/target_shape).
-// A missing Debian package throws InputError naming the package to install. Decompressed
-// files are cached under `cache_dir`.
+// How a user's data file is read (docs/your-model.md).
+struct DataFileOptions {
+  int64_t seq_len = 0;  // token files: samples are windows of seq_len tokens
+  bool shuffle = true;  // false: global batch k holds samples k*GBS .. (k+1)*GBS-1, wrapping
+  std::filesystem::path eval_path;  // held-out samples (TestSet); empty: none
+};
+
+// A user's data file rather than a named data set: a name with a '/' or a '.'.
+bool IsDataFilePath(const std::string& name);
+
+// "fashion-mnist", "kjv", "synthetic", or a data file (PATH.pt: a torch.save dict of
+// `input` and `target` tensors; PATH.bin: flat little-endian uint16 token ids), shaped for
+// `model` (its input_shape/target_shape). A missing Debian package throws InputError naming
+// the package to install; a file that does not fit the model names the file and the field.
+// Decompressed files are cached under `cache_dir`.
 std::unique_ptr<Dataset> MakeDataset(const std::string& name, const Model& model, uint64_t seed,
-                                     const std::filesystem::path& cache_dir);
+                                     const std::filesystem::path& cache_dir,
+                                     const DataFileOptions& files = {});
+
+// The input sample of data file `path` (shape without the batch dimension, dtype), for
+// models whose input is not known before the data (TorchScript). Token files: [seq_len]
+// int64. Throws InputError naming the file when it is malformed.
+std::pair<std::vector<int64_t>, torch::Dtype> DataFileSample(const std::filesystem::path& path,
+                                                             int64_t seq_len);
 
 // Rows [range.begin, range.end) of a batch.
 Batch SliceBatch(const Batch& b, int64_t begin, int64_t end);

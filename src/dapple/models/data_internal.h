@@ -21,7 +21,8 @@ at::Generator SeededGenerator(uint64_t seed, uint64_t stream, uint64_t index);
 // [step * gbs, (step + 1) * gbs) of the concatenated epochs.
 class InMemoryDataset : public Dataset {
  public:
-  InMemoryDataset(Batch train, Batch test, uint64_t seed);
+  // `shuffle` false: epoch e visits the samples in file order (--no-shuffle).
+  InMemoryDataset(Batch train, Batch test, uint64_t seed, bool shuffle = true);
   int64_t size() const override { return train_.inputs.size(0); }
   Batch GlobalBatch(int64_t step, int64_t global_batch) override;
   Batch TestSet() override { return test_; }
@@ -30,6 +31,7 @@ class InMemoryDataset : public Dataset {
   const torch::Tensor& Permutation(int64_t epoch);
   Batch train_, test_;
   uint64_t seed_;
+  bool shuffle_;
   int64_t cached_epoch_ = -1;
   torch::Tensor cached_perm_;
 };
@@ -41,6 +43,10 @@ std::unique_ptr<Dataset> MakeFashionMnist(const Model& model, uint64_t seed,
 std::unique_ptr<Dataset> MakeFashionMnistFrom(const Model& model, uint64_t seed,
                                               const std::filesystem::path& cache_dir,
                                               const std::filesystem::path& source_dir);
+// Data files of the user (file_data.cc): a torch.save dict of `input` and `target`
+// tensors, or a flat uint16 token file.
+std::unique_ptr<Dataset> MakeFileDataset(const std::filesystem::path& path, const Model& model,
+                                         uint64_t seed, const DataFileOptions& options);
 std::unique_ptr<Dataset> MakeKjv(const Model& model, uint64_t seed,
                                  const std::filesystem::path& cache_dir);
 

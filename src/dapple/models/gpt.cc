@@ -36,21 +36,29 @@ GptSizes Read(const OptionReader& o) {
   return s;
 }
 
-Model BuildGpt(const OptionReader& o) {
+ZooModel BuildGpt(const OptionReader& o) {
   GptSizes s = Read(o);
-  Model m;
-  auto embed = std::make_shared<EmbeddingLayerImpl>(s.vocab, s.seq, s.hidden, false);
-  InitTransformerWeights(*embed);
-  m.layers.push_back({"embed", torch::nn::AnyModule(embed)});
+  ZooModel z;
+  Model& m = z.model;
+  z.layers.push_back({"embed", [s] {
+                        auto embed =
+                            std::make_shared<EmbeddingLayerImpl>(s.vocab, s.seq, s.hidden, false);
+                        InitTransformerWeights(*embed);
+                        return torch::nn::AnyModule(embed);
+                      }});
   for (int64_t i = 0; i < s.layers; ++i) {
-    auto block = std::make_shared<TransformerBlockImpl>(
-        BlockOptions{s.hidden, s.heads, s.ffn, /*causal=*/true, /*pre_norm=*/true});
-    InitTransformerWeights(*block);
-    m.layers.push_back({"block" + std::to_string(i), torch::nn::AnyModule(block)});
+    z.layers.push_back({"block" + std::to_string(i), [s] {
+                          auto block = std::make_shared<TransformerBlockImpl>(BlockOptions{
+                              s.hidden, s.heads, s.ffn, /*causal=*/true, /*pre_norm=*/true});
+                          InitTransformerWeights(*block);
+                          return torch::nn::AnyModule(block);
+                        }});
   }
-  auto head = std::make_shared<LmHeadImpl>(s.hidden, s.vocab);
-  InitTransformerWeights(*head);
-  m.layers.push_back({"head", torch::nn::AnyModule(head)});
+  z.layers.push_back({"head", [s] {
+                        auto head = std::make_shared<LmHeadImpl>(s.hidden, s.vocab);
+                        InitTransformerWeights(*head);
+                        return torch::nn::AnyModule(head);
+                      }});
   m.loss = [](const torch::Tensor& out, const torch::Tensor& target) {
     return torch::nn::functional::cross_entropy(out.flatten(0, 1), target.flatten());
   };
@@ -59,7 +67,7 @@ Model BuildGpt(const OptionReader& o) {
   m.target_shape = {s.seq};
   m.num_classes = s.vocab;
   m.vocab_size = s.vocab;
-  return m;
+  return z;
 }
 
 int64_t CountGpt(const OptionReader& o) {

@@ -24,25 +24,28 @@ class DenseImpl : public torch::nn::Module {
   bool relu_;
 };
 
-Model BuildMlp(const OptionReader& o) {
+ZooModel BuildMlp(const OptionReader& o) {
   int64_t in = o.Int("input"), hidden = o.Int("hidden"), classes = o.Int("classes");
   int64_t n = o.NonNegativeInt("layers");
-  Model m;
+  ZooModel z;
+  Model& m = z.model;
   int64_t width = in;
   for (int64_t i = 0; i < n; ++i) {
-    m.layers.push_back({"fc" + std::to_string(i),
-                        torch::nn::AnyModule(std::make_shared<DenseImpl>(width, hidden, true))});
+    z.layers.push_back(
+        {"fc" + std::to_string(i),
+         [=] { return torch::nn::AnyModule(std::make_shared<DenseImpl>(width, hidden, true)); }});
     width = hidden;
   }
-  m.layers.push_back(
-      {"head", torch::nn::AnyModule(std::make_shared<DenseImpl>(width, classes, false))});
+  z.layers.push_back(
+      {"head",
+       [=] { return torch::nn::AnyModule(std::make_shared<DenseImpl>(width, classes, false)); }});
   m.loss = [](const torch::Tensor& out, const torch::Tensor& target) {
     return torch::nn::functional::cross_entropy(out, target);
   };
   m.input_shape = {in};
   m.target_shape = {};
   m.num_classes = classes;
-  return m;
+  return z;
 }
 
 int64_t CountMlp(const OptionReader& o) {

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "dapple/common/error.h"
 #include "dapple/models/zoo.h"
@@ -40,27 +41,59 @@ std::vector<std::string> Keys(const Map& m) {
 
 }  // namespace
 
-torch::Tensor Model::Forward(const torch::Tensor& x, int first, int last) const {
-  DAPPLE_CHECK(0 <= first && first <= last && last < num_layers());
-  torch::Tensor y = x;
+NamedLayer MakeLayer(std::string name, torch::nn::AnyModule module) {
+  NamedLayer l;
+  l.name = std::move(name);
+  l.module = module.ptr();
   // AnyModule::forward is not const, though calling it changes no AnyModule state.
-  for (int i = first; i <= last; ++i)
-    y = const_cast<torch::nn::AnyModule&>(layers[i].module).forward(y);
+  l.forward = [module](const Activations& x) mutable -> Activations {
+    DAPPLE_CHECK(x.size() == 1, "a zoo layer takes one tensor");
+    return {module.forward(x[0])};
+  };
+  return l;
+}
+
+Activations Model::ForwardActivations(const Activations& x, int first, int last) const {
+  DAPPLE_CHECK(0 <= first && first <= last && last < num_layers());
+  Activations y = x;
+  for (int i = first; i <= last; ++i) {
+    DAPPLE_CHECK(layers[i].held(), "layer " + layers[i].name + " is not held by this process");
+    y = layers[i].forward(y);
+  }
   return y;
+}
+
+torch::Tensor Model::Forward(const torch::Tensor& x, int first, int last) const {
+  Activations y = ForwardActivations(Activations{x}, first, last);
+  DAPPLE_CHECK(y.size() == 1, "layer " + layers[last].name + " returns more than one tensor");
+  return y[0];
 }
 
 std::vector<torch::Tensor> Model::Parameters(int first, int last) const {
   DAPPLE_CHECK(0 <= first && first <= last && last < num_layers());
   std::vector<torch::Tensor> params;
-  for (int i = first; i <= last; ++i)
-    for (const auto& p : layers[i].module.ptr()->parameters()) params.push_back(p);
+  std::set<const void*> seen;
+  for (int i = first; i <= last; ++i) {
+    DAPPLE_CHECK(layers[i].held(), "layer " + layers[i].name + " is not held by this process");
+    for (const auto& p : layers[i].module->parameters())
+      if (seen.insert(p.unsafeGetTensorImpl()).second) params.push_back(p);
+  }
   return params;
 }
 
 int64_t Model::ParameterCount() const {
   int64_t n = 0;
-  for (const auto& p : Parameters(0, num_layers() - 1)) n += p.numel();
+  std::set<const void*> seen;
+  for (const auto& l : layers)
+    if (l.held())
+      for (const auto& p : l.module->parameters())
+        if (seen.insert(p.unsafeGetTensorImpl()).second) n += p.numel();
   return n;
+}
+
+void Model::SetTraining(bool on) {
+  for (auto& l : layers)
+    if (l.held()) l.module->train(on);
 }
 
 std::vector<std::string> ModelNames() {
@@ -105,15 +138,37 @@ int64_t CountModelParameters(const std::string& name, const ModelOptions& option
   return Entry(name).count_parameters(internal::OptionReader(name, resolved));
 }
 
+// Note [Per-layer seeds]: layer i is built right after torch::manual_seed(LayerSeed(seed,
+// i)), so its initial values do not depend on which other layers a process builds
+// (Note [Stage-local models]): a stage-local rank and a single process that builds every
+// layer start from the same weights.
+static uint64_t LayerSeed(uint64_t seed, int layer) {
+  // splitmix64 of (seed, layer): distinct layers get unrelated streams.
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(layer) + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return (z ^ (z >> 31)) & 0x7FFFFFFFFFFFFFFFull;
+}
+
 Model BuildModel(const std::string& name, const ModelOptions& options, uint64_t seed,
-                 torch::Dtype dtype) {
+                 torch::Dtype dtype, LayerRange held) {
   if (dtype != torch::kFloat32 && dtype != torch::kFloat64)
     ThrowInput("model {}: dtype must be float32 or float64", name);
   ModelOptions resolved = ResolveModelOptions(name, options);
-  torch::manual_seed(seed);
-  Model model = Entry(name).build(internal::OptionReader(name, resolved));
+  internal::ZooModel zoo = Entry(name).build(internal::OptionReader(name, resolved));
+  Model model = std::move(zoo.model);
   model.name = name;
-  for (auto& layer : model.layers) layer.module.ptr()->to(dtype);
+  const int n = static_cast<int>(zoo.layers.size());
+  for (int i = 0; i < n; ++i) {
+    if (!held.Contains(i, n)) {
+      model.layers.push_back({zoo.layers[i].name, nullptr, {}});
+      continue;
+    }
+    torch::manual_seed(LayerSeed(seed, i));
+    NamedLayer layer = MakeLayer(zoo.layers[i].name, zoo.layers[i].make());
+    layer.module->to(dtype);
+    model.layers.push_back(std::move(layer));
+  }
   if (model.input_dtype != torch::kInt64) model.input_dtype = dtype;
   if (model.target_dtype != torch::kInt64) model.target_dtype = dtype;
   return model;

@@ -1,7 +1,13 @@
-// A model as an ordered list of named layers (DESIGN.md section 1): each layer is a libtorch
-// module taking the previous layer's output tensor and returning one tensor (what crosses a
-// stage boundary), plus a loss on the last output. Running the list start to end equals
+// A model as an ordered list of named layers (docs/design.md section 1): each layer takes the
+// previous layer's outputs (one tensor, or a flat tuple of tensors for TorchScript models)
+// and returns its own, plus a loss on the last output. Running the list start to end equals
 // running the model, so the runtime can cut it into stages anywhere.
+//
+// Note [Stage-local models]: a process materialises only the layers of its stage. Every
+// layer keeps its name; a layer that is not held has no module and no forward. Zoo layers
+// are built from a seed of their own (Note [Per-layer seeds] in model.cc), so a layer has the
+// same initial values whichever other layers the process builds; TorchScript models load
+// the whole file and free the other layers' parameters and buffers.
 #pragma once
 
 #include <torch/nn/modules/container/any.h>
@@ -19,13 +25,41 @@ namespace dapple {
 // Model options as given on the command line: "--hidden 64" -> {"hidden", "64"}.
 using ModelOptions = std::map<std::string, std::string>;
 
+// What crosses a layer boundary: one tensor, or a flat tuple of tensors such as
+// (hidden, mask). At a stage boundary a tensor whose first dimension is the batch is split
+// and concatenated by rows; any other tensor goes whole.
+using Activations = std::vector<torch::Tensor>;
+using LayerForward = std::function<Activations(const Activations&)>;
+
 struct NamedLayer {
-  std::string name;             // unique within the model: "embed", "block3", "head"
-  torch::nn::AnyModule module;  // Tensor forward(Tensor)
+  std::string name;  // unique within the model: "embed", "block3", "head", "blocks.0"
+  // Parameters and buffers (optimizer, checkpoints, device moves); null when this process
+  // does not hold the layer (Note [Stage-local models]).
+  std::shared_ptr<torch::nn::Module> module;
+  LayerForward forward;  // empty when not held
+  bool held() const { return module != nullptr; }
+};
+
+// A held layer from a libtorch module with Tensor forward(Tensor).
+NamedLayer MakeLayer(std::string name, torch::nn::AnyModule module);
+
+// Which layers BuildModel materialises: [first, last]; the default is every layer.
+struct LayerRange {
+  int first = 0;
+  int last = -1;  // -1: to the end
+  bool Contains(int i, int num_layers) const {
+    return i >= first && i <= (last < 0 ? num_layers - 1 : last);
+  }
+};
+
+// A parameter that several layers use (tied weights, such as an output head that reuses
+// the embedding matrix): (layer index, the parameter's name in that layer) of every use.
+struct SharedParameter {
+  std::vector<std::pair<int, std::string>> uses;
 };
 
 struct Model {
-  std::string name;  // zoo name: "mlp", "vgg19", "resnet50", "bert", "gpt"
+  std::string name;  // zoo name ("mlp", "vgg19", "resnet50", "bert", "gpt") or the .pt path
   std::vector<NamedLayer> layers;
   // Mean loss over the rows of `output` against `target`. The runtime rescales it so
   // accumulated slice gradients equal the gradient of the mean loss over the global batch.
@@ -38,20 +72,31 @@ struct Model {
   torch::Dtype target_dtype = torch::kInt64;
   int64_t num_classes = 0;  // output classes / vocabulary for synthetic targets
   int64_t vocab_size = 0;   // token models (input_dtype kInt64): ids in [0, vocab_size)
+  // Parameters used by more than one layer (TorchScript models with tied weights). Within
+  // one process they are one tensor; across stages the runtime keeps the copies equal
+  // (Note [Tied parameters] in runtime/tied_parameters.h).
+  std::vector<SharedParameter> shared_parameters;
 
   int num_layers() const { return static_cast<int>(layers.size()); }
-  // Runs layers [first, last] on x.
+  // Runs layers [first, last] on x. REQUIRES: those layers are held.
+  Activations ForwardActivations(const Activations& x, int first, int last) const;
+  // The same for layers that take and return one tensor.
   torch::Tensor Forward(const torch::Tensor& x, int first, int last) const;
   torch::Tensor Forward(const torch::Tensor& x) const { return Forward(x, 0, num_layers() - 1); }
-  // All parameters of layers [first, last], layer by layer, in registration order.
+  // All parameters of layers [first, last], layer by layer, in registration order, each
+  // once (a tied parameter is listed at its first use). REQUIRES: those layers are held.
   std::vector<torch::Tensor> Parameters(int first, int last) const;
+  // Parameters of the held layers.
   int64_t ParameterCount() const;
+  // Sets training (true) or evaluation mode on every held layer.
+  void SetTraining(bool on);
 };
 
 // Builds zoo model `name` with `options` (unknown names/options throw InputError listing
-// the known ones), parameters initialised deterministically from `seed`, in `dtype`.
+// the known ones), parameters initialised deterministically from `seed` (one seed per
+// layer), in `dtype`. Only the layers in `held` are materialised.
 Model BuildModel(const std::string& name, const ModelOptions& options, uint64_t seed,
-                 torch::Dtype dtype = torch::kFloat32);
+                 torch::Dtype dtype = torch::kFloat32, LayerRange held = {});
 std::vector<std::string> ModelNames();
 // The options a model accepts, with their defaults, for --help and errors.
 ModelOptions DefaultModelOptions(const std::string& name);

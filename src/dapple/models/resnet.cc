@@ -92,29 +92,35 @@ ResNetSizes Read(const OptionReader& o) {
   return s;
 }
 
-Model BuildResNet(const OptionReader& o) {
+ZooModel BuildResNet(const OptionReader& o) {
   ResNetSizes s = Read(o);
-  Model m;
+  ZooModel z;
+  Model& m = z.model;
   int64_t in = Scaled(64, s.width);
-  m.layers.push_back(
-      {"stem", torch::nn::AnyModule(std::make_shared<StemImpl>(s.channels, in, s.norm))});
+  z.layers.push_back({"stem", [s, in] {
+                        return torch::nn::AnyModule(
+                            std::make_shared<StemImpl>(s.channels, in, s.norm));
+                      }});
   for (int stage = 0; stage < 4; ++stage) {
     int64_t mid = Scaled(kMid[stage], s.width);
     for (int b = 0; b < kBlocks[stage]; ++b) {
       int64_t stride = (stage > 0 && b == 0) ? 2 : 1;
-      m.layers.push_back(
-          {"layer" + std::to_string(stage + 1) + "." + std::to_string(b),
-           torch::nn::AnyModule(std::make_shared<BottleneckImpl>(in, mid, stride, s.norm))});
+      z.layers.push_back(
+          {"layer" + std::to_string(stage + 1) + "." + std::to_string(b), [s, in, mid, stride] {
+             return torch::nn::AnyModule(std::make_shared<BottleneckImpl>(in, mid, stride, s.norm));
+           }});
       in = 4 * mid;
     }
   }
-  m.layers.push_back({"head", torch::nn::AnyModule(std::make_shared<HeadImpl>(in, s.classes))});
+  z.layers.push_back({"head", [s, in] {
+                        return torch::nn::AnyModule(std::make_shared<HeadImpl>(in, s.classes));
+                      }});
   m.loss = [](const torch::Tensor& out, const torch::Tensor& target) {
     return torch::nn::functional::cross_entropy(out, target);
   };
   m.input_shape = {s.channels, s.image, s.image};
   m.num_classes = s.classes;
-  return m;
+  return z;
 }
 
 int64_t CountResNet(const OptionReader& o) {

@@ -61,31 +61,37 @@ VggSizes Read(const OptionReader& o) {
   return s;
 }
 
-Model BuildVgg(const OptionReader& o) {
+ZooModel BuildVgg(const OptionReader& o) {
   VggSizes s = Read(o);
-  Model m;
+  ZooModel z;
+  Model& m = z.model;
   int64_t in = s.channels, block = 1, index = 1;
-  for (auto [out, pool] : kConvs) {
+  for (auto [out, pool_after] : kConvs) {
     int64_t c = Scaled(out, s.width);
-    m.layers.push_back({"conv" + std::to_string(block) + "_" + std::to_string(index),
-                        torch::nn::AnyModule(std::make_shared<ConvLayerImpl>(in, c, pool))});
+    bool pool = pool_after;
+    z.layers.push_back(
+        {"conv" + std::to_string(block) + "_" + std::to_string(index), [in, c, pool] {
+           return torch::nn::AnyModule(std::make_shared<ConvLayerImpl>(in, c, pool));
+         }});
     in = c;
     ++index;
     if (pool) ++block, index = 1;
   }
   int64_t flat = in * s.final_side() * s.final_side();
-  m.layers.push_back(
-      {"fc6", torch::nn::AnyModule(std::make_shared<FcLayerImpl>(flat, s.fc, true))});
-  m.layers.push_back(
-      {"fc7", torch::nn::AnyModule(std::make_shared<FcLayerImpl>(s.fc, s.fc, true))});
-  m.layers.push_back(
-      {"fc8", torch::nn::AnyModule(std::make_shared<FcLayerImpl>(s.fc, s.classes, false))});
+  auto fc = [](std::string name, int64_t in, int64_t out, bool relu) {
+    return LayerRecipe{std::move(name), [=] {
+                         return torch::nn::AnyModule(std::make_shared<FcLayerImpl>(in, out, relu));
+                       }};
+  };
+  z.layers.push_back(fc("fc6", flat, s.fc, true));
+  z.layers.push_back(fc("fc7", s.fc, s.fc, true));
+  z.layers.push_back(fc("fc8", s.fc, s.classes, false));
   m.loss = [](const torch::Tensor& out, const torch::Tensor& target) {
     return torch::nn::functional::cross_entropy(out, target);
   };
   m.input_shape = {s.channels, s.image, s.image};
   m.num_classes = s.classes;
-  return m;
+  return z;
 }
 
 int64_t CountVgg(const OptionReader& o) {

@@ -32,13 +32,25 @@ class OptionReader {
   const ModelOptions& options_;
 };
 
+// One layer of a zoo model, built on demand (Note [Stage-local models] in model.h).
+struct LayerRecipe {
+  std::string name;
+  std::function<torch::nn::AnyModule()> make;  // called after torch::manual_seed(layer seed)
+};
+
+// A zoo model before its layers exist: `model` has everything but its layers.
+struct ZooModel {
+  Model model;
+  std::vector<LayerRecipe> layers;
+};
+
 struct ZooEntry {
   std::string description;  // one line for --help
   ModelOptions defaults;    // every accepted option, with its default
   std::map<std::string, ModelOptions> presets;
-  // Builds the layer list from resolved options. Called after torch::manual_seed(seed);
-  // the caller converts to the dtype afterwards.
-  std::function<Model(const OptionReader&)> build;
+  // The layer recipes from resolved options; the caller seeds and builds the layers it
+  // holds and converts them to the dtype.
+  std::function<ZooModel(const OptionReader&)> build;
   std::function<int64_t(const OptionReader&)> count_parameters;
 };
 

@@ -1,4 +1,4 @@
-// The baseline planners (DESIGN.md section 6) for one micro-batch size: each proposes one
+// The baseline planners (docs/design.md section 6) for one micro-batch size: each proposes one
 // plan (no estimate); the registry (planner.cc) searches the micro-batch size and scores
 // every proposal with the simulator.
 #pragma once

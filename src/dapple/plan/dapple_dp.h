@@ -1,4 +1,4 @@
-// DAPPLE's dynamic program (DESIGN.md section 6) for one micro-batch size: the partition,
+// DAPPLE's dynamic program (docs/design.md section 6) for one micro-batch size: the partition,
 // replica counts and placement of the plans with the smallest latency L.
 #pragma once
 

@@ -27,10 +27,13 @@ struct ExhaustiveResult {
 // Placements: a stage takes, on each server, any number of its free devices (a server's
 // devices are interchangeable, and so are identical servers: only one of each mirror
 // image is tried). Memory: static + K_s x activations of the largest slice must fit.
-// Every plan has `allreduce_overlap` (Plan::allreduce_overlap).
+// Every plan has `allreduce_overlap` (Plan::allreduce_overlap). A stage that does not fit
+// re-computes when CanRecompute(forward_timed, ...) allows (re-computation never makes a
+// plan faster, so a stage that fits without it is never tried with it).
 ExhaustiveResult ExhaustivePlan(const CostModel& cost, const Cluster& cluster, int global_batch,
                                 const std::vector<int>& micro_batch_sizes,
                                 const std::vector<ScheduleKind>& schedules,
-                                bool allreduce_overlap = true);
+                                bool allreduce_overlap = true,
+                                const std::vector<bool>& forward_timed = {});
 
 }  // namespace dapple

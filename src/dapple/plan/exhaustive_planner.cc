@@ -23,6 +23,7 @@ struct Search {
   int m = 1, M = 1;
   ScheduleKind schedule = ScheduleKind::kDappleA;
   bool allreduce_overlap = true;
+  std::vector<bool> forward_timed;  // may a stage re-compute (CanRecompute)
   // Stages placed so far, back to front.
   std::vector<StagePlan> stages;
   std::vector<int> usage;
@@ -39,6 +40,8 @@ struct Search {
     p.schedule = schedule;
     p.allreduce_overlap = allreduce_overlap;
     p.stages.assign(stages.rbegin(), stages.rend());
+    // zb-h1 holds min(S, M) micro-batches on every stage, known only now that S is.
+    if (SplitsBackward(schedule) && !EvaluatePlan(p, cost).fits) return;
     SimResult r = SimulatePlan(p, cost, SimOptions{.record_timeline = false});
     ++result->simulated;
     if (!result->plan || r.iteration_ms < result->iteration_ms) {
@@ -73,9 +76,15 @@ struct Search {
         std::vector<int> devs = DevicesOf(cluster, usage, take);
         for (int first = last; first >= 0; --first) {
           StageCost c = EvaluateStage(cost, first, last, devs, m, k, false, allreduce_overlap);
+          const bool recompute = !c.fits() && CanRecompute(forward_timed, first, last);
+          if (recompute) c = EvaluateStage(cost, first, last, devs, m, k, true, allreduce_overlap);
           if (!c.fits()) {
             min_memory = std::min(min_memory, c.memory_bytes);
             continue;
+          }
+          if (SplitsBackward(schedule)) {  // I + W, possibly less than B; no hiding assumed
+            c.backward_ms = std::min(c.backward_ms, SplitBackwardMs(cost, first, last, devs, m));
+            c.allreduce_exposed_ms = 0;
           }
           double lb = std::max(partial_lb, M * (c.forward_ms + c.backward_ms) +
                                                c.allreduce_exposed_ms + c.update_ms);
@@ -86,6 +95,7 @@ struct Search {
           sp.first_layer = first;
           sp.last_layer = last;
           sp.devices = devs;
+          sp.recompute = recompute;
           stages.push_back(std::move(sp));
           for (int x = 0; x < servers; ++x) usage[x] += take[x];
           if (first == 0) {
@@ -114,8 +124,8 @@ struct Search {
 
 ExhaustiveResult ExhaustivePlan(const CostModel& cost, const Cluster& cluster, int global_batch,
                                 const std::vector<int>& micro_batch_sizes,
-                                const std::vector<ScheduleKind>& schedules,
-                                bool allreduce_overlap) {
+                                const std::vector<ScheduleKind>& schedules, bool allreduce_overlap,
+                                const std::vector<bool>& forward_timed) {
   ExhaustiveResult result;
   double min_memory = 1e300;
   for (int m : micro_batch_sizes) {
@@ -126,6 +136,7 @@ ExhaustiveResult ExhaustivePlan(const CostModel& cost, const Cluster& cluster, i
       search.M = global_batch / m;
       search.schedule = kind;
       search.allreduce_overlap = allreduce_overlap;
+      search.forward_timed = forward_timed;
       search.Recurse(cost.num_layers() - 1);
       min_memory = std::min(min_memory, search.min_memory);
     }

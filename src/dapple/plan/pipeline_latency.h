@@ -1,4 +1,4 @@
-// The planner's analytic iteration latency L and its pivot stage (DESIGN.md section 6),
+// The planner's analytic iteration latency L and its pivot stage (docs/design.md section 6),
 // over a list of stages in which every cross-stage transfer is a stage of its own.
 #pragma once
 

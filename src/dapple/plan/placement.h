@@ -1,4 +1,4 @@
-// The three device-placement policies of DAPPLE (DESIGN.md section 6): which free devices a
+// The three device-placement policies of DAPPLE (docs/design.md section 6): which free devices a
 // new stage gets, given how many devices each server already gives to other stages.
 #pragma once
 

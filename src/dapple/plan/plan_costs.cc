@@ -53,6 +53,19 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
   return c;
 }
 
+double SplitBackwardMs(const CostModel& cost, int first, int last, const std::vector<int>& devices,
+                       int micro_batch) {
+  double ms = 0;
+  const int r = static_cast<int>(devices.size());
+  for (int j = 0; j < r; ++j) {
+    const double n = static_cast<double>(SliceOf(micro_batch, r, j).size());
+    if (n <= 0) continue;
+    ms = std::max(ms, cost.BackwardInputMs(first, last, n, devices[j]) +
+                          cost.BackwardWeightMs(first, last, n, devices[j]));
+  }
+  return ms;
+}
+
 PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
   PlanCosts pc;
   const int S = plan.num_stages();
@@ -61,9 +74,17 @@ PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
   std::vector<LatencyStage> compute;
   for (int s = 0; s < S; ++s) {
     const StagePlan& st = plan.stages[s];
-    int k = WarmupDepth(plan.schedule, s, S, M);
+    int k = PeakInFlight(plan.schedule, s, S, M);
     StageCost c = EvaluateStage(cost, st.first_layer, st.last_layer, st.devices,
-                                plan.micro_batch_size, k, plan.recompute, plan.allreduce_overlap);
+                                plan.micro_batch_size, k, plan.Recomputes(s), plan.allreduce_overlap);
+    if (SplitsBackward(plan.schedule)) {
+      // The backward runs as I + W, which may cost more than B (measured split). The
+      // buckets start during the last W; no hiding is assumed, so lower bounds stay valid.
+      c.backward_ms =
+          SplitBackwardMs(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size) +
+          (plan.Recomputes(s) ? c.forward_ms : 0.0);
+      c.allreduce_exposed_ms = 0;
+    }
     pc.fits = pc.fits && c.fits();
     pc.peak_memory_bytes = std::max(pc.peak_memory_bytes, c.memory_bytes);
     compute.push_back({c.forward_ms, c.backward_ms, c.allreduce_ms, c.update_ms});
@@ -90,6 +111,13 @@ bool UniformDevices(const CostModel& cost) {
       return false;
   }
   return true;
+}
+
+bool CanRecompute(const std::vector<bool>& forward_timed, int first, int last) {
+  if (forward_timed.empty()) return false;
+  for (int l = first; l <= last; ++l)
+    if (forward_timed[l]) return true;
+  return false;
 }
 
 double IterationLowerBound(const PlanCosts& costs, int num_micro_batches) {

@@ -54,9 +54,18 @@ bool UniformDevices(const CostModel& cost);
 // Every stage of `plan` (stages, micro-batching, schedule, recompute) and L.
 PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost);
 
+// Whether stage [first, last] may re-compute: re-computation costs the stage's forward
+// again, so the profile must time it. `forward_timed[l]`: layer l has a forward time in
+// the profile (ForwardTimed); a stage may when one of its layers has. Empty: never.
+bool CanRecompute(const std::vector<bool>& forward_timed, int first, int last);
+
 // Lower bound of the simulated iteration time: every replica of stage s runs M forwards
 // and backwards, then the allreduce, then the update, so time >= max_s M (F_s + B_s) +
 // AR_s + U_s (with overlap, the exposed part of AR_s).
+// I + W of the slowest replica of a stage (the backward of the split schedules, zb-h1).
+double SplitBackwardMs(const CostModel& cost, int first, int last, const std::vector<int>& devices,
+                       int micro_batch);
+
 double IterationLowerBound(const PlanCosts& costs, int num_micro_batches);
 
 }  // namespace dapple

@@ -11,9 +11,11 @@
 #include <thread>
 
 #include "dapple/common/error.h"
+#include "dapple/format/message_tags.h"
 #include "dapple/plan/baselines.h"
 #include "dapple/plan/dapple_dp.h"
 #include "dapple/plan/exhaustive.h"
+#include "dapple/plan/refine.h"
 #include "dapple/plan/rescoring.h"
 
 namespace dapple {
@@ -38,8 +40,19 @@ struct Context {
   int global_batch;
   const PlannerOptions& options;
   std::vector<int> sizes;               // micro-batch sizes to try, ascending
-  std::vector<ScheduleKind> schedules;  // for the planners that choose (dapple-a, dapple-b)
+  std::vector<ScheduleKind> schedules;  // for the planners that choose (dapple-a, -b, zb-h1)
 };
+
+// Per layer: whether the profile times its forward (what re-computation costs).
+std::vector<bool> ForwardTimed(const Profile& profile) {
+  std::vector<bool> timed;
+  for (const LayerProfile& l : profile.layers) {
+    bool t = l.forward_ms > 0;
+    for (double ms : l.forward_ms_by_batch) t = t || ms > 0;
+    timed.push_back(t);
+  }
+  return timed;
+}
 
 MicroBatching Mb(const Context& c, int m) { return {m, c.global_batch / m}; }
 
@@ -158,13 +171,57 @@ std::vector<Proposal> Propose(const Context& c, bool enforce_memory) {
     if (out.empty()) out = std::move(all);  // none fits: reported as such
   } else if (name == "exhaustive") {
     ExhaustiveResult r = ExhaustivePlan(c.cost, c.cluster, c.global_batch, c.sizes, c.schedules,
-                                        c.options.allreduce_overlap);
+                                        c.options.allreduce_overlap, ForwardTimed(c.profile));
     if (r.plan) out.push_back({*r.plan, "exhaustive"});
   } else {
     ProposeBaseline(c, name, enforce_memory, {c.schedules.front()}, out);
   }
   for (Proposal& p : out) p.plan.allreduce_overlap = c.options.allreduce_overlap;
   return out;
+}
+
+// The DAPPLE planner's selection with refinement (refine.h). Re-computation is searched on
+// the stages whose layers have forward times in the profile; when no proposal fits even
+// with it where needed, the proposals made without the memory limit are tried with it.
+Selection SelectRefined(const Context& c, const std::vector<Proposal>& proposals,
+                        PlanResult& result) {
+  RefineOptions ro;
+  ro.sizes = c.sizes;
+  ro.schedules = c.schedules;
+  ro.seconds = c.options.refine_seconds;
+  ro.forward_timed = ForwardTimed(c.profile);
+  // The two climbs of Note [Refining without split schedules] share the time budget.
+  const bool two_climbs = std::any_of(ro.schedules.begin(), ro.schedules.end(), SplitsBackward) &&
+                          !std::all_of(ro.schedules.begin(), ro.schedules.end(), SplitsBackward);
+  if (two_climbs) ro.seconds /= 2;
+  RefinedSelection r = SelectAndRefine(proposals, {}, c.cost, c.cluster, ro);
+  if (!r.best && CanRecompute(ro.forward_timed, 0, c.profile.num_layers() - 1))
+    r = SelectAndRefine(proposals, Propose(c, /*enforce_memory=*/false), c.cost, c.cluster, ro);
+  // Note [Refining without split schedules]: hill climbing with the split-backward
+  // schedules among its moves can settle in another local optimum than without them
+  // (GNMT-16 on paper-b at GBS 1024 without overlap: zb-h1 at 362 ms, dapple-a at 355 ms),
+  // so the climb also runs from the other proposals without them, and the faster wins.
+  RefineOptions plain = ro;
+  std::erase_if(plain.schedules, SplitsBackward);
+  if (two_climbs) {
+    std::vector<Proposal> plain_proposals;
+    for (const Proposal& p : proposals)
+      if (!SplitsBackward(p.plan.schedule)) plain_proposals.push_back(p);
+    RefinedSelection alt = SelectAndRefine(plain_proposals, {}, c.cost, c.cluster, plain);
+    if (alt.best && (!r.best || alt.best->sim.iteration_ms < r.best->sim.iteration_ms)) {
+      alt.simulated += r.simulated;
+      alt.out_of_time = alt.out_of_time || r.out_of_time;
+      r = std::move(alt);
+    } else {
+      r.simulated += alt.simulated;
+    }
+  }
+  Selection sel;
+  sel.simulated = r.simulated;
+  sel.best = std::move(r.best);
+  for (const RefineStep& st : r.steps) result.refine_moves.push_back(st.move);
+  result.refine_out_of_time = r.out_of_time;
+  return sel;
 }
 
 }  // namespace
@@ -194,7 +251,7 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
   if (options.schedule) {
     c.schedules = {*options.schedule};
   } else {
-    c.schedules = {ScheduleKind::kDappleA, ScheduleKind::kDappleB};
+    c.schedules = {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1};
   }
   if (options.planner == "exhaustive" &&
       (cost.num_layers() > kExhaustiveMaxLayers || cluster.num_devices() > kExhaustiveMaxDevices))
@@ -210,7 +267,16 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
 
   PlanResult result;
   std::vector<Proposal> proposals = Propose(c, /*enforce_memory=*/true);
-  Selection sel = SelectFastest(proposals, cost);
+  // Never propose a plan the runtime cannot run: its message tags must fit the transport's
+  // range on a job of one process per device of the cluster.
+  const size_t proposed = proposals.size();
+  std::erase_if(proposals, [&](const Proposal& p) {
+    return MessageTagError(p.plan, cluster.num_devices()).has_value();
+  });
+  const bool dropped_for_tags = proposals.size() < proposed;
+  Selection sel = options.planner == "dapple" && options.refine_seconds > 0
+                      ? SelectRefined(c, proposals, result)
+                      : SelectFastest(proposals, cost);
   result.plans_simulated = sel.simulated;
   if (sel.best) {
     Plan plan = std::move(sel.best->plan);
@@ -227,7 +293,13 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
       double need = EvaluatePlan(p.plan, cost).peak_memory_bytes;
       if (leanest == 0 || need < leanest) leanest = need;
     }
-    if (loose.empty()) {
+    if (dropped_for_tags && proposals.empty()) {
+      result.reason = fmt::format(
+          "no plan the runtime can run: every plan proposed needs more message tags than the "
+          "transport's 2^31 (2 x (stages - 1) x micro-batches x {}^2 devices); raise "
+          "--micro-batch or plan on fewer devices",
+          cluster.num_devices());
+    } else if (loose.empty()) {
       result.reason = "no plan: every partition needs more replicas than samples";
     } else {
       result.required_memory_bytes = leanest;

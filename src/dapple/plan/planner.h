@@ -1,4 +1,4 @@
-// The planners (DESIGN.md section 6): DAPPLE's dynamic program and the baselines, all
+// The planners (docs/design.md section 6): DAPPLE's dynamic program and the baselines, all
 // scored by the same simulator. "No feasible plan" is an ordinary result, not an error.
 #pragma once
 
@@ -21,6 +21,8 @@ struct PlannerOptions {
   // Plan::allreduce_overlap of every plan proposed and scored (false: the paper's single
   // allreduce after the last backward; `dapple plan --no-overlap`).
   bool allreduce_overlap = true;
+  // The DAPPLE planner's refinement (refine.h): wall-clock budget in seconds; 0: none.
+  double refine_seconds = 2.0;
 };
 
 struct PlanResult {
@@ -32,6 +34,10 @@ struct PlanResult {
   // Which proposal won: "dapple-dp" (the DP), or a baseline's name ("dp", "straight",
   // "pipedream", ...) when a baseline's partition won inside the DAPPLE planner.
   std::string origin;
+  // The refinement's accepted moves from that proposal to the plan (empty: it won as
+  // proposed), and whether its time budget ran out.
+  std::vector<std::string> refine_moves;
+  bool refine_out_of_time = false;
 };
 
 std::vector<std::string> PlannerNames();

@@ -14,8 +14,8 @@
 
 #include "dapple/common/error.h"
 #include "dapple/common/machine.h"
+#include "dapple/cpu/blas_env.h"
 #include "dapple/models/data.h"
-#include "dapple/profiler/blas_env.h"
 #include "dapple/profiler/counting_allocator.h"
 
 namespace dapple {
@@ -35,8 +35,15 @@ double Ms(Clock::time_point a, Clock::time_point b) {
 
 double Bytes(const torch::Tensor& t) { return static_cast<double>(t.numel() * t.element_size()); }
 
+double Bytes(const Activations& a) {
+  double sum = 0;
+  for (const auto& t : a) sum += Bytes(t);
+  return sum;
+}
+
 struct LayerTimes {
   double forward_ms = 0, backward_ms = 0, activation_bytes = 0, saved_bytes = 0;
+  double input_ms = 0, weight_ms = 0;  // the backward split as the zb schedules run it
 };
 
 // Note [Cold caches]: timed back to back, a layer finds its weights in the caches. In
@@ -49,18 +56,29 @@ struct LayerTimes {
 
 class LayerRunner {
  public:
-  LayerRunner(const Model& m, int layer, const torch::Tensor& input, const torch::Tensor& target)
+  LayerRunner(const Model& m, int layer, const Activations& input, const torch::Tensor& target)
       : m_(m), layer_(layer), input_(input), target_(target) {}
 
-  // The layer's output (or, for the last layer, the loss) with its autograd graph.
-  torch::Tensor Forward() {
+  // The layer's outputs that carry a gradient (or, for the last layer, the loss) with
+  // their autograd graph.
+  Activations Forward() {
     // A stage receives its input detached and needs its gradient, except the first layer,
     // whose input is the data (no gradient, as in training).
-    torch::Tensor x = input_.detach();
-    if (x.is_floating_point() && layer_ > 0) x.requires_grad_(true);
-    torch::Tensor y = m_.Forward(x, layer_, layer_);
+    Activations x;
+    for (const auto& t : input_) {
+      x.push_back(t.detach());
+      if (x.back().is_floating_point() && layer_ > 0) x.back().requires_grad_(true);
+    }
+    x_.clear();
+    for (const auto& t : x)
+      if (t.requires_grad()) x_.push_back(t);
+    Activations y = m_.ForwardActivations(x, layer_, layer_);
     output_bytes_ = Bytes(y);
-    return layer_ == m_.num_layers() - 1 ? m_.loss(y, target_) : y;
+    if (layer_ == m_.num_layers() - 1) return {m_.loss(y.at(0), target_)};
+    Activations with_grad;
+    for (const auto& t : y)
+      if (t.requires_grad()) with_grad.push_back(t);
+    return with_grad;
   }
 
   // `cold`: EvictCpuCaches() before every timed forward and backward (Note [Cold caches]).
@@ -73,30 +91,58 @@ class LayerRunner {
     for (int r = 0; r < warmup + repeat; ++r) {
       cool();
       auto a = Clock::now();
-      torch::Tensor y = Forward();
+      Activations y = Forward();
       auto b = Clock::now();
       if (r >= warmup) fwd.push_back(Ms(a, b));
     }
     for (int r = 0; r < warmup + repeat; ++r) {
-      torch::Tensor y = Forward();
-      torch::Tensor grad = torch::ones_like(y);
+      Activations y = Forward();
+      Activations grad;
+      for (const auto& t : y) grad.push_back(torch::ones_like(t));
       cool();
       auto a = Clock::now();
-      if (y.requires_grad()) torch::autograd::backward({y}, {grad});
+      if (!y.empty()) torch::autograd::backward(y, grad);
       auto b = Clock::now();
       if (r >= warmup) bwd.push_back(Ms(a, b));
     }
+    // The split (Note [Splitting the backward at layer outputs] in runtime/split_backward.cc):
+    // the input gradient with the graph kept, then the weight gradients from the output.
+    std::vector<double> in_ms, w_ms;
+    std::vector<torch::Tensor> params;
+    for (const torch::Tensor& p : m_.Parameters(layer_, layer_))
+      if (p.requires_grad()) params.push_back(p);
+    for (int r = 0; r < warmup + repeat; ++r) {
+      Activations y = Forward();
+      Activations grad;
+      for (const auto& t : y) grad.push_back(torch::ones_like(t));
+      cool();
+      auto a = Clock::now();
+      if (!y.empty() && !x_.empty())
+        torch::autograd::grad(y, x_, grad, /*retain_graph=*/true, /*create_graph=*/false,
+                              /*allow_unused=*/true);
+      auto b = Clock::now();
+      if (!y.empty() && !params.empty())
+        torch::autograd::backward(y, grad, /*retain_graph=*/false, /*create_graph=*/false,
+                                  params);
+      auto c = Clock::now();
+      if (r >= warmup) {
+        in_ms.push_back(Ms(a, b));
+        w_ms.push_back(Ms(b, c));
+      }
+    }
     {
-      torch::Tensor y;
+      Activations y;
       ScopedAllocationCounter counter;
       int64_t before = counter.live_bytes();
       y = Forward();
       t.saved_bytes = static_cast<double>(counter.live_bytes() - before);
-      y = torch::Tensor();
+      y.clear();
     }
     for (auto& p : m_.Parameters(layer_, layer_)) p.mutable_grad() = torch::Tensor();
     t.forward_ms = Median(fwd);
     t.backward_ms = Median(bwd);
+    t.input_ms = Median(in_ms);
+    t.weight_ms = Median(w_ms);
     t.activation_bytes = output_bytes_;
     return t;
   }
@@ -104,7 +150,9 @@ class LayerRunner {
  private:
   const Model& m_;
   int layer_;
-  torch::Tensor input_, target_;
+  Activations input_;
+  torch::Tensor target_;
+  Activations x_;  // the inputs of the last Forward() that need a gradient
   double output_bytes_ = 0;
 };
 
@@ -156,7 +204,7 @@ std::vector<LayerTimes> ProfileAtBatch(const Model& m, int batch, const Profiler
                                        int step, int steps) {
   Batch data = MakeDataset("synthetic", m, o.seed, "")->GlobalBatch(0, batch);
   std::vector<LayerTimes> times;
-  torch::Tensor x = data.inputs;
+  Activations x{data.inputs};
   for (int i = 0; i < m.num_layers(); ++i) {
     if (o.progress)
       std::fprintf(stderr, "\rprofile %s: batch %d (%d/%d), layer %d/%d %-24s", m.name.c_str(),
@@ -164,7 +212,7 @@ std::vector<LayerTimes> ProfileAtBatch(const Model& m, int batch, const Profiler
     LayerRunner runner(m, i, x, data.targets);
     times.push_back(runner.Measure(o.warmup, o.repeat, o.cold_caches));
     torch::NoGradGuard no_grad;
-    x = m.Forward(x, i, i);
+    x = m.ForwardActivations(x, i, i);
   }
   return times;
 }
@@ -190,7 +238,7 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
 
-  for (auto& layer : m.layers) layer.module.ptr()->train();
+  for (auto& layer : m.layers) layer.module->train();
   Profile p;
   p.model = m.name;
   p.batch_size = o.batch_size;
@@ -200,7 +248,7 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
     LayerProfile lp;
     lp.id = layer.name;
     lp.name = layer.name;
-    for (const auto& t : layer.module.ptr()->parameters()) lp.parameter_bytes += Bytes(t);
+    for (const auto& t : layer.module->parameters()) lp.parameter_bytes += Bytes(t);
     p.layers.push_back(lp);
   }
   for (size_t s = 0; s < sizes.size(); ++s) {
@@ -211,10 +259,14 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
       if (by_batch) {
         lp.forward_ms_by_batch.push_back(times[i].forward_ms);
         lp.backward_ms_by_batch.push_back(times[i].backward_ms);
+        lp.backward_input_ms_by_batch.push_back(times[i].input_ms);
+        lp.backward_weight_ms_by_batch.push_back(times[i].weight_ms);
       }
       if (sizes[s] == o.batch_size) {
         lp.forward_ms = times[i].forward_ms;
         lp.backward_ms = times[i].backward_ms;
+        lp.backward_input_ms = times[i].input_ms;
+        lp.backward_weight_ms = times[i].weight_ms;
         lp.activation_bytes = times[i].activation_bytes;
         lp.saved_bytes = times[i].saved_bytes;
       }
@@ -238,6 +290,9 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
                 {"warmup", std::to_string(o.warmup)},
                 {"repeat", std::to_string(o.repeat)},
                 {"timing", "median of repeat runs per layer; last layer includes the loss"},
+                {"backward_split",
+                 "backward_input_ms: autograd::grad to the layer input, graph kept; "
+                 "backward_weight_ms: then autograd::backward to the layer's parameters"},
                 {"caches", o.cold_caches ? "cold: 64 MiB written before every timed op"
                                          : "warm: runs back to back"},
                 {"saved_bytes", "counting CPU allocator: forward allocations alive with the graph"},

@@ -1,4 +1,4 @@
-// The layer profiler (DESIGN.md section 1, part 1): runs a zoo model layer by layer on
+// The layer profiler (docs/design.md section 1, part 1): runs a zoo model layer by layer on
 // this CPU and fills a Profile (format/profile.h) with per-layer times and sizes.
 #pragma once
 
@@ -30,6 +30,11 @@ struct ProfilerOptions {
 //  - forward_ms: median time of the layer's forward with autograd recording, on a
 //    detached copy of its input that requires grad (as a pipeline stage receives it;
 //    the first layer's input is the data and does not);
+//  - backward_input_ms / backward_weight_ms: the backward split as zb-h1 runs it, timed
+//    separately on a fresh forward: autograd::grad from a gradient of ones to the layer's
+//    input with the graph kept (0 for the first layer), then autograd::backward to the
+//    layer's parameters only (0 without parameters); their sum is usually a little more
+//    than backward_ms;
 //  - backward_ms: median time of the backward of that layer alone, from a gradient of
 //    ones on its output; the last layer's forward and backward include the loss;
 //  - update_ms: median time of one update (step() and zero_grad(), the runtime's STEP) of

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 
@@ -35,8 +36,8 @@ std::filesystem::path CheckpointStepDir(const std::filesystem::path& dir, int64_
   return dir / fmt::format("step-{}", step);
 }
 
-void SaveLayer(const std::filesystem::path& dir, int64_t step, const std::string& layer,
-               torch::nn::Module& module, torch::optim::Optimizer* opt, OptimizerKind kind) {
+int64_t SaveLayer(const std::filesystem::path& dir, int64_t step, const std::string& layer,
+                  torch::nn::Module& module, torch::optim::Optimizer* opt, OptimizerKind kind) {
   c10::Dict<std::string, torch::Tensor> dict;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     torch::Tensor p = item.value();
@@ -46,12 +47,25 @@ void SaveLayer(const std::filesystem::path& dir, int64_t step, const std::string
       dict.insert("state/" + item.key() + "/" + field, t.detach().cpu().clone());
     }
   }
+  // Note [Buffers in checkpoints]: running statistics (BatchNorm's running_mean,
+  // running_var, num_batches_tracked) are state too; without them a resumed run would
+  // normalise differently in evaluation from an uninterrupted one.
+  for (const auto& item : module.named_buffers(/*recurse=*/true)) {
+    dict.insert("buffer/" + item.key(), item.value().detach().cpu().clone());
+  }
   std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(dict));
   auto folder = CheckpointStepDir(dir, step);
   std::error_code ec;
   std::filesystem::create_directories(folder, ec);
   if (ec) ThrowInput("{}: cannot create the checkpoint folder: {}", folder.string(), ec.message());
-  WriteFileAtomic(folder / FileName(layer), std::string_view(bytes.data(), bytes.size()));
+  const auto path = folder / FileName(layer);
+  WriteFileAtomic(path, std::string_view(bytes.data(), bytes.size()));
+  // What is on the disk now, for the writer's confirmation (Note [Checkpoint commit]).
+  return static_cast<int64_t>(std::filesystem::file_size(path));
+}
+
+std::filesystem::path LayerFile(const std::filesystem::path& step_dir, const std::string& layer) {
+  return step_dir / FileName(layer);
 }
 
 void CommitCheckpoint(const std::filesystem::path& dir, const CheckpointMeta& meta) {
@@ -64,6 +78,7 @@ void CommitCheckpoint(const std::filesystem::path& dir, const CheckpointMeta& me
             {"losses", meta.losses}};
   auto folder = CheckpointStepDir(dir, meta.step);
   WriteFileAtomic(folder / "meta.json", j.dump(2) + "\n");
+  SyncDirectory(dir);  // the step folder's own entry, before `latest` names it
   WriteFileAtomic(dir / "latest", folder.filename().string() + "\n");
 }
 
@@ -104,6 +119,9 @@ LayerState ReadLayer(const std::filesystem::path& step_dir, const std::string& l
     torch::Tensor t = entry.value().toTensor();
     if (key.rfind("param/", 0) == 0) {
       out.params[key.substr(6)] = t;
+    } else if (key.rfind("buffer/", 0) == 0) {
+      out.buffers[key.substr(7)] = t;
+      out.has_buffers = true;
     } else if (key.rfind("state/", 0) == 0) {
       auto rest = key.substr(6);
       auto slash = rest.rfind('/');
@@ -147,6 +165,38 @@ void LoadLayer(const std::filesystem::path& step_dir, const std::string& layer,
       ThrowInput("{}: optimizer state of {} does not fit optimizer {}", path, item.key(),
                  ToString(kind));
     }
+  }
+  LoadBuffers(st, path, layer, module);
+}
+
+void LoadBuffers(const LayerState& st, const std::string& path, const std::string& layer,
+                 torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  auto named = module.named_buffers(true);
+  if (!st.has_buffers) {
+    // Written before checkpoints held buffers: the parameters still load, the buffers keep
+    // the values they have.
+    if (named.size() > 0) {
+      std::fprintf(stderr,
+                   "%s: no buffers (a checkpoint from before buffers were saved): layer %s "
+                   "keeps its current %s\n",
+                   path.c_str(), layer.c_str(), named.begin()->key().c_str());
+    }
+    return;
+  }
+  if (named.size() != st.buffers.size()) {
+    ThrowInput("{}: {} buffers but layer {} has {}", path, st.buffers.size(), layer, named.size());
+  }
+  for (const auto& item : named) {
+    auto it = st.buffers.find(item.key());
+    if (it == st.buffers.end()) ThrowInput("{}: no buffer {}", path, item.key());
+    torch::Tensor b = item.value();
+    if (it->second.sizes() != b.sizes() || it->second.scalar_type() != b.scalar_type()) {
+      ThrowInput("{}: buffer {} is {} {} but the model's is {} {}", path, item.key(),
+                 fmt::join(it->second.sizes(), "x"), c10::toString(it->second.scalar_type()),
+                 fmt::join(b.sizes(), "x"), c10::toString(b.scalar_type()));
+    }
+    b.copy_(it->second);
   }
 }
 

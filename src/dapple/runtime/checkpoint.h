@@ -1,6 +1,7 @@
-// Checkpoints per layer (DESIGN.md section 7), so a run can resume under a different plan:
-// <dir>/step-<N>/<layer>.pt holds one layer's parameters and their optimizer state (a
-// pickled dict, readable by torch.load); <dir>/step-<N>/meta.json the step and the run's
+// Checkpoints per layer (docs/design.md section 7), so a run can resume under a different
+// plan: <dir>/step-<N>/<layer>.pt holds one layer's parameters, their optimizer state and
+// the layer's buffers (a pickled dict, readable by torch.load; Note [Buffers in
+// checkpoints] in checkpoint.cc); <dir>/step-<N>/meta.json the step and the run's
 // identity; <dir>/latest names the newest complete checkpoint. Every file is written
 // atomically (temporary file, then rename) and `latest` moves only after all layers are in.
 #pragma once
@@ -29,7 +30,9 @@ struct CheckpointMeta {
 };
 
 struct LayerState {
-  std::map<std::string, torch::Tensor> params;                            // parameter name -> value
+  std::map<std::string, torch::Tensor> params;   // parameter name -> value
+  std::map<std::string, torch::Tensor> buffers;  // buffer name -> value
+  bool has_buffers = false;                      // false: written before checkpoints held buffers
   std::map<std::string, std::map<std::string, torch::Tensor>> optimizer;  // name -> state
 };
 
@@ -37,11 +40,15 @@ struct LayerState {
 std::filesystem::path CheckpointStepDir(const std::filesystem::path& dir, int64_t step);
 
 // Writes layer `layer` (its module's parameters and, with `opt`, their optimizer state)
-// into CheckpointStepDir(dir, step), atomically. Creates the folders.
-void SaveLayer(const std::filesystem::path& dir, int64_t step, const std::string& layer,
-               torch::nn::Module& module, torch::optim::Optimizer* opt, OptimizerKind kind);
-// Writes meta.json into the step folder, then points `latest` at it (both atomic). Call
-// after every layer of the step was saved.
+// into CheckpointStepDir(dir, step), atomically and durably (fsync of the file and its
+// folder). Creates the folders. Returns the file's size on disk in bytes.
+int64_t SaveLayer(const std::filesystem::path& dir, int64_t step, const std::string& layer,
+                  torch::nn::Module& module, torch::optim::Optimizer* opt, OptimizerKind kind);
+// The file of `layer` in a step folder.
+std::filesystem::path LayerFile(const std::filesystem::path& step_dir, const std::string& layer);
+// Writes meta.json into the step folder, then points `latest` at it (both atomic and
+// durable). Call after every layer of the step was saved and confirmed
+// (VerifyWrittenLayers, checkpoint_commit.h).
 void CommitCheckpoint(const std::filesystem::path& dir, const CheckpointMeta& meta);
 
 // The newest committed checkpoint's folder, or nullopt when `dir` has none.
@@ -49,9 +56,14 @@ std::optional<std::filesystem::path> LatestCheckpoint(const std::filesystem::pat
 CheckpointMeta ReadCheckpointMeta(const std::filesystem::path& step_dir);
 // Reads one layer file; throws InputError naming the file when missing or malformed.
 LayerState ReadLayer(const std::filesystem::path& step_dir, const std::string& layer);
-// Loads a layer's parameters (and, with `opt`, optimizer state) into `module`. Throws
-// InputError naming the file and parameter when names or shapes differ.
+// Loads a layer's parameters, buffers (and, with `opt`, optimizer state) into `module`.
+// Throws InputError naming the file and parameter or buffer when names or shapes differ. A
+// file written before checkpoints held buffers still loads: its parameters are loaded and
+// the module's buffers stay as they are, with one line on stderr.
 void LoadLayer(const std::filesystem::path& step_dir, const std::string& layer,
                torch::nn::Module& module, torch::optim::Optimizer* opt, OptimizerKind kind);
+// The buffer part of LoadLayer; `path` names the file in errors.
+void LoadBuffers(const LayerState& st, const std::string& path, const std::string& layer,
+                 torch::nn::Module& module);
 
 }  // namespace dapple

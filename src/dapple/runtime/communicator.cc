@@ -4,8 +4,11 @@
 #include <glog/logging.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -65,6 +68,7 @@ DistEnv DistEnv::FromEnvironment() {
   e.local_rank = EnvInt("LOCAL_RANK", e.rank, 0);
   e.master_port = EnvInt("MASTER_PORT", 29500, 1);
   if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
+  if (const char* f = std::getenv("DAPPLE_RENDEZVOUS_FILE"); f && *f) e.rendezvous_file = f;
   if (e.rank >= e.world_size) {
     ThrowInput("environment: RANK={} is not below WORLD_SIZE={}", e.rank, e.world_size);
   }
@@ -72,12 +76,20 @@ DistEnv DistEnv::FromEnvironment() {
   return e;
 }
 
-torch::Device DeviceForLocalRank(int local_rank) {
-  if (torch::cuda::is_available()) {
-    return torch::Device(torch::kCUDA,
-                         static_cast<c10::DeviceIndex>(local_rank % torch::cuda::device_count()));
+torch::Device DeviceForLocalRank(int local_rank, int cuda_devices) {
+  if (cuda_devices < 0) {
+    cuda_devices =
+        std::getenv("DAPPLE_TEST_CUDA_DEVICES")
+            ? EnvInt("DAPPLE_TEST_CUDA_DEVICES", 0, 0)
+            : (torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0);
   }
-  return torch::Device(torch::kCPU);
+  if (cuda_devices == 0) return torch::Device(torch::kCPU);
+  const int index = local_rank % cuda_devices;
+  ThrowInput(
+      "LOCAL_RANK {}: device cuda:{} ({} CUDA devices seen), but dapple has no CUDA transport "
+      "yet (transfers go through Gloo on host memory); train on the CPU with "
+      "CUDA_VISIBLE_DEVICES= (empty)",
+      local_rank, index, cuda_devices);
 }
 
 CommWork::CommWork(c10::intrusive_ptr<c10d::Work> work, std::vector<torch::Tensor> tensors,
@@ -93,18 +105,53 @@ void CommWork::RecordCompletion() {
       [done = completed_ms_](c10::ivalue::Future&) { done->store(NowMs()); });
 }
 
-void CommWork::Wait(std::chrono::milliseconds timeout) {
+std::chrono::milliseconds Deadline::Left() const {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      start_ + timeout_ - std::chrono::steady_clock::now());
+  return std::max(left, std::chrono::milliseconds(1));
+}
+
+double Deadline::ElapsedSeconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void CommWork::Wait(const Deadline& deadline) {
   if (!work_.defined()) return;
   try {
-    work_->wait(timeout);
+    work_->wait(deadline.Left());
   } catch (const std::exception& e) {
-    throw CommError(fmt::format("{}: failed or timed out after {:.1f} s: {}", what_,
-                                timeout.count() / 1000.0, FirstLine(e)));
+    throw CommError(fmt::format("{}: failed or timed out after {:.1f} s (timeout {:.1f} s): {}",
+                                what_, deadline.ElapsedSeconds(),
+                                deadline.timeout().count() / 1000.0, FirstLine(e)));
   }
 }
 
 Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout)
     : env_(env), timeout_(timeout) {
+  store_ = MakeStore(env, timeout);
+  try {
+    groups_[""] = MakeGlooGroup(c10::make_intrusive<c10d::PrefixStore>("world", store_), env,
+                                env.rank, env.world_size, timeout);
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("rank {}: cannot form the process group of {} ranks: {}", env.rank,
+                                env.world_size, FirstLine(e)));
+  }
+}
+
+// Note [Rendezvous exposure].
+c10::intrusive_ptr<c10d::Store> Communicator::MakeStore(const DistEnv& env,
+                                                        std::chrono::milliseconds timeout) {
+  if (env.world_size == 1) return c10::make_intrusive<c10d::HashStore>();
+  if (!env.rendezvous_file.empty()) {
+    try {
+      auto store = c10::make_intrusive<c10d::FileStore>(env.rendezvous_file, env.world_size);
+      store->setTimeout(timeout);
+      return store;
+    } catch (const std::exception& e) {
+      ThrowInput("rank {}: cannot open the rendezvous file {} (DAPPLE_RENDEZVOUS_FILE): {}",
+                 env.rank, env.rendezvous_file, FirstLine(e));
+    }
+  }
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<uint16_t>(env.master_port);
   opts.isServer = env.rank == 0;
@@ -116,21 +163,15 @@ Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout
   const int saved_level = FLAGS_minloglevel;
   FLAGS_minloglevel = google::GLOG_FATAL;
   try {
-    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+    auto store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
     FLAGS_minloglevel = saved_level;
+    return store;
   } catch (const std::exception& e) {
     FLAGS_minloglevel = saved_level;
     ThrowInput(
         "rank {}: cannot reach the rendezvous at {}:{} (MASTER_ADDR:MASTER_PORT) within "
         "{:.1f} s: {}",
         env.rank, env.master_addr, env.master_port, timeout.count() / 1000.0, FirstLine(e));
-  }
-  try {
-    groups_[""] = MakeGlooGroup(c10::make_intrusive<c10d::PrefixStore>("world", store_), env,
-                                env.rank, env.world_size, timeout);
-  } catch (const std::exception& e) {
-    throw CommError(fmt::format("rank {}: cannot form the process group of {} ranks: {}", env.rank,
-                                env.world_size, FirstLine(e)));
   }
 }
 
@@ -214,18 +255,39 @@ std::vector<std::string> Communicator::GatherStrings(const std::string& key,
                                                      const std::string& value, int root) {
   auto full = [&](int r) { return "gather/" + key + "/" + std::to_string(r); };
   std::vector<std::string> out;
+  const Deadline started(timeout_);  // Note [One deadline per wait chain]
   try {
     store_->set(full(env_.rank), std::vector<uint8_t>(value.begin(), value.end()));
     if (env_.rank != root) return out;
     for (int r = 0; r < env_.world_size; ++r) {
-      store_->wait({full(r)}, timeout_);
+      store_->wait({full(r)}, started.Left());
       auto bytes = store_->get(full(r));
       out.emplace_back(bytes.begin(), bytes.end());
     }
   } catch (const std::exception& e) {
-    throw CommError(fmt::format("rank {}: gathering {} failed: {}", env_.rank, key, FirstLine(e)));
+    throw CommError(
+        fmt::format("rank {}: gathering {} failed after {:.1f} s (timeout {:.1f} s): {}", env_.rank,
+                    key, started.ElapsedSeconds(), timeout_.count() / 1000.0, FirstLine(e)));
   }
   return out;
+}
+
+void Communicator::Publish(const std::string& key, const std::string& value) {
+  try {
+    store_->set("meta/" + key, std::vector<uint8_t>(value.begin(), value.end()));
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("rank {}: publishing {} failed: {}", env_.rank, key, FirstLine(e)));
+  }
+}
+
+std::string Communicator::Lookup(const std::string& key, const std::string& what) {
+  try {
+    store_->wait({"meta/" + key}, timeout_);
+    auto bytes = store_->get("meta/" + key);
+    return std::string(bytes.begin(), bytes.end());
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("{}: {}", what, FirstLine(e)));
+  }
 }
 
 }  // namespace dapple

@@ -1,4 +1,4 @@
-// The runtime's communicator over c10d (DESIGN.md section 7): a TCPStore rendezvous from
+// The runtime's communicator over c10d (docs/design.md section 7): a TCPStore rendezvous from
 // the usual launcher variables, ProcessGroupGloo for point-to-point data and one sub-group
 // per replicated stage for its allreduce. Every wait has a timeout and a failure names
 // what was being waited on.
@@ -27,15 +27,44 @@ struct DistEnv {
   int local_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // DAPPLE_RENDEZVOUS_FILE: a FileStore path instead of the TCPStore, so that a job on one
+  // machine listens on no network port for its rendezvous (Note [Rendezvous exposure]).
+  std::string rendezvous_file;
 
   // Reads the variables; a missing one takes the single-process default above; a
   // malformed one throws InputError naming it.
   static DistEnv FromEnvironment();
 };
 
-// The one place that maps a process to its compute device: cuda:LOCAL_RANK when libtorch
-// sees CUDA devices, else the CPU. Everything else takes the device from here.
-torch::Device DeviceForLocalRank(int local_rank);
+// The one place that maps a process to its compute device: cuda:(LOCAL_RANK mod count)
+// when there are CUDA devices, else the CPU. Everything else takes the device from here.
+// `cuda_devices` < 0: as many as libtorch sees, or DAPPLE_TEST_CUDA_DEVICES when set (a
+// test hook that fakes the choice on a machine without GPUs).
+// Every transfer and allreduce goes through Gloo on host memory and there is no CUDA
+// transport yet, so a CUDA choice would start and then break at the first send: it throws
+// InputError, one line, instead (docs/runtime.md, "Devices").
+torch::Device DeviceForLocalRank(int local_rank, int cuda_devices = -1);
+
+// Note [One deadline per wait chain]: a failure must show within one --timeout-s, whichever
+// wait sees it first. Waits that follow one another without anything else between them
+// (the pieces of one receive, the sends pending at the end of a step, the buckets of an
+// allreduce, the ranks of a gather) form a chain and share one Deadline: each waits only
+// for what is left of the timeout since the chain began, so k waits cannot add up to k
+// timeouts. A chain ends when its last wait returns; the next wait starts a new one.
+class Deadline {
+ public:
+  explicit Deadline(std::chrono::milliseconds timeout)
+      : start_(std::chrono::steady_clock::now()), timeout_(timeout) {}
+  // What is left of the timeout, at least 1 ms (c10d reads 0 as "no timeout").
+  std::chrono::milliseconds Left() const;
+  // Seconds since the chain began.
+  double ElapsedSeconds() const;
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::milliseconds timeout_;
+};
 
 // An asynchronous send, receive or collective. Keeps its tensors alive until Wait returns.
 // Wait rethrows a failure or a timeout as CommError prefixed with `what` (for example
@@ -48,7 +77,9 @@ class CommWork {
   bool valid() const { return work_.defined(); }
   // True once the operation finished (successfully or not); never blocks.
   bool Done() const;
-  void Wait(std::chrono::milliseconds timeout);
+  // Waits at most what is left of `deadline` (Note [One deadline per wait chain]).
+  void Wait(const Deadline& deadline);
+  void Wait(std::chrono::milliseconds timeout) { Wait(Deadline(timeout)); }
   const std::vector<torch::Tensor>& tensors() const { return tensors_; }
   const std::string& what() const { return what_; }
   // Records when the operation completes (steady_clock, ms), from the thread that completes
@@ -68,9 +99,16 @@ class CommWork {
 // every rank must construct it with the same world size.
 class Communicator {
  public:
-  // Connects to (rank 0: serves) the TCPStore at env.master_addr:master_port and builds the
-  // world process group. `timeout` bounds every later wait. Throws InputError naming the
-  // address when the rendezvous cannot be reached within the timeout.
+  // Note [Rendezvous exposure]: the rendezvous store has no authentication, so whoever can
+  // reach it can join or disturb the job. A single process uses an in-memory store; a job
+  // on one machine started by LaunchLocal a FileStore in a private folder (mode 0700,
+  // env.rendezvous_file); only a job of several nodes serves a TCPStore at
+  // env.master_addr:master_port (libtorch 1.13's TCPStore listens on every interface of
+  // rank 0's host). Gloo's own connections listen on the loopback for a local job.
+  //
+  // Connects to (rank 0: serves) that store and builds the world process group. `timeout` bounds
+  // every later wait. Throws InputError naming the address when the rendezvous cannot be reached
+  // within the timeout.
   Communicator(const DistEnv& env, std::chrono::milliseconds timeout);
   ~Communicator();
   Communicator(const Communicator&) = delete;
@@ -97,11 +135,18 @@ class Communicator {
   void Barrier(const std::string& what);
 
   // Small metadata through the store: every rank calls with its own `value`; rank `root`
-  // gets all values by rank, the others get an empty vector. `key` must be fresh.
+  // gets all values by rank, the others get an empty vector. `key` must be fresh. The
+  // root's waits for the ranks share one deadline of the timeout.
   std::vector<std::string> GatherStrings(const std::string& key, const std::string& value,
                                          int root);
+  // Small metadata through the store, one writer and any readers: Publish sets `key`
+  // (fresh); Lookup waits for it up to the timeout (CommError naming `what` after that).
+  void Publish(const std::string& key, const std::string& value);
+  std::string Lookup(const std::string& key, const std::string& what);
 
  private:
+  static c10::intrusive_ptr<c10d::Store> MakeStore(const DistEnv& env,
+                                                   std::chrono::milliseconds timeout);
   c10d::ProcessGroup& Group(const std::string& name) const;
 
   DistEnv env_;

@@ -1,11 +1,13 @@
 // The pipelined held-out evaluation (evaluation.h).
 //
 // Note [Evaluation protocol]: between the evaluating ranks of stages s and s+1, every chunk
-// is a header of kHeaderLen int64 [rows, dtype, dims, d1..d5] (the shape without the batch
-// dimension) with tag kTagBase + 2k, then the activation with tag kTagBase + 2k + 1; a header
-// with rows = 0 ends the stream. The receiver learns every shape from the header, so stages
-// need no knowledge of the others' layers. Sends stay alive until two chunks later (bounded
-// memory); the next stage computes chunk k while this one computes chunk k + 1.
+// is a header of two int64 [rows, bytes] with tag kTagBase + 2k, then the chunk's outputs
+// packed into one message as training packs them (boundary.h: Pack) with tag
+// kTagBase + 2k + 1; a header with rows = 0 ends the stream. The receiver knows what its
+// stage receives (the boundary spec training used), so the header's byte count is a check.
+// Sends stay alive until two chunks later (bounded memory); the next stage computes chunk k
+// while this one computes chunk k + 1. Evaluation starts after every training transfer has
+// completed, so its tags cannot meet training's.
 #include "dapple/runtime/evaluation.h"
 
 #include <fmt/format.h>
@@ -21,8 +23,7 @@
 namespace dapple {
 namespace {
 
-constexpr int kHeaderLen = 8;
-constexpr int kMaxDims = kHeaderLen - 3;
+constexpr int kHeaderLen = 2;
 constexpr uint32_t kTagBase = 1u << 30;
 constexpr int64_t kEvalChunkRows = 256;
 
@@ -58,43 +59,36 @@ class Pipe {
  public:
   Pipe(Communicator& comm, const std::string& who) : comm_(comm), who_(who) {}
 
-  // Sends chunk `k` (rows = 0: the end) to `peer`.
-  void Send(int peer, int64_t k, const torch::Tensor& t) {
+  // Sends chunk `k` of `rows` samples (rows = 0 and no tensors: the end) to `peer`.
+  void Send(int peer, int64_t k, int64_t rows, const Activations& out) {
     torch::Tensor header = torch::zeros({kHeaderLen}, torch::kInt64);
-    auto* h = header.data_ptr<int64_t>();
-    if (t.defined()) {
-      if (t.dim() - 1 > kMaxDims)
-        throw Error(fmt::format("evaluation: an activation of {} dimensions (at most {})", t.dim(),
-                                kMaxDims + 1));
-      h[0] = t.size(0);
-      h[1] = static_cast<int64_t>(t.scalar_type());
-      h[2] = t.dim() - 1;
-      for (int64_t d = 1; d < t.dim(); ++d) h[2 + d] = t.size(d);
-    }
+    torch::Tensor message = rows > 0 ? Pack(out).cpu().contiguous() : torch::Tensor();
+    header[0] = rows;
+    header[1] = Bytes(message);
     std::string what = fmt::format("{}: evaluation chunk {} to rank {}", who_, k, peer);
     pending_.push_back(comm_.Send(header, peer, Tag(k, 0), what));
-    if (t.defined()) pending_.push_back(comm_.Send(t.contiguous().cpu(), peer, Tag(k, 1), what));
+    if (rows > 0) pending_.push_back(comm_.Send(message, peer, Tag(k, 1), what));
     while (pending_.size() > 4) {
       pending_.front().Wait(comm_.timeout());
       pending_.pop_front();
     }
   }
 
-  // Receives chunk `k` from `peer`; an undefined tensor at the end of the stream.
-  torch::Tensor Recv(int peer, int64_t k) {
+  // Receives chunk `k` from `peer` as `spec` describes it; nullopt at the end of the stream.
+  std::optional<Activations> Recv(int peer, int64_t k, const BoundarySpec& spec, int64_t* rows) {
     std::string what = fmt::format("{}: evaluation chunk {} from rank {}", who_, k, peer);
     torch::Tensor header = torch::zeros({kHeaderLen}, torch::kInt64);
-    CommWork w = comm_.Recv(header, peer, Tag(k, 0), what);
-    w.Wait(comm_.timeout());
+    comm_.Recv(header, peer, Tag(k, 0), what).Wait(comm_.timeout());
     const auto* h = header.data_ptr<int64_t>();
-    if (h[0] == 0) return {};
-    std::vector<int64_t> shape{h[0]};
-    for (int64_t d = 0; d < h[2]; ++d) shape.push_back(h[3 + d]);
-    torch::Tensor t =
-        torch::empty(shape, torch::TensorOptions().dtype(static_cast<torch::ScalarType>(h[1])));
-    CommWork d = comm_.Recv(t, peer, Tag(k, 1), what);
-    d.Wait(comm_.timeout());
-    return t;
+    *rows = h[0];
+    if (*rows == 0) return std::nullopt;
+    const std::vector<bool> all(spec.size(), true);
+    torch::Tensor message = MessageBuffer(spec, all, *rows, torch::kCPU);
+    if (Bytes(message) != h[1])
+      throw Error(fmt::format("{}: {} bytes announced for {} rows, {} expected", what, h[1], *rows,
+                              Bytes(message)));
+    comm_.Recv(message, peer, Tag(k, 1), what).Wait(comm_.timeout());
+    return Unpack(message, spec, all, *rows);
   }
 
   void Flush() {
@@ -119,26 +113,28 @@ Sums RunStage(Communicator& comm, const std::vector<int>& stage_ranks, const Eva
   const int64_t n = first && me.held_out.inputs.defined() ? me.held_out.inputs.size(0) : 0;
   int64_t offset = 0;  // rows seen so far (the last stage's index into the targets)
   for (int64_t k = 0;; ++k) {
-    torch::Tensor x;
+    Activations x;
+    int64_t rows = 0;
     if (first) {
-      if (offset < n) x = me.held_out.inputs.narrow(0, offset, std::min(chunk_rows, n - offset));
-    } else {
-      x = pipe.Recv(stage_ranks[me.stage - 1], k);
+      rows = std::min(chunk_rows, n - offset);
+      if (rows > 0) x = {me.held_out.inputs.narrow(0, offset, rows)};
+    } else if (auto got = pipe.Recv(stage_ranks[me.stage - 1], k, me.input, &rows)) {
+      x = std::move(*got);
     }
-    if (!x.defined()) {  // the end: pass it on
-      if (!last) pipe.Send(stage_ranks[me.stage + 1], k, torch::Tensor());
+    if (rows <= 0) {  // the end: pass it on
+      if (!last) pipe.Send(stage_ranks[me.stage + 1], k, 0, {});
       break;
     }
-    torch::Tensor y = me.forward(x.to(me.device));
-    const int64_t rows = x.size(0);
+    for (auto& t : x) t = t.to(me.device);
+    Activations y = me.forward(x);
     if (last) {
       if (offset + rows > me.held_out.targets.size(0))
         throw Error(
             fmt::format("evaluation: more rows than the {} targets", me.held_out.targets.size(0)));
       torch::Tensor target = me.held_out.targets.narrow(0, offset, rows).to(me.device);
-      sums.Add(y, target, me.loss);
+      sums.Add(y.at(0), target, me.loss);
     } else {
-      pipe.Send(stage_ranks[me.stage + 1], k, y);
+      pipe.Send(stage_ranks[me.stage + 1], k, rows, y);
     }
     offset += rows;
   }
@@ -148,17 +144,14 @@ Sums RunStage(Communicator& comm, const std::vector<int>& stage_ranks, const Eva
 
 }  // namespace
 
-void SetTrainingMode(Model& model, int first, int last, bool training) {
-  for (int l = first; l <= last; ++l) model.layers[l].module.ptr()->train(training);
-}
-
-EvalStage ModelEvalStage(Model& model, int stage, int first, int last, torch::Device device) {
-  SetTrainingMode(model, first, last, false);
+EvalStage ModelEvalStage(Model& model, int stage, int first, int last, BoundarySpec input,
+                         torch::Device device) {
   EvalStage s;
   s.stage = stage;
   s.device = device;
-  s.forward = [&model, first, last](const torch::Tensor& x) {
-    return model.Forward(x, first, last);
+  s.input = std::move(input);
+  s.forward = [&model, first, last](const Activations& x) {
+    return model.ForwardActivations(x, first, last);
   };
   return s;
 }
@@ -192,8 +185,8 @@ std::optional<EvalResult> EvaluatePipelined(Communicator& comm, const std::vecto
 }
 
 void EvaluateTrainedStages(const TrainOptions& o, const Plan& plan, Model& model,
-                           const RankGrid& grid, int rank, Dataset* data, torch::Device device,
-                           Communicator& comm) {
+                           const RankGrid& grid, int rank, const BoundarySpec& input,
+                           Dataset* data, torch::Device device, Communicator& comm) {
   const int S = grid.num_stages();
   std::vector<int> stage_ranks;
   for (int s = 0; s < S; ++s) stage_ranks.push_back(grid.RanksOf(s).front());
@@ -201,7 +194,8 @@ void EvaluateTrainedStages(const TrainOptions& o, const Plan& plan, Model& model
   std::optional<EvalStage> mine;
   if (!grid.Idle(rank) && me.replica == 0) {
     const StagePlan& sp = plan.stages[me.stage];
-    mine = ModelEvalStage(model, me.stage, sp.first_layer, sp.last_layer, device);
+    model.SetTraining(false);
+    mine = ModelEvalStage(model, me.stage, sp.first_layer, sp.last_layer, input, device);
     if (me.stage == 0 || me.stage == S - 1) {
       DAPPLE_CHECK(data != nullptr, "EvaluateTrainedStages: no data on the first or last stage");
       Batch test = data->TestSet();
@@ -215,10 +209,7 @@ void EvaluateTrainedStages(const TrainOptions& o, const Plan& plan, Model& model
       model.input_dtype == torch::kInt64 && model.target_shape == model.input_shape;
   auto r =
       EvaluatePipelined(comm, stage_ranks, mine ? &*mine : nullptr, kEvalChunkRows, language_model);
-  if (mine) {
-    const StagePlan& sp = plan.stages[me.stage];
-    SetTrainingMode(model, sp.first_layer, sp.last_layer, true);
-  }
+  if (mine) model.SetTraining(true);
   if (r) PrintEvaluation(*r, o.data, o.log_json);
 }
 

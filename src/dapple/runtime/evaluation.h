@@ -2,6 +2,7 @@
 // replica 0 of stage 0 forwards the test set chunk by chunk and sends each chunk's output to
 // replica 0 of stage 1, and so on; the last stage computes the loss and, where the targets
 // are classes, the accuracy. No rank needs another stage's layers, and no checkpoint is read.
+// What crosses a boundary is what training sends there (one tensor or a tuple, boundary.h).
 #pragma once
 
 #include <torch/types.h>
@@ -14,6 +15,7 @@
 
 #include "dapple/models/data.h"
 #include "dapple/models/model.h"
+#include "dapple/runtime/boundary.h"
 #include "dapple/runtime/communicator.h"
 #include "dapple/runtime/rank_grid.h"
 #include "dapple/runtime/trainer.h"
@@ -24,7 +26,9 @@ namespace dapple {
 struct EvalStage {
   int stage = 0;
   // This stage's layers on a chunk (no autograd, eval mode).
-  std::function<torch::Tensor(const torch::Tensor&)> forward;
+  std::function<Activations(const Activations&)> forward;
+  // What this stage receives (stages after the first): the previous stage's outputs.
+  BoundarySpec input;
   torch::Device device = torch::kCPU;
   // Stage 0: the held-out inputs. The last stage: the targets, and the model's mean loss.
   Batch held_out;
@@ -40,11 +44,10 @@ struct EvalResult {
   std::optional<double> perplexity;  // exp(loss), language models only
 };
 
-// The EvalStage of layers [first, last] of `model` (they are switched to eval mode; call
-// again with training = true to switch back). `held_out` and `loss` are left empty.
-EvalStage ModelEvalStage(Model& model, int stage, int first, int last, torch::Device device);
-// Puts layers [first, last] of `model` in training (true) or eval (false) mode.
-void SetTrainingMode(Model& model, int first, int last, bool training);
+// The EvalStage of held layers [first, last] of `model`, receiving `input` (stage > 0).
+// `held_out` and `loss` are left empty. The caller switches the layers to eval mode.
+EvalStage ModelEvalStage(Model& model, int stage, int first, int last, BoundarySpec input,
+                         torch::Device device);
 
 // Collective over every rank of `comm`. `stage_ranks[s]` is the rank that evaluates stage s;
 // `me` is that rank's part (null on every other rank). Rows go through in chunks of
@@ -57,12 +60,13 @@ std::optional<EvalResult> EvaluatePipelined(Communicator& comm, const std::vecto
                                             bool language_model);
 
 // Collective: `dapple train --eval`. Replica 0 of every stage evaluates its layers (from
-// `plan`) of `model` on the held-out split of `data` (at most o.eval_samples), which stage 0 and
-// the last stage hold (null elsewhere); rank 0 prints the result (PrintEvaluation). The layers are
-// back in training mode afterwards.
+// `plan`) of `model` (stage-local: this rank's stage only; nothing on an idle rank) on the
+// held-out split of `data` (at most o.eval_samples), which stage 0 and the last stage hold
+// (null elsewhere); `input` is what this rank's stage receives. Rank 0 prints the result
+// (PrintEvaluation). The layers are back in training mode afterwards.
 void EvaluateTrainedStages(const TrainOptions& o, const Plan& plan, Model& model,
-                           const RankGrid& grid, int rank, Dataset* data, torch::Device device,
-                           Communicator& comm);
+                           const RankGrid& grid, int rank, const BoundarySpec& input,
+                           Dataset* data, torch::Device device, Communicator& comm);
 
 // Prints `r` on stdout as one line ("held-out: 10000 samples, loss 0.4123, accuracy
 // 0.8512") or, with `json`, as {"eval": {...}}.

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "dapple/common/error.h"
@@ -42,6 +43,26 @@ int StatusToCode(int status) {
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
 }
+
+// A folder only this user can enter (mkdtemp: mode 0700), removed with its contents when
+// this object goes.
+struct PrivateDir {
+  std::filesystem::path path;
+  PrivateDir() {
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "dapple-rendezvous-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr)
+      throw Error(fmt::format("launcher: cannot create a private folder {}: {}", tmpl,
+                              std::strerror(errno)));
+    path = tmpl;
+  }
+  ~PrivateDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  PrivateDir(const PrivateDir&) = delete;
+  PrivateDir& operator=(const PrivateDir&) = delete;
+};
 
 // The environment of one child: the inherited one with `set` replacing or adding entries.
 std::vector<std::string> ChildEnv(const std::map<std::string, std::string>& set) {
@@ -76,12 +97,6 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
 }
 
 }  // namespace
-
-void SetOpenBlasCoreTypeIfUnset() {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
-  std::string t = OpenBlasCoreTypeForThisCpu();
-  if (!t.empty()) setenv("OPENBLAS_CORETYPE", t.c_str(), 0);
-}
 
 std::string SelfExecutablePath() {
   std::error_code ec;
@@ -127,6 +142,13 @@ int LaunchLocal(const LaunchOptions& o, int* failed_rank) {
   common["MASTER_ADDR"] = o.master_addr;
   common["MASTER_PORT"] = std::to_string(o.master_port);
   common["DAPPLE_LAUNCHED"] = "1";
+  // Note [Rendezvous exposure] (communicator.h): a job of one machine meets in a FileStore
+  // in a private folder, not on a network port.
+  std::optional<PrivateDir> rendezvous;
+  if (o.nnodes == 1) {
+    rendezvous.emplace();
+    common["DAPPLE_RENDEZVOUS_FILE"] = (rendezvous->path / "store").string();
+  }
   if (!std::getenv("OPENBLAS_CORETYPE")) {
     std::string t = OpenBlasCoreTypeForThisCpu();
     if (!t.empty()) common["OPENBLAS_CORETYPE"] = t;

@@ -1,4 +1,4 @@
-// The built-in local launcher (DESIGN.md section 7): starts the processes of one node of a
+// The built-in local launcher (docs/design.md section 7): starts the processes of one node of a
 // job with the variables DistEnv reads, as torchrun does, and relays their failure.
 #pragma once
 
@@ -6,6 +6,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include "dapple/common/openblas_core.h"  // SetOpenBlasCoreTypeIfUnset, for the launchers
 
 namespace dapple {
 
@@ -27,10 +29,11 @@ struct LaunchOptions {
 };
 
 // Starts nproc_per_node processes of `argv` with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT, DAPPLE_LAUNCHED=1; OPENBLAS_CORETYPE (when unset, from the CPU flags) and
-// OMP_NUM_THREADS / OPENBLAS_NUM_THREADS (when unset: the cores divided among the processes,
-// at least 1). Waits for all of them. When one fails, stops the others.
-// Returns 0 when every process succeeded, else the exit status of the first that failed
+// MASTER_PORT, DAPPLE_LAUNCHED=1, for a job of one node DAPPLE_RENDEZVOUS_FILE (a FileStore
+// in a private folder removed when they are done; Note [Rendezvous exposure]); OPENBLAS_CORETYPE
+// (when unset, from the CPU flags) and OMP_NUM_THREADS / OPENBLAS_NUM_THREADS (when unset: the
+// cores divided among the processes, at least 1). Waits for all of them. When one fails, stops the
+// others. Returns 0 when every process succeeded, else the exit status of the first that failed
 // (128 + signal number for a process killed by a signal). Throws Error when it cannot start
 // a process. REQUIRES: nproc_per_node >= 1, 0 <= node_rank < nnodes, !argv.empty().
 int LaunchLocal(const LaunchOptions& options);
@@ -43,11 +46,6 @@ bool LaunchedByLauncher();
 
 // A TCP port that was free on the loopback a moment ago (for single-node jobs).
 int PickFreePort();
-
-// Sets OPENBLAS_CORETYPE in this process (OpenBlasCoreTypeForThisCpu, common/openblas_core.h)
-// when it is unset. Must run
-// before OpenBLAS initialises (before the first torch computation).
-void SetOpenBlasCoreTypeIfUnset();
 
 // Path of the running executable (/proc/self/exe), for re-launching oneself.
 std::string SelfExecutablePath();

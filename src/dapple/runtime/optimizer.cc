@@ -116,4 +116,13 @@ void ImportParamState(torch::optim::Optimizer& opt, OptimizerKind kind, const to
   }
 }
 
+int64_t OptimizerStateBytes(torch::optim::Optimizer& opt, OptimizerKind kind) {
+  int64_t bytes = 0;
+  for (auto& group : opt.param_groups())
+    for (const auto& p : group.params())
+      for (const auto& [name, t] : ExportParamState(opt, kind, p))
+        bytes += t.numel() * static_cast<int64_t>(t.element_size());
+  return bytes;
+}
+
 }  // namespace dapple

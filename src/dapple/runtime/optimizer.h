@@ -35,6 +35,8 @@ std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimizerOptions& o
 // "exp_avg_sq", "max_exp_avg_sq"); empty before its first step.
 std::map<std::string, torch::Tensor> ExportParamState(torch::optim::Optimizer& opt,
                                                       OptimizerKind kind, const torch::Tensor& p);
+// Bytes of the optimizer state of every parameter of `opt` (0 before the first step).
+int64_t OptimizerStateBytes(torch::optim::Optimizer& opt, OptimizerKind kind);
 // Installs state saved by ExportParamState for `p` (an empty map clears it).
 void ImportParamState(torch::optim::Optimizer& opt, OptimizerKind kind, const torch::Tensor& p,
                       const std::map<std::string, torch::Tensor>& state);

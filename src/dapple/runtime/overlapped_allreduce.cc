@@ -162,11 +162,12 @@ std::vector<TimelineEvent> OverlappedAllReduce::Finish(std::chrono::milliseconds
   DAPPLE_CHECK(next_launch_ == static_cast<int>(state_.size()), "a bucket was never launched");
   std::vector<TimelineEvent> events;
   int64_t total = 0;
+  const Deadline deadline(timeout);  // every bucket together (Note [One deadline per wait chain])
   for (int b = 0; b < static_cast<int>(state_.size()); ++b) {
     Bucket& bk = state_[b];
     double end = bk.launch_ms;  // when its last part completed
     for (Part& part : bk.parts) {
-      part.work.Wait(timeout);
+      part.work.Wait(deadline);
       const double done = part.work.CompletedMs();
       end = std::max(end, done >= 0 ? done : NowMs());
       part.work = CommWork();

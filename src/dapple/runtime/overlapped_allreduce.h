@@ -44,8 +44,8 @@ class OverlappedAllReduce {
   void Arm(const std::string& what);
 
   // Disarms, starts the buckets still waiting (a parameter the backward did not reach
-  // contributes its accumulated gradient, or zeros), waits for every bucket within
-  // `timeout` (a failure names the bucket); the gradients then hold the sums.
+  // contributes its accumulated gradient, or zeros), waits for all buckets together
+  // within one `timeout` (Note [One deadline per wait chain]; a failure names the bucket); the gradients then hold the sums.
   // Returns one "AR b<k>" event per bucket on `track`: from its launch to when its wait
   // returned (an upper bound of its end). Returns the bytes reduced via *bytes if given.
   std::vector<TimelineEvent> Finish(std::chrono::milliseconds timeout, int track, int stage,

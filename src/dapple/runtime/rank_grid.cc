@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "dapple/common/error.h"
+#include "dapple/format/message_tags.h"
 
 namespace dapple {
 
@@ -33,6 +34,7 @@ RankGrid::RankGrid(const Plan& plan, int world_size, const std::string& source)
       of_[d] = {s, j};
     }
   }
+  if (auto why = MessageTagError(plan, world_size)) ThrowInput("{}: {}", source, *why);
 }
 
 std::vector<int> RankGrid::Replicas() const {
@@ -63,12 +65,10 @@ std::vector<TransferPiece> RankGrid::Pieces(int boundary, int64_t m) const {
 
 uint32_t RankGrid::Tag(int boundary, Direction dir, int micro_batch, int sender_rank,
                        int receiver_rank) const {
-  int64_t w = world_size();
-  int64_t t = ((static_cast<int64_t>(boundary) * 2 + static_cast<int>(dir)) * num_micro_batches_ +
-               micro_batch) *
-                  w * w +
-              static_cast<int64_t>(sender_rank) * w + receiver_rank;
-  DAPPLE_CHECK(t >= 0 && t < (int64_t{1} << 31), "tag overflow");
+  int64_t t = MessageTag(boundary, static_cast<int>(dir), micro_batch, sender_rank,
+                         receiver_rank, num_micro_batches_, world_size());
+  // The constructor refused plans whose tags reach the limit (MessageTagError).
+  DAPPLE_CHECK(t >= 0 && t < kMessageTagLimit, "tag overflow");
   return static_cast<uint32_t>(t);
 }
 

@@ -1,5 +1,5 @@
 // Which rank runs which stage replica, and how a micro-batch's rows move between stages of
-// any replica counts (split-concat, DESIGN.md section 1). Torch-free.
+// any replica counts (split-concat, docs/design.md section 1). Torch-free.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +33,8 @@ class RankGrid {
  public:
   // REQUIRES: the plan's devices are distinct ranks in 0..world_size-1; throws InputError
   // naming the plan `source` and the device otherwise, and when the plan uses more devices
-  // than `world_size`. Ranks the plan leaves out are idle (a planner may find that fewer
+  // than `world_size` or more message tags than the transport carries (MessageTagError).
+  // Ranks the plan leaves out are idle (a planner may find that fewer
   // devices train faster, e.g. when a slow link costs more than the extra devices give).
   RankGrid(const Plan& plan, int world_size, const std::string& source);
 

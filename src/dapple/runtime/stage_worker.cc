@@ -11,8 +11,10 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <torch/autograd.h>
 
 #include <csignal>
+#include <set>
 
 #include "dapple/common/clock.h"
 #include "dapple/common/error.h"
@@ -20,16 +22,15 @@
 namespace dapple {
 namespace {
 
-int64_t Bytes(const torch::Tensor& t) {
-  return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
-}
-
 const char* Category(Op op) {
   switch (op) {
     case Op::kForward:
       return "forward";
     case Op::kBackward:
+    case Op::kInputGrad:
       return "backward";
+    case Op::kWeightGrad:
+      return "weight";
     case Op::kSendAct:
     case Op::kRecvAct:
     case Op::kSendGrad:
@@ -43,35 +44,23 @@ const char* Category(Op op) {
   return "?";
 }
 
-std::vector<int64_t> WithRows(int64_t rows, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> s{rows};
-  s.insert(s.end(), shape.begin(), shape.end());
-  return s;
+// Which tensors of `spec` a gradient message holds: those that carry a gradient, or the
+// first when none does (its message then holds zeros, so the lists stay paired).
+std::vector<bool> GradientSelect(const BoundarySpec& spec) {
+  std::vector<bool> select;
+  bool any = false;
+  for (const auto& t : spec) {
+    select.push_back(t.CarriesGradient());
+    any = any || select.back();
+  }
+  if (!any && !select.empty()) select[0] = true;
+  return select;
 }
 
 }  // namespace
 
-std::vector<ActivationSpec> ProbeActivations(Model& model, torch::Device device) {
-  torch::NoGradGuard no_grad;
-  auto opts = torch::TensorOptions().dtype(model.input_dtype).device(device);
-  torch::Tensor x = torch::zeros(WithRows(2, model.input_shape), opts);
-  std::vector<ActivationSpec> specs;
-  for (auto& layer : model.layers) {
-    x = layer.module.forward(x);
-    if (x.dim() == 0 || x.size(0) != 2) {
-      ThrowInput(
-          "model {}: layer {}: output's first dimension is not the batch (shape {}), so "
-          "the runtime cannot cut the model after it",
-          model.name, layer.name, fmt::join(x.sizes(), "x"));
-    }
-    specs.push_back(
-        {std::vector<int64_t>(x.sizes().begin() + 1, x.sizes().end()), x.scalar_type()});
-  }
-  return specs;
-}
-
 StageWorker::StageWorker(Model& model, const RankGrid& grid, int rank,
-                         std::vector<Instruction> program, std::vector<ActivationSpec> specs,
+                         std::vector<Instruction> program, BoundarySpec input, BoundarySpec output,
                          Communicator& comm, torch::optim::Optimizer& optimizer,
                          torch::Device device, int first_layer, int last_layer,
                          StageWorkerOptions options)
@@ -81,7 +70,12 @@ StageWorker::StageWorker(Model& model, const RankGrid& grid, int rank,
       stage_(grid.Of(rank).stage),
       replica_(grid.Of(rank).replica),
       program_(std::move(program)),
-      specs_(std::move(specs)),
+      in_spec_(std::move(input)),
+      out_spec_(std::move(output)),
+      in_all_(in_spec_.size(), true),
+      out_all_(out_spec_.size(), true),
+      in_grad_(GradientSelect(in_spec_)),
+      out_grad_(GradientSelect(out_spec_)),
       comm_(comm),
       optimizer_(optimizer),
       device_(device),
@@ -101,14 +95,27 @@ StageWorker::StageWorker(Model& model, const RankGrid& grid, int rank,
   }
   bool has_ar = false;
   for (int pc = 0; pc < static_cast<int>(program_.size()); ++pc) {
-    if (program_[pc].op == Op::kBackward) last_backward_pc_ = pc;
+    if (program_[pc].op == Op::kBackward || program_[pc].op == Op::kWeightGrad)
+      last_backward_pc_ = pc;
+    split_ = split_ || program_[pc].op == Op::kInputGrad;
     if (program_[pc].op == Op::kAllReduceGrads) has_ar = true;
   }
+  if (split_ && opt_.recompute)
+    ThrowInput("{}: re-computation is not supported with a schedule that splits the backward",
+               grid.Describe(rank));
   // Both with and without overlap the gradients live in the buckets (Note [Gradients are
   // bucket views] in overlapped_allreduce.h): without overlap, AR launches every bucket.
   if (has_ar) {
+    // Each parameter once; tied ones have their own allreduce (Note [Tied parameters]).
     std::vector<std::vector<torch::Tensor>> layer_params;
-    for (int l = first_; l <= last_; ++l) layer_params.push_back(model.Parameters(l, l));
+    std::set<const void*> seen;
+    for (int l = first_; l <= last_; ++l) {
+      layer_params.emplace_back();
+      for (const auto& p : model.Parameters(l, l)) {
+        if (opt_.tied && opt_.tied->Contains(p)) continue;
+        if (seen.insert(p.unsafeGetTensorImpl()).second) layer_params.back().push_back(p);
+      }
+    }
     grad_buckets_ = std::make_unique<OverlappedAllReduce>(
         comm_, fmt::format("stage{}", stage_), std::move(layer_params), first_, opt_.bucket_bytes);
   }
@@ -148,8 +155,9 @@ StepResult StageWorker::RunStep(int64_t step, const Batch& batch) {
     result.events.push_back(
         {rank_, ToString(inst), Category(inst.op), start, NowMs(), stage_, inst.micro_batch});
   }
+  const Deadline sends_deadline(opt_.timeout);  // Note [One deadline per wait chain]
   for (auto& [key, works] : sends_)
-    for (auto& w : works) w.Wait(opt_.timeout);
+    for (auto& w : works) w.Wait(sends_deadline);
   sends_.clear();
   DAPPLE_CHECK(slots_.empty() && recvs_.empty(), "micro-batches left over after the step");
   DAPPLE_CHECK(live_mbs_ == 0);
@@ -168,6 +176,14 @@ void StageWorker::Execute(const Instruction& inst, int pc) {
       if (grad_buckets_ && opt_.overlap_allreduce && pc == last_backward_pc_)
         grad_buckets_->Arm(Where(-1, "AR (overlapped allreduce among the stage's replicas)"));
       Backward(inst.micro_batch);
+      return;
+    case Op::kInputGrad:
+      InputGrad(inst.micro_batch);
+      return;
+    case Op::kWeightGrad:
+      if (grad_buckets_ && opt_.overlap_allreduce && pc == last_backward_pc_)
+        grad_buckets_->Arm(Where(-1, "AR (overlapped allreduce among the stage's replicas)"));
+      WeightGrad(inst.micro_batch);
       return;
     case Op::kSendAct:
       SendActivation(inst.micro_batch);
@@ -200,6 +216,7 @@ void StageWorker::Execute(const Instruction& inst, int pc) {
       }
       return;
     case Op::kOptimizerStep:
+      if (opt_.tied) opt_.tied->AllReduceGradients(Where(-1, "allreduce of tied parameters"));
       optimizer_.step();
       optimizer_.zero_grad();
       return;
@@ -207,13 +224,42 @@ void StageWorker::Execute(const Instruction& inst, int pc) {
   DAPPLE_CHECK(false, "unknown instruction");
 }
 
-torch::Tensor StageWorker::RunLayers(torch::Tensor x, int64_t* saved_bytes) {
+Activations StageWorker::RunLayers(Activations x, int64_t* saved_bytes) {
   *saved_bytes = Bytes(x);
   for (int l = first_; l <= last_; ++l) {
-    x = model_.layers[l].module.forward(x);
+    x = model_.ForwardActivations(x, l, l);
     *saved_bytes += Bytes(x);
+    if (split_) kept_outputs_.push_back(x);
   }
   return x;
+}
+
+Activations StageWorker::TakeReceived(Op op, int mb) {
+  auto it = recvs_.find({op, mb});
+  DAPPLE_CHECK(it != recvs_.end(), op == Op::kRecvAct ? "F before its RA" : "B before its RG");
+  const bool act = op == Op::kRecvAct;
+  const BoundarySpec& spec = act ? in_spec_ : out_spec_;
+  const std::vector<bool>& select = act ? in_all_ : out_grad_;
+  const std::vector<TransferPiece>& pieces = act ? in_pieces_ : out_pieces_;
+  std::vector<Activations> parts;
+  for (size_t i = 0; i < it->second.size(); ++i) {
+    parts.push_back(Unpack(it->second[i].tensors().at(0), spec, select, pieces.at(i).rows.size()));
+  }
+  recvs_.erase(it);
+  Activations joined;
+  size_t k = 0;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    if (!select[i]) continue;
+    if (parts.size() == 1 || !spec[i].batched) {
+      joined.push_back(parts[0][k]);
+    } else {
+      std::vector<torch::Tensor> rows;
+      for (const auto& p : parts) rows.push_back(p[k]);
+      joined.push_back(torch::cat(rows));
+    }
+    ++k;
+  }
+  return joined;
 }
 
 void StageWorker::Forward(int mb) {
@@ -221,18 +267,14 @@ void StageWorker::Forward(int mb) {
   const int64_t n = my_rows_.size();
   if (stage_ == 0) {
     int64_t begin = mb * opt_.micro_batch + my_rows_.begin;
-    s.input = batch_->inputs.narrow(0, begin, n).to(device_);
+    s.input = {batch_->inputs.narrow(0, begin, n).to(device_)};
   } else {
-    auto it = recvs_.find({Op::kRecvAct, mb});
-    DAPPLE_CHECK(it != recvs_.end(), "F before its RA");
-    std::vector<torch::Tensor> parts;
-    for (const auto& w : it->second) parts.push_back(w.tensors().at(0));
-    recvs_.erase(it);
-    s.input = parts.size() == 1 ? parts[0] : torch::cat(parts);
-    if (s.input.is_floating_point()) s.input.requires_grad_(true);
+    s.input = TakeReceived(Op::kRecvAct, mb);
+    for (size_t i = 0; i < s.input.size(); ++i)
+      if (in_spec_[i].CarriesGradient()) s.input[i].requires_grad_(true);
   }
   int64_t saved = 0;
-  torch::Tensor out;
+  Activations out;
   if (opt_.recompute) {
     torch::NoGradGuard no_grad;
     out = RunLayers(s.input, &saved);
@@ -242,15 +284,25 @@ void StageWorker::Forward(int mb) {
   } else {
     out = RunLayers(s.input, &saved);
     s.live_bytes = saved;
+    s.layer_outputs = std::move(kept_outputs_);
+    kept_outputs_.clear();
   }
   if (stage_ + 1 == grid_.num_stages()) {
     int64_t begin = mb * opt_.micro_batch + my_rows_.begin;
     torch::Tensor target = batch_->targets.narrow(0, begin, n).to(device_);
-    torch::Tensor loss = model_.loss(out, target);
+    torch::Tensor loss = model_.loss(out.at(0), target);
     double scale = static_cast<double>(n) / static_cast<double>(opt_.global_batch);
     loss_part_ += loss.item<double>() * scale;
     s.loss = loss * scale;
   } else {
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!out_spec_.at(i).batched && out[i].requires_grad()) {
+        ThrowInput(
+            "model {}: layer {} returns tensor {} that is not split by the batch and depends on "
+            "trained parameters; dapple sends no gradient for it (Note [Boundary tensors])",
+            model_.name, model_.layers[last_].name, i);
+      }
+    }
     s.output = out;
   }
   AddLive(s.live_bytes, 1);
@@ -263,13 +315,13 @@ void StageWorker::Backward(int mb) {
   const bool last = stage_ + 1 == grid_.num_stages();
   int64_t transient = 0;
   if (opt_.recompute) {
-    torch::Tensor out = RunLayers(s.input, &transient);
+    Activations out = RunLayers(s.input, &transient);
     transient -= Bytes(s.input);
     AddLive(transient, 0);
     if (last) {
       int64_t n = my_rows_.size(), begin = mb * opt_.micro_batch + my_rows_.begin;
       torch::Tensor target = batch_->targets.narrow(0, begin, n).to(device_);
-      s.loss = model_.loss(out, target) *
+      s.loss = model_.loss(out.at(0), target) *
                (static_cast<double>(n) / static_cast<double>(opt_.global_batch));
     } else {
       s.output = out;
@@ -278,32 +330,46 @@ void StageWorker::Backward(int mb) {
   if (last) {
     s.loss.backward();
   } else {
-    auto rit = recvs_.find({Op::kRecvGrad, mb});
-    DAPPLE_CHECK(rit != recvs_.end(), "B before its RG");
-    std::vector<torch::Tensor> parts;
-    for (const auto& w : rit->second) parts.push_back(w.tensors().at(0));
-    recvs_.erase(rit);
-    torch::Tensor grad = parts.size() == 1 ? parts[0] : torch::cat(parts);
-    if (s.output.requires_grad()) s.output.backward(grad);
+    Activations grads = TakeReceived(Op::kRecvGrad, mb);
+    std::vector<torch::Tensor> outs, out_grads;
+    size_t k = 0;
+    for (size_t i = 0; i < s.output.size(); ++i) {
+      if (!out_grad_[i]) continue;
+      if (s.output[i].requires_grad()) {
+        outs.push_back(s.output[i]);
+        out_grads.push_back(grads.at(k));
+      }
+      ++k;
+    }
+    if (!outs.empty()) torch::autograd::backward(outs, out_grads);
   }
   if (stage_ > 0) {
-    s.grad_in = s.input.grad();
-    if (!s.grad_in.defined()) s.grad_in = torch::zeros_like(s.input);
+    s.grad_in.clear();
+    for (size_t i = 0; i < s.input.size(); ++i) {
+      if (!in_grad_[i]) continue;
+      torch::Tensor g = s.input[i].grad();
+      s.grad_in.push_back(g.defined() ? g : torch::zeros_like(s.input[i]));
+    }
   }
   AddLive(-transient, 0);
   AddLive(-s.live_bytes, -1);
-  s.input = torch::Tensor();
-  s.output = torch::Tensor();
+  s.input.clear();
+  s.output.clear();
   s.loss = torch::Tensor();
   if (stage_ == 0) slots_.erase(it);
 }
 
 void StageWorker::SendActivation(int mb) {
   Slot& s = slots_.at(mb);
-  torch::Tensor out = s.output.detach();
   auto& works = sends_[{Op::kSendAct, mb}];
   for (const auto& p : out_pieces_) {
-    torch::Tensor t = out.narrow(0, p.rows.begin - my_rows_.begin, p.rows.size()).contiguous();
+    Activations piece;
+    for (size_t i = 0; i < s.output.size(); ++i) {
+      torch::Tensor t = s.output[i].detach();
+      piece.push_back(
+          out_spec_[i].batched ? t.narrow(0, p.rows.begin - my_rows_.begin, p.rows.size()) : t);
+    }
+    torch::Tensor t = Pack(piece);
     uint32_t tag = grid_.Tag(stage_, Direction::kForward, mb, rank_, p.receiver_rank);
     works.push_back(comm_.Send(t, p.receiver_rank, tag,
                                Where(mb, fmt::format("SA{} to rank {}", mb, p.receiver_rank))));
@@ -312,16 +378,26 @@ void StageWorker::SendActivation(int mb) {
 
 void StageWorker::SendGradient(int mb) {
   auto it = slots_.find(mb);
-  DAPPLE_CHECK(it != slots_.end() && it->second.grad_in.defined(), "SG before its B");
+  DAPPLE_CHECK(it != slots_.end() && !it->second.grad_in.empty(), "SG before its B");
   auto& works = sends_[{Op::kSendGrad, mb}];
   for (const auto& p : in_pieces_) {
-    torch::Tensor t =
-        it->second.grad_in.narrow(0, p.rows.begin - my_rows_.begin, p.rows.size()).contiguous();
+    Activations piece;
+    size_t k = 0;
+    for (size_t i = 0; i < in_spec_.size(); ++i) {
+      if (!in_grad_[i]) continue;
+      const torch::Tensor& g = it->second.grad_in.at(k++);
+      piece.push_back(
+          in_spec_[i].batched ? g.narrow(0, p.rows.begin - my_rows_.begin, p.rows.size()) : g);
+    }
+    torch::Tensor t = Pack(piece);
     uint32_t tag = grid_.Tag(stage_ - 1, Direction::kBackward, mb, rank_, p.sender_rank);
     works.push_back(comm_.Send(t, p.sender_rank, tag,
                                Where(mb, fmt::format("SG{} to rank {}", mb, p.sender_rank))));
   }
-  slots_.erase(it);
+  if (split_)  // W still needs the slot
+    it->second.grad_in.clear();
+  else
+    slots_.erase(it);
 }
 
 void StageWorker::PostRecv(const Instruction& inst) {
@@ -330,20 +406,16 @@ void StageWorker::PostRecv(const Instruction& inst) {
   auto& works = recvs_[key];
   const int mb = inst.micro_batch;
   if (inst.op == Op::kRecvAct) {
-    const ActivationSpec& spec = specs_.at(first_ - 1);
-    auto opts = torch::TensorOptions().dtype(spec.dtype).device(device_);
     for (const auto& p : in_pieces_) {
-      torch::Tensor buf = torch::empty(WithRows(p.rows.size(), spec.shape), opts);
+      torch::Tensor buf = MessageBuffer(in_spec_, in_all_, p.rows.size(), device_);
       uint32_t tag = grid_.Tag(stage_ - 1, Direction::kForward, mb, p.sender_rank, rank_);
       works.push_back(comm_.Recv(buf, p.sender_rank, tag,
                                  Where(mb, fmt::format("RA{} from rank {}", mb, p.sender_rank))));
     }
   } else {
     DAPPLE_CHECK(inst.op == Op::kRecvGrad);
-    const ActivationSpec& spec = specs_.at(last_);
-    auto opts = torch::TensorOptions().dtype(spec.dtype).device(device_);
     for (const auto& p : out_pieces_) {
-      torch::Tensor buf = torch::empty(WithRows(p.rows.size(), spec.shape), opts);
+      torch::Tensor buf = MessageBuffer(out_spec_, out_grad_, p.rows.size(), device_);
       uint32_t tag = grid_.Tag(stage_, Direction::kBackward, mb, p.receiver_rank, rank_);
       works.push_back(comm_.Recv(buf, p.receiver_rank, tag,
                                  Where(mb, fmt::format("RG{} from rank {}", mb, p.receiver_rank))));
@@ -353,7 +425,8 @@ void StageWorker::PostRecv(const Instruction& inst) {
 
 void StageWorker::WaitRecv(const Instruction& inst) {
   PostRecv(inst);
-  for (auto& w : recvs_.at({inst.op, inst.micro_batch})) w.Wait(opt_.timeout);
+  const Deadline deadline(opt_.timeout);  // all pieces together: one timeout
+  for (auto& w : recvs_.at({inst.op, inst.micro_batch})) w.Wait(deadline);
 }
 
 void StageWorker::PostNextRecv(int pc, Op op) {

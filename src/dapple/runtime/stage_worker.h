@@ -1,4 +1,4 @@
-// The stage worker (DESIGN.md section 7): runs one stage replica's lowered instruction list
+// The stage worker (docs/design.md section 7): runs one stage replica's lowered instruction list
 // with real tensors, one exhaustive switch over the instruction kind, the same lists the
 // simulator runs. Records live activation bytes and a per-instruction timeline.
 #pragma once
@@ -15,23 +15,15 @@
 
 #include "dapple/models/data.h"
 #include "dapple/models/model.h"
+#include "dapple/runtime/boundary.h"
 #include "dapple/runtime/communicator.h"
 #include "dapple/runtime/overlapped_allreduce.h"
 #include "dapple/runtime/rank_grid.h"
+#include "dapple/runtime/tied_parameters.h"
 #include "dapple/schedule/instruction.h"
 #include "dapple/sim/timeline.h"
 
 namespace dapple {
-
-// Per-sample shape and dtype of one layer's output (what crosses a boundary after it).
-struct ActivationSpec {
-  std::vector<int64_t> shape;  // without the batch dimension
-  torch::Dtype dtype = torch::kFloat32;
-};
-
-// Runs the whole model once on two zero samples and records every layer's output spec.
-// Throws InputError naming the layer when an output's first dimension is not the batch.
-std::vector<ActivationSpec> ProbeActivations(Model& model, torch::Device device);
 
 struct StageWorkerOptions {
   int64_t global_batch = 0;  // GBS: the loss of every slice is scaled by rows / GBS
@@ -42,6 +34,8 @@ struct StageWorkerOptions {
   bool overlap_allreduce = false;
   std::chrono::milliseconds timeout{60000};
   int die_at_step = -1;  // test hook: SIGKILL itself halfway through this step
+  // Parameters shared with other stages (Note [Tied parameters]); null: none.
+  TiedParameters* tied = nullptr;
 };
 
 struct StepResult {
@@ -55,9 +49,10 @@ struct StepResult {
 // the same order; the pairing of sends and receives comes from the lowered lists.
 class StageWorker {
  public:
-  // `model` holds all layers; this worker trains layers [first, last] of `stage`.
+  // `model` holds layers [first, last] of `stage` (at least), which this worker trains;
+  // `input`/`output` describe what the stage receives and sends (boundary.h).
   StageWorker(Model& model, const RankGrid& grid, int rank, std::vector<Instruction> program,
-              std::vector<ActivationSpec> specs, Communicator& comm,
+              BoundarySpec input, BoundarySpec output, Communicator& comm,
               torch::optim::Optimizer& optimizer, torch::Device device, int first_layer,
               int last_layer, StageWorkerOptions options);
 
@@ -72,21 +67,29 @@ class StageWorker {
  private:
   // One micro-batch in flight on this stage, from its F to its SG (or B on stage 0).
   struct Slot {
-    torch::Tensor input;    // stage input; requires grad on stages > 0
-    torch::Tensor output;   // stage output (not on the last stage)
-    torch::Tensor loss;     // last stage: the scaled loss
-    torch::Tensor grad_in;  // gradient w.r.t. the input, to send back
+    Activations input;    // stage input; batched floating ones require grad on stages > 0
+    Activations output;   // stage output (not on the last stage)
+    torch::Tensor loss;   // last stage: the scaled loss
+    Activations grad_in;  // gradients w.r.t. the inputs that carry one, to send back
     int64_t live_bytes = 0;
+    // Split schedules (zb-h1): every layer's output, kept by F; then, from I to W, the root
+    // of each layer's weight gradients and the gradient flowing into it (split_backward.cc).
+    std::vector<Activations> layer_outputs;
+    std::vector<Activations> w_roots, w_grads;
   };
   void Execute(const Instruction& inst, int pc);
   void Forward(int mb);
   void Backward(int mb);
+  void InputGrad(int mb);   // I: split_backward.cc
+  void WeightGrad(int mb);  // W: split_backward.cc
   void SendActivation(int mb);
   void SendGradient(int mb);
   void PostRecv(const Instruction& inst);
   void WaitRecv(const Instruction& inst);
   void PostNextRecv(int pc, Op op);
-  torch::Tensor RunLayers(torch::Tensor x, int64_t* saved_bytes);
+  Activations RunLayers(Activations x, int64_t* saved_bytes);
+  // The received pieces of (op, mb), concatenated by rows (Note [Boundary tensors]).
+  Activations TakeReceived(Op op, int mb);
   // "rank 2 (stage 1, replica 0), step 3, micro-batch 4: waiting on RA4 from rank 0"
   std::string Where(int mb, const std::string& what) const;
   void AddLive(int64_t bytes, int mbs);
@@ -96,7 +99,9 @@ class StageWorker {
   int rank_;
   int stage_, replica_;
   std::vector<Instruction> program_;
-  std::vector<ActivationSpec> specs_;
+  BoundarySpec in_spec_, out_spec_;
+  std::vector<bool> in_all_, out_all_;    // every tensor (activations)
+  std::vector<bool> in_grad_, out_grad_;  // the tensors whose gradient travels back
   Communicator& comm_;
   torch::optim::Optimizer& optimizer_;
   torch::Device device_;
@@ -106,8 +111,10 @@ class StageWorker {
   SampleRange my_rows_;                                // my slice of every micro-batch
   std::vector<TransferPiece> in_pieces_, out_pieces_;  // boundary before / after my stage
   std::unique_ptr<OverlappedAllReduce> grad_buckets_;  // the gradient buckets; null: no AR
-  int last_backward_pc_ = -1;                          // the B that grad_buckets_ is armed for
-  std::vector<TimelineEvent> bucket_events_;           // this step's "AR b<k>"
+  int last_backward_pc_ = -1;                          // the B or W that grad_buckets_ is armed for
+  bool split_ = false;                        // the program has I and W (keep every layer's output)
+  std::vector<Activations> kept_outputs_;     // RunLayers' layer outputs when split_
+  std::vector<TimelineEvent> bucket_events_;  // this step's "AR b<k>"
 
   // Per-step state.
   int64_t step_ = 0;

@@ -56,7 +56,8 @@ void RunStats::AddStep(const std::vector<TimelineEvent>& events, double t0, doub
                        double step_ms, bool first) {
   double busy = 0;
   for (const auto& e : events) {
-    if (e.category == "forward" || e.category == "backward") busy += e.end_ms - e.start_ms;
+    if (e.category == "forward" || e.category == "backward" || e.category == "weight")
+      busy += e.end_ms - e.start_ms;
   }
   double bubble = t1 > t0 ? std::max(0.0, 1.0 - busy / (t1 - t0)) : 0;
   if (first) {
@@ -117,15 +118,15 @@ void WriteMeasuredTrace(Communicator& comm, const RankGrid& grid, const Plan& pl
 MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, const Plan& plan,
                                   const TrainOptions& o, const RunStats& stats,
                                   const std::vector<double>& losses, int64_t start_step) {
-  Json mine = {{"peak_mbs", stats.peak_micro_batches()},
-               {"peak_bytes", stats.peak_bytes()},
-               {"bubble", stats.BubbleFraction()},
-               {"step_ms", stats.MeanStepMs()}};
+  Json mine = {{"peak_mbs", stats.peak_micro_batches()},  {"peak_bytes", stats.peak_bytes()},
+               {"bubble", stats.BubbleFraction()},        {"step_ms", stats.MeanStepMs()},
+               {"param_bytes", stats.parameter_bytes()},  {"opt_bytes", stats.optimizer_bytes()},
+               {"rss_bytes", stats.peak_resident_bytes()}};
   auto all = comm.GatherStrings("summary", mine.dump(), 0);
   if (comm.rank() != 0) return {};
   const int S = grid.num_stages();
   std::vector<int> peak_mbs(S, 0);
-  std::vector<int64_t> peak_bytes(S, 0);
+  std::vector<int64_t> peak_bytes(S, 0), param_bytes(S, 0), opt_bytes(S, 0), rss_bytes(S, 0);
   double bubble = 0, step_ms = 0;
   for (int r = 0; r < comm.size(); ++r) {
     if (grid.Idle(r)) continue;  // its steps only wait for the loss: no bubble, no peaks
@@ -133,19 +134,31 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
     int s = grid.Of(r).stage;
     peak_mbs[s] = std::max(peak_mbs[s], j["peak_mbs"].get<int>());
     peak_bytes[s] = std::max(peak_bytes[s], j["peak_bytes"].get<int64_t>());
+    param_bytes[s] = std::max(param_bytes[s], j["param_bytes"].get<int64_t>());
+    opt_bytes[s] = std::max(opt_bytes[s], j["opt_bytes"].get<int64_t>());
+    rss_bytes[s] = std::max(rss_bytes[s], j["rss_bytes"].get<int64_t>());
     bubble += j["bubble"].get<double>() / grid.num_active();
     step_ms = std::max(step_ms, j["step_ms"].get<double>());
   }
   double per_s = step_ms > 0 ? plan.global_batch_size * 1000.0 / step_ms : 0;
   int64_t steps_run = o.steps - start_step;
   double final_loss = losses.empty() ? 0 : losses.back();
+  auto estimate = [&](int s) -> double {  // the planner's peak memory per device, or -1
+    if (!plan.estimate || s >= static_cast<int>(plan.estimate->stage_peak_memory_bytes.size()))
+      return -1;
+    return plan.estimate->stage_peak_memory_bytes[s];
+  };
   if (o.log_json) {
     Json stages = Json::array();
     for (int s = 0; s < S; ++s) {
       stages.push_back({{"stage", s},
                         {"replicas", grid.replicas(s)},
                         {"peak_live_micro_batches", peak_mbs[s]},
-                        {"peak_live_activation_bytes", peak_bytes[s]}});
+                        {"peak_live_activation_bytes", peak_bytes[s]},
+                        {"parameter_bytes", param_bytes[s]},
+                        {"optimizer_state_bytes", opt_bytes[s]},
+                        {"peak_resident_bytes", rss_bytes[s]},
+                        {"planned_peak_memory_bytes", estimate(s)}});
     }
     Json j = {{"summary",
                {{"steps", steps_run},
@@ -166,6 +179,12 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
       std::printf("  stage %d (%d replica%s): peak live activations %d micro-batch%s, %.3f MiB\n",
                   s, grid.replicas(s), grid.replicas(s) == 1 ? "" : "s", peak_mbs[s],
                   peak_mbs[s] == 1 ? "" : "es", peak_bytes[s] / 1048576.0);
+      std::string planned =
+          estimate(s) < 0 ? "" : fmt::format(" (planned peak {:.1f} MiB)", estimate(s) / 1048576.0);
+      std::printf(
+          "    holds parameters %.3f MiB, optimizer state %.3f MiB; peak resident %.1f MiB%s\n",
+          param_bytes[s] / 1048576.0, opt_bytes[s] / 1048576.0, rss_bytes[s] / 1048576.0,
+          planned.c_str());
     }
   }
   std::fflush(stdout);

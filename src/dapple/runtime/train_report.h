@@ -47,10 +47,20 @@ class RunStats {
     peak_mbs_ = micro_batches;
     peak_bytes_ = bytes;
   }
+  // What this rank holds: its stage's parameters and optimizer state, and the process's
+  // peak resident memory (Note [Stage-local models] in models/model.h).
+  void SetMemory(int64_t parameter_bytes, int64_t optimizer_bytes, int64_t peak_resident_bytes) {
+    parameter_bytes_ = parameter_bytes;
+    optimizer_bytes_ = optimizer_bytes;
+    peak_resident_bytes_ = peak_resident_bytes;
+  }
   double BubbleFraction() const;
   double MeanStepMs() const;
   int peak_micro_batches() const { return peak_mbs_; }
   int64_t peak_bytes() const { return peak_bytes_; }
+  int64_t parameter_bytes() const { return parameter_bytes_; }
+  int64_t optimizer_bytes() const { return optimizer_bytes_; }
+  int64_t peak_resident_bytes() const { return peak_resident_bytes_; }
 
  private:
   double bubble_sum_ = 0, step_ms_sum_ = 0;
@@ -58,6 +68,7 @@ class RunStats {
   double first_bubble_ = 0, first_step_ms_ = 0;
   int peak_mbs_ = 0;
   int64_t peak_bytes_ = 0;
+  int64_t parameter_bytes_ = 0, optimizer_bytes_ = 0, peak_resident_bytes_ = 0;
 };
 
 // Collective: gathers every rank's `events` of the traced step to rank 0, which writes

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -13,12 +14,19 @@
 #include "dapple/common/clock.h"
 #include "dapple/common/error.h"
 #include "dapple/common/json_util.h"
+#include "dapple/common/process_memory.h"
 #include "dapple/format/cluster.h"
+#include "dapple/format/message_tags.h"
 #include "dapple/models/data.h"
+#include "dapple/runtime/boundary.h"
 #include "dapple/runtime/checkpoint.h"
+#include "dapple/runtime/checkpoint_commit.h"
 #include "dapple/runtime/evaluation.h"
+#include "dapple/runtime/export.h"
 #include "dapple/runtime/rank_grid.h"
+#include "dapple/runtime/resume_policy.h"
 #include "dapple/runtime/stage_worker.h"
+#include "dapple/runtime/tied_parameters.h"
 #include "dapple/runtime/train_report.h"
 #include "dapple/schedule/schedule.h"
 
@@ -43,14 +51,20 @@ std::string FewNames(const std::vector<std::string>& names) {
 void SaveCheckpoint(const TrainOptions& o, Model& model, const StagePlan* stage, int replica,
                     torch::optim::Optimizer* opt, Communicator& comm, int64_t steps_done,
                     const std::vector<double>& losses) {
+  std::vector<WrittenLayer> written;
   if (stage && replica == 0) {
     for (int l = stage->first_layer; l <= stage->last_layer; ++l) {
-      SaveLayer(o.checkpoint_dir, steps_done, model.layers[l].name, *model.layers[l].module.ptr(),
-                opt, o.optimizer.kind);
+      written.push_back({model.layers[l].name,
+                         SaveLayer(o.checkpoint_dir, steps_done, model.layers[l].name,
+                                   *model.layers[l].module, opt, o.optimizer.kind)});
     }
   }
-  comm.Barrier(fmt::format("rank {}: checkpoint after step {}", comm.rank(), steps_done));
+  // Note [Checkpoint commit]: every writer confirms its files; rank 0 checks, then commits.
+  auto reports = comm.GatherStrings(fmt::format("checkpoint/{}", steps_done),
+                                    DescribeWrittenLayers(written), 0);
   if (comm.rank() == 0) {
+    VerifyWrittenLayers(CheckpointStepDir(o.checkpoint_dir, steps_done), LayerNames(model),
+                        reports);
     CheckpointMeta meta{steps_done,         o.model,           ToString(o.optimizer.kind),
                         DtypeName(o.dtype), LayerNames(model), losses};
     CommitCheckpoint(o.checkpoint_dir, meta);
@@ -78,8 +92,7 @@ CheckpointMeta Resume(const TrainOptions& o, Model& model, const StagePlan* stag
   }
   if (stage) {
     for (int l = stage->first_layer; l <= stage->last_layer; ++l) {
-      LoadLayer(*latest, model.layers[l].name, *model.layers[l].module.ptr(), opt,
-                o.optimizer.kind);
+      LoadLayer(*latest, model.layers[l].name, *model.layers[l].module, opt, o.optimizer.kind);
     }
   }
   return meta;
@@ -87,9 +100,11 @@ CheckpointMeta Resume(const TrainOptions& o, Model& model, const StagePlan* stag
 
 }  // namespace
 
+ModelSource SourceOf(const TrainOptions& o) { return {o.model, o.model_options, o.script}; }
+
 CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   const std::string source = o.plan_path.string();
-  CheckedPlan c{ReadPlanJson(o.plan_path), BuildModel(o.model, o.model_options, o.seed, o.dtype)};
+  CheckedPlan c{ReadPlanJson(o.plan_path), LoadModel(SourceOf(o), o.seed, o.dtype, kNoLayers)};
   Plan& plan = c.plan;
   if (plan.num_devices() > world_size) {
     ThrowInput("{}: the plan uses {} devices but the job has {} processes (--nproc or WORLD_SIZE)",
@@ -131,6 +146,7 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   job.name = "job";
   job.servers = {ServerSpec{world_size, std::nullopt}};
   ValidatePlan(plan, names, job, source);
+  if (auto why = MessageTagError(plan, world_size)) ThrowInput("{}: {}", source, *why);
   return c;
 }
 
@@ -146,15 +162,15 @@ void ApplyTestHooksFromEnvironment(TrainOptions& o) {
   o.die_at_step = step;
 }
 
-void RunTraining(const TrainOptions& o, const DistEnv& env) {
+void RunTraining(const TrainOptions& options, const DistEnv& env) {
+  TrainOptions o = options;
+  if (!o.save_model.empty() && o.checkpoint_dir.empty()) {
+    o.checkpoint_dir = o.save_model.string() + ".checkpoint";  // removed after the export
+  }
   CheckedPlan checked = LoadAndCheckPlan(o, env.world_size);
   const Plan& plan = checked.plan;
-  Model& model = checked.model;
   const std::string source = o.plan_path.string();
   torch::Device device = DeviceForLocalRank(env.local_rank);
-  if (!device.is_cpu()) {
-    for (auto& l : model.layers) l.module.ptr()->to(device);
-  }
   RankGrid grid(plan, env.world_size, source);
   const int S = plan.num_stages(), M = plan.num_micro_batches;
   Schedule lowered = LowerComms(MakeSchedule(plan.schedule, S, M), grid.Replicas());
@@ -168,6 +184,13 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
   // link do not put their latency into every step.
   const auto [stage, replica] = grid.Of(env.rank);
   const StagePlan* sp = grid.Idle(env.rank) ? nullptr : &plan.stages[stage];
+  // Note [Stage-local models]: this rank builds only its stage's layers.
+  Model model = LoadModel(SourceOf(o), o.seed, o.dtype,
+                          sp ? LayerRange{sp->first_layer, sp->last_layer} : kNoLayers);
+  if (!device.is_cpu()) {
+    for (auto& l : model.layers)
+      if (l.held()) l.module->to(device);
+  }
   std::vector<int> idle, loss_ranks;  // loss_ranks: rank 0 and the ranks that train
   for (int r = 0; r < env.world_size; ++r) {
     if (grid.Idle(r)) idle.push_back(r);
@@ -195,12 +218,27 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
   const bool sums_loss = env.rank == 0 || !grid.Idle(env.rank);
   const std::string loss_group = idle.empty() ? "" : "loss";  // "": the world
   if (!idle.empty() && sums_loss) comm.CreateGroup(loss_group, loss_ranks);
+  std::optional<TiedParameters> tied;
+  if (sp) tied.emplace(model, plan, grid, stage, comm);
 
+  // What crosses this stage's boundaries (boundary.h): the previous stage's output spec
+  // comes through the store, so that no rank runs another stage's layers.
+  BoundarySpec in_spec, out_spec;
+  if (sp) {
+    in_spec = stage == 0 ? ModelInputSpec(model)
+                         : BoundarySpecFromJson(
+                               comm.Lookup(fmt::format("boundary{}", stage - 1),
+                                           fmt::format("{}: waiting for stage {}'s output shapes",
+                                                       grid.Describe(env.rank), stage - 1)));
+    out_spec = ProbeStage(model, sp->first_layer, sp->last_layer, in_spec, device);
+    if (replica == 0 && stage + 1 < S)
+      comm.Publish(fmt::format("boundary{}", stage), BoundarySpecToJson(out_spec));
+  }
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   if (sp) optimizer = MakeOptimizer(o.optimizer, model.Parameters(sp->first_layer, sp->last_layer));
   int64_t start = 0;
   std::vector<double> losses;
-  if (o.resume) {
+  if (o.resume || (o.resume_auto && DecideToResume(ResumeMode::kAuto, o.checkpoint_dir, comm))) {
     CheckpointMeta meta = Resume(o, model, sp, optimizer.get());
     start = meta.step;
     losses = meta.losses;
@@ -208,20 +246,22 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
   std::unique_ptr<Dataset> data;
   if (sp && (stage == 0 || stage == S - 1)) {
     data = MakeDataset(o.data, model, o.seed,
-                       o.data_cache_dir.empty() ? DefaultDataCacheDir() : o.data_cache_dir);
+                       o.data_cache_dir.empty() ? DefaultDataCacheDir() : o.data_cache_dir,
+                       o.data_files);
   }
   StageWorkerOptions wo;
   wo.global_batch = plan.global_batch_size;
   wo.micro_batch = plan.micro_batch_size;
-  wo.recompute = o.recompute || plan.recompute;
+  wo.recompute = o.recompute || (sp && plan.Recomputes(stage));
   wo.bucket_bytes = o.bucket_bytes;
   wo.overlap_allreduce = plan.allreduce_overlap && !o.no_overlap;
   wo.timeout = o.timeout;
   wo.die_at_step = o.die_at_rank == env.rank ? o.die_at_step : -1;
+  wo.tied = tied && !tied->empty() ? &*tied : nullptr;
   std::optional<StageWorker> worker;
   if (sp) {
-    worker.emplace(model, grid, env.rank, lowered.programs[stage], ProbeActivations(model, device),
-                   comm, *optimizer, device, sp->first_layer, sp->last_layer, wo);
+    worker.emplace(model, grid, env.rank, lowered.programs[stage], in_spec, out_spec, comm,
+                   *optimizer, device, sp->first_layer, sp->last_layer, wo);
   }
 
   const bool leader = env.rank == 0;
@@ -261,8 +301,20 @@ void RunTraining(const TrainOptions& o, const DistEnv& env) {
     }
   }
   if (worker) stats.SetPeaks(worker->peak_live_micro_batches(), worker->peak_live_bytes());
+  stats.SetMemory(sp ? Bytes(model.Parameters(sp->first_layer, sp->last_layer)) : 0,
+                  optimizer ? OptimizerStateBytes(*optimizer, o.optimizer.kind) : 0,
+                  PeakResidentBytes());
+  if (o.die_at_rank == env.rank && o.die_at_step == o.steps) std::raise(SIGKILL);  // test hook
   MeasuredRun measured = GatherAndPrintSummary(comm, grid, plan, o, stats, losses, start);
-  if (o.evaluate) EvaluateTrainedStages(o, plan, model, grid, env.rank, data.get(), device, comm);
+  if (!o.save_model.empty() && leader) {
+    ExportScriptModel(o.model, CheckpointStepDir(o.checkpoint_dir, o.steps), o.save_model);
+    std::printf("wrote the trained model to %s\n", o.save_model.c_str());
+  }
+  if (o.evaluate)
+    EvaluateTrainedStages(o, plan, model, grid, env.rank, in_spec, data.get(), device, comm);
+  // Every rank's files were in before the final commit (SaveCheckpoint's barrier).
+  if (!o.save_model.empty() && options.checkpoint_dir.empty() && leader)
+    std::filesystem::remove_all(o.checkpoint_dir);
   if (leader) PrintPredictedVsMeasured(plan, o, measured);
 }
 

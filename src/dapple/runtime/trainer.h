@@ -1,4 +1,4 @@
-// Training under a plan (DESIGN.md section 7): one process per device builds the model,
+// Training under a plan (docs/design.md section 7): one process per device builds the model,
 // takes its stage's layers, rendezvouses with the others and runs the schedule's lowered
 // instruction lists step after step, with progress, checkpoints, a measured trace and a
 // closing summary printed by rank 0.
@@ -13,15 +13,19 @@
 #include <vector>
 
 #include "dapple/format/plan.h"
+#include "dapple/models/data.h"
 #include "dapple/models/model.h"
+#include "dapple/models/model_source.h"
 #include "dapple/runtime/communicator.h"
 #include "dapple/runtime/optimizer.h"
 
 namespace dapple {
 
 struct TrainOptions {
-  std::string model;
+  std::string model;  // zoo name or TorchScript file (models/model_source.h)
   ModelOptions model_options;
+  ScriptModelOptions script;   // TorchScript models: loss, input sample
+  DataFileOptions data_files;  // --data PATH: --seq-len, --no-shuffle, --eval-data
   std::filesystem::path plan_path;
   int64_t steps = 1;  // total steps: a resumed run continues up to this many
   std::string data = "synthetic";
@@ -30,9 +34,13 @@ struct TrainOptions {
   uint64_t seed = 0;
   torch::Dtype dtype = torch::kFloat32;
   std::filesystem::path checkpoint_dir;  // empty: no checkpoints
-  int64_t checkpoint_every = 0;          // steps; 0: only at the end when a dir is given
+  // TorchScript models: after training, rank 0 writes the module with the trained weights
+  // here (through a final checkpoint; a temporary one without checkpoint_dir).
+  std::filesystem::path save_model;
+  int64_t checkpoint_every = 0;  // steps; 0: only at the end when a dir is given
   bool resume = false;
-  bool recompute = false;            // or the plan's `recompute`
+  bool resume_auto = false;  // --resume auto: resume when a checkpoint exists (resume_policy.h)
+  bool recompute = false;            // every stage; else the plan says per stage
   std::filesystem::path trace_path;  // empty: no trace
   int trace_steps = 1;               // the last this many steps go into the trace
   bool log_json = false;
@@ -54,12 +62,16 @@ struct TrainOptions {
 // A plan read and checked against a model: layer ids are the model's layer names.
 struct CheckedPlan {
   Plan plan;
-  Model model;
+  Model model;  // names only: no layer held
 };
 
-// Reads options.plan_path, builds the model and checks that the plan's layers are the
-// model's (by layer id = layer name, and the layer count) and that the plan uses exactly
-// `world_size` devices. Throws InputError with one line naming the plan and the mismatch.
+// The model source of the options.
+ModelSource SourceOf(const TrainOptions& options);
+
+// Reads options.plan_path, loads the model's layer names and checks that the plan's layers
+// are the model's (by layer id = layer name, and the layer count) and that the plan uses
+// exactly `world_size` devices. Throws InputError with one line naming the plan and the
+// mismatch.
 CheckedPlan LoadAndCheckPlan(const TrainOptions& options, int world_size);
 
 // Runs training as rank env.rank of env.world_size (collective: every rank calls it).

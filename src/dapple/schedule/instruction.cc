@@ -12,6 +12,10 @@ const char* Prefix(Op op) {
       return "F";
     case Op::kBackward:
       return "B";
+    case Op::kInputGrad:
+      return "I";
+    case Op::kWeightGrad:
+      return "W";
     case Op::kSendAct:
       return "SA";
     case Op::kRecvAct:
@@ -42,8 +46,8 @@ std::optional<Instruction> ParseInstruction(std::string_view text) {
   if (text == "AR") return Instruction{Op::kAllReduceGrads, -1};
   if (text == "STEP") return Instruction{Op::kOptimizerStep, -1};
   // Longest prefixes first, so "SA" is not read as something shorter.
-  static constexpr Op kWithMb[] = {Op::kSendAct,  Op::kRecvAct, Op::kSendGrad,
-                                   Op::kRecvGrad, Op::kForward, Op::kBackward};
+  static constexpr Op kWithMb[] = {Op::kSendAct, Op::kRecvAct,  Op::kSendGrad,  Op::kRecvGrad,
+                                   Op::kForward, Op::kBackward, Op::kInputGrad, Op::kWeightGrad};
   for (Op op : kWithMb) {
     std::string_view p = Prefix(op);
     if (text.size() <= p.size() || text.substr(0, p.size()) != p) continue;

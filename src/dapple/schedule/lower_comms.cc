@@ -1,5 +1,5 @@
 // The communication pass: turns compute-only programs into the lists the simulator and the
-// runtime execute (DESIGN.md section 3).
+// runtime execute (docs/design.md section 3).
 #include "dapple/common/error.h"
 #include "dapple/schedule/schedule.h"
 
@@ -21,10 +21,13 @@ Schedule LowerComms(const Schedule& compute_only, const std::vector<int>& replic
     std::vector<Instruction>& p = out.programs[s];
     p.reserve(compute_only.programs[s].size() * 3 + 2);
     for (const Instruction& in : compute_only.programs[s]) {
-      DAPPLE_CHECK(in.op == Op::kForward || in.op == Op::kBackward,
+      DAPPLE_CHECK(in.op == Op::kForward || in.op == Op::kBackward || in.op == Op::kInputGrad ||
+                       in.op == Op::kWeightGrad,
                    "LowerComms needs compute-only programs");
       const int mb = in.micro_batch;
-      if (in.op == Op::kForward) {
+      if (in.op == Op::kWeightGrad) {  // needs nothing from a neighbour, sends nothing
+        p.push_back(in);
+      } else if (in.op == Op::kForward) {
         if (!first) p.push_back({Op::kRecvAct, mb});
         p.push_back(in);
         if (!last) p.push_back({Op::kSendAct, mb});

@@ -1,6 +1,7 @@
-// The schedule generators of DESIGN.md section 3. Every family is "K_s forwards, then one
+// The schedule generators of docs/design.md section 3. Every family is "K_s forwards, then one
 // backward and one forward alternately until the forwards run out, then the remaining
-// backwards"; only the warm-up depth K_s differs. GPipe is the case K_s = M.
+// backwards"; only the warm-up depth K_s differs. GPipe is the case K_s = M. ZB-H1 splits
+// the backward (Note [ZB-H1]).
 #include <algorithm>
 
 #include "dapple/common/error.h"
@@ -17,12 +18,64 @@ int WarmupDepth(ScheduleKind kind, int stage, int num_stages, int num_micro_batc
     case ScheduleKind::kGPipe:
       return num_micro_batches;
     case ScheduleKind::kDappleA:
+    case ScheduleKind::kZbH1:
       return std::min(num_stages - stage, num_micro_batches);
     case ScheduleKind::kDappleB:
       return std::min(2 * (num_stages - stage) - 1, num_micro_batches);
   }
   return num_micro_batches;
 }
+
+int PeakInFlight(ScheduleKind kind, int stage, int num_stages, int num_micro_batches) {
+  switch (kind) {
+    case ScheduleKind::kGPipe:
+    case ScheduleKind::kDappleA:
+    case ScheduleKind::kDappleB:
+      return WarmupDepth(kind, stage, num_stages, num_micro_batches);
+    case ScheduleKind::kZbH1:  // K_s forwards, then stage s more while s W's are deferred
+      return std::min(num_stages, num_micro_batches);
+  }
+  return num_micro_batches;
+}
+
+namespace {
+
+// Note [ZB-H1]: the backward of each micro-batch is split into I (the input gradient, what
+// the previous stage waits for) and W (the weight gradients, what nobody waits for). Stage
+// s runs dapple-a's order of forwards and input gradients (K_s = min(S - s, M) forwards,
+// then one I and one F alternately, then the remaining I's) and keeps up to s weight
+// gradients deferred: after each I, if more than s of its W's are pending, it runs the
+// oldest one (before the next F). The W's left at the end run last. With F = I = W = 1 and
+// free transfers every stage idles S - 1 units per iteration, 3M + S - 1 in all, against
+// 3(S - 1) of 3M + 3(S - 1) for dapple-a with B = I + W: the paper's one third. The last
+// stage has the most W's deferred because the critical path of the drain is the chain of
+// I's from the last stage to the first: running them back to back, and the W's after,
+// shortens it by S - 1 units. The price is memory: a micro-batch's activations live from
+// its F to its W, so every stage holds up to min(S, M) micro-batches at its peak, which is
+// dapple-a's peak on stage 0 (and the largest of dapple-a's stages), not stage s's S - s.
+// Holding only S - s on the last stages cannot reach the one third: with S = 2 the last
+// stage would run F I W strictly in turn and the iteration would take 3M + 2.
+void AppendZbH1(int stage, int num_stages, int m, std::vector<Instruction>& p) {
+  const int k = WarmupDepth(ScheduleKind::kZbH1, stage, num_stages, m);
+  const int deferred = stage;
+  int f = 0, i = 0, w = 0;
+  auto weight_if_due = [&] {
+    if (i - w > deferred) p.push_back({Op::kWeightGrad, w++});
+  };
+  while (f < k) p.push_back({Op::kForward, f++});
+  while (f < m) {
+    p.push_back({Op::kInputGrad, i++});
+    weight_if_due();
+    p.push_back({Op::kForward, f++});
+  }
+  while (i < m) {
+    p.push_back({Op::kInputGrad, i++});
+    weight_if_due();
+  }
+  while (w < m) p.push_back({Op::kWeightGrad, w++});
+}
+
+}  // namespace
 
 Schedule MakeSchedule(ScheduleKind kind, int num_stages, int num_micro_batches) {
   if (num_stages <= 0)
@@ -37,9 +90,13 @@ Schedule MakeSchedule(ScheduleKind kind, int num_stages, int num_micro_batches) 
   s.programs.resize(num_stages);
   const int m = num_micro_batches;
   for (int stage = 0; stage < num_stages; ++stage) {
-    const int k = WarmupDepth(kind, stage, num_stages, m);
     std::vector<Instruction>& p = s.programs[stage];
-    p.reserve(2 * m);
+    p.reserve(3 * m);
+    if (SplitsBackward(kind)) {
+      AppendZbH1(stage, num_stages, m, p);
+      continue;
+    }
+    const int k = WarmupDepth(kind, stage, num_stages, m);
     int f = 0, b = 0;
     while (f < k) p.push_back({Op::kForward, f++});
     while (f < m) {

@@ -12,7 +12,6 @@
 
 namespace dapple {
 
-
 struct Schedule {
   int num_stages = 0;
   int num_micro_batches = 0;
@@ -20,14 +19,18 @@ struct Schedule {
 };
 
 // Warm-up depth K_s: forwards stage s runs before its first backward.
-// gpipe: M; dapple-a: min(S-s, M); dapple-b: min(2(S-s)-1, M).
+// gpipe: M; dapple-a and zb-h1: min(S-s, M); dapple-b: min(2(S-s)-1, M).
 int WarmupDepth(ScheduleKind kind, int stage, int num_stages, int num_micro_batches);
+// Most micro-batches stage s holds activations of at once (from F to B, or to W in the
+// split schedules): WarmupDepth, except zb-h1: min(S, M) on every stage (Note [ZB-H1]).
+int PeakInFlight(ScheduleKind kind, int stage, int num_stages, int num_micro_batches);
 
-// Compute-only programs (F and B only). Throws InputError for non-positive sizes.
+// Compute-only programs: F and B, or F, I and W for the kinds that split the backward
+// (SplitsBackward). Throws InputError for non-positive sizes.
 Schedule MakeSchedule(ScheduleKind kind, int num_stages, int num_micro_batches);
 
 // Adds RA before each F and SA after it (except on the first / last stage), RG before each
-// B and SG after it (except on the last / first stage), then AR (only where
+// B or I and SG after it (except on the last / first stage), nothing around W, then AR (only where
 // replicas[s] > 1) and STEP at the end of every program. REQUIRES: compute-only input,
 // replicas.size() == num_stages.
 Schedule LowerComms(const Schedule& compute_only, const std::vector<int>& replicas);

@@ -43,7 +43,7 @@ Schedule ParseScheduleText(const std::string& text) {
       std::optional<Instruction> inst = ParseInstruction(word);
       if (!inst)
         ThrowInput(
-            "schedule text line {}: '{}' is not an instruction (F3 B3 SA3 RA3 SG3 RG3 "
+            "schedule text line {}: '{}' is not an instruction (F3 B3 I3 W3 SA3 RA3 SG3 RG3 "
             "AR STEP)",
             line_no, word);
       p.push_back(*inst);

@@ -10,7 +10,7 @@
 namespace dapple {
 namespace {
 
-constexpr int kNumOps = 8;
+constexpr int kNumOps = 10;
 
 std::string At(int stage, int pc, const Instruction& in) {
   if (in.micro_batch >= 0)
@@ -54,6 +54,8 @@ std::optional<std::string> CheckStage(const Schedule& s, int stage, StageIndex& 
         break;
       case Op::kForward:
       case Op::kBackward:
+      case Op::kInputGrad:
+      case Op::kWeightGrad:
         break;
     }
     if (in.micro_batch < 0 || in.micro_batch >= m)
@@ -63,18 +65,39 @@ std::optional<std::string> CheckStage(const Schedule& s, int stage, StageIndex& 
     slot = pc;
   }
   if (step < 0) return fmt::format("stage {}: missing STEP at the end", stage);
+  // The allreduce sums the accumulated weight gradients: none may come after it.
+  for (int pc = ar + 1; ar >= 0 && pc < step; ++pc)
+    if (p[pc].op == Op::kBackward || p[pc].op == Op::kWeightGrad)
+      return At(stage, pc, p[pc]) + fmt::format(": weight gradient after the AR at pc {}", ar);
   return std::nullopt;
 }
 
-// Order within one stage: F before B; a compute after the receive of its input; a send
-// after the compute that produced it.
+// Order within one stage: F before its backward, which is either B or I then W (never
+// both); a compute after the receive of its input; a send after the compute that produced it.
 std::optional<std::string> CheckOrder(const Schedule& s, int stage, StageIndex& ix) {
   const bool first = stage == 0, last = stage == s.num_stages - 1;
   const std::vector<Instruction>& p = s.programs[stage];
   for (int mb = 0; mb < s.num_micro_batches; ++mb) {
-    const int f = ix(Op::kForward, mb), b = ix(Op::kBackward, mb);
+    const int f = ix(Op::kForward, mb), full = ix(Op::kBackward, mb);
+    const int in = ix(Op::kInputGrad, mb), w = ix(Op::kWeightGrad, mb);
     if (f < 0) return fmt::format("stage {}: micro-batch {} has no forward (F{})", stage, mb, mb);
-    if (b < 0) return fmt::format("stage {}: micro-batch {} has no backward (B{})", stage, mb, mb);
+    if (full >= 0 && (in >= 0 || w >= 0)) {
+      const int split = in >= 0 ? in : w;
+      return At(stage, split, p[split]) +
+             fmt::format(": micro-batch {} also has B at pc {}", mb, full);
+    }
+    if (full < 0 && in < 0)
+      return fmt::format("stage {}: micro-batch {} has no backward (B{} or I{})", stage, mb, mb,
+                         mb);
+    if (in >= 0 && w < 0)
+      return fmt::format("stage {}: micro-batch {} has no weight gradient (W{} after I{})", stage,
+                         mb, mb, mb);
+    if (in < 0 && w >= 0)
+      return At(stage, w, p[w]) +
+             fmt::format(": weight gradient without its input gradient I{}", mb);
+    if (w >= 0 && w < in)
+      return At(stage, w, p[w]) + fmt::format(": weight gradient before its I (pc {})", in);
+    const int b = full >= 0 ? full : in;  // what the previous stage waits for
     if (b < f) return At(stage, b, p[b]) + fmt::format(": backward before its forward (pc {})", f);
     if (!first && ix(Op::kRecvAct, mb) > f)
       return At(stage, f, p[f]) + ": forward before its activation is received";

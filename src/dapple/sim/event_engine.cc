@@ -181,17 +181,30 @@ class Engine {
           dv.peak_in_flight = std::max(dv.peak_in_flight, ++dv.in_flight);
           break;
         }
-        case Op::kBackward: {
-          const double ms = cfg.backward_ms * Scale(d, pc) + Resume(dv, clock);
-          dv.last_backward_start = clock;
-          dv.last_backward_scale = Scale(d, pc);
-          if (s_.record_timeline) Record(d, in, "backward", clock, clock + ms, cfg.stage);
+        case Op::kBackward:
+        case Op::kInputGrad:
+        case Op::kWeightGrad: {
+          // B frees the micro-batch's activations; in the split schedules I keeps them for
+          // W, which frees them. B and W produce weight gradients (bucket readiness).
+          const double base = in.op == Op::kBackward    ? cfg.backward_ms
+                              : in.op == Op::kInputGrad ? cfg.input_grad_ms
+                                                        : cfg.weight_grad_ms;
+          const double ms = base * Scale(d, pc) + Resume(dv, clock);
+          if (in.op != Op::kInputGrad) {
+            dv.last_backward_start = clock;
+            dv.last_backward_scale = Scale(d, pc);
+          }
+          if (s_.record_timeline)
+            Record(d, in, in.op == Op::kWeightGrad ? "weight" : "backward", clock, clock + ms,
+                   cfg.stage);
           Interval(d, pc, clock, clock + ms);
           clock += ms;
           dv.compute_end = clock;
           dv.busy += ms;
-          dv.bytes -= cfg.bytes_per_micro_batch;
-          --dv.in_flight;
+          if (in.op != Op::kInputGrad) {
+            dv.bytes -= cfg.bytes_per_micro_batch;
+            --dv.in_flight;
+          }
           break;
         }
         case Op::kSendAct:

@@ -19,8 +19,9 @@ struct EngineStage {
   int replicas = 1;
   double allreduce_ms = 0;  // one allreduce after the last backward (no buckets)
   // The allreduce overlapped with the backward, when bucket_ms is not empty: bucket k
-  // (in allreduce order) takes bucket_ms[k] and is ready on replica j at its last
-  // backward's start + bucket_ready_ms[k * replicas + j]; buckets run one after another.
+  // (in allreduce order) takes bucket_ms[k] and is ready on replica j at the start of its
+  // last B or W (the last to produce weight gradients) + bucket_ready_ms[k * replicas + j];
+  // buckets run one after another.
   std::vector<double> bucket_ms;
   std::vector<double> bucket_ready_ms;
   int bucket_track = -1;  // timeline track of the buckets
@@ -34,8 +35,10 @@ struct EngineDevice {
   int replica = 0;
   double forward_ms = 0;
   double backward_ms = 0;
+  double input_grad_ms = 0;          // I: the input gradient part of the backward
+  double weight_grad_ms = 0;         // W: the weight gradient part
   double step_ms = 0;                // the optimizer update (STEP) of its stage's layers
-  double bytes_per_micro_batch = 0;  // activation memory a forward adds and its backward frees
+  double bytes_per_micro_batch = 0;  // activation memory a forward adds and its B (or W) frees
 };
 
 // One direction of one stage boundary: every transfer on it has this cost and resources.

@@ -33,7 +33,8 @@ class Concurrency {
     for (const auto& dev : intervals)
       for (const auto& [a, b] : dev)
         if (b > a) edges.push_back({a, +1.0}), edges.push_back({b, -1.0});
-    for (const auto& l : comm) edges.push_back({l.start, l.devices}), edges.push_back({l.end, -l.devices});
+    for (const auto& l : comm)
+      edges.push_back({l.start, l.devices}), edges.push_back({l.end, -l.devices});
     std::sort(edges.begin(), edges.end());
     double open = 0;
     double area = 0, last = edges.empty() ? 0 : edges.front().first;

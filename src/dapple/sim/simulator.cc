@@ -32,6 +32,8 @@ void CheckShape(const Plan& plan, const Schedule& lowered) {
       switch (in.op) {
         case Op::kForward:
         case Op::kBackward:
+        case Op::kInputGrad:
+        case Op::kWeightGrad:
           break;
         case Op::kRecvAct:
         case Op::kSendGrad:
@@ -83,6 +85,9 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
     static_bytes[s] = cost.StaticMemoryBytes(sp.first_layer, sp.last_layer);
     StageStats& stats = result.stages[s];
     stats.allreduce_ms = es.allreduce_ms;
+    // In the split schedules the last weight gradients come from a W, not a B.
+    const bool split = std::any_of(lowered.programs[s].begin(), lowered.programs[s].end(),
+                                   [](const Instruction& in) { return in.op == Op::kWeightGrad; });
     std::vector<GradBucket> buckets;
     if (plan.allreduce_overlap && es.replicas > 1) {
       buckets = GradientBuckets(cost, sp.first_layer, sp.last_layer);
@@ -103,24 +108,31 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
       ed.stage = s;
       ed.replica = j;
       ed.forward_ms = cost.ForwardMs(sp.first_layer, sp.last_layer, samples, dev);
-      ed.backward_ms = cost.BackwardMs(sp.first_layer, sp.last_layer, samples, dev);
+      // Re-computation runs the stage's forward again right before each backward.
+      const double refwd = plan.Recomputes(s) ? ed.forward_ms : 0.0;
+      ed.backward_ms = refwd + cost.BackwardMs(sp.first_layer, sp.last_layer, samples, dev);
+      // Split backward: the input-gradient part rebuilds the forward first.
+      ed.input_grad_ms = refwd + cost.BackwardInputMs(sp.first_layer, sp.last_layer, samples, dev);
+      ed.weight_grad_ms = cost.BackwardWeightMs(sp.first_layer, sp.last_layer, samples, dev);
       // Every replica updates all of its stage's parameters, whatever its slice.
       ed.step_ms = cost.UpdateMs(sp.first_layer, sp.last_layer, dev);
-      // Bucket k is ready once the backward has passed through its lowest layer (the
-      // backward runs from the last layer down); the last bucket with the whole backward.
+      // Bucket k is ready once the backward (or W) has passed through its lowest layer
+      // (both run from the last layer down); the last bucket with the whole of it.
       for (size_t k = 0; k < buckets.size(); ++k)
         es.bucket_ready_ms[k * es.replicas + j] =
-            k + 1 == buckets.size()
-                ? ed.backward_ms
-                : cost.BackwardMs(buckets[k].first_layer, sp.last_layer, samples, dev);
+            k + 1 == buckets.size() ? (split ? ed.weight_grad_ms : ed.backward_ms)
+            : split ? cost.BackwardWeightMs(buckets[k].first_layer, sp.last_layer, samples, dev)
+                    : refwd + cost.BackwardMs(buckets[k].first_layer, sp.last_layer, samples, dev);
       const double act = cost.ActivationBytes(sp.first_layer, sp.last_layer, samples);
       // With re-computation a micro-batch keeps only its stage input until its backward,
       // which rebuilds one micro-batch of activations (added once, below).
       ed.bytes_per_micro_batch =
-          plan.recompute ? cost.StageInputBytes(sp.first_layer, samples) : act;
-      recompute_extra.push_back(plan.recompute ? act : 0.0);
+          plan.Recomputes(s) ? cost.StageInputBytes(sp.first_layer, samples) : act;
+      recompute_extra.push_back(plan.Recomputes(s) ? act : 0.0);
       stats.forward_ms = std::max(stats.forward_ms, ed.forward_ms);
       stats.backward_ms = std::max(stats.backward_ms, ed.backward_ms);
+      stats.input_grad_ms = std::max(stats.input_grad_ms, ed.input_grad_ms);
+      stats.weight_grad_ms = std::max(stats.weight_grad_ms, ed.weight_grad_ms);
       stats.update_ms = std::max(stats.update_ms, ed.step_ms);
       setup.devices.push_back(ed);
     }

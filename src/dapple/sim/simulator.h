@@ -1,4 +1,4 @@
-// The exact event-driven simulator of DESIGN.md section 5: runs a lowered schedule of a
+// The exact event-driven simulator of docs/design.md section 5: runs a lowered schedule of a
 // plan on a cost model and reports time, bubbles, memory and the timeline.
 #pragma once
 
@@ -25,12 +25,15 @@ struct DeviceStats {
   double static_memory_bytes = 0;
   double peak_activation_bytes = 0;
   double peak_memory_bytes = 0;  // static + peak activations
-  int peak_in_flight = 0;        // micro-batches forwarded but not yet backwarded, at peak
+  // Micro-batches forwarded and not yet backwarded (B, or W in the split schedules), at peak.
+  int peak_in_flight = 0;
 };
 
 struct StageStats {
-  double forward_ms = 0;  // per micro-batch, per replica
-  double backward_ms = 0;
+  double forward_ms = 0;     // per micro-batch, per replica
+  double backward_ms = 0;    // B, the whole backward
+  double input_grad_ms = 0;  // I and W, its parts in the split schedules (zb-h1)
+  double weight_grad_ms = 0;
   double update_ms = 0;       // the optimizer update at STEP, once per iteration (slowest replica)
   double send_ms = 0;         // transfer to the next stage per micro-batch (0 for the last)
   double allreduce_ms = 0;    // the whole allreduce (with overlap: the sum of its buckets)

@@ -17,9 +17,11 @@ struct Category {
   const char* name;
   const char* colour;
 };
-constexpr Category kCategories[] = {{"forward", "#4e79a7"},  {"backward", "#59a14f"},
-                                    {"transfer", "#f28e2b"}, {"allreduce", "#e15759"},
-                                    {"step", "#76b7b2"},     {"other", "#bab0ac"}};
+// "backward" is B, or I in the split schedules; "weight" is W.
+constexpr Category kCategories[] = {{"forward", "#4e79a7"},   {"backward", "#59a14f"},
+                                    {"weight", "#b07aa1"},    {"transfer", "#f28e2b"},
+                                    {"allreduce", "#e15759"}, {"step", "#76b7b2"},
+                                    {"other", "#bab0ac"}};
 
 const char* ColourOf(const std::string& category) {
   for (const Category& c : kCategories)

@@ -10,9 +10,10 @@
 namespace dapple {
 
 struct TimelineEvent {
-  int device = 0;        // track: one per device (rank)
-  std::string name;      // instruction text: "F3", "B3", "SA3", "AR", "STEP"
-  std::string category;  // "forward", "backward", "transfer", "allreduce", "step"
+  int device = 0;    // track: one per device (rank)
+  std::string name;  // instruction text: "F3", "B3", "I3", "W3", "SA3", "AR", "STEP"
+  // "forward", "backward" (B or I), "weight" (W), "transfer", "allreduce", "step"
+  std::string category;
   double start_ms = 0;
   double end_ms = 0;
   int stage = -1;

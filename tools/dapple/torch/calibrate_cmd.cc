@@ -1,5 +1,5 @@
 // `dapple calibrate`: measures the links and the allreduce of the machines it runs on through
-// the runtime's communicator and writes a dapple-cluster/1 file (issue 6, DESIGN.md 4 and 8).
+// the runtime's communicator and writes a dapple-cluster/1 file (issue 6, docs/design.md 4 and 8).
 //
 // Two ways to run it: with --nproc N it is a launcher that starts N local processes of itself
 // (one node; with --nnodes/--node-rank/--master-addr, one node of several, as torchrun);
@@ -19,13 +19,13 @@
 #include <vector>
 
 #include "commands.h"
+#include "dapple/calibrate/calibration.h"
 #include "dapple/common/error.h"
 #include "dapple/common/json_util.h"
 #include "dapple/common/machine.h"
 #include "dapple/common/malloc_tuning.h"
 #include "dapple/format/cluster.h"
 #include "dapple/format/local_cluster.h"
-#include "dapple/runtime/calibration.h"
 #include "dapple/runtime/communicator.h"
 #include "dapple/runtime/launcher.h"
 #include "launch_cli.h"

@@ -1,4 +1,4 @@
-// `dapple profile`: measures a zoo model layer by layer on this CPU (issue 4, DESIGN.md
+// `dapple profile`: measures a zoo model layer by layer on this CPU (issue 4, docs/design.md
 // section 1) and writes the profile the planner reads: `dapple-profile/1` JSON or PipeDream
 // graph text. Model options come as --opt key=value or as --key value after the command's
 // own flags. Bad input (unknown model or option, batch 0): one line, exit code 2.
@@ -14,13 +14,15 @@
 #include "dapple/common/error.h"
 #include "dapple/common/machine.h"
 #include "dapple/common/malloc_tuning.h"
+#include "dapple/cpu/blas_env.h"
 #include "dapple/format/local_cluster.h"
 #include "dapple/format/profile.h"
 #include "dapple/models/model.h"
+#include "dapple/models/model_source.h"
 #include "dapple/models/zoo.h"
-#include "dapple/profiler/blas_env.h"
 #include "dapple/profiler/profiler.h"
 #include "dapple/runtime/optimizer.h"
+#include "model_cli.h"
 
 namespace dapple {
 namespace {
@@ -39,6 +41,8 @@ struct ProfileArgs {
   std::string format = "json";
   std::string optimizer = "sgd";
   bool cold_caches = false;
+  ModelCli model_cli;
+  std::string data;  // a data file: the input sample of a TorchScript model
 };
 
 // 1, 2, 4, ... up to 4 x `batch` (the micro-batch and per-replica sizes the planner tries
@@ -84,6 +88,8 @@ void Run(const ProfileArgs& a, const std::vector<std::string>& extras) {
   }
   ModelOptions options = ParseModelFlags(a.opts);
   for (const auto& [k, v] : ParseModelFlags(extras)) options[k] = v;
+  const bool script = IsTorchScriptPath(a.model);
+  ModelSource source{a.model, options, ScriptOptionsOf(a.model_cli, a.model, a.data)};
   ProfilerOptions po;
   po.batch_size = a.batch;
   po.batch_sizes = a.batches.empty() ? DefaultBatchSizes(a.batch) : ParseBatches(a.batches);
@@ -93,8 +99,10 @@ void Run(const ProfileArgs& a, const std::vector<std::string>& extras) {
   po.seed = a.seed;
   po.optimizer = optimizer;
   // Check everything the user gave before the re-exec below and the model build.
-  ResolveModelOptions(a.model, options);
-  CountModelParameters(a.model, options);
+  if (!script) {
+    ResolveModelOptions(a.model, options);
+    CountModelParameters(a.model, options);
+  }
   EnsureOpenBlasCoreType();   // may re-execute this program with OPENBLAS_CORETYPE set
   KeepFreedMemoryForReuse();  // Note [Freed memory stays]
   // Note [Profile as the devices run]: by default each layer is timed with the threads each
@@ -103,9 +111,10 @@ void Run(const ProfileArgs& a, const std::vector<std::string>& extras) {
   const int cores = ThisMachine().cores;
   int threads = SetComputeThreads(a.threads > 0 ? a.threads : ThreadsPerProcess(cores, devices));
   torch::Dtype dtype = a.dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
-  Model model = BuildModel(a.model, options, a.seed, dtype);
+  Model model = LoadModel(source, a.seed, dtype);
   Profile p = ProfileModel(model, po);
-  for (const auto& [k, v] : ResolveModelOptions(a.model, options)) p.metadata["option." + k] = v;
+  if (!script)
+    for (const auto& [k, v] : ResolveModelOptions(a.model, options)) p.metadata["option." + k] = v;
   p.metadata["parameters"] = std::to_string(model.ParameterCount());
   if (a.format == "json")
     WriteProfileJson(p, a.output);
@@ -121,7 +130,7 @@ void Run(const ProfileArgs& a, const std::vector<std::string>& extras) {
 }
 
 std::string ModelHelp() {
-  std::string help = "Zoo model:";
+  std::string help = "A TorchScript file PATH.pt (docs/your-model.md), or a zoo model:";
   for (const auto& name : ModelNames()) {
     std::vector<std::string> opts;
     for (const auto& [k, v] : DefaultModelOptions(name))
@@ -141,6 +150,10 @@ void AddProfileCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "profile", "Profile a zoo model layer by layer on this CPU (forward/backward times, sizes)");
   cmd->add_option("--model", a->model, ModelHelp())->required();
+  AddModelCliOptions(cmd, &a->model_cli);
+  cmd->add_option("--data", a->data,
+                  "TorchScript models: a data file (PATH.pt or PATH.bin) whose samples give the "
+                  "input shape");
   cmd->add_option("--opt", a->opts,
                   "Model option key=value (repeatable); --key value after the flags works too; "
                   "preset=NAME selects a preset");

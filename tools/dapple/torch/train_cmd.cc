@@ -1,5 +1,5 @@
 // `dapple train`: trains a zoo model under a plan, one process per device (issue 5,
-// DESIGN.md section 7). With --nproc N it checks the plan, then launches N local processes
+// docs/design.md section 7). With --nproc N it checks the plan, then launches N local processes
 // of itself and relays the first failure (with --nnodes/--node-rank/--master-addr/
 // --master-port: one node of several, as torchrun; node r runs the plan's devices
 // r*N .. r*N+N-1); without it, it is one rank of a job whose launcher set RANK,
@@ -13,10 +13,14 @@
 #include "dapple/common/error.h"
 #include "dapple/common/malloc_tuning.h"
 #include "dapple/format/plan.h"
+#include "dapple/models/data.h"
 #include "dapple/models/zoo.h"
+#include "dapple/runtime/communicator.h"
 #include "dapple/runtime/launcher.h"
+#include "dapple/runtime/resume_policy.h"
 #include "dapple/runtime/trainer.h"
 #include "launch_cli.h"
+#include "model_cli.h"
 
 namespace dapple {
 namespace {
@@ -28,13 +32,22 @@ struct TrainArgs {
   std::string optimizer = "sgd";
   std::string dtype = "float32";
   double timeout_s = 60;
+  std::string resume;                   // --resume [auto]: "" for the bare flag
+  CLI::Option* resume_given = nullptr;  // counts --resume
   double bucket_mb = 25;
   LaunchCli launch;  // launch.nproc == 0: one rank of a job started by someone else
+  ModelCli model_cli;
+  bool no_shuffle = false;
 };
 
 void Finish(TrainArgs& a) {
   a.o.model_options = ParseModelFlags(a.model_opts);
   for (const auto& [k, v] : ParseModelFlags(a.model_extras)) a.o.model_options[k] = v;
+  a.o.script = ScriptOptionsOf(a.model_cli, a.o.model, a.o.data);
+  a.o.data_files.seq_len = a.model_cli.seq_len;
+  a.o.data_files.shuffle = !a.no_shuffle;
+  if (!a.o.save_model.empty() && !IsTorchScriptPath(a.o.model))
+    ThrowInput("--save-model: only TorchScript models (--model PATH.pt) are exported");
   a.o.optimizer.kind = ParseOptimizerKind(a.optimizer);
   if (a.dtype == "float32") {
     a.o.dtype = torch::kFloat32;
@@ -47,7 +60,13 @@ void Finish(TrainArgs& a) {
   a.o.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
   a.o.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(a.bucket_mb * 1048576));
   if (a.o.steps < 1) ThrowInput("--steps {}: must be at least 1", a.o.steps);
-  if (a.o.resume && a.o.checkpoint_dir.empty()) ThrowInput("--resume needs --checkpoint-dir");
+  if (a.resume_given && a.resume_given->count() > 0) {
+    ResumeMode mode = ParseResumeMode(a.resume);
+    a.o.resume = mode == ResumeMode::kAlways;
+    a.o.resume_auto = mode == ResumeMode::kAuto;
+  }
+  if ((a.o.resume || a.o.resume_auto) && a.o.checkpoint_dir.empty())
+    ThrowInput("--resume needs --checkpoint-dir");
   ApplyTestHooksFromEnvironment(a.o);
 }
 
@@ -61,7 +80,10 @@ int Launch(TrainArgs& a) {
         "{}: the plan uses {} devices but the job has {} processes (--nnodes {} x --nproc {})",
         a.o.plan_path.string(), devices, l.world_size(), l.nnodes, l.nproc);
   }
-  LoadAndCheckPlan(a.o, l.world_size());
+  CheckedPlan checked = LoadAndCheckPlan(a.o, l.world_size());
+  // A user's data file is checked against the model here too: one line, no process started.
+  if (IsDataFilePath(a.o.data)) MakeDataset(a.o.data, checked.model, a.o.seed, "", a.o.data_files);
+  DeviceForLocalRank(0);  // a device without a transport: refused before any process starts
   LaunchOptions lo = MakeLaunchOptions("train", l, SelfArgvWithoutLaunchOptions());
   lo.term_delay = a.o.timeout + std::chrono::seconds(2);  // let them report what they waited on
   lo.kill_grace = std::chrono::seconds(2);
@@ -99,7 +121,10 @@ void AddTrainCommand(CLI::App& app) {
       "train",
       "Train a model under a plan: pipeline + data parallel over c10d (one process per "
       "device)");
-  cmd->add_option("--model", a->o.model, "Zoo model name (as for `dapple profile`)")->required();
+  cmd->add_option("--model", a->o.model,
+                  "Zoo model name (as for `dapple profile`) or a TorchScript file PATH.pt")
+      ->required();
+  AddModelCliOptions(cmd, &a->model_cli);
   cmd->add_option("--opt", a->model_opts,
                   "Model option key=value (repeatable), e.g. --opt hidden=64 --opt layers=3");
   cmd->add_option("--plan", a->o.plan_path,
@@ -108,7 +133,17 @@ void AddTrainCommand(CLI::App& app) {
       ->required();
   cmd->add_option("--steps", a->o.steps, "Total training steps (a resumed run continues to it)")
       ->required();
-  cmd->add_option("--data", a->o.data, "fashion-mnist | kjv | synthetic")->capture_default_str();
+  cmd->add_option("--data", a->o.data,
+                  "fashion-mnist | kjv | synthetic | PATH.pt (torch.save dict of 'input' and "
+                  "'target') | PATH.bin (uint16 tokens, with --seq-len)")
+      ->capture_default_str();
+  cmd->add_option("--eval-data", a->o.data_files.eval_path,
+                  "Held-out data file for --eval (same format as --data PATH)");
+  cmd->add_flag("--no-shuffle", a->no_shuffle,
+                "Data files: global batch k holds samples k*GBS .. (k+1)*GBS-1 (wrapping), as a "
+                "plain PyTorch loop would");
+  cmd->add_option("--save-model", a->o.save_model,
+                  "TorchScript models: write the module with the trained weights here");
   cmd->add_option("--data-cache-dir", a->o.data_cache_dir, "Where decompressed data is cached");
   AddLaunchOptions(cmd, &a->launch,
                    "Launch this many local processes (else read RANK, WORLD_SIZE, LOCAL_RANK, "
@@ -125,9 +160,11 @@ void AddTrainCommand(CLI::App& app) {
   cmd->add_option("--checkpoint-dir", a->o.checkpoint_dir,
                   "Save per-layer checkpoints here (always after the last step)");
   cmd->add_option("--checkpoint-every", a->o.checkpoint_every, "Also every K steps");
-  cmd->add_flag("--resume", a->o.resume,
-                "Continue from the newest checkpoint in --checkpoint-dir "
-                "(the plan may differ)");
+  a->resume_given =
+      cmd->add_option("--resume", a->resume,
+                      "Continue from the newest checkpoint in --checkpoint-dir (the plan may "
+                      "differ); `--resume auto`: only when one exists, else start fresh")
+          ->expected(0, 1);
   cmd->add_flag("--recompute", a->o.recompute,
                 "Keep only stage inputs and recompute the forward in the backward");
   cmd->add_option("--trace", a->o.trace_path,

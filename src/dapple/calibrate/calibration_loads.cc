@@ -10,9 +10,9 @@
 #include <functional>
 #include <thread>
 
+#include "dapple/calibrate/calibration_matmul.h"
+#include "dapple/calibrate/calibration_steps.h"
 #include "dapple/common/error.h"
-#include "dapple/runtime/calibration_matmul.h"
-#include "dapple/runtime/calibration_steps.h"
 #include "dapple/runtime/communicator.h"
 
 namespace dapple::internal {

@@ -9,9 +9,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "dapple/calibrate/calibration.h"
+#include "dapple/calibrate/calibration_steps.h"
 #include "dapple/common/error.h"
-#include "dapple/runtime/calibration.h"
-#include "dapple/runtime/calibration_steps.h"
 
 namespace dapple {
 namespace {
@@ -167,7 +167,7 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
   c["note"] =
       "point-to-point samples are one-way times (half the fastest of the repeated round "
       "trips); allreduce samples are the mean seconds per float32 sum over the ranks listed; "
-      "bus bandwidth = 2(r-1)/r x bytes / time (DESIGN.md section 4)";
+      "bus bandwidth = 2(r-1)/r x bytes / time (docs/design.md section 4)";
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
   for (size_t i = 0; i < r.hosts.size(); ++i)
     ranks.push_back({{"rank", i}, {"host", r.hosts[i]}, {"server", r.server_of_rank[i]}});

@@ -1,10 +1,10 @@
 // The compute kernel that calibrate's compute measurements time (calibration_steps.cc,
-// calibration_loads.cc). Internal to the runtime; includes libtorch.
+// calibration_loads.cc). Internal to the calibrate layer; includes libtorch.
 #pragma once
 
 #include <torch/torch.h>
 
-#include "dapple/runtime/calibration_steps.h"
+#include "dapple/calibrate/calibration_steps.h"
 
 namespace dapple::internal {
 

@@ -1,12 +1,12 @@
 // Steps of Calibrate (calibration.cc) beyond the ping-pong: the allreduce sweep of a group
-// and the compute speed of a device while every device computes. Internal to the runtime.
+// and the compute speed of a device while every device computes. Internal to the calibrate layer.
 #pragma once
 
 #include <chrono>
 #include <string>
 #include <vector>
 
-#include "dapple/runtime/calibration.h"
+#include "dapple/calibrate/calibration.h"
 
 namespace dapple {
 

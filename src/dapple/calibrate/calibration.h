@@ -49,7 +49,7 @@ struct LinkFit {
 LinkFit FitLatencyBandwidth(const std::vector<TimingSample>& samples, const std::string& what);
 
 // A ring allreduce over `ranks` ranks: t(bytes) = 2(r-1) x step_latency_s + 2(r-1)/r x bytes /
-// bus_bandwidth_bytes_per_s (DESIGN.md section 4), fitted as FitLatencyBandwidth does on the
+// bus_bandwidth_bytes_per_s (docs/design.md section 4), fitted as FitLatencyBandwidth does on the
 // bytes each rank sends. These are the allreduce fields of a cluster's links.
 struct AllReduceFit {
   int ranks = 2;

@@ -1,5 +1,5 @@
 // The allreduce sweep and the compute speed of `dapple calibrate`: see calibration_steps.h.
-#include "dapple/runtime/calibration_steps.h"
+#include "dapple/calibrate/calibration_steps.h"
 
 #include <torch/torch.h>
 
@@ -7,9 +7,9 @@
 #include <chrono>
 #include <cmath>
 
+#include "dapple/calibrate/calibration_matmul.h"
 #include "dapple/common/error.h"
-#include "dapple/profiler/blas_env.h"
-#include "dapple/runtime/calibration_matmul.h"
+#include "dapple/cpu/blas_env.h"
 #include "dapple/runtime/communicator.h"
 
 namespace dapple::internal {

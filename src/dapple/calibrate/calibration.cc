@@ -1,7 +1,7 @@
 // Calibrate: host discovery, ping-pong sweeps over the intra- and inter-server links, an
 // allreduce sweep, and the cluster they describe. Every loop is bounded by the size list,
 // the repeat count and the budget; every wait by the communicator's timeout.
-#include "dapple/runtime/calibration.h"
+#include "dapple/calibrate/calibration.h"
 
 #include <torch/torch.h>
 
@@ -11,8 +11,8 @@
 #include <map>
 #include <set>
 
+#include "dapple/calibrate/calibration_steps.h"
 #include "dapple/common/error.h"
-#include "dapple/runtime/calibration_steps.h"
 #include "dapple/runtime/communicator.h"
 
 namespace dapple {
@@ -233,7 +233,8 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
       comm.Barrier("calibrate: after the intra-server allreduce");
       r.intra_allreduce_ranks = server0;
     }
-    if (!(o.speed > 0)) r.compute = internal::MeasureComputeSpeed(comm, r.one_machine, o.cold_caches);
+    if (!(o.speed > 0))
+      r.compute = internal::MeasureComputeSpeed(comm, r.one_machine, o.cold_caches);
     if (r.compute && world == 2 && r.one_machine && r.intra_pair)
       r.intra_stream_load = internal::MeasureStreamLoadOfPair(comm, *r.compute);
     if (r.compute && world >= 3) {

@@ -1,5 +1,5 @@
 // OpenBLAS kernel choice, thread counts and CPU description: see blas_env.h.
-#include "dapple/profiler/blas_env.h"
+#include "dapple/cpu/blas_env.h"
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>

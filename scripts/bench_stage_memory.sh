@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Stage-local models (docs/runtime.md "Each process holds only its stage"): a GPT whose
+# parameters and Adam state do not fit one device of the cluster is planned on 4 devices and
+# trained for a few steps with 4 processes; per stage, what each rank holds (parameters,
+# optimizer state), its peak resident memory, and the planner's per-device estimate, next to
+# the whole model's training state. A benchmark, not a test: the figures depend on the machine.
+#
+#   scripts/bench_stage_memory.sh [path/to/dapple] [hidden] [layers]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dapple=${1:-build/tools/dapple/dapple}
+hidden=${2:-512}
+layers=${3:-8}
+out=${OUT:-out/stage-memory}
+mkdir -p "$out"
+model=(--model gpt --opt hidden="$hidden" --opt heads=8 --opt layers="$layers" --opt seq=64 --opt vocab=128)
+
+"$dapple" profile "${model[@]}" --batch 4 --batches 1,2,4 --threads 1 --optimizer adam \
+  --warmup 1 --repeat 2 -o "$out/profile.json" >/dev/null 2>&1
+params=$(/usr/bin/python3 -c "import json; p=json.load(open('$out/profile.json')); print(sum(l.get('parameter_bytes',0) for l in p['layers']))")
+# Devices that hold about 45% of the model's parameters + gradients + Adam state (4 copies):
+# no device can hold the whole model, so the planner must cut it.
+memory=$(/usr/bin/python3 -c "print(int(float($params) * 4 * 0.45) + 64 * 2**20)")
+cat >"$out/cluster.json" <<JSON
+{"format": "dapple-cluster/1", "name": "four-small", "servers": [{"devices": 4}],
+ "device": {"memory_bytes": $memory, "speed": 1.0},
+ "intra_server": {"bandwidth_bytes_per_s": 2e9, "latency_s": 2e-5}}
+JSON
+"$dapple" plan --profile "$out/profile.json" --cluster "$out/cluster.json" --global-batch 16 \
+  --no-baselines -o "$out/plan.json" >/dev/null
+devices=$(/usr/bin/python3 -c "import json; p=json.load(open('$out/plan.json')); print(sum(len(s['devices']) for s in p['stages']))")
+"$dapple" train "${model[@]}" --plan "$out/plan.json" --steps 3 --nproc "$devices" \
+  --optimizer adam --lr 0.001 --data kjv --log-json >"$out/train.jsonl"
+/usr/bin/python3 - "$out" "$params" "$memory" <<'PY'
+import json, sys
+out, params, memory = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+plan = json.load(open(f"{out}/plan.json"))
+summary = [json.loads(l)["summary"] for l in open(f"{out}/train.jsonl") if l.startswith('{"summary"')][0]
+mib = lambda b: b / 2**20
+print(f"whole model: parameters {mib(params):.1f} MiB, with gradients and Adam state {mib(4 * params):.1f} MiB; "
+      f"device memory {mib(memory):.1f} MiB")
+print("| stage | layers | replicas | parameters MiB | Adam state MiB | peak resident MiB | planned peak MiB |")
+print("|---:|---|---:|---:|---:|---:|---:|")
+for s, st in enumerate(summary["stages"]):
+    p = plan["stages"][s]
+    print(f"| {s} | {p['first_layer_id']}..{p['last_layer_id']} | {st['replicas']} | "
+          f"{mib(st['parameter_bytes']):.1f} | {mib(st['optimizer_state_bytes']):.1f} | "
+          f"{mib(st['peak_resident_bytes']):.1f} | {mib(st['planned_peak_memory_bytes']):.1f} |")
+PY

@@ -1,0 +1,248 @@
+// The user's data files: a torch.save dict of tensors, and flat uint16 token files
+// (memory-mapped, the nanoGPT .bin convention). See data.h.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <torch/serialize.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "dapple/common/error.h"
+#include "dapple/models/data_internal.h"
+
+namespace dapple {
+namespace internal {
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string Shape(torch::IntArrayRef s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+std::string SampleShape(const std::vector<int64_t>& s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
+
+// Reads `input` and `target` of a zip-format torch.save dict.
+Batch ReadTensorFile(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) ThrowInput("{}: cannot open the data file", file);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  c10::IValue v;
+  try {
+    v = torch::pickle_load(bytes);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    ThrowInput(
+        "{}: not a zip-format torch.save file (write it with torch.save({{'input': x, "
+        "'target': y}}, path)): {}",
+        file, what.substr(0, what.find('\n')));
+  }
+  if (!v.isGenericDict()) ThrowInput("{}: expected a dict with keys 'input' and 'target'", file);
+  Batch b;
+  for (const auto& item : v.toGenericDict()) {
+    if (!item.key().isString()) continue;
+    const std::string key = item.key().toStringRef();
+    if (key != "input" && key != "target") continue;
+    if (!item.value().isTensor()) ThrowInput("{}: '{}' is not a tensor", file, key);
+    (key == "input" ? b.inputs : b.targets) = item.value().toTensor().contiguous();
+  }
+  if (!b.inputs.defined()) ThrowInput("{}: no 'input' tensor", file);
+  if (!b.targets.defined()) ThrowInput("{}: no 'target' tensor", file);
+  if (b.inputs.dim() == 0 || b.inputs.size(0) == 0)
+    ThrowInput("{}: 'input' holds no samples", file);
+  if (b.targets.dim() == 0 || b.targets.size(0) != b.inputs.size(0)) {
+    ThrowInput("{}: 'target' has shape {} but 'input' has {} samples (first dimension)", file,
+               Shape(b.targets.sizes()), b.inputs.size(0));
+  }
+  return b;
+}
+
+// Checks a batch read from `file` against the model's input and target.
+void CheckFits(const Batch& b, const Model& m, const std::string& file) {
+  std::vector<int64_t> in(b.inputs.sizes().begin() + 1, b.inputs.sizes().end());
+  if (in != m.input_shape) {
+    ThrowInput("{}: 'input' samples have shape {}, the model takes {}", file, SampleShape(in),
+               SampleShape(m.input_shape));
+  }
+  bool int_model = !c10::isFloatingType(m.input_dtype);
+  if (int_model != !b.inputs.is_floating_point()) {
+    ThrowInput("{}: 'input' is {}, the model takes {}", file, c10::toString(b.inputs.scalar_type()),
+               c10::toString(m.input_dtype));
+  }
+  std::vector<int64_t> t(b.targets.sizes().begin() + 1, b.targets.sizes().end());
+  if (t != m.target_shape) {
+    ThrowInput("{}: 'target' samples have shape {}, the model's loss takes {}", file,
+               SampleShape(t), SampleShape(m.target_shape));
+  }
+  if (m.target_dtype == torch::kInt64) {
+    if (b.targets.is_floating_point())
+      ThrowInput("{}: 'target' is {}, the loss takes class indices (int64)", file,
+                 c10::toString(b.targets.scalar_type()));
+    int64_t lo = b.targets.min().item<int64_t>(), hi = b.targets.max().item<int64_t>();
+    if (m.num_classes > 0 && (lo < 0 || hi >= m.num_classes)) {
+      ThrowInput("{}: 'target' holds class {} but the model's output has {} classes (0..{})", file,
+                 lo < 0 ? lo : hi, m.num_classes, m.num_classes - 1);
+    }
+  }
+}
+
+// Converts to the model's dtypes (floating inputs and targets follow the model).
+Batch ToModel(Batch b, const Model& m) {
+  b.inputs = b.inputs.to(m.input_dtype);
+  b.targets = b.targets.to(m.target_dtype);
+  return b;
+}
+
+// A memory-mapped token file: windows of seq_len tokens; the target is the same window
+// shifted by one token.
+class TokenFile {
+ public:
+  TokenFile(const std::filesystem::path& path, int64_t seq_len)
+      : file_(path.string()), seq_(seq_len) {
+    if (seq_ <= 0) ThrowInput("{}: a token file needs --seq-len", file_);
+    int fd = ::open(file_.c_str(), O_RDONLY);
+    if (fd < 0) ThrowInput("{}: cannot open the token file", file_);
+    struct stat st {};
+    ::fstat(fd, &st);
+    bytes_ = st.st_size;
+    if (bytes_ % 2 != 0) {
+      ::close(fd);
+      ThrowInput("{}: {} bytes is not a whole number of uint16 tokens", file_, bytes_);
+    }
+    if (bytes_ / 2 < seq_ + 1) {
+      ::close(fd);
+      ThrowInput("{}: {} tokens are fewer than one window of --seq-len {} plus one", file_,
+                 bytes_ / 2, seq_);
+    }
+    data_ = ::mmap(nullptr, bytes_, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (data_ == MAP_FAILED) ThrowInput("{}: cannot map the token file", file_);
+  }
+  ~TokenFile() { ::munmap(data_, bytes_); }
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+
+  int64_t windows() const { return (bytes_ / 2 - 1) / seq_; }
+  const uint16_t* tokens() const { return static_cast<const uint16_t*>(data_); }
+  // One pass over the ids: throws naming the file when one is not below `vocab`.
+  void CheckIds(int64_t vocab) const {
+    if (vocab <= 0) return;
+    const uint16_t* t = tokens();
+    int64_t n = bytes_ / 2;
+    for (int64_t i = 0; i < n; ++i) {
+      if (t[i] >= vocab)
+        ThrowInput("{}: token {} at position {} is outside the model's vocabulary of {}", file_,
+                   t[i], i, vocab);
+    }
+  }
+  // Windows `index` as inputs and targets.
+  Batch Windows(const torch::Tensor& index) const {
+    int64_t n = index.size(0);
+    torch::Tensor in = torch::empty({n, seq_}, torch::kInt64),
+                  out = torch::empty({n, seq_}, torch::kInt64);
+    auto ia = in.accessor<int64_t, 2>(), oa = out.accessor<int64_t, 2>();
+    auto idx = index.accessor<int64_t, 1>();
+    for (int64_t r = 0; r < n; ++r) {
+      const uint16_t* w = tokens() + idx[r] * seq_;
+      for (int64_t j = 0; j < seq_; ++j) ia[r][j] = w[j], oa[r][j] = w[j + 1];
+    }
+    return {in, out};
+  }
+
+ private:
+  std::string file_;
+  int64_t seq_;
+  int64_t bytes_ = 0;
+  void* data_ = nullptr;
+};
+
+class TokenDataset : public Dataset {
+ public:
+  TokenDataset(const std::filesystem::path& path, const std::filesystem::path& eval_path,
+               const Model& m, uint64_t seed, const DataFileOptions& o)
+      : train_(path, o.seq_len), seed_(seed), shuffle_(o.shuffle) {
+    CheckModel(path.string(), m, o.seq_len);
+    train_.CheckIds(m.vocab_size > 0 ? m.vocab_size : m.num_classes);
+    if (!eval_path.empty()) {
+      TokenFile eval(eval_path, o.seq_len);
+      eval.CheckIds(m.vocab_size > 0 ? m.vocab_size : m.num_classes);
+      test_ = eval.Windows(torch::arange(eval.windows(), torch::kLong));
+    }
+  }
+  int64_t size() const override { return train_.windows(); }
+  Batch GlobalBatch(int64_t step, int64_t global_batch) override {
+    std::vector<torch::Tensor> parts;
+    int64_t n = size(), pos = step * global_batch, end = pos + global_batch;
+    while (pos < end) {
+      int64_t epoch = pos / n, offset = pos % n, take = std::min(end - pos, n - offset);
+      parts.push_back(Order(epoch).slice(0, offset, offset + take));
+      pos += take;
+    }
+    return train_.Windows(parts.size() == 1 ? parts[0] : torch::cat(parts));
+  }
+  Batch TestSet() override { return test_; }
+
+ private:
+  static void CheckModel(const std::string& file, const Model& m, int64_t seq) {
+    if (m.input_dtype != torch::kInt64 || m.input_shape != std::vector<int64_t>{seq}) {
+      ThrowInput("{}: token windows are int64 [{}] but the model takes {} {}", file, seq,
+                 c10::toString(m.input_dtype), SampleShape(m.input_shape));
+    }
+  }
+  const torch::Tensor& Order(int64_t epoch) {
+    if (epoch != epoch_) {
+      order_ = shuffle_ ? torch::randperm(size(), SeededGenerator(seed_, 1, epoch), torch::kLong)
+                        : torch::arange(size(), torch::kLong);
+      epoch_ = epoch;
+    }
+    return order_;
+  }
+  TokenFile train_;
+  uint64_t seed_;
+  bool shuffle_;
+  Batch test_;
+  int64_t epoch_ = -1;
+  torch::Tensor order_;
+};
+
+}  // namespace
+
+std::unique_ptr<Dataset> MakeFileDataset(const std::filesystem::path& path, const Model& model,
+                                         uint64_t seed, const DataFileOptions& o) {
+  if (!std::filesystem::is_regular_file(path)) ThrowInput("{}: no such data file", path.string());
+  if (EndsWith(path.string(), ".bin"))
+    return std::make_unique<TokenDataset>(path, o.eval_path, model, seed, o);
+  Batch train = ReadTensorFile(path);
+  CheckFits(train, model, path.string());
+  Batch test;
+  if (!o.eval_path.empty()) {
+    test = ReadTensorFile(o.eval_path);
+    CheckFits(test, model, o.eval_path.string());
+    test = ToModel(test, model);
+  }
+  return std::make_unique<InMemoryDataset>(ToModel(train, model), test, seed, o.shuffle);
+}
+
+}  // namespace internal
+
+std::pair<std::vector<int64_t>, torch::Dtype> DataFileSample(const std::filesystem::path& path,
+                                                             int64_t seq_len) {
+  if (!std::filesystem::is_regular_file(path)) ThrowInput("{}: no such data file", path.string());
+  if (internal::EndsWith(path.string(), ".bin")) {
+    internal::TokenFile t(path, seq_len);
+    return {{seq_len}, torch::kInt64};
+  }
+  Batch b = internal::ReadTensorFile(path);
+  return {std::vector<int64_t>(b.inputs.sizes().begin() + 1, b.inputs.sizes().end()),
+          b.inputs.scalar_type()};
+}
+
+}  // namespace dapple

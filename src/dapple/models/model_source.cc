@@ -1,0 +1,17 @@
+// LoadModel: see model_source.h.
+#include "dapple/models/model_source.h"
+
+#include "dapple/common/error.h"
+
+namespace dapple {
+
+Model LoadModel(const ModelSource& source, uint64_t seed, torch::Dtype dtype, LayerRange held) {
+  if (!source.is_script()) return BuildModel(source.model, source.options, seed, dtype, held);
+  if (!source.options.empty()) {
+    ThrowInput("{}: zoo model options ({}=...) do not apply to a TorchScript model", source.model,
+               source.options.begin()->first);
+  }
+  return LoadScriptModel(source.model, source.script, dtype, held);
+}
+
+}  // namespace dapple

@@ -1,0 +1,28 @@
+// Where a model comes from: a zoo name with its options, or a user's TorchScript file.
+// Every command that takes --model goes through LoadModel.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "dapple/models/model.h"
+#include "dapple/models/script_model.h"
+
+namespace dapple {
+
+struct ModelSource {
+  std::string model;          // zoo name, or a path ending in .pt/.pth (IsTorchScriptPath)
+  ModelOptions options;       // zoo options
+  ScriptModelOptions script;  // TorchScript: loss, input sample, expansion
+  bool is_script() const { return IsTorchScriptPath(model); }
+};
+
+// The model with the layers in `held` materialised (Note [Stage-local models]). Zoo models
+// are initialised from `seed`; TorchScript models keep their file's values. Bad input
+// throws InputError naming the model and what is wrong.
+Model LoadModel(const ModelSource& source, uint64_t seed, torch::Dtype dtype, LayerRange held = {});
+
+// A LayerRange that holds no layer (names only, for plan checks).
+inline constexpr LayerRange kNoLayers{1, 0};
+
+}  // namespace dapple

@@ -1,0 +1,171 @@
+// The refinement's search loop: see refine.h.
+//
+// Note [Refinement]
+// The DP sees a plan through the analytic latency L, over coarsened layer blocks, with a
+// pivot heuristic and a beam; the baselines see it through their own objectives. Each can
+// miss a plan one or two small changes away from its answer that the simulator finds
+// faster (GNMT-16 on paper-b: PipeDream's 14-stage partition beats the DP's 7 stages). So
+// the planner ends with a local search from its best proposals. Each round lists every
+// neighbour of the current plan (refine_moves.h), drops those that cannot fit memory or
+// cannot win (IterationLowerBound >= the current time), orders the rest by an analytic
+// estimate (max of L and the lower bound) and simulates them in that order, a batch of
+// `threads` at a time, until one is faster: the first faster one in that order is taken,
+// whichever thread finished first, so the result does not depend on timing. A round that
+// simulates `simulations_per_round` neighbours without finding a faster one ends the
+// search from that start, as does the time budget. Each accepted move makes the plan
+// strictly faster, so the search cannot cycle.
+#include "dapple/plan/refine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "dapple/common/error.h"
+#include "dapple/plan/plan_costs.h"
+#include "dapple/plan/refine_moves.h"
+
+namespace dapple {
+
+bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost,
+                          const std::vector<bool>& forward_timed) {
+  plan.recompute = false;
+  for (StagePlan& st : plan.stages) st.recompute = false;
+  PlanCosts pc = EvaluatePlan(plan, cost);
+  bool any = false;
+  for (int s = 0; s < plan.num_stages(); ++s) {
+    StagePlan& st = plan.stages[s];
+    st.recompute =
+        !pc.stages[s].fits() && CanRecompute(forward_timed, st.first_layer, st.last_layer);
+    any = any || st.recompute;
+  }
+  return any;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Simulates plans[i] for i in [begin, end) on up to `threads` threads; scored[i] is empty
+// when the plan does not fit memory.
+void ScoreBatch(const std::vector<const Plan*>& plans, size_t begin, size_t end,
+                const CostModel& cost, int threads, std::vector<std::optional<Scored>>& scored) {
+  auto one = [&](size_t i) {
+    Selection sel = SelectFastest({Proposal{*plans[i], ""}}, cost);
+    if (sel.best) scored[i] = std::move(*sel.best);
+  };
+  const size_t n = end - begin;
+  if (threads <= 1 || n <= 1) {
+    for (size_t i = begin; i < end; ++i) one(i);
+    return;
+  }
+  std::atomic<size_t> next{begin};
+  std::exception_ptr failure;
+  std::mutex mu;
+  auto work = [&] {
+    try {
+      for (size_t i = next++; i < end; i = next++) one(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!failure) failure = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < std::min<size_t>(threads, n); ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+struct Search {
+  const CostModel& cost;
+  const Cluster& cluster;
+  const RefineOptions& o;
+  Clock::time_point deadline;
+  int threads;
+  long long simulated = 0;
+  bool out_of_time = false;
+
+  // Local search from `start`; returns the last plan and the moves taken.
+  std::pair<Scored, std::vector<RefineStep>> Run(Scored cur) {
+    std::vector<RefineStep> steps;
+    for (int round = 0; round < o.max_rounds; ++round) {
+      if (Clock::now() >= deadline) {
+        out_of_time = true;
+        break;
+      }
+      std::vector<internal::Neighbour> ns = internal::Neighbours(cur.plan, cost, cluster, o);
+      struct Item {
+        double estimate;
+        size_t index;
+      };
+      std::vector<Item> items;
+      const double now_ms = cur.sim.iteration_ms;
+      for (size_t i = 0; i < ns.size(); ++i) {
+        PlanCosts pc = EvaluatePlan(ns[i].plan, cost);
+        if (!pc.fits) continue;
+        const double lb = IterationLowerBound(pc, ns[i].plan.num_micro_batches);
+        if (lb >= now_ms) continue;
+        items.push_back({std::max(lb, pc.latency.latency_ms), i});
+      }
+      std::stable_sort(items.begin(), items.end(),
+                       [](const Item& a, const Item& b) { return a.estimate < b.estimate; });
+      if (static_cast<int>(items.size()) > o.simulations_per_round)
+        items.resize(o.simulations_per_round);
+      std::vector<const Plan*> plans;
+      for (const Item& it : items) plans.push_back(&ns[it.index].plan);
+      std::vector<std::optional<Scored>> scored(plans.size());
+      std::optional<size_t> taken;
+      for (size_t begin = 0; begin < plans.size() && !taken;) {
+        if (Clock::now() >= deadline) {
+          out_of_time = true;
+          break;
+        }
+        const size_t end = std::min(plans.size(), begin + static_cast<size_t>(threads));
+        ScoreBatch(plans, begin, end, cost, threads, scored);
+        simulated += static_cast<long long>(end - begin);
+        for (size_t i = begin; i < end && !taken; ++i)
+          if (scored[i] && scored[i]->sim.iteration_ms < now_ms * (1 - 1e-9)) taken = i;
+        begin = end;
+      }
+      if (!taken) break;
+      Scored next = std::move(*scored[*taken]);
+      next.origin = cur.origin;
+      steps.push_back({ns[items[*taken].index].move, next.sim.iteration_ms});
+      cur = std::move(next);
+    }
+    return {std::move(cur), std::move(steps)};
+  }
+};
+
+}  // namespace
+
+RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
+                    const Cluster& cluster, const RefineOptions& options) {
+  DAPPLE_CHECK(!starts.empty());
+  const auto begin = Clock::now();
+  Search search{cost, cluster, options,
+                begin + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(std::max(0.0, options.seconds))),
+                options.threads > 0
+                    ? options.threads
+                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
+  RefineResult result;
+  bool have = false;
+  for (const Scored& start : starts) {
+    auto [end, steps] = search.Run(start);
+    if (!have || end.sim.iteration_ms < result.best.sim.iteration_ms) {
+      result.best = std::move(end);
+      result.steps = std::move(steps);
+      have = true;
+    }
+  }
+  result.simulated = search.simulated;
+  result.out_of_time = search.out_of_time;
+  return result;
+}
+
+}  // namespace dapple

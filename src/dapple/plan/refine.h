@@ -1,0 +1,80 @@
+// Refinement after the planners' proposals (Note [Refinement] in refine.cc): a bounded local
+// search from the best plans found, every move scored by the exact simulator.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dapple/common/schedule_kind.h"
+#include "dapple/cost/cost_model.h"
+#include "dapple/format/cluster.h"
+#include "dapple/format/plan.h"
+#include "dapple/plan/rescoring.h"
+
+namespace dapple {
+
+struct RefineOptions {
+  std::vector<int> sizes;               // micro-batch sizes a move may pick, ascending
+  std::vector<ScheduleKind> schedules;  // schedules a move may pick
+  // Per layer: whether the profile has a forward time for it. A stage may re-compute when
+  // one of its layers has (re-computation costs the stage's forward again); empty: never.
+  std::vector<bool> forward_timed;
+  double seconds = 1.0;            // wall-clock budget of the whole refinement
+  int max_rounds = 400;            // accepted moves per start at most
+  int simulations_per_round = 32;  // neighbours simulated per round at most (best first)
+  int threads = 0;                 // simulating threads; 0: the machine's cores
+};
+
+// One move of the search, as reported: "boundary", "move-device", "add-device",
+// "remove-device", "merge", "split", "swap", "micro-batch", "schedule".
+struct RefineStep {
+  std::string move;
+  double iteration_ms = 0;  // after the move
+};
+
+struct RefineResult {
+  Scored best;                    // the fastest plan seen (a start when no move helped)
+  std::vector<RefineStep> steps;  // the accepted moves that led from its start to it
+  long long simulated = 0;        // neighbours the simulator scored
+  bool out_of_time = false;       // the budget ran out before the search converged
+};
+
+// Runs the local search from each of `starts` (each already scored, fitting memory) and
+// returns the fastest plan found; ties go to the earlier start. Every plan it proposes is
+// valid for `cluster` (each replica has a sample, devices not shared) and fits memory.
+// The outcome is deterministic unless the time budget runs out. REQUIRES: starts non-empty.
+RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
+                    const Cluster& cluster, const RefineOptions& options);
+
+// Re-computation where a plan needs it, and nowhere else: sets `recompute` on each stage
+// of `plan` that does not fit its devices' memory without it (per EvaluatePlan's memory
+// rule) and may re-compute (CanRecompute), clears it on the others and clears the plan's
+// own flag. Returns whether some stage re-computes. Re-computation is a memory tool: the
+// simulator may find a plan faster with it where it fits without (a later backward can
+// shift a contended transfer), but the planners never propose it for that.
+bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost,
+                          const std::vector<bool>& forward_timed);
+
+}  // namespace dapple
+
+namespace dapple {
+
+// The planner's last step: picks the fastest of `proposals` (as SelectFastest) and refines
+// it. The starts are the fastest fitting proposal of each origin and, when `forward_timed`
+// allows re-computation, the fastest of the proposals that fit only with it (re-computing
+// the stages that need it; their origin gets "+recompute"); `loose` proposals (made without
+// the memory limit) are used that way too. The starts are refined fastest first, at most
+// `max_starts` of them.
+struct RefinedSelection {
+  std::optional<Scored> best;  // its origin: the start's
+  std::vector<RefineStep> steps;
+  long long simulated = 0;
+  bool out_of_time = false;
+};
+RefinedSelection SelectAndRefine(const std::vector<Proposal>& proposals,
+                                 const std::vector<Proposal>& loose, const CostModel& cost,
+                                 const Cluster& cluster, const RefineOptions& options,
+                                 int max_starts = 3);
+
+}  // namespace dapple

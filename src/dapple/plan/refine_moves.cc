@@ -1,0 +1,221 @@
+// The refinement's moves: see refine_moves.h.
+#include "dapple/plan/refine_moves.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "dapple/plan/plan_costs.h"
+
+namespace dapple::internal {
+namespace {
+
+struct Ctx {
+  const CostModel& cost;
+  const Cluster& cluster;
+  const RefineOptions& o;
+  std::vector<int> unused;  // devices no stage has, ascending
+};
+
+int MaxReplicas(const Plan& p) {
+  int r = 1;
+  for (const StagePlan& s : p.stages) r = std::max(r, s.replicas());
+  return r;
+}
+
+// Gives every replica a sample: raises m to the smallest allowed size >= the most
+// replicas of a stage. False when there is none.
+bool FitMicroBatch(Plan& p, const std::vector<int>& sizes) {
+  const int need = MaxReplicas(p);
+  if (need <= p.micro_batch_size) return true;
+  for (int m : sizes) {
+    if (m >= need) {
+      p.micro_batch_size = m;
+      p.num_micro_batches = p.global_batch_size / m;
+      return true;
+    }
+  }
+  return false;
+}
+
+void Add(Ctx& c, std::vector<Neighbour>& out, Plan p, const char* move) {
+  if (!FitMicroBatch(p, c.o.sizes)) return;
+  RecomputeWhereNeeded(p, c.cost, c.o.forward_timed);
+  p.estimate.reset();
+  out.push_back({std::move(p), move});
+}
+
+// The unused device that suits a stage on `devices` best: one on a server the stage
+// already uses (the server with most of them), else the lowest id. -1 when none.
+int PickUnused(const Ctx& c, const std::vector<int>& devices) {
+  if (c.unused.empty()) return -1;
+  int best = -1, best_count = 0;
+  for (int u : c.unused) {
+    int count = 0;
+    for (int d : devices) count += c.cluster.ServerOf(d) == c.cluster.ServerOf(u);
+    if (count > best_count) best = u, best_count = count;
+  }
+  return best >= 0 ? best : c.unused.front();
+}
+
+// The device of `from` to give to a stage on `to`: one on a server `to` uses, else the
+// last one.
+int PickGiven(const Ctx& c, const std::vector<int>& from, const std::vector<int>& to) {
+  for (auto it = from.rbegin(); it != from.rend(); ++it)
+    for (int d : to)
+      if (c.cluster.ServerOf(d) == c.cluster.ServerOf(*it)) return *it;
+  return from.back();
+}
+
+void Insert(std::vector<int>& devices, int d) {
+  devices.insert(std::upper_bound(devices.begin(), devices.end(), d), d);
+}
+
+void Erase(std::vector<int>& devices, int d) {
+  devices.erase(std::find(devices.begin(), devices.end(), d));
+}
+
+// F + B of layers [first, last] for the profile batch on the stage's first device.
+double Work(const Ctx& c, int first, int last, int device) {
+  const double pbs = c.cost.profile_batch_size();
+  return c.cost.ForwardMs(first, last, pbs, device) + c.cost.BackwardMs(first, last, pbs, device);
+}
+
+void Boundaries(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
+  for (int b = 0; b + 1 < p.num_stages(); ++b) {
+    const StagePlan &lo = p.stages[b], &hi = p.stages[b + 1];
+    for (int step = 1;
+         step <= std::max(lo.last_layer - lo.first_layer, hi.last_layer - hi.first_layer);
+         step *= 2) {
+      for (int sign : {1, -1}) {
+        const int last = lo.last_layer + sign * step;
+        if (last < lo.first_layer || last >= hi.last_layer) continue;
+        Plan q = p;
+        q.stages[b].last_layer = last;
+        q.stages[b + 1].first_layer = last + 1;
+        Add(c, out, std::move(q), "boundary");
+      }
+    }
+  }
+}
+
+void Devices(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
+  const int S = p.num_stages();
+  for (int a = 0; a < S; ++a) {
+    if (p.stages[a].replicas() < 2) continue;
+    for (int b = 0; b < S; ++b) {
+      if (b == a) continue;
+      Plan q = p;
+      const int d = PickGiven(c, q.stages[a].devices, q.stages[b].devices);
+      Erase(q.stages[a].devices, d);
+      Insert(q.stages[b].devices, d);
+      Add(c, out, std::move(q), "move-device");
+    }
+    Plan q = p;
+    q.stages[a].devices.pop_back();
+    Add(c, out, std::move(q), "remove-device");
+  }
+  for (int b = 0; b < S; ++b) {
+    const int u = PickUnused(c, p.stages[b].devices);
+    if (u < 0) break;
+    Plan q = p;
+    Insert(q.stages[b].devices, u);
+    Add(c, out, std::move(q), "add-device");
+  }
+  // Placement: a device of stage a and one of stage b on another server change places.
+  for (int a = 0; a < S; ++a) {
+    for (int b = a + 1; b < S; ++b) {
+      const int da = p.stages[a].devices.back(), db = p.stages[b].devices.front();
+      if (c.cluster.ServerOf(da) == c.cluster.ServerOf(db)) continue;
+      Plan q = p;
+      Erase(q.stages[a].devices, da);
+      Erase(q.stages[b].devices, db);
+      Insert(q.stages[a].devices, db);
+      Insert(q.stages[b].devices, da);
+      Add(c, out, std::move(q), "swap");
+    }
+  }
+}
+
+void MergeSplit(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
+  const int S = p.num_stages();
+  for (int b = 0; b + 1 < S; ++b) {
+    Plan q = p;
+    StagePlan& lo = q.stages[b];
+    const StagePlan& hi = q.stages[b + 1];
+    lo.last_layer = hi.last_layer;
+    for (int d : hi.devices) Insert(lo.devices, d);
+    q.stages.erase(q.stages.begin() + b + 1);
+    Add(c, out, std::move(q), "merge");
+  }
+  for (int s = 0; s < S; ++s) {
+    const StagePlan& st = p.stages[s];
+    if (st.first_layer == st.last_layer) continue;
+    const int dev = st.devices.front();
+    const double total = Work(c, st.first_layer, st.last_layer, dev);
+    int cut = st.first_layer;  // the new first stage ends here: the compute midpoint
+    double best = 1e300;
+    for (int l = st.first_layer; l < st.last_layer; ++l) {
+      double gap = std::abs(2 * Work(c, st.first_layer, l, dev) - total);
+      if (gap < best) best = gap, cut = l;
+    }
+    auto split = [&](std::vector<int> lo_devices, std::vector<int> hi_devices) {
+      Plan q = p;
+      StagePlan hi = q.stages[s];
+      q.stages[s].last_layer = cut;
+      q.stages[s].devices = std::move(lo_devices);
+      hi.first_layer = cut + 1;
+      hi.devices = std::move(hi_devices);
+      q.stages.insert(q.stages.begin() + s + 1, std::move(hi));
+      Add(c, out, std::move(q), "split");
+    };
+    const int r = st.replicas();
+    if (r >= 2) {  // the devices shared in proportion to the two halves' compute
+      const double share = Work(c, st.first_layer, cut, dev) / std::max(total, 1e-300);
+      const int k = std::clamp(static_cast<int>(std::lround(share * r)), 1, r - 1);
+      split({st.devices.begin(), st.devices.begin() + k},
+            {st.devices.begin() + k, st.devices.end()});
+    }
+    const int u = PickUnused(c, st.devices);
+    if (u >= 0) split(st.devices, {u});
+  }
+}
+
+void Batching(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
+  const auto& sizes = c.o.sizes;
+  auto at = std::find(sizes.begin(), sizes.end(), p.micro_batch_size);
+  if (at != sizes.end()) {
+    for (auto it : {at - (at == sizes.begin() ? 0 : 1), at + 1}) {
+      if (it == at || it == sizes.end() || *it < MaxReplicas(p)) continue;
+      Plan q = p;
+      q.micro_batch_size = *it;
+      q.num_micro_batches = p.global_batch_size / *it;
+      Add(c, out, std::move(q), "micro-batch");
+    }
+  }
+  for (ScheduleKind k : c.o.schedules) {
+    if (k == p.schedule) continue;
+    Plan q = p;
+    q.schedule = k;
+    Add(c, out, std::move(q), "schedule");
+  }
+}
+
+}  // namespace
+
+std::vector<Neighbour> Neighbours(const Plan& plan, const CostModel& cost, const Cluster& cluster,
+                                  const RefineOptions& options) {
+  Ctx c{cost, cluster, options, {}};
+  std::vector<bool> used(cluster.num_devices(), false);
+  for (const StagePlan& s : plan.stages)
+    for (int d : s.devices) used[d] = true;
+  for (int d = 0; d < cluster.num_devices(); ++d)
+    if (!used[d]) c.unused.push_back(d);
+  std::vector<Neighbour> out;
+  Boundaries(c, plan, out);
+  Devices(c, plan, out);
+  MergeSplit(c, plan, out);
+  Batching(c, plan, out);
+  return out;
+}
+
+}  // namespace dapple::internal

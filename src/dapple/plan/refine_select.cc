@@ -1,0 +1,60 @@
+// The planner's selection followed by refinement: see SelectAndRefine in refine.h.
+#include <algorithm>
+#include <map>
+
+#include "dapple/plan/plan_costs.h"
+#include "dapple/plan/refine.h"
+
+namespace dapple {
+
+RefinedSelection SelectAndRefine(const std::vector<Proposal>& proposals,
+                                 const std::vector<Proposal>& loose, const CostModel& cost,
+                                 const Cluster& cluster, const RefineOptions& options,
+                                 int max_starts) {
+  RefinedSelection out;
+  // Groups by origin, in order of first appearance; re-computing variants in groups of
+  // their own.
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<Proposal>> groups;
+  auto add = [&](Proposal p) {
+    auto [it, fresh] = groups.try_emplace(p.origin);
+    if (fresh) order.push_back(p.origin);
+    it->second.push_back(std::move(p));
+  };
+  const bool may_recompute = !options.forward_timed.empty() &&
+                             std::find(options.forward_timed.begin(), options.forward_timed.end(),
+                                       true) != options.forward_timed.end();
+  auto add_recomputing = [&](const Proposal& p) {
+    Proposal q = p;
+    if (RecomputeWhereNeeded(q.plan, cost, options.forward_timed)) {
+      q.origin += "+recompute";
+      add(std::move(q));
+    }
+  };
+  for (const Proposal& p : proposals) {
+    add(p);
+    if (may_recompute) add_recomputing(p);
+  }
+  if (may_recompute)
+    for (const Proposal& p : loose) add_recomputing(p);
+
+  std::vector<Scored> starts;
+  for (const std::string& origin : order) {
+    Selection sel = SelectFastest(groups[origin], cost);
+    out.simulated += sel.simulated;
+    if (sel.best) starts.push_back(std::move(*sel.best));
+  }
+  if (starts.empty()) return out;
+  std::stable_sort(starts.begin(), starts.end(), [](const Scored& a, const Scored& b) {
+    return a.sim.iteration_ms < b.sim.iteration_ms;
+  });
+  if (static_cast<int>(starts.size()) > max_starts) starts.resize(max_starts);
+  RefineResult r = Refine(starts, cost, cluster, options);
+  out.best = std::move(r.best);
+  out.steps = std::move(r.steps);
+  out.simulated += r.simulated;
+  out.out_of_time = r.out_of_time;
+  return out;
+}
+
+}  // namespace dapple

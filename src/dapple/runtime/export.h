@@ -1,0 +1,16 @@
+// `dapple export`: a user's TorchScript module with the weights of a dapple checkpoint,
+// loadable by torch.jit.load in Python.
+#pragma once
+
+#include <filesystem>
+
+namespace dapple {
+
+// Writes the module of `model_path` with the layer values (parameters, and buffers where
+// the checkpoint holds them) of checkpoint folder `step_dir` to `output`, atomically. The
+// layers are those the checkpoint's meta.json names, as `dapple train` cut the module.
+// Throws InputError naming the file when a layer or a parameter is missing or differs.
+void ExportScriptModel(const std::filesystem::path& model_path,
+                       const std::filesystem::path& step_dir, const std::filesystem::path& output);
+
+}  // namespace dapple

@@ -1,0 +1,94 @@
+// Bad input for users' TorchScript models and data files: each gives exit code 2 and one
+// line naming the file and what is wrong, before any training step (docs/your-model.md).
+#include <gtest/gtest.h>
+
+#include "dist/train_test_util.h"
+
+namespace dapple::testing {
+namespace {
+
+class ScriptModelErrorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(TestDir("script_errors"));
+    std::string cmd = std::string("/usr/bin/python3 ") + DAPPLE_SOURCE_DIR +
+                      "/tests/torch/script_models.py write " + dir_->string();
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    WritePlan(*dir_, "mlp_plan", PlanJson({{"fc0", "head", {0}}}, 4, 2, "dapple-a"));
+    WritePlan(*dir_, "gpt_plan", PlanJson({{"embed", "head", {0}}}, 4, 2, "dapple-a"));
+    WritePlan(*dir_, "wrong_plan", PlanJson({{"fc0", "fc9", {0}}}, 4, 2, "dapple-a"));
+  }
+  static std::string F(const std::string& name) { return (*dir_ / name).string(); }
+
+  // Runs `dapple train` on one process; returns the result.
+  RunResult Train(const std::string& model, const std::string& data, const std::string& plan,
+                  const std::string& extra = "") {
+    fs::path dir = TestDir("script_error_run");
+    return RunDapple("train --model " + F(model) + " --plan " + F(plan) + " --data " + F(data) +
+                         " --loss cross-entropy --steps 1 --timeout-s 20 " + extra,
+                     dir);
+  }
+  // Exit 2 and one line on stderr holding every one of `words`.
+  static void ExpectOneLine(const RunResult& r, const std::vector<std::string>& words) {
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    std::string err = r.err;
+    while (!err.empty() && err.back() == '\n') err.pop_back();
+    EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+    for (const auto& w : words)
+      EXPECT_NE(err.find(w), std::string::npos) << "'" << w << "' in: " << err;
+  }
+  static fs::path* dir_;
+};
+fs::path* ScriptModelErrorTest::dir_ = nullptr;
+
+TEST_F(ScriptModelErrorTest, StateDictIsNotTorchScript) {
+  ExpectOneLine(Train("state_dict.pt", "mlp_data.pt", "mlp_plan.json"),
+                {"state_dict.pt", "not a TorchScript archive"});
+}
+
+TEST_F(ScriptModelErrorTest, LegacySaveIsNotTorchScript) {
+  ExpectOneLine(Train("legacy.pt", "mlp_data.pt", "mlp_plan.json"),
+                {"legacy.pt", "not a TorchScript archive"});
+}
+
+TEST_F(ScriptModelErrorTest, ResidualIsNotAChain) {
+  ExpectOneLine(Train("residual.pt", "mlp_data.pt", "mlp_plan.json"),
+                {"residual.pt", "not its children called one after another"});
+}
+
+TEST_F(ScriptModelErrorTest, DictOutputIsRefused) {
+  ExpectOneLine(Train("dict.pt", "mlp_data.pt", "mlp_plan.json"),
+                {"dict.pt", "returns a", "tensor or a flat tuple"});
+}
+
+TEST_F(ScriptModelErrorTest, DataOfTheWrongShape) {
+  ExpectOneLine(Train("mlp.pt", "mlp_badshape.pt", "mlp_plan.json"), {"mlp.pt", "forward fails"});
+}
+
+TEST_F(ScriptModelErrorTest, ClassTargetsOutsideTheHead) {
+  ExpectOneLine(Train("mlp.pt", "mlp_badclass.pt", "mlp_plan.json"),
+                {"mlp_badclass.pt", "'target' holds class 7", "4 classes"});
+}
+
+TEST_F(ScriptModelErrorTest, TokenFileOfOddSize) {
+  ExpectOneLine(Train("gpt.pt", "tokens_odd.bin", "gpt_plan.json", "--seq-len 8"),
+                {"tokens_odd.bin", "not a whole number of uint16 tokens"});
+}
+
+TEST_F(ScriptModelErrorTest, TokenIdsBeyondTheEmbedding) {
+  ExpectOneLine(Train("gpt.pt", "tokens_big.bin", "gpt_plan.json", "--seq-len 8"),
+                {"tokens_big.bin", "token 40", "vocabulary of 16"});
+}
+
+TEST_F(ScriptModelErrorTest, PlanLayersAreNotTheChildren) {
+  ExpectOneLine(Train("mlp.pt", "mlp_data.pt", "wrong_plan.json"), {"wrong_plan.json", "'fc9'"});
+}
+
+// Through the launcher (--nproc): still one line, and no rank starts.
+TEST_F(ScriptModelErrorTest, LauncherChecksTheDataFile) {
+  ExpectOneLine(Train("mlp.pt", "mlp_badclass.pt", "mlp_plan.json", "--nproc 1"),
+                {"mlp_badclass.pt", "'target' holds class"});
+}
+
+}  // namespace
+}  // namespace dapple::testing

@@ -1,0 +1,57 @@
+// `dapple export`: writes a user's TorchScript module with the weights of a dapple
+// checkpoint, for torch.jit.load in Python (docs/your-model.md).
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "commands.h"
+#include "dapple/common/error.h"
+#include "dapple/runtime/checkpoint.h"
+#include "dapple/runtime/export.h"
+
+namespace dapple {
+namespace {
+
+struct ExportArgs {
+  std::string model;
+  std::filesystem::path checkpoint;
+  std::filesystem::path output;
+  int64_t step = -1;
+};
+
+void Run(const ExportArgs& a) {
+  std::filesystem::path step_dir;
+  if (a.step >= 0) {
+    step_dir = CheckpointStepDir(a.checkpoint, a.step);
+    if (!std::filesystem::exists(step_dir / "meta.json"))
+      ThrowInput("{}: no checkpoint after step {} (no {})", a.checkpoint.string(), a.step,
+                 (step_dir / "meta.json").string());
+  } else if (std::filesystem::exists(a.checkpoint / "meta.json")) {
+    step_dir = a.checkpoint;  // a step folder itself
+  } else {
+    auto latest = LatestCheckpoint(a.checkpoint);
+    if (!latest) ThrowInput("{}: no checkpoint (no 'latest' file)", a.checkpoint.string());
+    step_dir = *latest;
+  }
+  ExportScriptModel(a.model, step_dir, a.output);
+  std::printf("wrote %s with the weights of %s\n", a.output.c_str(), step_dir.c_str());
+}
+
+}  // namespace
+
+void AddExportCommand(CLI::App& app) {
+  auto a = std::make_shared<ExportArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "export", "Write a TorchScript model with the trained weights of a dapple checkpoint");
+  cmd->add_option("--model", a->model, "The TorchScript file that was trained (PATH.pt)")
+      ->required();
+  cmd->add_option("--checkpoint", a->checkpoint,
+                  "Checkpoint directory of `dapple train` (its newest checkpoint), or one "
+                  "step-N folder")
+      ->required();
+  cmd->add_option("--step", a->step, "The checkpoint after this step (default: the newest)");
+  cmd->add_option("-o,--output", a->output, "Output TorchScript file")->required();
+  cmd->callback([a] { Run(*a); });
+}
+
+}  // namespace dapple
