@@ -2,6 +2,7 @@
 // stages that ask for it, a flag on a stage whose profile layers have no forward times is
 // one line naming the field and exit code 2, and `dapple plan` proposes it for a
 // memory-bound BERT-48 (and not with room to spare).
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -107,7 +107,7 @@ TEST(Plan, PerStageRecompute) {
   EXPECT_THAT(ParseError(R"({"format": "dapple-plan/1", "global_batch_size": 8,
       "micro_batch_size": 2, "stages": [
         {"first_layer": 0, "last_layer": 9, "devices": [0], "recompute": 1}]})"),
-              HasSubstr("plan.json: stages[0].recompute"));
+              HasSubstr("plan.json.stages[0].recompute: expected true or false"));
 }
 
 TEST(Plan, RecomputeNeedsForwardTimes) {
