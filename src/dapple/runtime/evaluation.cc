@@ -63,8 +63,8 @@ class Pipe {
   void Send(int peer, int64_t k, int64_t rows, const Activations& out) {
     torch::Tensor header = torch::zeros({kHeaderLen}, torch::kInt64);
     torch::Tensor message = rows > 0 ? Pack(out).cpu().contiguous() : torch::Tensor();
-    header[0] = rows;
-    header[1] = Bytes(message);
+    header.data_ptr<int64_t>()[0] = rows;
+    header.data_ptr<int64_t>()[1] = Bytes(message);
     std::string what = fmt::format("{}: evaluation chunk {} to rank {}", who_, k, peer);
     pending_.push_back(comm_.Send(header, peer, Tag(k, 0), what));
     if (rows > 0) pending_.push_back(comm_.Send(message, peer, Tag(k, 1), what));
