@@ -22,7 +22,7 @@ mlp=(--model mlp --opt hidden=256 --opt layers=4)
 "$dapple" profile "${mlp[@]}" --batch 32 --optimizer adam -o "$out/mlp-profile.json" >/dev/null
 "$dapple" plan --profile "$out/mlp-profile.json" --cluster local --global-batch 64 \
   --no-baselines -o "$out/mlp-plan.json" >/dev/null
-n=$(/usr/bin/python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); print(sum(len(s["devices"]) for s in p["stages"]))' "$out/mlp-plan.json")
+n=$(( $(nproc) > 2 ? $(nproc) : 2 ))  # the devices of `local`, as the quickstart trains
 load
 "$dapple" train "${mlp[@]}" --plan "$out/mlp-plan.json" --data fashion-mnist --steps "$qs_steps" \
   --nproc "$n" --optimizer adam --lr 0.001 --quiet | grep -E "^(done|predicted)"
