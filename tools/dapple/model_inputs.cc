@@ -55,7 +55,8 @@ ModelInputs LoadModelInputs(const ModelInputArgs& a) {
   } else {
     in.cluster = LoadClusterFlag(a.cluster);
   }
-  if (in.cluster.num_devices() < 1) ThrowInput("--cluster {}: the cluster has no device", a.cluster);
+  if (in.cluster.num_devices() < 1)
+    ThrowInput("--cluster {}: the cluster has no device", a.cluster);
   if (auto mismatch = SettingsMismatch(in.profile, in.cluster))
     std::fprintf(stderr, "dapple: warning: %s\n", mismatch->c_str());
   if (a.memory_gb) in.cost_options.memory_bytes_override = *a.memory_gb * 1e9;

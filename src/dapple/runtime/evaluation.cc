@@ -185,8 +185,8 @@ std::optional<EvalResult> EvaluatePipelined(Communicator& comm, const std::vecto
 }
 
 void EvaluateTrainedStages(const TrainOptions& o, const Plan& plan, Model& model,
-                           const RankGrid& grid, int rank, const BoundarySpec& input,
-                           Dataset* data, torch::Device device, Communicator& comm) {
+                           const RankGrid& grid, int rank, const BoundarySpec& input, Dataset* data,
+                           torch::Device device, Communicator& comm) {
   const int S = grid.num_stages();
   std::vector<int> stage_ranks;
   for (int s = 0; s < S; ++s) stage_ranks.push_back(grid.RanksOf(s).front());

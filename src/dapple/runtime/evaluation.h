@@ -65,8 +65,8 @@ std::optional<EvalResult> EvaluatePipelined(Communicator& comm, const std::vecto
 // (null elsewhere); `input` is what this rank's stage receives. Rank 0 prints the result
 // (PrintEvaluation). The layers are back in training mode afterwards.
 void EvaluateTrainedStages(const TrainOptions& o, const Plan& plan, Model& model,
-                           const RankGrid& grid, int rank, const BoundarySpec& input,
-                           Dataset* data, torch::Device device, Communicator& comm);
+                           const RankGrid& grid, int rank, const BoundarySpec& input, Dataset* data,
+                           torch::Device device, Communicator& comm);
 
 // Prints `r` on stdout as one line ("held-out: 10000 samples, loss 0.4123, accuracy
 // 0.8512") or, with `json`, as {"eval": {...}}.
