@@ -46,7 +46,10 @@ function(dapple_test_dir name dir label)
       add_dependencies(${name} dapple-torch)
     endif()
   endif()
+  # Tests keep to a cache folder of their own: a test's `dapple calibrate` must not replace
+  # the user's calibration of `local`, nor the user's change what a test's `local` is.
   gtest_discover_tests(${name} PROPERTIES LABELS ${label} TIMEOUT ${ARG_TIMEOUT}
+                       ENVIRONMENT "DAPPLE_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache"
                        DISCOVERY_TIMEOUT 60)
 endfunction()
 

@@ -1,6 +1,10 @@
 #include "model_inputs.h"
 
+#include <cstdio>
+
 #include "dapple/common/error.h"
+#include "dapple/format/local_cluster.h"
+#include "dapple/format/settings.h"
 
 namespace dapple {
 
@@ -43,8 +47,18 @@ ModelInputs LoadModelInputs(const ModelInputArgs& a) {
     ThrowInput("--bucket-mb: must be positive, got {}", *a.bucket_mb);
   if (a.weight_grad_share && !(*a.weight_grad_share >= 0 && *a.weight_grad_share <= 1))
     ThrowInput("--weight-grad-share: must be in [0, 1], got {}", *a.weight_grad_share);
-  ModelInputs in{LoadProfile(a.profile, a.pbs), LoadClusterFlag(a.cluster), {}};
-  if (in.cluster.num_devices() < 1) ThrowInput("--cluster {}: the cluster has no device", a.cluster);
+  ModelInputs in{LoadProfile(a.profile, a.pbs), Cluster{}, {}};
+  if (a.cluster == "local") {
+    LocalCluster local = LoadLocalCluster();
+    if (!local.calibrated) std::fprintf(stderr, "dapple: note: %s\n", local.note.c_str());
+    in.cluster = std::move(local.cluster);
+  } else {
+    in.cluster = LoadClusterFlag(a.cluster);
+  }
+  if (in.cluster.num_devices() < 1)
+    ThrowInput("--cluster {}: the cluster has no device", a.cluster);
+  if (auto mismatch = SettingsMismatch(in.profile, in.cluster))
+    std::fprintf(stderr, "dapple: warning: %s\n", mismatch->c_str());
   if (a.memory_gb) in.cost_options.memory_bytes_override = *a.memory_gb * 1e9;
   if (a.bucket_mb) in.cost_options.allreduce_bucket_bytes = *a.bucket_mb * (1 << 20);
   if (a.weight_grad_share) in.cost_options.weight_grad_share = *a.weight_grad_share;

@@ -33,7 +33,9 @@ struct ModelInputs {
 };
 
 // Checks the flags (one InputError line each: --pbs, --memory-gb, --bucket-mb must be positive; a
-// cluster without devices) and loads the profile and cluster.
+// cluster without devices) and loads the profile and cluster. On stderr, one line each: that
+// `local` is the guess and why (no current calibration of this machine), and that the profile
+// was measured unlike the cluster's devices compute (SettingsMismatch).
 ModelInputs LoadModelInputs(const ModelInputArgs& args);
 
 }  // namespace dapple

@@ -1,13 +1,13 @@
 // Cluster accessors, validation, `dapple-cluster/1` reader/writer and the presets.
 #include "dapple/format/cluster.h"
 
-#include <unistd.h>
-
 #include <cmath>
 
 #include "dapple/common/error.h"
 #include "dapple/common/json_util.h"
 #include "dapple/format/json_text.h"
+#include "dapple/format/local_cluster.h"
+#include "dapple/format/settings.h"
 
 namespace dapple {
 namespace {
@@ -174,6 +174,7 @@ Cluster ParseClusterJson(const std::string& text, const std::string& source) {
     c.shared_compute_resume_s = root["shared_compute_resume_s"].NonNegative();
   if (root.Has("shared_compute_wake_s"))
     c.shared_compute_wake_s = root["shared_compute_wake_s"].NonNegative();
+  if (root.Has("local")) c.local = ReadLocalDevices(root["local"]);
   ValidateCluster(c, source);
   return c;
 }
@@ -200,6 +201,7 @@ std::string ClusterToJsonText(const Cluster& c) {
   if (c.shared_compute) root["shared_compute"] = *c.shared_compute;
   if (c.shared_compute_resume_s) root["shared_compute_resume_s"] = *c.shared_compute_resume_s;
   if (c.shared_compute_wake_s) root["shared_compute_wake_s"] = *c.shared_compute_wake_s;
+  if (c.local) root["local"] = LocalDevicesToJson(*c.local);
   return root.dump(2) + "\n";
 }
 
@@ -218,12 +220,12 @@ Cluster ClusterPreset(const std::string& name) {
   if (name == "paper-b") return Uniform(name, 16, 1, kV100Memory, nvlink, eth25);
   if (name == "paper-c") return Uniform(name, 16, 1, kV100Memory, nvlink, eth10);
   if (name == "local") {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
-    if (cores < 1) cores = 1;
-    double memory = pages > 0 && page_size > 0 ? static_cast<double>(pages) * page_size : 8e9;
+    MachineIdentity m = ThisMachine();
+    double memory = m.memory_bytes > 0 ? m.memory_bytes : 8e9;
     const LinkSpec shm{kLocalBandwidthBytesPerS, kLocalLatencyS};
-    return Uniform(name, 1, static_cast<int>(cores), memory / cores, shm, shm);
+    Cluster c = Uniform(name, 1, m.cores, memory / m.cores, shm, shm);
+    c.local = LocalDevices{m, ThreadsPerProcess(m.cores, m.cores), std::nullopt};
+    return c;
   }
   std::string known;
   for (const std::string& n : ClusterPresetNames()) known += (known.empty() ? "" : ", ") + n;
@@ -231,6 +233,7 @@ Cluster ClusterPreset(const std::string& name) {
 }
 
 Cluster LoadCluster(const std::string& name_or_path) {
+  if (name_or_path == "local") return LoadLocalCluster().cluster;
   for (const std::string& n : ClusterPresetNames())
     if (n == name_or_path) return ClusterPreset(n);
   std::error_code ec;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "dapple/common/machine.h"
+
 namespace dapple {
 
 struct DeviceSpec {
@@ -47,6 +49,17 @@ struct ServerSpec {
   std::optional<DeviceSpec> device;  // overrides Cluster::device for mixed hardware
 };
 
+// The devices of a cluster that is one CPU machine (the `local` preset, a calibration of one
+// machine): how each training process computes there, to compare with how a profile was
+// measured (format/settings.h). JSON `local`.
+struct LocalDevices {
+  MachineIdentity machine;
+  int threads_per_device = 1;  // what `dapple train` gives each of num_devices() processes
+  // Whether the calibration timed the resume cost with cold caches (`dapple calibrate
+  // --cold-caches`); unset: not calibrated (the guess).
+  std::optional<bool> cold_caches;
+};
+
 struct Cluster {
   std::string name;
   std::vector<ServerSpec> servers;
@@ -68,6 +81,7 @@ struct Cluster {
   // calibrate` measures it as the mean delivery to a waiting rank in a token ring where the
   // other ranks compute, minus the same in a ring where they idle. Unset: 0.
   std::optional<double> shared_compute_wake_s;
+  std::optional<LocalDevices> local;
 
   // Devices are numbered server by server: server 0 holds 0..d0-1, and so on.
   int num_devices() const;
@@ -85,12 +99,15 @@ void WriteClusterJson(const Cluster& c, const std::filesystem::path& path);  // 
 std::string ClusterToJsonText(const Cluster& c);
 
 // Presets: "paper-a" (2 x 8 V100 16 GB, 25 GB/s inside, 25 Gbit/s between), "paper-b"
-// (16 x 1, 25 Gbit/s), "paper-c" (16 x 1, 10 Gbit/s), "local" (this machine: one server,
-// one device per core, the machine's memory split among them). Throws InputError listing
+// (16 x 1, 25 Gbit/s), "paper-c" (16 x 1, 10 Gbit/s), "local" (the guess for this machine:
+// one server, one device per core, the machine's memory split among them, constant links;
+// LoadCluster prefers a calibration, format/local_cluster.h). Throws InputError listing
 // the known presets for an unknown name.
 Cluster ClusterPreset(const std::string& name);
 std::vector<std::string> ClusterPresetNames();
-// A preset name or a path to a cluster JSON file.
+// A preset name or a path to a cluster JSON file. "local" is this machine's cached
+// calibration when it is current, else the guess (LoadLocalCluster in local_cluster.h says
+// which).
 Cluster LoadCluster(const std::string& name_or_path);
 
 }  // namespace dapple

@@ -32,6 +32,9 @@ struct PlanEstimate {
   double latency_ms = 0;  // the planner's analytic L (docs/design.md section 6)
   int pivot_stage = 0;
   std::vector<double> stage_peak_memory_bytes;  // per stage, per device of that stage
+  // The simulated bubble fraction (SimResult::bubble_fraction); < 0: not recorded (older
+  // plans), JSON `bubble_fraction`.
+  double bubble_fraction = -1;
 };
 
 struct Plan {

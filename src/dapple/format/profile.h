@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "dapple/common/machine.h"
+
 namespace dapple {
 
 struct LayerProfile {
@@ -38,6 +40,17 @@ struct LayerProfile {
   std::vector<double> backward_weight_ms_by_batch;  // only with the split
 };
 
+// How a profile was measured (JSON `settings`, optional; `dapple profile` writes it), so
+// that `plan` and `simulate` can name a mismatch with the cluster's devices
+// (format/settings.h).
+struct ProfileSettings {
+  int threads = 0;               // compute threads of the profiling process
+  std::vector<int> batch_sizes;  // the batch sizes timed, ascending
+  std::string optimizer;         // whose update update_ms timed: sgd, adam, adamw
+  bool cold_caches = false;      // every timed op followed a 64 MiB write
+  MachineIdentity machine;       // where it was measured
+};
+
 struct Profile {
   std::string model;
   std::string device;  // free text: "V100", "cpu: Intel Xeon ..., 2 threads"
@@ -50,6 +63,7 @@ struct Profile {
   std::vector<int> batch_sizes;
   // Free-form facts about the measurement (threads, blas kernel, libtorch version, ...).
   std::map<std::string, std::string> metadata;
+  std::optional<ProfileSettings> settings;
 
   int num_layers() const { return static_cast<int>(layers.size()); }
   // Index of the layer with this id, or -1.

@@ -4,6 +4,7 @@
 #include "dapple/common/error.h"
 #include "dapple/format/json_text.h"
 #include "dapple/format/profile.h"
+#include "dapple/format/settings.h"
 
 namespace dapple {
 namespace {
@@ -66,6 +67,7 @@ Profile ParseProfileJson(const std::string& text, const std::string& source) {
     meta.ExpectObject();
     for (const auto& [key, value] : meta.json().items()) p.metadata[key] = meta[key].String();
   }
+  if (root.Has("settings")) p.settings = ReadProfileSettings(root["settings"]);
   if (root.Has("edges")) {
     JsonField edges = root["edges"];
     for (size_t e = 0; e < edges.size(); ++e) {
@@ -133,6 +135,7 @@ std::string ProfileToJsonText(const Profile& p) {
     root["edges"] = std::move(edges);
   }
   if (!p.metadata.empty()) root["metadata"] = p.metadata;
+  if (p.settings) root["settings"] = ProfileSettingsToJson(*p.settings);
   return root.dump(2) + "\n";
 }
 

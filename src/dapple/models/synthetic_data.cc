@@ -41,7 +41,14 @@ class SyntheticDataset : public Dataset {
 
   Batch GlobalBatch(int64_t step, int64_t global_batch) override {
     DAPPLE_CHECK(step >= 0 && global_batch > 0);
-    at::Generator gen = SeededGenerator(seed_, /*stream=*/2, step);
+    return Draw(SeededGenerator(seed_, /*stream=*/2, step), global_batch);
+  }
+
+  // Held out: 1024 samples drawn from a stream of their own, so never a training batch.
+  Batch TestSet() override { return Draw(SeededGenerator(seed_, /*stream=*/3, 0), 1024); }
+
+ private:
+  Batch Draw(at::Generator gen, int64_t global_batch) const {
     Batch b;
     auto in_shape = WithBatch(global_batch, input_shape_);
     if (input_dtype_ == torch::kInt64)
@@ -52,7 +59,6 @@ class SyntheticDataset : public Dataset {
     return b;
   }
 
- private:
   torch::Tensor Targets(const torch::Tensor& x, at::Generator& gen) const {
     int64_t n = x.size(0);
     auto shape = WithBatch(n, target_shape_);

@@ -49,6 +49,7 @@ struct Search {
       p.estimate = PlanEstimate{};
       p.estimate->iteration_ms = r.iteration_ms;
       p.estimate->speedup = r.speedup;
+      p.estimate->bubble_fraction = r.bubble_fraction;
       result->plan = std::move(p);
     }
   }

@@ -53,6 +53,7 @@ Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel&
     PlanEstimate e;
     e.iteration_ms = s.sim.iteration_ms;
     e.speedup = s.sim.speedup;
+    e.bubble_fraction = s.sim.bubble_fraction;
     e.latency_ms = s.costs.latency.latency_ms;
     e.pivot_stage = s.costs.pivot_stage;
     e.stage_peak_memory_bytes.assign(plan.num_stages(), 0.0);

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "dapple/common/error.h"
+#include "dapple/common/machine.h"
 #include "dapple/cpu/blas_env.h"
 #include "dapple/models/data.h"
 #include "dapple/profiler/counting_allocator.h"
@@ -301,6 +302,8 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
                  "median of repeat optimizer step + zero_grad per layer, on parameter copies "
                  "with gradients of ones, caches evicted before each (64 MiB written)"},
                 {"input_seed", std::to_string(o.seed)}};
+  p.settings =
+      ProfileSettings{threads, sizes, ToString(o.optimizer.kind), o.cold_caches, ThisMachine()};
   ValidateProfile(p, "profile of " + m.name);
   return p;
 }

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "dapple/common/error.h"
+#include "dapple/common/machine.h"
 #include "dapple/common/openblas_core.h"
 
 extern char** environ;
@@ -137,8 +138,9 @@ int LaunchLocal(const LaunchOptions& o, int* failed_rank, double* stop_seconds) 
                o.node_rank < o.nnodes && !o.argv.empty());
   DAPPLE_CHECK(o.nproc_per_node <= kMaxChildren);
   const int world = o.nproc_per_node * o.nnodes;
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  std::string threads = std::to_string(std::max(1u, cores / o.nproc_per_node));
+  // The profiler's default threads are these (common/machine.h), so profiles time layers as
+  // the training processes run them.
+  std::string threads = std::to_string(ThreadsPerProcess(ThisMachine().cores, o.nproc_per_node));
 
   std::map<std::string, std::string> common = o.extra_env;
   common["WORLD_SIZE"] = std::to_string(world);

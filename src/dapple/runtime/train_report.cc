@@ -2,30 +2,52 @@
 #include "dapple/runtime/train_report.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <limits>
 
+#include "dapple/common/clock.h"
 #include "dapple/common/json_util.h"
 
 namespace dapple {
 
+int64_t LogEvery(int64_t steps) { return std::max<int64_t>(1, steps / 10); }
+
 ProgressPrinter::ProgressPrinter(const TrainOptions& o, const Plan& plan, int64_t start_step)
-    : o_(o), gbs_(plan.global_batch_size), start_(start_step) {}
+    : o_(o),
+      gbs_(plan.global_batch_size),
+      start_(start_step),
+      tty_(isatty(fileno(stdout)) != 0),
+      every_(o.log_every > 0 ? o.log_every : LogEvery(o.steps)) {}
 
 void ProgressPrinter::Step(int64_t step, double loss, double step_ms) {
   total_ms_ += step_ms;
   ++done_;
   double per_s = step_ms > 0 ? gbs_ * 1000.0 / step_ms : 0;
   double eta_s = total_ms_ / done_ * static_cast<double>(o_.steps - step - 1) / 1000.0;
+  const bool last = step + 1 == o_.steps;
   if (o_.log_json) {
     Json j = {{"step", step}, {"loss", loss}, {"step_ms", step_ms}, {"samples_per_s", per_s}};
     std::printf("%s\n", j.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
-  } else if (!o_.quiet) {
-    std::printf("step %lld/%lld  loss %.6f  %.1f samples/s  %.1f ms/step  ETA %.1f s\n",
+  } else if (o_.quiet) {
+    return;
+  } else if (tty_) {
+    // Redrawn at most ten times a second: a terminal that scrolls slower than the steps
+    // run would otherwise slow training down.
+    double now = NowMs();
+    if (!last && now - last_draw_ms_ < 100) return;
+    last_draw_ms_ = now;
+    std::printf("\rstep %lld/%lld  loss %.4f  %.0f samples/s  %.2f ms/step  ETA %.0f s \x1b[K%s",
+                static_cast<long long>(step + 1), static_cast<long long>(o_.steps), loss, per_s,
+                step_ms, eta_s, last ? "\n" : "");
+  } else if (step == start_ || last || (step + 1) % every_ == 0) {
+    std::printf("step %lld/%lld  loss %.6f  %.1f samples/s  %.2f ms/step  ETA %.1f s\n",
                 static_cast<long long>(step + 1), static_cast<long long>(o_.steps), loss, per_s,
                 step_ms, eta_s);
+  } else {
+    return;
   }
   std::fflush(stdout);
 }
@@ -93,15 +115,15 @@ void WriteMeasuredTrace(Communicator& comm, const RankGrid& grid, const Plan& pl
   if (!o.log_json) std::printf("wrote the measured timeline to %s\n", o.trace_path.c_str());
 }
 
-void GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, const Plan& plan,
-                           const TrainOptions& o, const RunStats& stats,
-                           const std::vector<double>& losses, int64_t start_step) {
+MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, const Plan& plan,
+                                  const TrainOptions& o, const RunStats& stats,
+                                  const std::vector<double>& losses, int64_t start_step) {
   Json mine = {{"peak_mbs", stats.peak_micro_batches()},  {"peak_bytes", stats.peak_bytes()},
                {"bubble", stats.BubbleFraction()},        {"step_ms", stats.MeanStepMs()},
                {"param_bytes", stats.parameter_bytes()},  {"opt_bytes", stats.optimizer_bytes()},
                {"rss_bytes", stats.peak_resident_bytes()}};
   auto all = comm.GatherStrings("summary", mine.dump(), 0);
-  if (comm.rank() != 0) return;
+  if (comm.rank() != 0) return {};
   const int S = grid.num_stages();
   std::vector<int> peak_mbs(S, 0);
   std::vector<int64_t> peak_bytes(S, 0), param_bytes(S, 0), opt_bytes(S, 0), rss_bytes(S, 0);
@@ -164,6 +186,29 @@ void GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, const Plan&
           param_bytes[s] / 1048576.0, opt_bytes[s] / 1048576.0, rss_bytes[s] / 1048576.0,
           planned.c_str());
     }
+  }
+  std::fflush(stdout);
+  return {step_ms, bubble};
+}
+
+void PrintPredictedVsMeasured(const Plan& plan, const TrainOptions& o, const MeasuredRun& m) {
+  if (!plan.estimate || plan.estimate->iteration_ms <= 0 || m.step_ms <= 0) return;
+  const PlanEstimate& e = *plan.estimate;
+  const double ratio = m.step_ms / e.iteration_ms;
+  if (o.log_json) {
+    Json j = {{"simulated_step_ms", e.iteration_ms},
+              {"measured_step_ms", m.step_ms},
+              {"measured_over_simulated", ratio},
+              {"measured_bubble_fraction", m.bubble_fraction}};
+    if (e.bubble_fraction >= 0) j["simulated_bubble_fraction"] = e.bubble_fraction;
+    std::printf("%s\n", Json{{"predicted_vs_measured", j}}.dump().c_str());
+  } else {
+    std::string bubble =
+        e.bubble_fraction >= 0 ? fmt::format("{:.3f}", e.bubble_fraction) : std::string("-");
+    std::printf(
+        "predicted vs measured: step %.2f ms simulated, %.2f ms measured (measured/simulated "
+        "%.2f); bubble %s simulated, %.3f measured\n",
+        e.iteration_ms, m.step_ms, ratio, bubble.c_str(), m.bubble_fraction);
   }
   std::fflush(stdout);
 }

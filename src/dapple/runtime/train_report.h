@@ -14,7 +14,10 @@
 
 namespace dapple {
 
-// Prints one line per step (or one JSON object per line with --log-json) to stdout.
+// Rank 0's progress on stdout: with --log-json one JSON object per step; else, on a
+// terminal, one line rewritten in place (step, loss, samples/s, ETA; at most ten times a
+// second, and the last step); else one line every o.log_every steps (0: LogEvery(steps)),
+// the first and the last step; nothing with --quiet.
 class ProgressPrinter {
  public:
   ProgressPrinter(const TrainOptions& o, const Plan& plan, int64_t start_step);
@@ -23,9 +26,15 @@ class ProgressPrinter {
  private:
   const TrainOptions& o_;
   int64_t gbs_, start_;
-  double total_ms_ = 0;
+  bool tty_;
+  int64_t every_;
+  double total_ms_ = 0, last_draw_ms_ = -1e300;
   int64_t done_ = 0;
 };
+
+// The default interval of progress lines off a terminal: about ten lines a run,
+// max(1, steps / 10).
+int64_t LogEvery(int64_t steps);
 
 // One rank's measurements over the run.
 class RunStats {
@@ -67,9 +76,20 @@ class RunStats {
 void WriteMeasuredTrace(Communicator& comm, const RankGrid& grid, const Plan& plan,
                         const TrainOptions& o, const std::vector<TimelineEvent>& events);
 
-// Collective: gathers every rank's stats; rank 0 prints the summary.
-void GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, const Plan& plan,
-                           const TrainOptions& o, const RunStats& stats,
-                           const std::vector<double>& losses, int64_t start_step);
+// What the summary measured over the job (on rank 0; zeros elsewhere).
+struct MeasuredRun {
+  double step_ms = 0;          // the slowest rank's mean step time
+  double bubble_fraction = 0;  // the mean over the ranks that train
+};
+
+// Collective: gathers every rank's stats; rank 0 prints the summary and returns the figures.
+MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, const Plan& plan,
+                                  const TrainOptions& o, const RunStats& stats,
+                                  const std::vector<double>& losses, int64_t start_step);
+
+// Rank 0, when the plan carries the simulator's estimate: one line with the simulated and
+// the measured step time and bubble fraction side by side and the ratio of the step times
+// (a JSON object {"predicted_vs_measured": ...} with --log-json). Nothing otherwise.
+void PrintPredictedVsMeasured(const Plan& plan, const TrainOptions& o, const MeasuredRun& m);
 
 }  // namespace dapple

@@ -22,6 +22,7 @@
 #include "dapple/runtime/checkpoint.h"
 #include "dapple/runtime/checkpoint_commit.h"
 #include "dapple/runtime/checkpoint_sums.h"
+#include "dapple/runtime/evaluation.h"
 #include "dapple/runtime/export.h"
 #include "dapple/runtime/rank_grid.h"
 #include "dapple/runtime/restarts.h"
@@ -112,39 +113,6 @@ CheckpointMeta Resume(const TrainOptions& o, Model& model, const StagePlan* stag
     }
   }
   return meta;
-}
-
-// Rank 0: the whole model from the checkpoint after `steps` steps, then the accuracy of its
-// argmax on the test split (classification models only).
-void EvaluateFromCheckpoint(const TrainOptions& o, Model& model, Dataset* data,
-                            torch::Device device) {
-  Batch test = data ? data->TestSet() : Batch{};
-  if (!test.inputs.defined() || test.inputs.size(0) == 0 || !model.target_shape.empty()) {
-    std::printf("evaluation: the %s data has no classification test split\n", o.data.c_str());
-    return;
-  }
-  auto dir = CheckpointStepDir(o.checkpoint_dir, o.steps);
-  for (auto& l : model.layers) LoadLayer(dir, l.name, *l.module, nullptr, o.optimizer.kind);
-  torch::NoGradGuard no_grad;
-  int64_t n = test.inputs.size(0), correct = 0;
-  double loss_sum = 0;
-  for (int64_t b = 0; b < n; b += 1024) {
-    int64_t len = std::min<int64_t>(1024, n - b);
-    torch::Tensor x = test.inputs.narrow(0, b, len).to(device);
-    torch::Tensor y = test.targets.narrow(0, b, len).to(device);
-    torch::Tensor out = model.Forward(x);
-    loss_sum += model.loss(out, y).item<double>() * len;
-    correct += out.argmax(1).eq(y).sum().item<int64_t>();
-  }
-  double acc = static_cast<double>(correct) / n;
-  if (o.log_json) {
-    Json j = {{"eval", {{"test_samples", n}, {"accuracy", acc}, {"loss", loss_sum / n}}}};
-    std::printf("%s\n", j.dump().c_str());
-  } else {
-    std::printf("test accuracy %.4f (%lld samples), test loss %.6f\n", acc,
-                static_cast<long long>(n), loss_sum / n);
-  }
-  std::fflush(stdout);
 }
 
 }  // namespace
@@ -396,25 +364,17 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
                   optimizer ? OptimizerStateBytes(*optimizer, o.optimizer.kind) : 0,
                   PeakResidentBytes());
   if (o.die_at_rank == env.rank && o.die_at_step == o.steps) std::raise(SIGKILL);  // test hook
-  GatherAndPrintSummary(comm, grid, plan, o, stats, losses, start);
+  MeasuredRun measured = GatherAndPrintSummary(comm, grid, plan, o, stats, losses, start);
   if (!o.save_model.empty() && leader) {
     ExportScriptModel(o.model, CheckpointStepDir(o.checkpoint_dir, o.steps), o.save_model);
     std::printf("wrote the trained model to %s\n", o.save_model.c_str());
   }
-  if (o.evaluate && leader) {
-    // Rank 0 holds only its stage: evaluation builds the whole model from the checkpoint.
-    Model full = LoadModel(SourceOf(o), o.seed, o.dtype);
-    if (!device.is_cpu())
-      for (auto& l : full.layers) l.module->to(device);
-    if (!data)
-      data = MakeDataset(o.data, full, o.seed,
-                         o.data_cache_dir.empty() ? DefaultDataCacheDir() : o.data_cache_dir,
-                         o.data_files);
-    EvaluateFromCheckpoint(o, full, data.get(), device);
-  }
+  if (o.evaluate)
+    EvaluateTrainedStages(o, plan, model, grid, env.rank, in_spec, data.get(), device, comm);
   // Every rank's files were in before the final commit (SaveCheckpoint's barrier).
   if (!o.save_model.empty() && options.checkpoint_dir.empty() && leader)
     std::filesystem::remove_all(o.checkpoint_dir);
+  if (leader) PrintPredictedVsMeasured(plan, o, measured);
 }
 
 }  // namespace dapple

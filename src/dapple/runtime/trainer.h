@@ -45,10 +45,12 @@ struct TrainOptions {
   std::filesystem::path trace_path;  // empty: no trace
   int trace_steps = 1;               // the last this many steps go into the trace
   bool log_json = false;
-  bool quiet = false;  // no per-step lines (the summary is still printed)
-  // After training, rank 0 loads every layer from the final checkpoint and reports the
-  // classification accuracy on the data set's test split. REQUIRES: checkpoint_dir.
+  bool quiet = false;     // no per-step lines (the summary is still printed)
+  int64_t log_every = 0;  // progress lines off a terminal every this many steps; 0: LogEvery
+  // After training, the held-out loss (accuracy for classes, perplexity for language
+  // models) of the trained stages, run through the pipeline (runtime/evaluation.h).
   bool evaluate = false;
+  int64_t eval_samples = 0;  // at most this many held-out samples; 0: all
   std::chrono::milliseconds timeout{60000};
   int64_t bucket_bytes = 25 << 20;
   // One allreduce after the last backward even when the plan's allreduce_overlap is true.

@@ -5,9 +5,16 @@
 // (one node; with --nnodes/--node-rank/--master-addr, one node of several, as torchrun);
 // without --nproc it is one process of a job whose launcher set RANK, WORLD_SIZE, LOCAL_RANK,
 // MASTER_ADDR and MASTER_PORT. Rank 0 writes the file and prints a summary.
+//
+// A calibration of one machine as one server is also this machine's `local` cluster: rank 0
+// caches it with the machine's identity (format/local_cluster.h). Plain `dapple calibrate`
+// (no -o, no launcher variables) calibrates this machine with one process per core, once:
+// while the cache is current it only says so (--force measures again).
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -15,8 +22,10 @@
 #include "dapple/calibrate/calibration.h"
 #include "dapple/common/error.h"
 #include "dapple/common/json_util.h"
+#include "dapple/common/machine.h"
 #include "dapple/common/malloc_tuning.h"
 #include "dapple/format/cluster.h"
+#include "dapple/format/local_cluster.h"
 #include "dapple/runtime/communicator.h"
 #include "dapple/runtime/launcher.h"
 #include "launch_cli.h"
@@ -38,6 +47,7 @@ struct CalibrateArgs {
   uint64_t max_bytes = 16 << 20;
   uint64_t min_fit_bytes = 1 << 20;
   bool cold_caches = false;
+  bool force = false;  // measure even when the cached local calibration is current
 };
 
 std::chrono::milliseconds Millis(double s) {
@@ -48,8 +58,6 @@ std::chrono::milliseconds Millis(double s) {
 std::vector<std::string> ChildArgv(const CalibrateArgs& a) {
   std::vector<std::string> v = {SelfExecutablePath(),
                                 "calibrate",
-                                "-o",
-                                a.output,
                                 "--name",
                                 a.name,
                                 "--speed",
@@ -73,6 +81,10 @@ std::vector<std::string> ChildArgv(const CalibrateArgs& a) {
     v.push_back(a.host);
   }
   if (a.cold_caches) v.push_back("--cold-caches");
+  if (!a.output.empty()) {
+    v.push_back("-o");
+    v.push_back(a.output);
+  }
   return v;
 }
 
@@ -112,10 +124,37 @@ void RunRank(const CalibrateArgs& a) {
     ThrowInput("calibrate: rank {}: {}", env.rank, e.what());
   }
   if (!r) return;
-  WriteFileAtomic(a.output, CalibrationToJsonText(*r));
-  ReadClusterJson(a.output);  // what was written must read back and validate
+  const bool local = r->one_machine && r->cluster.num_servers() == 1;
+  if (local) {
+    // Each process of `dapple train --nproc N` on this machine computes with these threads.
+    MachineIdentity m = ThisMachine();
+    r->cluster.local =
+        LocalDevices{m, ThreadsPerProcess(m.cores, r->cluster.num_devices()), a.cold_caches};
+  }
   std::fputs(CalibrationSummary(*r).c_str(), stdout);
-  std::printf("wrote %s\n", a.output.c_str());
+  if (!a.output.empty()) {
+    WriteFileAtomic(a.output, CalibrationToJsonText(*r));
+    ReadClusterJson(a.output);  // what was written must read back and validate
+    std::printf("wrote %s\n", a.output.c_str());
+  }
+  if (local) {
+    WriteLocalCalibration(r->cluster, LocalCalibrationPath());
+    std::printf("cached as this machine's `local` cluster: %s\n", LocalCalibrationPath().c_str());
+  } else if (a.output.empty()) {
+    ThrowInput(
+        "calibrate: the ranks are not one machine as one server, so this is no `local` "
+        "calibration: pass -o to keep it");
+  }
+}
+
+// True (after saying so) when plain `dapple calibrate` finds this machine's calibration
+// current for `nproc` devices.
+bool CachedCalibrationIsCurrent(int nproc) {
+  LocalCluster cached = LoadLocalCluster();
+  if (!cached.calibrated || cached.cluster.num_devices() != nproc) return false;
+  std::printf("this machine's calibration is current (%d devices, %s); --force measures it again\n",
+              nproc, LocalCalibrationPath().c_str());
+  return true;
 }
 
 }  // namespace
@@ -126,7 +165,9 @@ void AddCalibrateCommand(CLI::App& app) {
       "calibrate",
       "Measure latency and bandwidth inside and between servers and allreduce time through "
       "c10d, and write a dapple-cluster/1 file");
-  cmd->add_option("-o,--output", args->output, "cluster JSON to write (rank 0)")->required();
+  cmd->add_option("-o,--output", args->output,
+                  "cluster JSON to write (rank 0); a calibration of this machine alone is also "
+                  "cached as the `local` cluster");
   AddLaunchOptions(cmd, &args->launch,
                    "start this many local processes (a launcher); without it, run as one rank "
                    "of a job whose launcher set RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT");
@@ -138,6 +179,8 @@ void AddCalibrateCommand(CLI::App& app) {
                   "device speed relative to the profile's device (default: measured, a matmul "
                   "loop on rank 0 alone against every rank at once)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--force", args->force,
+                "measure even when this machine's cached calibration is current");
   cmd->add_flag("--cold-caches", args->cold_caches,
                 "time the resume cost's chunk alone after a 64 MiB write, for profiles taken "
                 "with `dapple profile --cold-caches`");
@@ -172,7 +215,17 @@ void AddCalibrateCommand(CLI::App& app) {
     if (args->timeout_s < 2 * args->budget_s)
       ThrowInput("calibrate: --timeout ({} s) must be at least twice --budget ({} s)",
                  args->timeout_s, args->budget_s);
+    if (!LaunchedByLauncher() && args->launch.nproc == 0 && std::getenv("RANK") == nullptr &&
+        std::getenv("WORLD_SIZE") == nullptr) {
+      // Plain `dapple calibrate`: this machine, one process per core, as the `local` guess.
+      args->launch.nproc = std::max(2, ThisMachine().cores);
+      if (args->output.empty() && !args->force && CachedCalibrationIsCurrent(args->launch.nproc))
+        return;
+    }
     if (args->launch.nproc > 0 && !LaunchedByLauncher()) {
+      if (args->output.empty() && args->launch.nnodes > 1)
+        ThrowInput("calibrate: a job of {} nodes needs -o (only one machine is `local`)",
+                   args->launch.nnodes);
       CommandExitCode() = Launch(*args);
       return;
     }

@@ -12,8 +12,10 @@
 
 #include "commands.h"
 #include "dapple/common/error.h"
+#include "dapple/common/machine.h"
 #include "dapple/common/malloc_tuning.h"
 #include "dapple/cpu/blas_env.h"
+#include "dapple/format/local_cluster.h"
 #include "dapple/format/profile.h"
 #include "dapple/models/model.h"
 #include "dapple/models/model_source.h"
@@ -42,6 +44,15 @@ struct ProfileArgs {
   ModelCli model_cli;
   std::string data;  // a data file: the input sample of a TorchScript model
 };
+
+// 1, 2, 4, ... up to 4 x `batch` (the micro-batch and per-replica sizes the planner tries
+// for global batches up to about 4 x PBS), and `batch` itself.
+std::vector<int> DefaultBatchSizes(int batch) {
+  std::vector<int> sizes;
+  for (int b = 1; b <= 4 * batch; b *= 2) sizes.push_back(b);
+  sizes.push_back(batch);
+  return sizes;
+}
 
 std::vector<int> ParseBatches(const std::string& text) {
   std::vector<int> sizes;
@@ -81,7 +92,7 @@ void Run(const ProfileArgs& a, const std::vector<std::string>& extras) {
   ModelSource source{a.model, options, ScriptOptionsOf(a.model_cli, a.model, a.data)};
   ProfilerOptions po;
   po.batch_size = a.batch;
-  po.batch_sizes = a.batches.empty() ? std::vector<int>{} : ParseBatches(a.batches);
+  po.batch_sizes = a.batches.empty() ? DefaultBatchSizes(a.batch) : ParseBatches(a.batches);
   po.warmup = a.warmup;
   po.repeat = a.repeat;
   po.cold_caches = a.cold_caches;
@@ -94,7 +105,11 @@ void Run(const ProfileArgs& a, const std::vector<std::string>& extras) {
   }
   EnsureOpenBlasCoreType();   // may re-execute this program with OPENBLAS_CORETYPE set
   KeepFreedMemoryForReuse();  // Note [Freed memory stays]
-  int threads = SetComputeThreads(a.threads);
+  // Note [Profile as the devices run]: by default each layer is timed with the threads each
+  // training process of the local cluster gets, so that the plan's times are the training's.
+  const int devices = LoadLocalCluster().cluster.num_devices();
+  const int cores = ThisMachine().cores;
+  int threads = SetComputeThreads(a.threads > 0 ? a.threads : ThreadsPerProcess(cores, devices));
   torch::Dtype dtype = a.dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
   Model model = LoadModel(source, a.seed, dtype);
   Profile p = ProfileModel(model, po);
@@ -143,17 +158,18 @@ void AddProfileCommand(CLI::App& app) {
                   "Model option key=value (repeatable); --key value after the flags works too; "
                   "preset=NAME selects a preset");
   cmd->add_option("--batch", a->batch, "Profile batch size (PBS)")->required();
-  cmd->add_option(
-      "--batches", a->batches,
-      "Also time these batch sizes, e.g. 1,2,4 (forward_ms_by_batch/backward_ms_by_batch)");
+  cmd->add_option("--batches", a->batches,
+                  "Time these batch sizes, e.g. 1,2,4 (forward_ms_by_batch/backward_ms_by_batch; "
+                  "default: the powers of two up to 4 x --batch)");
   cmd->add_option("--warmup", a->warmup, "Untimed runs per layer before timing")
       ->capture_default_str();
   cmd->add_option("--repeat", a->repeat, "Timed runs per layer (median)")->capture_default_str();
   cmd->add_flag("--cold-caches", a->cold_caches,
                 "Write 64 MiB before every timed op, so that weights come from memory as when "
                 "other processes share the caches (CPU devices on one machine)");
-  cmd->add_option("--threads", a->threads, "Compute threads (0: one per core)")
-      ->capture_default_str();
+  cmd->add_option("--threads", a->threads,
+                  "Compute threads (default: as `dapple train` gives each process of the local "
+                  "cluster, cores / its devices)");
   cmd->add_option("--seed", a->seed, "Seed of the weights and the input batch")
       ->capture_default_str();
   cmd->add_option("--dtype", a->dtype, "float32 | float64")->capture_default_str();

@@ -92,7 +92,6 @@ void Finish(TrainArgs& a) {
     if (a.elastic_inputs.profile.empty() || a.elastic_inputs.cluster.empty())
       ThrowInput("--elastic needs --profile and --cluster: what to plan with for the devices left");
   }
-  if (a.o.evaluate && a.o.checkpoint_dir.empty()) ThrowInput("--eval needs --checkpoint-dir");
   ApplyTestHooksFromEnvironment(a.o);
 }
 
@@ -219,8 +218,16 @@ void AddTrainCommand(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--log-json", a->o.log_json, "One JSON object per step and a JSON summary");
   cmd->add_flag("--quiet", a->o.quiet, "No per-step lines");
+  cmd->add_option("--log-every", a->o.log_every,
+                  "Off a terminal, a progress line every K steps (default: steps / 10; on a "
+                  "terminal one line is updated in place)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--eval", a->o.evaluate,
-                "After training, report the test accuracy (rank 0, from the final checkpoint)");
+                "After training, report the held-out loss, the accuracy (classes) and the "
+                "perplexity (language models) of the trained stages");
+  cmd->add_option("--eval-samples", a->o.eval_samples,
+                  "Evaluate at most this many held-out samples (default: all)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--timeout-s", a->timeout_s,
                   "Longest wait for a peer or the rendezvous before failing")
       ->capture_default_str();

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Issue 16's check: the quickstart's and the GPT walkthrough's simulated against measured step
+# times, with the defaults a new user gets (no extra flags), on this machine. Prints the load
+# average before and after each run (other processes on the cores change the measured side
+# only) and the `predicted vs measured` line of each `dapple train`. Needs a built build/ (the
+# quickstart's own install and build steps are left out). Outputs in out/first-hour/.
+# Usage: scripts/bench_first_hour.sh [quickstart steps (300)] [gpt steps (100)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+qs_steps=${1:-300}
+gpt_steps=${2:-100}
+dapple=${DAPPLE:-build/tools/dapple/dapple}
+out=out/first-hour
+mkdir -p "$out"
+load() { echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"; }
+
+echo "== calibrate (reused while this machine's cache is current)"
+"$dapple" calibrate | tail -n 1
+
+echo "== quickstart: mlp hidden=256 layers=4, global batch 64, Fashion-MNIST, $qs_steps steps"
+mlp=(--model mlp --opt hidden=256 --opt layers=4)
+"$dapple" profile "${mlp[@]}" --batch 32 --optimizer adam -o "$out/mlp-profile.json" >/dev/null
+"$dapple" plan --profile "$out/mlp-profile.json" --cluster local --global-batch 64 \
+  --no-baselines -o "$out/mlp-plan.json" >/dev/null
+n=$(( $(nproc) > 2 ? $(nproc) : 2 ))  # the devices of `local`, as the quickstart trains
+load
+"$dapple" train "${mlp[@]}" --plan "$out/mlp-plan.json" --data fashion-mnist --steps "$qs_steps" \
+  --nproc "$n" --optimizer adam --lr 0.001 --quiet | grep -E "^(done|predicted)"
+load
+
+echo "== GPT walkthrough: profile --batch 8, plan --global-batch 32, train --nproc 2 --data kjv"
+"$dapple" profile --model gpt --batch 8 -o "$out/gpt-profile.json" >/dev/null
+"$dapple" plan --profile "$out/gpt-profile.json" --cluster local --global-batch 32 \
+  -o "$out/gpt-plan.json" >/dev/null
+load
+"$dapple" train --model gpt --plan "$out/gpt-plan.json" --nproc 2 --data kjv --steps "$gpt_steps" \
+  --quiet | grep -E "^(done|predicted)"
+load

@@ -1,0 +1,82 @@
+// MachineIdentity from /proc, sysconf and the host name; the cache folder.
+#include "dapple/common/machine.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace dapple {
+namespace {
+
+std::string ReadFirstLine(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    auto colon = line.find(':');
+    if (colon == std::string::npos) break;
+    auto start = line.find_first_not_of(' ', colon + 1);
+    return start == std::string::npos ? "" : line.substr(start);
+  }
+  return "unknown cpu";
+}
+
+}  // namespace
+
+std::optional<std::string> MachineIdentity::DifferenceTo(const MachineIdentity& now) const {
+  if (cpu != now.cpu) return fmt::format("cpu '{}' -> '{}'", cpu, now.cpu);
+  if (cores != now.cores) return fmt::format("cores {} -> {}", cores, now.cores);
+  // Memory as the kernel reports it moves by a few MB between boots: 1% is a change.
+  if (std::abs(memory_bytes - now.memory_bytes) > 0.01 * std::max(memory_bytes, now.memory_bytes))
+    return fmt::format("memory {:.1f} GB -> {:.1f} GB", memory_bytes / 1e9, now.memory_bytes / 1e9);
+  if (hostname != now.hostname) return fmt::format("host '{}' -> '{}'", hostname, now.hostname);
+  if (machine_id != now.machine_id)
+    return fmt::format("machine id '{}' -> '{}'", machine_id, now.machine_id);
+  return std::nullopt;
+}
+
+std::string MachineIdentity::Describe() const {
+  return fmt::format("{}, {} cores, {:.1f} GB, host {}", cpu, cores, memory_bytes / 1e9, hostname);
+}
+
+MachineIdentity ThisMachine() {
+  MachineIdentity m;
+  m.cpu = CpuModel();
+  m.cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+  m.memory_bytes = pages > 0 && page_size > 0 ? static_cast<double>(pages) * page_size : 0;
+  if (const char* h = std::getenv("DAPPLE_HOST"); h && *h) {
+    m.hostname = h;
+  } else {
+    char buf[256] = {};
+    if (gethostname(buf, sizeof(buf) - 1) == 0) m.hostname = buf;
+  }
+  m.machine_id = ReadFirstLine("/etc/machine-id");
+  return m;
+}
+
+int ThreadsPerProcess(int cores, int processes) {
+  return std::max(1, cores / std::max(1, processes));
+}
+
+std::filesystem::path DappleCacheDir() {
+  if (const char* dir = std::getenv("DAPPLE_CACHE_DIR"); dir && *dir) return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::filesystem::path(xdg) / "dapple";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::filesystem::path(home) / ".cache" / "dapple";
+  return std::filesystem::temp_directory_path() / "dapple-cache";
+}
+
+}  // namespace dapple

@@ -1,0 +1,68 @@
+// The cached calibration of this machine (local_cluster.h).
+#include "dapple/format/local_cluster.h"
+
+#include <fmt/format.h>
+
+#include <system_error>
+
+#include "dapple/common/error.h"
+#include "dapple/common/json_util.h"
+
+namespace dapple {
+
+std::filesystem::path LocalCalibrationPath() { return DappleCacheDir() / "local-cluster.json"; }
+
+LocalCluster LoadLocalCluster(const std::filesystem::path& path, const MachineIdentity& now) {
+  LocalCluster out{ClusterPreset("local"), false, ""};
+  const std::string how = "run `dapple calibrate` to measure this machine";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    out.note = fmt::format(
+        "cluster 'local' is the guess (one device per core, constant links): no calibration of "
+        "this machine in {}; {}",
+        path.string(), how);
+    return out;
+  }
+  Cluster c;
+  try {
+    c = ReadClusterJson(path);
+  } catch (const InputError& e) {
+    out.note =
+        fmt::format("cluster 'local' is the guess: the cached calibration is unreadable ({}); {}",
+                    e.what(), how);
+    return out;
+  }
+  if (!c.local) {
+    out.note =
+        fmt::format("cluster 'local' is the guess: {} does not name the machine it measured; {}",
+                    path.string(), how);
+    return out;
+  }
+  if (auto diff = c.local->machine.DifferenceTo(now)) {
+    out.note = fmt::format(
+        "cluster 'local' is the guess: the calibration in {} is of another machine ({}); {}",
+        path.string(), *diff, how);
+    return out;
+  }
+  c.name = "local";
+  out.cluster = std::move(c);
+  out.calibrated = true;
+  out.note = fmt::format("cluster 'local': this machine's calibration ({} devices, {})",
+                         out.cluster.num_devices(), path.string());
+  return out;
+}
+
+LocalCluster LoadLocalCluster() { return LoadLocalCluster(LocalCalibrationPath(), ThisMachine()); }
+
+void WriteLocalCalibration(const Cluster& calibrated, const std::filesystem::path& path) {
+  DAPPLE_CHECK(calibrated.local.has_value(), "WriteLocalCalibration: no machine identity");
+  Cluster c = calibrated;
+  c.name = "local";
+  std::error_code ec;
+  std::filesystem::create_directories(path.parent_path(), ec);
+  if (ec)
+    ThrowInput("{}: cannot create the cache folder: {}", path.parent_path().string(), ec.message());
+  WriteFileAtomic(path, ClusterToJsonText(c));
+}
+
+}  // namespace dapple
