@@ -39,11 +39,13 @@ summary = [json.loads(l)["summary"] for l in open(f"{out}/train.jsonl") if l.sta
 mib = lambda b: b / 2**20
 print(f"whole model: parameters {mib(params):.1f} MiB, with gradients and Adam state {mib(4 * params):.1f} MiB; "
       f"device memory {mib(memory):.1f} MiB")
-print("| stage | layers | replicas | parameters MiB | Adam state MiB | peak resident MiB | planned peak MiB |")
-print("|---:|---|---:|---:|---:|---:|---:|")
+print("| stage | layers | replicas | parameters MiB | Adam state MiB | peak resident MiB | above the start MiB | planned peak MiB | above start / planned |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 for s, st in enumerate(summary["stages"]):
     p = plan["stages"][s]
     print(f"| {s} | {p['first_layer_id']}..{p['last_layer_id']} | {st['replicas']} | "
           f"{mib(st['parameter_bytes']):.1f} | {mib(st['optimizer_state_bytes']):.1f} | "
-          f"{mib(st['peak_resident_bytes']):.1f} | {mib(st['planned_peak_memory_bytes']):.1f} |")
+          f"{mib(st['peak_resident_bytes']):.1f} | {mib(st['peak_resident_above_start_bytes']):.1f} | "
+          f"{mib(st['planned_peak_memory_bytes']):.1f} | "
+          f"{st['peak_resident_above_start_bytes'] / st['planned_peak_memory_bytes']:.2f} |")
 PY

@@ -18,7 +18,15 @@ Profile TwoLayers(int threads, bool cold) {
   Profile p;
   p.model = "mlp";
   p.batch_size = 4;
-  p.layers = {{"a", "a", 1, 2, 16, 8}, {"b", "b", 1, 2, 16, 8}};
+  for (const char* id : {"a", "b"}) {
+    LayerProfile l;
+    l.id = l.name = id;
+    l.forward_ms = 1;
+    l.backward_ms = 2;
+    l.activation_bytes = 16;
+    l.parameter_bytes = 8;
+    p.layers.push_back(l);
+  }
   p.settings = ProfileSettings{threads, {1, 2, 4}, "adam", cold, Box()};
   return p;
 }

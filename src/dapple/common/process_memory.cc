@@ -7,17 +7,26 @@
 
 namespace dapple {
 
-int64_t PeakResidentBytes() {
+namespace {
+
+// The value of a "Name:   N kB" line of /proc/self/status, in bytes.
+int64_t StatusBytes(const std::string& name) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) != 0) continue;
-    std::istringstream fields(line.substr(6));
+    if (line.rfind(name, 0) != 0) continue;
+    std::istringstream fields(line.substr(name.size()));
     int64_t kib = 0;
     fields >> kib;
     return kib * 1024;
   }
   return 0;
 }
+
+}  // namespace
+
+int64_t PeakResidentBytes() { return StatusBytes("VmHWM:"); }
+
+int64_t ResidentBytes() { return StatusBytes("VmRSS:"); }
 
 }  // namespace dapple

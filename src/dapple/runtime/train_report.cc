@@ -118,15 +118,20 @@ void WriteMeasuredTrace(Communicator& comm, const RankGrid& grid, const Plan& pl
 MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, const Plan& plan,
                                   const TrainOptions& o, const RunStats& stats,
                                   const std::vector<double>& losses, int64_t start_step) {
-  Json mine = {{"peak_mbs", stats.peak_micro_batches()},  {"peak_bytes", stats.peak_bytes()},
-               {"bubble", stats.BubbleFraction()},        {"step_ms", stats.MeanStepMs()},
-               {"param_bytes", stats.parameter_bytes()},  {"opt_bytes", stats.optimizer_bytes()},
-               {"rss_bytes", stats.peak_resident_bytes()}};
+  Json mine = {{"peak_mbs", stats.peak_micro_batches()},
+               {"peak_bytes", stats.peak_bytes()},
+               {"bubble", stats.BubbleFraction()},
+               {"step_ms", stats.MeanStepMs()},
+               {"param_bytes", stats.parameter_bytes()},
+               {"opt_bytes", stats.optimizer_bytes()},
+               {"rss_bytes", stats.peak_resident_bytes()},
+               {"rss_start_bytes", stats.resident_at_start_bytes()}};
   auto all = comm.GatherStrings("summary", mine.dump(), 0);
   if (comm.rank() != 0) return {};
   const int S = grid.num_stages();
   std::vector<int> peak_mbs(S, 0);
   std::vector<int64_t> peak_bytes(S, 0), param_bytes(S, 0), opt_bytes(S, 0), rss_bytes(S, 0);
+  std::vector<int64_t> rss_grown(S, 0);  // Note [Memory above the start]
   double bubble = 0, step_ms = 0;
   for (int r = 0; r < comm.size(); ++r) {
     if (grid.Idle(r)) continue;  // its steps only wait for the loss: no bubble, no peaks
@@ -137,6 +142,8 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
     param_bytes[s] = std::max(param_bytes[s], j["param_bytes"].get<int64_t>());
     opt_bytes[s] = std::max(opt_bytes[s], j["opt_bytes"].get<int64_t>());
     rss_bytes[s] = std::max(rss_bytes[s], j["rss_bytes"].get<int64_t>());
+    rss_grown[s] = std::max(rss_grown[s],
+                            j["rss_bytes"].get<int64_t>() - j.value("rss_start_bytes", int64_t{0}));
     bubble += j["bubble"].get<double>() / grid.num_active();
     step_ms = std::max(step_ms, j["step_ms"].get<double>());
   }
@@ -158,6 +165,7 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
                         {"parameter_bytes", param_bytes[s]},
                         {"optimizer_state_bytes", opt_bytes[s]},
                         {"peak_resident_bytes", rss_bytes[s]},
+                        {"peak_resident_above_start_bytes", rss_grown[s]},
                         {"planned_peak_memory_bytes", estimate(s)}});
     }
     Json j = {{"summary",
@@ -182,9 +190,10 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
       std::string planned =
           estimate(s) < 0 ? "" : fmt::format(" (planned peak {:.1f} MiB)", estimate(s) / 1048576.0);
       std::printf(
-          "    holds parameters %.3f MiB, optimizer state %.3f MiB; peak resident %.1f MiB%s\n",
+          "    holds parameters %.3f MiB, optimizer state %.3f MiB; peak resident %.1f MiB, "
+          "%.1f MiB above the process's start%s\n",
           param_bytes[s] / 1048576.0, opt_bytes[s] / 1048576.0, rss_bytes[s] / 1048576.0,
-          planned.c_str());
+          rss_grown[s] / 1048576.0, planned.c_str());
     }
   }
   std::fflush(stdout);

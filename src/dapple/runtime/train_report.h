@@ -36,6 +36,16 @@ class ProgressPrinter {
 // max(1, steps / 10).
 int64_t LogEvery(int64_t steps);
 
+// Note [Memory above the start]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The planner's per-device estimate counts what a stage adds: its parameters, gradients,
+// optimizer state and live activations. A process holds more before its stage exists:
+// libtorch's code and allocator pools, the communicator's buffers, the data (about 200 MiB
+// here), which no plan changes. So the summary reports the peak resident memory whole and
+// above the resident memory measured just before the stage is built; the latter is what
+// compares with the estimate. A TorchScript model loads whole before the children of other
+// stages are dropped, so its peak can include the whole model's parameters once.
+
 // One rank's measurements over the run.
 class RunStats {
  public:
@@ -48,11 +58,15 @@ class RunStats {
     peak_bytes_ = bytes;
   }
   // What this rank holds: its stage's parameters and optimizer state, and the process's
-  // peak resident memory (Note [Stage-local models] in models/model.h).
-  void SetMemory(int64_t parameter_bytes, int64_t optimizer_bytes, int64_t peak_resident_bytes) {
+  // peak resident memory (Note [Stage-local models] in models/model.h), and its resident
+  // memory before it built its stage: libtorch, the communicator and the data, which the
+  // planner's per-device estimate does not count (Note [Memory above the start]).
+  void SetMemory(int64_t parameter_bytes, int64_t optimizer_bytes, int64_t peak_resident_bytes,
+                 int64_t resident_at_start_bytes) {
     parameter_bytes_ = parameter_bytes;
     optimizer_bytes_ = optimizer_bytes;
     peak_resident_bytes_ = peak_resident_bytes;
+    resident_at_start_bytes_ = resident_at_start_bytes;
   }
   double BubbleFraction() const;
   double MeanStepMs() const;
@@ -61,6 +75,7 @@ class RunStats {
   int64_t parameter_bytes() const { return parameter_bytes_; }
   int64_t optimizer_bytes() const { return optimizer_bytes_; }
   int64_t peak_resident_bytes() const { return peak_resident_bytes_; }
+  int64_t resident_at_start_bytes() const { return resident_at_start_bytes_; }
 
  private:
   double bubble_sum_ = 0, step_ms_sum_ = 0;
@@ -69,6 +84,7 @@ class RunStats {
   int peak_mbs_ = 0;
   int64_t peak_bytes_ = 0;
   int64_t parameter_bytes_ = 0, optimizer_bytes_ = 0, peak_resident_bytes_ = 0;
+  int64_t resident_at_start_bytes_ = 0;
 };
 
 // Collective: gathers every rank's `events` of the traced step to rank 0, which writes

@@ -242,6 +242,8 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   // link do not put their latency into every step.
   const auto [stage, replica] = grid.Of(env.rank);
   const StagePlan* sp = grid.Idle(env.rank) ? nullptr : &plan.stages[stage];
+  // Note [Memory above the start] (train_report.h): what the process holds before its stage.
+  const int64_t resident_at_start = ResidentBytes();
   // Note [Stage-local models]: this rank builds only its stage's layers.
   Model model = LoadModel(SourceOf(o), o.seed, o.dtype,
                           sp ? LayerRange{sp->first_layer, sp->last_layer} : kNoLayers);
@@ -362,7 +364,7 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   if (worker) stats.SetPeaks(worker->peak_live_micro_batches(), worker->peak_live_bytes());
   stats.SetMemory(sp ? Bytes(model.Parameters(sp->first_layer, sp->last_layer)) : 0,
                   optimizer ? OptimizerStateBytes(*optimizer, o.optimizer.kind) : 0,
-                  PeakResidentBytes());
+                  PeakResidentBytes(), resident_at_start);
   if (o.die_at_rank == env.rank && o.die_at_step == o.steps) std::raise(SIGKILL);  // test hook
   MeasuredRun measured = GatherAndPrintSummary(comm, grid, plan, o, stats, losses, start);
   if (!o.save_model.empty() && leader) {
