@@ -49,8 +49,13 @@ class LocalSettingsCli : public testing::CliTest {
     p.model = "toy";
     p.batch_size = 8;
     for (int i = 0; i < 4; ++i) {
-      std::string id = "l" + std::to_string(i);
-      p.layers.push_back({id, id, 1.0, 2.0, 4096, 65536});
+      LayerProfile l;
+      l.id = l.name = "l" + std::to_string(i);
+      l.forward_ms = 1.0;
+      l.backward_ms = 2.0;
+      l.activation_bytes = 4096;
+      l.parameter_bytes = 65536;
+      p.layers.push_back(l);
     }
     p.settings = ProfileSettings{threads, {8}, "sgd", cold, ThisMachine()};
     fs::path path = dir_ / ("profile-" + std::to_string(threads) + ".json");
