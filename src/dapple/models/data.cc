@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "dapple/common/error.h"
+#include "dapple/common/machine.h"
 #include "dapple/models/data_internal.h"
 
 namespace dapple {
@@ -84,13 +85,6 @@ Batch SliceBatch(const Batch& b, int64_t begin, int64_t end) {
   return {b.inputs.slice(0, begin, end), b.targets.slice(0, begin, end)};
 }
 
-std::filesystem::path DefaultDataCacheDir() {
-  if (const char* dir = std::getenv("DAPPLE_CACHE_DIR"); dir && *dir) return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    return std::filesystem::path(xdg) / "dapple";
-  if (const char* home = std::getenv("HOME"); home && *home)
-    return std::filesystem::path(home) / ".cache" / "dapple";
-  return std::filesystem::temp_directory_path() / "dapple-cache";
-}
+std::filesystem::path DefaultDataCacheDir() { return DappleCacheDir(); }
 
 }  // namespace dapple

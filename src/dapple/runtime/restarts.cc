@@ -132,7 +132,8 @@ int LaunchWithRestarts(LaunchOptions o, const RestartPolicy& p) {
         from = -1;  // the ranks' resume names what is wrong with it
       }
     }
-    const int64_t reached = progress.Read().value_or(0);
+    const int64_t replayed =
+        std::max<int64_t>(0, progress.Read().value_or(0) - std::max<int64_t>(from, 0));
     const std::string whence =
         from < 0 ? fmt::format("resuming from {}", (p.checkpoint_dir / *latest).string())
         : resume ? fmt::format("resuming from step {}", from)
@@ -141,8 +142,7 @@ int LaunchWithRestarts(LaunchOptions o, const RestartPolicy& p) {
                  "dapple train: restart %d of %d after rank %d failed (%s): %s, %lld completed "
                  "step%s replayed\n",
                  attempt + 1, p.max_restarts, failed_rank, how.c_str(), whence.c_str(),
-                 static_cast<long long>(std::max<int64_t>(0, reached - std::max<int64_t>(from, 0))),
-                 reached - std::max<int64_t>(from, 0) == 1 ? "" : "s");
+                 static_cast<long long>(replayed), replayed == 1 ? "" : "s");
     if (resume) o.argv = WithResumeAuto(o.argv);
     if (p.replan && failed_rank >= 0 && failed_rank == failed_before) {
       std::fprintf(stderr,
