@@ -56,7 +56,9 @@ TEST_F(TrainRestart, ResumesFromTheNewestCheckpointBitIdentically) {
                        "step 2, 1 completed step replayed"),
             std::string::npos)
       << r.err;
-  ASSERT_EQ(r.Losses().size(), 3u + 4u) << r.out;  // steps 1-3, then 3-6 again
+  // Steps 1-2, then 3-6 again: step 3's loss is summed while step 4 runs, which rank 1 never
+  // finished (Note [Loss off the critical path]).
+  ASSERT_EQ(r.Losses().size(), 2u + 4u) << r.out;
   ExpectSameAsUninterrupted(r, dir_ / "ckpt", 2);
 }
 

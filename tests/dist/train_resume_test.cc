@@ -81,8 +81,10 @@ TEST(TrainResumeAuto, ARetryLoopStartsFreshThenResumes) {
   RunResult first = RunDapple(cmd, dir, "DAPPLE_TEST_DIE_AT=1:3");
   EXPECT_NE(first.exit_code, 0);
   EXPECT_NE(first.err.find("--resume auto: no checkpoint in"), std::string::npos) << first.err;
+  // Steps 1 and 2 printed: step 3's loss is summed while step 4 runs, which never ends
+  // (Note [Loss off the critical path]).
   auto got = first.Losses();
-  ASSERT_EQ(got.size(), 3u) << first.out;
+  ASSERT_EQ(got.size(), 2u) << first.out;
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << "step " << i;
 
   // Second attempt, the same command: resumes from step 2 and finishes bit-identically.

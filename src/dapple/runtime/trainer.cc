@@ -28,6 +28,7 @@
 #include "dapple/runtime/restarts.h"
 #include "dapple/runtime/resume_policy.h"
 #include "dapple/runtime/stage_worker.h"
+#include "dapple/runtime/step_losses.h"
 #include "dapple/runtime/tied_parameters.h"
 #include "dapple/runtime/train_report.h"
 #include "dapple/schedule/schedule.h"
@@ -57,8 +58,7 @@ void SaveCheckpoint(const TrainOptions& o, Model& model, const StagePlan* stage,
   if (stage && replica == 0) {
     for (int l = stage->first_layer; l <= stage->last_layer; ++l) {
       const std::string& name = model.layers[l].name;
-      SaveLayer(o.checkpoint_dir, steps_done, name, *model.layers[l].module, opt,
-                o.optimizer.kind);
+      SaveLayer(o.checkpoint_dir, steps_done, name, *model.layers[l].module, opt, o.optimizer.kind);
       // Note [Checkpoint checksums]: the file as it is on the disk now.
       LayerFileSum sum =
           SumOfFile(LayerFile(CheckpointStepDir(o.checkpoint_dir, steps_done), name));
@@ -333,33 +333,35 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   const bool tracing = !o.trace_path.empty();
   std::vector<TimelineEvent> traced;
   comm.Barrier(fmt::format("rank {}: start of training", env.rank));
+  // Note [Loss off the critical path] (step_losses.h): step k's loss is summed while step k+1
+  // runs, and at once before a checkpoint, the trace and the end.
+  StepLosses step_losses(comm, loss_group, sums_loss, env.rank, o.timeout);
+  auto record = [&](std::optional<FinishedStep> done) {
+    if (!done) return;
+    losses.push_back(done->loss);
+    stats.AddStep(done->events, done->t0, done->t1, done->step_ms, done->step == start);
+    if (leader) progress.Step(done->step, done->loss, done->step_ms);
+  };
   for (int64_t step = start; step < o.steps; ++step) {
     if (tracing && step == first_traced) {
+      record(step_losses.Finish(NowMs()));
       comm.Barrier(fmt::format("rank {}: before the traced steps", env.rank));
     }
     Batch batch = data ? data->GlobalBatch(step, plan.global_batch_size) : Batch{};
     double t0 = NowMs();
     StepResult r = worker ? worker->RunStep(step, batch) : StepResult{};
     double t1 = NowMs();
-    torch::Tensor loss = torch::tensor({r.loss_part}, torch::kFloat64);
-    if (sums_loss) {
-      comm.AllReduceSum(loss, loss_group,
-                        fmt::format("rank {}, step {}: loss allreduce", env.rank, step));
-    }
-    double step_ms = NowMs() - t0;
-    losses.push_back(loss.item<double>());
-    stats.AddStep(r.events, t0, t1, step_ms, step == start);
-    if (leader) progress.Step(step, losses.back(), step_ms);
-    if (!o.checkpoint_dir.empty()) {
-      bool due =
-          step + 1 == o.steps || (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0);
-      if (due) SaveCheckpoint(o, model, sp, replica, optimizer.get(), comm, step + 1, losses);
-    }
+    record(step_losses.Finish(t0));
     if (leader) ReportCompletedSteps(step + 1);  // for a restart's line (Note [Restarts])
-    if (tracing && step >= first_traced) {
+    if (tracing && step >= first_traced)
       traced.insert(traced.end(), r.events.begin(), r.events.end());
-      if (step + 1 == o.steps) WriteMeasuredTrace(comm, grid, plan, o, traced);
-    }
+    step_losses.Start(step, r.loss_part, t0, t1, std::move(r.events));
+    const bool last = step + 1 == o.steps;
+    const bool due = !o.checkpoint_dir.empty() &&
+                     (last || (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0));
+    if (due || last) record(step_losses.Finish(NowMs()));
+    if (due) SaveCheckpoint(o, model, sp, replica, optimizer.get(), comm, step + 1, losses);
+    if (tracing && last) WriteMeasuredTrace(comm, grid, plan, o, traced);
   }
   if (worker) stats.SetPeaks(worker->peak_live_micro_batches(), worker->peak_live_bytes());
   stats.SetMemory(sp ? Bytes(model.Parameters(sp->first_layer, sp->last_layer)) : 0,
