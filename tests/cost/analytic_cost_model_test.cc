@@ -148,6 +148,23 @@ TEST(AnalyticCostModel, Memory) {
   EXPECT_DOUBLE_EQ(custom.DeviceMemoryBytes(7), 1e9);
 }
 
+TEST(AnalyticCostModel, TheProcessesOwnMemoryIsNotTheStages) {
+  // Note [Process memory]: a stage may use the device's memory less the process's own.
+  Profile p = FourLayerChain();
+  Cluster c = TwoByFour();
+  c.device.process_memory_bytes = 3e9;
+  c.servers[1].device->process_memory_bytes = 1e9;
+  AnalyticCostModel cost(p, c, CostOptions{});
+  EXPECT_DOUBLE_EQ(cost.ProcessMemoryBytes(0), 3e9);
+  EXPECT_DOUBLE_EQ(cost.DeviceMemoryBytes(0), 16e9 - 3e9);
+  EXPECT_DOUBLE_EQ(cost.ProcessMemoryBytes(7), 1e9);
+  EXPECT_DOUBLE_EQ(cost.DeviceMemoryBytes(7), 8e9 - 1e9);
+  // --memory-gb replaces the device's memory; the process still takes its share of it.
+  AnalyticCostModel custom(p, c, CostOptions{2.0, 2e9});
+  EXPECT_DOUBLE_EQ(custom.DeviceMemoryBytes(0), 0);
+  EXPECT_DOUBLE_EQ(custom.DeviceMemoryBytes(7), 1e9);
+}
+
 TEST(AnalyticCostModel, ShippedProfileOnPaperCluster) {
   // A sanity check on real numbers: BERT-48 on paper-a, two 26-layer halves.
   Profile p = LoadProfile(std::string(DAPPLE_DATA_DIR) + "/profiles/dapple/bert-48-pbs-2.txt");

@@ -224,6 +224,20 @@ TEST(Cluster, SharedComputeIsOptionalPositiveAndRoundTrips) {
   EXPECT_THAT(ErrorOf(g.dump()), HasSubstr("inter_server.compute_load: at most 64 devices"));
 }
 
+TEST(Cluster, ProcessMemoryIsOptionalPerDeviceAndRoundTrips) {
+  Cluster c = ClusterPreset("paper-a");
+  EXPECT_EQ(c.device.process_memory_bytes, 0);
+  EXPECT_EQ(ClusterToJsonText(c).find("process_memory_bytes"), std::string::npos)
+      << "absent when 0, so older files stay byte-identical";
+  c.device.process_memory_bytes = 5e8;
+  c.servers[1].device = DeviceSpec{32e9, 1.5};
+  c.servers[1].device->process_memory_bytes = 7e8;
+  Cluster d = ParseClusterJson(ClusterToJsonText(c), "c.json");
+  EXPECT_EQ(d.Device(0).process_memory_bytes, 5e8);
+  EXPECT_EQ(d.Device(8).process_memory_bytes, 7e8);
+  EXPECT_EQ(ClusterToJsonText(d), ClusterToJsonText(c));
+}
+
 TEST(Cluster, BadInput) {
   const Json base = Json::parse(ClusterToJsonText(ClusterPreset("paper-a")));
   auto with = [&](auto edit) {
@@ -242,6 +256,11 @@ TEST(Cluster, BadInput) {
   EXPECT_THAT(with([](Json& j) { j["inter_server"]["latency_s"] = -1; }),
               HasSubstr("c.json.inter_server.latency_s: must not be negative"));
   EXPECT_THAT(with([](Json& j) { j["servers"] = Json::array(); }), HasSubstr("no servers"));
+  EXPECT_THAT(with([](Json& j) { j["device"]["process_memory_bytes"] = -1; }),
+              HasSubstr("c.json.device.process_memory_bytes: must not be negative"));
+  EXPECT_THAT(with([](Json& j) { j["device"]["process_memory_bytes"] = 16e9; }),
+              HasSubstr("c.json: device.process_memory_bytes: must be >= 0 and below the "
+                        "device's memory_bytes"));
   EXPECT_THAT(with([](Json& j) { j.erase("inter_server"); }), HasSubstr("inter_server: missing"));
   // One server needs no inter-server link.
   EXPECT_EQ(with([](Json& j) {

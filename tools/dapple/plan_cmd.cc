@@ -167,8 +167,14 @@ void PrintTable(const PlanArgs& a, const Profile& profile, const Cluster& cluste
                pc.stages[s].backward_ms, s + 1 < p.num_stages() ? pc.transfer_ms[s] : 0.0,
                pc.stages[s].allreduce_ms, e.stage_peak_memory_bytes[s] / 1e9);
   }
-  fmt::print("(* pivot stage; times per micro-batch and replica; memory per device of {:.1f} GB)\n",
-             cost.DeviceMemoryBytes(0) / 1e9);
+  const std::string process =
+      cost.ProcessMemoryBytes(0) > 0
+          ? fmt::format(" beside the process's own {:.2f} GB", cost.ProcessMemoryBytes(0) / 1e9)
+          : "";
+  fmt::print(
+      "(* pivot stage; times per micro-batch and replica; memory per device: {:.1f} GB for the "
+      "stage{})\n",
+      cost.DeviceMemoryBytes(0) / 1e9, process);
   fmt::print("simulated iteration {:.2f} ms, speedup {:.2f}x (analytic L {:.2f} ms)\n",
              e.iteration_ms, e.speedup, e.latency_ms);
   if (p.num_devices() < cluster.num_devices()) {
@@ -236,10 +242,11 @@ void RunPlanCommand(const PlanArgs& a) {
   if (!r.plan) {
     if (r.required_memory_bytes > 0)
       ThrowInput(
-          "{} on {}: {} (device memory {:.2f} GB; try --memory-gb {:.0f}, more devices "
+          "{} on {}: {} (memory for a stage {:.2f} GB per device; try --memory-gb {:.0f}, more "
+          "devices "
           "or a smaller global batch)",
           profile.model, cluster.name, r.reason, cost.DeviceMemoryBytes(0) / 1e9,
-          std::ceil(r.required_memory_bytes / 1e9));
+          std::ceil((r.required_memory_bytes + cost.ProcessMemoryBytes(0)) / 1e9));
     ThrowInput("{} on {}: {}", profile.model, cluster.name, r.reason);
   }
   std::vector<Row> rows, families;

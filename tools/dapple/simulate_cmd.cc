@@ -166,6 +166,7 @@ Json ResultJson(const Profile& profile, const Cluster& cluster, const Plan& plan
                        {"peak_activation_bytes", d.peak_activation_bytes},
                        {"peak_memory_bytes", d.peak_memory_bytes},
                        {"memory_bytes", cost.DeviceMemoryBytes(d.device)},
+                       {"process_memory_bytes", cost.ProcessMemoryBytes(d.device)},
                        {"peak_in_flight", d.peak_in_flight}});
   }
   j["devices"] = std::move(devices);

@@ -251,8 +251,15 @@ double AnalyticCostModel::StageInputBytes(int first, double samples) const {
 
 double AnalyticCostModel::DeviceMemoryBytes(int device) const {
   DAPPLE_CHECK(device >= 0 && device < num_devices(), "device out of range");
-  return options_.memory_bytes_override > 0 ? options_.memory_bytes_override
-                                            : cluster_.Device(device).memory_bytes;
+  const double memory = options_.memory_bytes_override > 0 ? options_.memory_bytes_override
+                                                           : cluster_.Device(device).memory_bytes;
+  // An override below the process's own leaves the stage nothing.
+  return std::max(0.0, memory - ProcessMemoryBytes(device));
+}
+
+double AnalyticCostModel::ProcessMemoryBytes(int device) const {
+  DAPPLE_CHECK(device >= 0 && device < num_devices(), "device out of range");
+  return cluster_.Device(device).process_memory_bytes;
 }
 
 double AnalyticCostModel::SingleDeviceMs(int global_batch) const {

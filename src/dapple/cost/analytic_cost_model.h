@@ -58,6 +58,7 @@ class AnalyticCostModel : public CostModel {
   double ActivationBytes(int first, int last, double samples) const override;
   double StageInputBytes(int first, double samples) const override;
   double DeviceMemoryBytes(int device) const override;
+  double ProcessMemoryBytes(int device) const override;
   double SingleDeviceMs(int global_batch) const override;
   double SharedCompute() const override { return cluster_.shared_compute.value_or(0); }
   double SharedComputeResumeMs() const override {

@@ -69,7 +69,14 @@ class CostModel {
   // The stage input of `samples` samples (what re-computation keeps per micro-batch).
   virtual double StageInputBytes(int first, double samples) const = 0;
 
+  // What a stage may use on `device`: its memory less the training process's own
+  // (ProcessMemoryBytes). Every memory check of the planners and the simulator compares a
+  // stage's static memory plus activations with this (Note [Process memory] in
+  // format/cluster.h).
   virtual double DeviceMemoryBytes(int device) const = 0;
+  // What a training process holds on `device` beside its stage (DeviceSpec's
+  // process_memory_bytes); 0 unless the cluster says.
+  virtual double ProcessMemoryBytes(int /*device*/) const { return 0; }
 
   // The compute the devices share when they are processes on one machine, in devices
   // computing alone (k devices computing at once each run at min(1, C/k) of their speed;

@@ -23,6 +23,8 @@ DeviceSpec ReadDevice(const JsonField& f) {
   DeviceSpec d;
   d.memory_bytes = f["memory_bytes"].Positive();
   d.speed = f.Has("speed") ? f["speed"].Positive() : 1.0;
+  if (f.Has("process_memory_bytes"))
+    d.process_memory_bytes = f["process_memory_bytes"].NonNegative();
   return d;
 }
 
@@ -38,7 +40,9 @@ LinkSpec ReadLink(const JsonField& f) {
 }
 
 nlohmann::ordered_json DeviceJson(const DeviceSpec& d) {
-  return {{"memory_bytes", d.memory_bytes}, {"speed", d.speed}};
+  nlohmann::ordered_json o = {{"memory_bytes", d.memory_bytes}, {"speed", d.speed}};
+  if (d.process_memory_bytes > 0) o["process_memory_bytes"] = d.process_memory_bytes;
+  return o;
 }
 
 // The allreduce fields only when set, so clusters without them stay byte-identical.
@@ -101,6 +105,12 @@ void ValidateCluster(const Cluster& c, const std::string& source) {
   auto device = [&](const DeviceSpec& d, const std::string& where) {
     positive(d.memory_bytes, where + ".memory_bytes");
     positive(d.speed, where + ".speed");
+    if (!std::isfinite(d.process_memory_bytes) || d.process_memory_bytes < 0 ||
+        d.process_memory_bytes >= d.memory_bytes)
+      ThrowInput(
+          "{}: {}.process_memory_bytes: must be >= 0 and below the device's memory_bytes "
+          "{} (got {})",
+          source, where, d.memory_bytes, d.process_memory_bytes);
   };
   auto non_negative = [&](double v, const std::string& field) {
     if (!std::isfinite(v) || v < 0)

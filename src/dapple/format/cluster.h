@@ -12,8 +12,15 @@
 namespace dapple {
 
 struct DeviceSpec {
+  DeviceSpec() = default;
+  DeviceSpec(double memory, double relative_speed) : memory_bytes(memory), speed(relative_speed) {}
+
   double memory_bytes = 16e9;
   double speed = 1.0;  // relative to the device the profile was taken on
+  // Note [Process memory]: what a training process holds on the device beside its stage
+  // (the framework's code and pools, communication buffers; a CUDA context on a GPU). JSON
+  // `process_memory_bytes`, optional, 0 when absent; `dapple calibrate` measures it.
+  double process_memory_bytes = 0;
 };
 
 struct LinkSpec {

@@ -32,6 +32,10 @@ struct PlanEstimate {
   double latency_ms = 0;  // the planner's analytic L (docs/design.md section 6)
   int pivot_stage = 0;
   std::vector<double> stage_peak_memory_bytes;  // per stage, per device of that stage
+  // What the training process itself holds on a device of the plan (the cluster's
+  // process_memory_bytes, the largest over the plan's devices), beside the stage's peak
+  // above; 0 when the cluster gave none. JSON `process_memory_bytes`, written when > 0.
+  double process_memory_bytes = 0;
   // The simulated bubble fraction (SimResult::bubble_fraction); < 0: not recorded (older
   // plans), JSON `bubble_fraction`.
   double bubble_fraction = -1;

@@ -34,6 +34,8 @@ PlanEstimate ReadEstimate(const JsonField& f) {
   if (f.Has("latency_ms")) e.latency_ms = f["latency_ms"].NonNegative();
   if (f.Has("pivot_stage")) e.pivot_stage = f["pivot_stage"].NonNegativeInt();
   if (f.Has("bubble_fraction")) e.bubble_fraction = f["bubble_fraction"].NonNegative();
+  if (f.Has("process_memory_bytes"))
+    e.process_memory_bytes = f["process_memory_bytes"].NonNegative();
   if (f.Has("stage_peak_memory_bytes")) {
     JsonField m = f["stage_peak_memory_bytes"];
     for (size_t s = 0; s < m.size(); ++s) e.stage_peak_memory_bytes.push_back(m[s].NonNegative());
@@ -123,6 +125,8 @@ std::string PlanToJsonText(const Plan& plan) {
                         {"pivot_stage", e.pivot_stage},
                         {"stage_peak_memory_bytes", e.stage_peak_memory_bytes}};
     if (e.bubble_fraction >= 0) root["estimate"]["bubble_fraction"] = e.bubble_fraction;
+    if (e.process_memory_bytes > 0)
+      root["estimate"]["process_memory_bytes"] = e.process_memory_bytes;
   }
   return root.dump(2) + "\n";
 }

@@ -120,7 +120,9 @@ bool IdenticalServers(const Cluster& c) {
     if (c.servers[s].devices != c.servers[0].devices) return false;
     const DeviceSpec& a = c.Device(c.FirstDeviceOf(s));
     const DeviceSpec& b = c.Device(0);
-    if (a.memory_bytes != b.memory_bytes || a.speed != b.speed) return false;
+    if (a.memory_bytes != b.memory_bytes || a.speed != b.speed ||
+        a.process_memory_bytes != b.process_memory_bytes)
+      return false;
   }
   return true;
 }

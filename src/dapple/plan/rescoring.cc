@@ -63,6 +63,7 @@ Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel&
       if (d.stage >= 0 && d.stage < plan.num_stages())
         e.stage_peak_memory_bytes[d.stage] =
             std::max(e.stage_peak_memory_bytes[d.stage], d.peak_memory_bytes);
+      e.process_memory_bytes = std::max(e.process_memory_bytes, cost.ProcessMemoryBytes(d.device));
     }
     s.plan.estimate = std::move(e);
     sel.best = std::move(s);

@@ -155,6 +155,8 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
       return -1;
     return plan.estimate->stage_peak_memory_bytes[s];
   };
+  // Note [Process memory] (format/cluster.h): what the process holds beside its stage.
+  const double process = plan.estimate ? plan.estimate->process_memory_bytes : 0;
   if (o.log_json) {
     Json stages = Json::array();
     for (int s = 0; s < S; ++s) {
@@ -166,7 +168,8 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
                         {"optimizer_state_bytes", opt_bytes[s]},
                         {"peak_resident_bytes", rss_bytes[s]},
                         {"peak_resident_above_start_bytes", rss_grown[s]},
-                        {"planned_peak_memory_bytes", estimate(s)}});
+                        {"planned_peak_memory_bytes", estimate(s)},
+                        {"planned_process_memory_bytes", process}});
     }
     Json j = {{"summary",
                {{"steps", steps_run},
@@ -187,8 +190,16 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
       std::printf("  stage %d (%d replica%s): peak live activations %d micro-batch%s, %.3f MiB\n",
                   s, grid.replicas(s), grid.replicas(s) == 1 ? "" : "s", peak_mbs[s],
                   peak_mbs[s] == 1 ? "" : "es", peak_bytes[s] / 1048576.0);
-      std::string planned =
-          estimate(s) < 0 ? "" : fmt::format(" (planned peak {:.1f} MiB)", estimate(s) / 1048576.0);
+      std::string planned;
+      if (estimate(s) >= 0 && process > 0) {
+        const double whole = estimate(s) + process;
+        planned = fmt::format(
+            " (planned peak {:.1f} MiB: the stage's {:.1f} and the process's {:.1f}; peak "
+            "resident / planned {:.2f})",
+            whole / 1048576.0, estimate(s) / 1048576.0, process / 1048576.0, rss_bytes[s] / whole);
+      } else if (estimate(s) >= 0) {
+        planned = fmt::format(" (planned peak {:.1f} MiB)", estimate(s) / 1048576.0);
+      }
       std::printf(
           "    holds parameters %.3f MiB, optimizer state %.3f MiB; peak resident %.1f MiB, "
           "%.1f MiB above the process's start%s\n",
