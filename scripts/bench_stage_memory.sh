@@ -18,16 +18,22 @@ model=(--model gpt --opt hidden="$hidden" --opt heads=8 --opt layers="$layers" -
 "$dapple" profile "${model[@]}" --batch 4 --batches 1,2,4 --threads 1 --optimizer adam \
   --warmup 1 --repeat 2 -o "$out/profile.json" >/dev/null 2>&1
 params=$(/usr/bin/python3 -c "import json; p=json.load(open('$out/profile.json')); print(sum(l.get('parameter_bytes',0) for l in p['layers']))")
-# Devices that hold about 45% of the model's parameters + gradients + Adam state (4 copies):
-# no device can hold the whole model, so the planner must cut it.
-memory=$(/usr/bin/python3 -c "print(int(float($params) * 4 * 0.45) + 64 * 2**20)")
+# The training process's own memory on this machine (Note [Process memory]), as `dapple
+# calibrate` measures it (into out/, so that the cached `local` stays as it is).
+DAPPLE_CACHE_DIR="$out/cache" "$dapple" calibrate --nproc 2 -o "$out/calibrated.json" \
+  >"$out/calibrate.log" 2>&1 || { cat "$out/calibrate.log"; exit 1; }
+process=$(/usr/bin/python3 -c "import json,sys; print(int(json.load(open(sys.argv[1]))['device'].get('process_memory_bytes', 0)))" \
+  "$out/calibrated.json")
+# Devices that hold about 45% of the model's parameters + gradients + Adam state (4 copies)
+# beside the process's own: no device can hold the whole model, so the planner must cut it.
+memory=$(/usr/bin/python3 -c "print(int(float($params) * 4 * 0.45) + 16 * 2**20 + $process)")
 cat >"$out/cluster.json" <<JSON
 {"format": "dapple-cluster/1", "name": "four-small", "servers": [{"devices": 4}],
- "device": {"memory_bytes": $memory, "speed": 1.0},
+ "device": {"memory_bytes": $memory, "speed": 1.0, "process_memory_bytes": $process},
  "intra_server": {"bandwidth_bytes_per_s": 2e9, "latency_s": 2e-5}}
 JSON
 "$dapple" plan --profile "$out/profile.json" --cluster "$out/cluster.json" --global-batch 16 \
-  --no-baselines -o "$out/plan.json" >/dev/null
+  --no-baselines --schedule dapple-a -o "$out/plan.json" >/dev/null
 devices=$(/usr/bin/python3 -c "import json; p=json.load(open('$out/plan.json')); print(sum(len(s['devices']) for s in p['stages']))")
 "$dapple" train "${model[@]}" --plan "$out/plan.json" --steps 3 --nproc "$devices" \
   --optimizer adam --lr 0.001 --data kjv --log-json >"$out/train.jsonl"
@@ -39,13 +45,15 @@ summary = [json.loads(l)["summary"] for l in open(f"{out}/train.jsonl") if l.sta
 mib = lambda b: b / 2**20
 print(f"whole model: parameters {mib(params):.1f} MiB, with gradients and Adam state {mib(4 * params):.1f} MiB; "
       f"device memory {mib(memory):.1f} MiB")
-print("| stage | layers | replicas | parameters MiB | Adam state MiB | peak resident MiB | above the start MiB | planned peak MiB | above start / planned |")
-print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+print("| stage | layers | replicas | parameters MiB | Adam state MiB | planned stage MiB | planned process MiB | peak resident MiB | peak resident / planned | above the start MiB | above start / planned stage |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for s, st in enumerate(summary["stages"]):
     p = plan["stages"][s]
+    stage, process = st['planned_peak_memory_bytes'], st.get('planned_process_memory_bytes', 0)
     print(f"| {s} | {p['first_layer_id']}..{p['last_layer_id']} | {st['replicas']} | "
           f"{mib(st['parameter_bytes']):.1f} | {mib(st['optimizer_state_bytes']):.1f} | "
-          f"{mib(st['peak_resident_bytes']):.1f} | {mib(st['peak_resident_above_start_bytes']):.1f} | "
-          f"{mib(st['planned_peak_memory_bytes']):.1f} | "
-          f"{st['peak_resident_above_start_bytes'] / st['planned_peak_memory_bytes']:.2f} |")
+          f"{mib(stage):.1f} | {mib(process):.1f} | {mib(st['peak_resident_bytes']):.1f} | "
+          f"{st['peak_resident_bytes'] / (stage + process):.2f} | "
+          f"{mib(st['peak_resident_above_start_bytes']):.1f} | "
+          f"{st['peak_resident_above_start_bytes'] / stage:.2f} |")
 PY

@@ -59,6 +59,13 @@ TEST_F(CalibrateLocalTest, TwoLocalProcessesMakeAOneServerCluster) {
   const auto& cal = j["calibration"];
   EXPECT_EQ(cal["ranks"].size(), 2u);
   EXPECT_EQ(cal["ranks"][0]["host"], cal["ranks"][1]["host"]);
+  // Note [Process memory]: the larger of the two ranks' resident memory after the
+  // measurements; a process that loaded libtorch and ran gloo holds well over 64 MiB.
+  EXPECT_EQ(c.device.process_memory_bytes,
+            std::max(cal["ranks"][0]["resident_bytes"].get<double>(),
+                     cal["ranks"][1]["resident_bytes"].get<double>()));
+  EXPECT_GT(c.device.process_memory_bytes, 64.0 * 1048576);
+  EXPECT_LT(c.device.process_memory_bytes, c.device.memory_bytes);
   EXPECT_TRUE(cal["inter_server"].is_null()) << "one server has no inter-server link";
   ASSERT_TRUE(cal["intra_server"].is_object());
   EXPECT_EQ(cal["intra_server"]["ranks"], nlohmann::json({0, 1}));

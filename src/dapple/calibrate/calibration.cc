@@ -13,6 +13,7 @@
 
 #include "dapple/calibrate/calibration_steps.h"
 #include "dapple/common/error.h"
+#include "dapple/common/process_memory.h"
 #include "dapple/runtime/communicator.h"
 
 namespace dapple {
@@ -251,6 +252,14 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
             internal::MeasureAllReduceLoad(comm, a, b, "calibrate-intra-pair", *r.compute);
       }
     }
+    // Note [Process memory] (format/cluster.h): after the transfers, the allreduces and the
+    // compute loops, with their tensors freed, what a rank still holds is the framework's
+    // own (code, pools, the communicator's buffers, the BLAS threads' buffers).
+    torch::Tensor resident = torch::zeros({world}, torch::kFloat64);
+    resident[comm.rank()] = static_cast<double>(ResidentBytes());
+    comm.AllReduceSum(resident, "", "calibrate: resident memory of each rank");
+    r.resident_bytes.resize(world);
+    for (int i = 0; i < world; ++i) r.resident_bytes[i] = resident[i].item<double>();
     if (comm.rank() != 0) return std::nullopt;
 
     // A fit that fails (noise on a loaded machine) leaves the links' point-to-point values
@@ -282,9 +291,13 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
       double speed = o.speed;
       if (r.compute) speed = r.one_machine ? 1.0 : r.compute->speed;
       DeviceSpec d{mem, speed};
+      for (int i = 0; i < world; ++i)  // the largest of the server's ranks
+        if (server[i] == s)
+          d.process_memory_bytes = std::max(d.process_memory_bytes, r.resident_bytes[i]);
       if (s == 0)
         c.device = d;
-      else if (mem != c.device.memory_bytes)
+      else if (mem != c.device.memory_bytes ||
+               d.process_memory_bytes != c.device.process_memory_bytes)
         c.servers[s].device = d;
     }
     auto link_of = [](const LinkFit& f) { return LinkSpec{f.bandwidth_bytes_per_s, f.latency_s}; };

@@ -169,8 +169,10 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
       "trips); allreduce samples are the mean seconds per float32 sum over the ranks listed; "
       "bus bandwidth = 2(r-1)/r x bytes / time (docs/design.md section 4)";
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
-  for (size_t i = 0; i < r.hosts.size(); ++i)
+  for (size_t i = 0; i < r.hosts.size(); ++i) {
     ranks.push_back({{"rank", i}, {"host", r.hosts[i]}, {"server", r.server_of_rank[i]}});
+    if (i < r.resident_bytes.size()) ranks.back()["resident_bytes"] = r.resident_bytes[i];
+  }
   c["ranks"] = ranks;
   auto link = [&](const std::optional<std::pair<int, int>>& pair,
                   const std::optional<LinkFit>& fit) -> nlohmann::ordered_json {
@@ -254,8 +256,10 @@ std::string CalibrationSummary(const CalibrationResult& r) {
   std::string s =
       fmt::format("cluster {}: {} server(s), devices", r.cluster.name, r.cluster.num_servers());
   for (const ServerSpec& sv : r.cluster.servers) s += fmt::format(" {}", sv.devices);
-  s += fmt::format(", {:.3g} GB memory per device, speed {:g}\n",
-                   r.cluster.device.memory_bytes / 1e9, r.cluster.device.speed);
+  s += fmt::format(
+      ", {:.3g} GB memory per device ({:.0f} MiB of it the process's own), speed {:g}\n",
+      r.cluster.device.memory_bytes / 1e9, r.cluster.device.process_memory_bytes / 1048576.0,
+      r.cluster.device.speed);
   auto link = [&](const char* name, const std::optional<std::pair<int, int>>& pair,
                   const std::optional<LinkFit>& fit) {
     if (!pair || !fit) {
