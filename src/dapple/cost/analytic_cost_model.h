@@ -47,6 +47,8 @@ class AnalyticCostModel : public CostModel {
   double CutBytes(int last, double samples) const override;
   TransferCost Transfer(int last, double micro_batch, const std::vector<int>& from,
                         const std::vector<int>& to) const override;
+  double TransferMs(int last, double micro_batch, const std::vector<int>& from,
+                    const std::vector<int>& to) const override;
   double UpdateMs(int first, int last, int device) const override;
   // 2(r-1)/r x P / bw + 2(r-1) x latency with the allreduce bandwidth and latency
   // (LinkSpec::AllReduceBandwidth/AllReduceLatency) of the slowest link of the ring: the
@@ -75,6 +77,10 @@ class AnalyticCostModel : public CostModel {
   const Cluster& cluster() const { return cluster_; }
 
  private:
+  // Transfer's time in ms; its link resources into `resources` when not null.
+  double SplitConcatMs(int last, double micro_batch, const std::vector<int>& from,
+                       const std::vector<int>& to, std::vector<int>* resources) const;
+
   const Profile& profile_;
   const Cluster& cluster_;
   CostOptions options_;

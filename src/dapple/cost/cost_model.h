@@ -46,6 +46,12 @@ class CostModel {
   // contiguous slice) to the replicas `to`. Same cost for the gradient going back.
   virtual TransferCost Transfer(int last, double micro_batch, const std::vector<int>& from,
                                 const std::vector<int>& to) const = 0;
+  // Transfer(...).ms alone: the planners' inner loops need no link resources, and a model
+  // may answer without building them.
+  virtual double TransferMs(int last, double micro_batch, const std::vector<int>& from,
+                            const std::vector<int>& to) const {
+    return Transfer(last, micro_batch, from, to).ms;
+  }
 
   // One optimizer update of the parameters of layers [first, last] on `device` (the STEP
   // that ends an iteration): the profile's update_ms summed over the layers, divided by

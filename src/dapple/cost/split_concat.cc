@@ -3,6 +3,7 @@
 // stage's split, and each receiver gets the overlapping sample ranges from the senders.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "dapple/common/error.h"
 #include "dapple/common/slicing.h"
@@ -10,20 +11,49 @@
 
 namespace dapple {
 
+namespace {
+
+// Per-thread buffers of SplitConcatMs, so that the planners' millions of calls allocate
+// nothing (the model is shared between threads, so they cannot be members).
+struct Scratch {
+  std::vector<double> intra, out, in;
+  std::vector<char> intra_used, out_used, in_used;
+};
+
+}  // namespace
+
 TransferCost AnalyticCostModel::Transfer(int last, double micro_batch, const std::vector<int>& from,
                                          const std::vector<int>& to) const {
+  TransferCost cost;
+  cost.ms = SplitConcatMs(last, micro_batch, from, to, &cost.resources);
+  return cost;
+}
+
+double AnalyticCostModel::TransferMs(int last, double micro_batch, const std::vector<int>& from,
+                                     const std::vector<int>& to) const {
+  return SplitConcatMs(last, micro_batch, from, to, nullptr);
+}
+
+double AnalyticCostModel::SplitConcatMs(int last, double micro_batch, const std::vector<int>& from,
+                                        const std::vector<int>& to,
+                                        std::vector<int>* resources) const {
   DAPPLE_CHECK(last >= 0 && last < num_layers(), "layer out of range");
   DAPPLE_CHECK(!from.empty() && !to.empty(), "a transfer needs senders and receivers");
   for (int d : from) DAPPLE_CHECK(d >= 0 && d < num_devices(), "sender out of range");
   for (int d : to) DAPPLE_CHECK(d >= 0 && d < num_devices(), "receiver out of range");
   const int64_t m = std::llround(micro_batch);
-  if (m <= 0) return {};
+  if (m <= 0) return 0;
   const double bytes_per_sample = cut_bytes_[last] / profile_.batch_size;
   const int rf = static_cast<int>(from.size()), rt = static_cast<int>(to.size());
   const int servers = cluster_.num_servers();
 
-  std::vector<double> intra(rt, 0.0), out(servers, 0.0), in(servers, 0.0);
-  std::vector<char> intra_used(rt, 0), out_used(servers, 0), in_used(servers, 0);
+  thread_local Scratch sc;
+  sc.intra.assign(rt, 0.0);
+  sc.out.assign(servers, 0.0);
+  sc.in.assign(servers, 0.0);
+  sc.intra_used.assign(rt, 0);
+  sc.out_used.assign(servers, 0);
+  sc.in_used.assign(servers, 0);
   bool any_message = false, crosses = false;
   // Both splits are ordered sample ranges: walk them together, O(rf + rt) pairs.
   for (int j = 0, k = 0; j < rf && k < rt;) {
@@ -34,40 +64,39 @@ TransferCost AnalyticCostModel::Transfer(int last, double micro_batch, const std
       int src = server_of_[from[j]], dst = server_of_[to[k]];
       any_message = true;
       if (src == dst) {
-        intra[k] += bytes;
-        intra_used[k] = 1;
+        sc.intra[k] += bytes;
+        sc.intra_used[k] = 1;
       } else {
         crosses = true;
-        out[src] += bytes;
-        in[dst] += bytes;
-        out_used[src] = in_used[dst] = 1;
+        sc.out[src] += bytes;
+        sc.in[dst] += bytes;
+        sc.out_used[src] = sc.in_used[dst] = 1;
       }
     }
     if (a.end <= b.end) ++j;
     if (b.end <= a.end) ++k;
   }
-  if (!any_message) return {};
+  if (!any_message) return 0;
 
   const LinkSpec& intra_link = cluster_.intra_server;
   const LinkSpec& inter_link = cluster_.inter_server;
   double seconds = 0;
-  TransferCost cost;
   for (int s = 0; s < servers; ++s) {
-    seconds = std::max(seconds, out[s] / inter_link.bandwidth_bytes_per_s);
-    seconds = std::max(seconds, in[s] / inter_link.bandwidth_bytes_per_s);
-    if (out_used[s]) cost.resources.push_back(2 * s);
-    if (in_used[s]) cost.resources.push_back(2 * s + 1);
+    seconds = std::max(seconds, sc.out[s] / inter_link.bandwidth_bytes_per_s);
+    seconds = std::max(seconds, sc.in[s] / inter_link.bandwidth_bytes_per_s);
+    if (resources && sc.out_used[s]) resources->push_back(2 * s);
+    if (resources && sc.in_used[s]) resources->push_back(2 * s + 1);
   }
   for (int k = 0; k < rt; ++k) {
-    seconds = std::max(seconds, intra[k] / intra_link.bandwidth_bytes_per_s);
-    if (intra_used[k]) cost.resources.push_back(2 * servers + to[k]);
+    seconds = std::max(seconds, sc.intra[k] / intra_link.bandwidth_bytes_per_s);
+    if (resources && sc.intra_used[k]) resources->push_back(2 * servers + to[k]);
   }
   seconds += crosses ? inter_link.latency_s : intra_link.latency_s;
-  cost.ms = seconds * 1e3;
-  std::sort(cost.resources.begin(), cost.resources.end());
-  cost.resources.erase(std::unique(cost.resources.begin(), cost.resources.end()),
-                       cost.resources.end());
-  return cost;
+  if (resources) {
+    std::sort(resources->begin(), resources->end());
+    resources->erase(std::unique(resources->begin(), resources->end()), resources->end());
+  }
+  return seconds * 1e3;
 }
 
 }  // namespace dapple

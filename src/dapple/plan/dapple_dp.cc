@@ -140,7 +140,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
             seen.push_back(*take);
             std::vector<int> devs = DevicesOf(cluster, e.usage, *take);
             const double t_after =
-                after > 0 ? cost.Transfer(last, m, devs, e.stages[0].devices).ms : 0;
+                after > 0 ? cost.TransferMs(last, m, devs, e.stages[0].devices) : 0;
             usage = e.usage;
             for (size_t s = 0; s < usage.size(); ++s) usage[s] += (*take)[s];
             const int free_after = free - n;
@@ -199,7 +199,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                     EvaluateStage(cost, 0, first - 1, head.devices, m, 0, false, false, uniform);
                 head.cost = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms, hc.update_ms};
               }
-              const double ht = cost.Transfer(first - 1, m, head.devices, devs).ms;
+              const double ht = cost.TransferMs(first - 1, m, head.devices, devs);
               full.clear();
               full.push_back(head.cost);
               full.push_back({ht, ht, 0.0, 0.0});

@@ -67,10 +67,10 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
           auto key = std::make_tuple(n, from[i][d].second, offset);
           auto it = transfer_cache.find(key);
           if (it == transfer_cache.end())
-            it = transfer_cache.emplace(key, 2 * cost.Transfer(last, m, devs, to).ms).first;
+            it = transfer_cache.emplace(key, 2 * cost.TransferMs(last, m, devs, to)).first;
           transfer = it->second;
         } else if (d > 0) {
-          transfer = 2 * cost.Transfer(last, m, devs, to).ms;
+          transfer = 2 * cost.TransferMs(last, m, devs, to);
         }
         const double act_samples = SamplesPerReplica(m, n);
         for (int ip = i - 1; ip >= 0; --ip)

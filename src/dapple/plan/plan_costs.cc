@@ -95,9 +95,8 @@ PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
     compute.push_back({c.forward_ms, c.backward_ms, c.allreduce_ms, c.update_ms});
     pc.stages.push_back(c);
     if (s + 1 < S) {
-      pc.transfer_ms.push_back(cost.Transfer(st.last_layer, plan.micro_batch_size, st.devices,
-                                             plan.stages[s + 1].devices)
-                                   .ms);
+      pc.transfer_ms.push_back(cost.TransferMs(st.last_layer, plan.micro_batch_size, st.devices,
+                                               plan.stages[s + 1].devices));
     }
   }
   if (v > 1) {

@@ -17,7 +17,7 @@ struct ProfilerOptions {
   int warmup = 2;                // untimed runs before the timed ones, >= 0
   int repeat = 5;                // timed runs; the median is reported, > 0
   uint64_t seed = 1;             // of the synthetic input batch
-  bool progress = true;          // a progress line on stderr
+  bool progress = true;          // a progress line on stderr, rewritten in place (a terminal)
   // Note [Cold caches] (profiler.cc): write 64 MiB before every timed forward and backward,
   // so that a layer's weights come from memory, as when other stages' processes share the
   // machine's caches.

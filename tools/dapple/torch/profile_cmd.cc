@@ -4,6 +4,7 @@
 // own flags. Bad input (unknown model or option, batch 0): one line, exit code 2.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <sstream>
@@ -98,6 +99,9 @@ void Run(const ProfileArgs& a, const std::vector<std::string>& extras) {
   po.cold_caches = a.cold_caches;
   po.seed = a.seed;
   po.optimizer = optimizer;
+  // A line rewritten in place only on a terminal; logs and pipes get none (the result and
+  // the summary say what was measured).
+  po.progress = isatty(fileno(stderr)) != 0;
   // Check everything the user gave before the re-exec below and the model build.
   if (!script) {
     ResolveModelOptions(a.model, options);
