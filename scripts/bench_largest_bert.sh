@@ -8,7 +8,8 @@
 #
 #   scripts/bench_largest_bert.sh [path/to/dapple] [limit MiB per process]
 # Environment: PROCS (default "1 2 4": the rows), START (default 8: the first layer count
-# tried; the search doubles it until a run fails, then bisects).
+# tried; the search doubles it until a run fails, then bisects), TIMEOUT (default 30: each
+# run's --timeout-s; raise it on a busy machine, where a slow peer would count as not fitting).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dapple=$(realpath "${1:-build/tools/dapple/dapple}")
@@ -49,7 +50,7 @@ fits() {
       echo $BASHPID >"$g/cgroup.procs"
       RANK=$r LOCAL_RANK=$r WORLD_SIZE=$p MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
         OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 exec "$dapple" train "${opts[@]}" --opt layers="$l" \
-        --plan "$out/plan.json" --steps 2 --optimizer adam --timeout-s 30 --quiet \
+        --plan "$out/plan.json" --steps 2 --optimizer adam --timeout-s "${TIMEOUT:-30}" --quiet \
         $([ "$rc" = 1 ] && echo --recompute) >"$out/rank$r.log" 2>&1
     ) &
     pids+=($!)
