@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Configures and builds dapple into build/ (Release at -O2, Ninja, ccache).
+# DAPPLE_BUILD_TARGETS: the ninja targets (default: all; scripts/test.sh builds dapple_tests).
 # Extra arguments go to cmake, e.g. scripts/build.sh -DDAPPLE_WITH_TORCH=OFF, or
 # scripts/build.sh -DCMAKE_BUILD_TYPE=RelWithDebInfo for debug info (a third slower to build:
 # libtorch's headers make every object's debug info large).
@@ -10,4 +11,5 @@ jobs=$(nproc)
 # compile time per libtorch file.
 cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
   "$@" >/dev/null
-ninja -C build -j"$jobs"
+# shellcheck disable=SC2086  # a list of targets
+ninja -C build -j"$jobs" ${DAPPLE_BUILD_TARGETS:-}
