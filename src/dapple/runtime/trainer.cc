@@ -121,7 +121,8 @@ ModelSource SourceOf(const TrainOptions& o) { return {o.model, o.model_options, 
 
 CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   const std::string source = o.plan_path.string();
-  CheckedPlan c{ReadPlanJson(o.plan_path), LoadModel(SourceOf(o), o.seed, o.dtype, kNoLayers)};
+  CheckedPlan c{o.plan ? *o.plan : ReadPlanJson(o.plan_path),
+                LoadModel(SourceOf(o), o.seed, o.dtype, kNoLayers)};
   Plan& plan = c.plan;
   if (plan.virtual_stages > 1)  // docs/schedules.md, "Interleaved 1F1B": not run yet
     ThrowInput(

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct TrainOptions {
   ScriptModelOptions script;   // TorchScript models: loss, input sample
   DataFileOptions data_files;  // --data PATH: --seq-len, --no-shuffle, --eval-data
   std::filesystem::path plan_path;
+  // Set: the plan itself, made in memory (`--elastic` on fewer processes than plan_path's
+  // plan needs); plan_path then only names it in messages.
+  std::optional<Plan> plan;
   int64_t steps = 1;  // total steps: a resumed run continues up to this many
   std::string data = "synthetic";
   std::filesystem::path data_cache_dir;  // empty: DefaultDataCacheDir()
