@@ -29,7 +29,8 @@ class TrainElasticStart : public ::testing::Test {
           "activation_bytes": 1e3, "parameter_bytes": 1e3}})",
                             layers.empty() ? "" : ", ", l);
     std::ofstream(dir_ / "profile.json") << R"({"format": "dapple-profile/1", "model": "mlp",
-        "batch_size": 1, "layers": [)" << layers << "]}";
+        "batch_size": 1, "layers": [)" << layers
+                                         << "]}";
     std::ofstream(dir_ / "cluster.json") << R"({"format": "dapple-cluster/1", "name": "four",
         "servers": [{"devices": 4}], "device": {"memory_bytes": 1e9, "speed": 1.0},
         "intra_server": {"bandwidth_bytes_per_s": 1e9, "latency_s": 1e-5}})";
@@ -44,8 +45,7 @@ class TrainElasticStart : public ::testing::Test {
     ASSERT_EQ(full_.Losses().size(), 6u);
   }
 
-  static std::string Flags(const fs::path& ckpt, const fs::path& plan, int nproc,
-                           int steps = 6) {
+  static std::string Flags(const fs::path& ckpt, const fs::path& plan, int nproc, int steps = 6) {
     return fmt::format(
         "train {} --dtype float64 --data synthetic --seed 3 --optimizer adam --lr 0.05 "
         "--log-json --timeout-s 30 --steps {} --plan {} --checkpoint-dir {}{}",
@@ -95,7 +95,8 @@ TEST_F(TrainElasticStart, BadExclusionsAreOneLineExitTwo) {
   struct Case {
     std::string flags, message;
   } cases[] = {
-      {" --elastic --exclude-devices 0,1,2,3", "--elastic: devices 0,1,2,3 excluded: no devices left"},
+      {" --elastic --exclude-devices 0,1,2,3",
+       "--elastic: devices 0,1,2,3 excluded: no devices left"},
       {" --elastic --exclude-devices 4", "--exclude-devices 4: device 4 is not one of the job's 4"},
       {" --elastic --exclude-devices 1,x", "--exclude-devices 1,x: 'x' is not a device index"},
       {" --elastic --exclude-devices 1,1", "--exclude-devices 1,1: device 1 is named twice"},
@@ -146,9 +147,9 @@ TEST_F(TrainElasticStart, FewerProcessesThanThePlanUnderAnOuterLauncher) {
   ExpectUninterrupted(r.Losses(), 2);
 
   // Three ranks started by hand, as mpirun or a Slurm script would.
-  const std::string rank_cmd = fmt::format(
-      "WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT={} {} {} --resume auto --elastic",
-      PickFreePort(), DAPPLE_BINARY, Flags(ckpt, plan_, 0, 6));
+  const std::string rank_cmd =
+      fmt::format("WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT={} {} {} --resume auto --elastic",
+                  PickFreePort(), DAPPLE_BINARY, Flags(ckpt, plan_, 0, 6));
   rc = std::system(fmt::format("RANK=1 LOCAL_RANK=1 {0} >{1}/r1.log 2>&1 & RANK=2 LOCAL_RANK=2 "
                                "{0} >{1}/r2.log 2>&1 & RANK=0 LOCAL_RANK=0 {0} >{1}/r0.out "
                                "2>{1}/r0.err; rc=$?; wait || rc=$?; exit $rc",

@@ -43,9 +43,12 @@ struct TrainOptions {
   std::filesystem::path save_model;
   int64_t checkpoint_every = 0;  // steps; 0: only at the end when a dir is given
   int keep_checkpoints = 0;      // newest committed checkpoints kept; 0: all
+  // Write checkpoints in the training thread (the step stalls for the whole save) instead
+  // of a background writer (Note [Asynchronous checkpoints], async_checkpoint.h).
+  bool sync_checkpoints = false;
   bool resume = false;
   bool resume_auto = false;  // --resume auto: resume when a checkpoint exists (resume_policy.h)
-  bool recompute = false;            // every stage; else the plan says per stage
+  bool recompute = false;    // every stage; else the plan says per stage
   std::filesystem::path trace_path;  // empty: no trace
   int trace_steps = 1;               // the last this many steps go into the trace
   bool log_json = false;

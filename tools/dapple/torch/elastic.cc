@@ -55,9 +55,10 @@ ElasticInputs WithPlanRecord(ElasticInputs in, const Plan& plan,
     ThrowInput(
         "--elastic needs --profile and --cluster: what to plan with for the devices left ({} "
         "records no {})",
-        plan_path.string(), in.profile.empty() && in.cluster.empty() ? "profile nor cluster"
-                            : in.profile.empty()                     ? "profile"
-                                                                     : "cluster");
+        plan_path.string(),
+        in.profile.empty() && in.cluster.empty() ? "profile nor cluster"
+        : in.profile.empty()                     ? "profile"
+                                                 : "cluster");
   return in;
 }
 
@@ -99,8 +100,8 @@ ElasticPlanner::Result ElasticPlanner::PlanOn(const std::vector<int>& devices, i
   po.interleave = false;
   PlanResult r = RunPlanner(profile_, left, cost, global_batch, po);
   if (!r.plan)
-    ThrowInput("--elastic: {}: no plan fits the {} left: {}", why,
-               Plural(devices.size(), "device"), r.reason);
+    ThrowInput("--elastic: {}: no plan fits the {} left: {}", why, Plural(devices.size(), "device"),
+               r.reason);
   r.plan->profile = in_.profile;
   r.plan->cluster = in_.cluster;
   Result out{*r.plan, in_.plan_folder / fmt::format("elastic-plan-{}.json", devices.size())};
@@ -195,13 +196,11 @@ Replanner MakeElasticReplanner(std::shared_ptr<const ElasticPlanner> planner,
   };
 }
 
-ElasticPlanner::Result PlanForProcesses(const ElasticPlanner& planner, int world,
-                                        const Plan& plan, const std::string& plan_path,
-                                        bool record) {
+ElasticPlanner::Result PlanForProcesses(const ElasticPlanner& planner, int world, const Plan& plan,
+                                        const std::string& plan_path, bool record) {
   const std::string why = fmt::format("the job has {}, but {} uses {}", Plural(world, "process"),
                                       plan_path, Plural(plan.num_devices(), "device"));
-  return planner.PlanOn(FirstDevices(world), plan.global_batch_size, why, /*refine=*/false,
-                        record);
+  return planner.PlanOn(FirstDevices(world), plan.global_batch_size, why, /*refine=*/false, record);
 }
 
 }  // namespace dapple

@@ -93,9 +93,8 @@ Replanner MakeElasticReplanner(std::shared_ptr<const ElasticPlanner> planner,
 // outer launcher's restart without a node that did not come back): plans the same global
 // batch for the cluster's first `world` devices (Note [Fewer processes than the plan]).
 // `record`: write the plan file and print the line (rank 0 only).
-ElasticPlanner::Result PlanForProcesses(const ElasticPlanner& planner, int world,
-                                        const Plan& plan, const std::string& plan_path,
-                                        bool record);
+ElasticPlanner::Result PlanForProcesses(const ElasticPlanner& planner, int world, const Plan& plan,
+                                        const std::string& plan_path, bool record);
 
 // The value of --plan in a rank's argv ("--plan P" or "--plan=P"); `replace` swaps it.
 std::string PlanArgument(std::vector<std::string>& argv, const std::string* replace);

@@ -101,8 +101,7 @@ void Finish(TrainArgs& a) {
 
 // --elastic's planner for a job of `world` processes: the profile and cluster of the flags or
 // the plan's record; new plans go into the checkpoint folder.
-std::shared_ptr<const ElasticPlanner> MakePlanner(const TrainArgs& a, const Plan& plan,
-                                                  int world) {
+std::shared_ptr<const ElasticPlanner> MakePlanner(const TrainArgs& a, const Plan& plan, int world) {
   ElasticInputs in = WithPlanRecord(a.elastic_inputs, plan, a.o.plan_path);
   in.plan_folder = a.o.checkpoint_dir;
   std::vector<std::string> layers;
@@ -226,6 +225,9 @@ void AddTrainCommand(CLI::App& app) {
                   "Keep only the K newest checkpoints (0: all); a damaged one falls back to "
                   "the one before, so keep at least 2")
       ->capture_default_str();
+  cmd->add_flag("--sync-checkpoints", a->o.sync_checkpoints,
+                "Write checkpoints in the training thread: a saving step waits for the whole "
+                "write (default: copy to memory, then write in the background)");
   a->resume_given =
       cmd->add_option("--resume", a->resume,
                       "Continue from the newest checkpoint in --checkpoint-dir (the plan may "
