@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <csignal>
 #include <utility>
 
@@ -15,7 +16,17 @@ namespace dapple {
 CheckpointWriter::~CheckpointWriter() {
   if (!thread_.joinable()) return;
   if (std::uncaught_exceptions() > 0) {
-    thread_.detach();  // abandoned: the process is about to exit (Note [Leak on failure])
+    // Training failed: a save whose every file was confirmed is still committed if the
+    // writer gets there within kFinishOnFailure; else it is abandoned (the process is about
+    // to exit, Note [Leak on failure]).
+    const auto until = std::chrono::steady_clock::now() + kFinishOnFailure;
+    while (!done_->load() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (done_->load()) {
+      thread_.join();
+    } else {
+      thread_.detach();
+    }
     return;
   }
   thread_.join();  // a failure of it is lost here: Wait reports failures
@@ -32,12 +43,14 @@ void CheckpointWriter::Start(CheckpointJob job) {
     Run(job);
     return;
   }
-  thread_ = std::thread([this, job = std::move(job)] {
+  done_ = std::make_shared<std::atomic<bool>>(false);
+  thread_ = std::thread([this, done = done_, job = std::move(job)] {
     try {
       Run(job);
     } catch (...) {
       error_ = std::current_exception();  // read by Wait after the join
     }
+    done->store(true);
   });
 }
 

@@ -2,9 +2,12 @@
 // copies its tensors to host memory; a background thread writes, confirms and commits.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -34,10 +37,10 @@ namespace dapple {
 // and `latest` keeps naming the previous checkpoint; the other ranks notice the death at
 // their next transfer, as without checkpoints. A failure of the writer (a full disk, a
 // confirmation that never came) is rethrown by the training thread at the next save or at
-// the end. A save in flight when the training thread fails is abandoned (its checkpoint is
-// not committed). Memory: one extra copy of the rank's stage state while a save is in
-// flight. `--sync-checkpoints` writes in the training thread instead (the step then stalls
-// for the whole save).
+// the end. When the training thread fails, a save in flight gets 2 s to finish (a save
+// whose files were all confirmed is then still committed) and is abandoned after that. Memory: one
+// extra copy of the rank's stage state while a save is in flight. `--sync-checkpoints` writes in
+// the training thread instead (the step then stalls for the whole save).
 struct CheckpointJob {
   std::filesystem::path dir;
   int64_t step = 0;
@@ -55,8 +58,9 @@ class CheckpointWriter {
  public:
   // `comm` must outlive this object (or be leaked, Note [Leak on failure]).
   CheckpointWriter(Communicator& comm, bool async) : comm_(comm), async_(async) {}
-  // Waits for a save in flight, except while an exception unwinds the training thread:
-  // then the save is abandoned (the thread is detached and ends with the process).
+  // Waits for a save in flight. While an exception unwinds the training thread it waits at
+  // most kFinishOnFailure, then abandons the save (the thread is detached and ends with the
+  // process).
   ~CheckpointWriter();
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
@@ -70,8 +74,12 @@ class CheckpointWriter {
  private:
   void Run(const CheckpointJob& job);
 
+  // How long a failing training thread lets a save in flight finish (its destructor).
+  static constexpr std::chrono::seconds kFinishOnFailure{2};
+
   Communicator& comm_;
   bool async_;
+  std::shared_ptr<std::atomic<bool>> done_;  // set by the thread as its last act
   std::thread thread_;
   std::exception_ptr error_;  // the background save's failure, set before the thread ends
 };

@@ -34,8 +34,8 @@ Cluster OnlyDevices(const Cluster& c, const std::vector<int>& keep) {
   return out;
 }
 
-std::string Plural(size_t n, const char* word) {
-  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
+std::string Plural(size_t n, const std::string& word) {
+  return fmt::format("{} {}{}", n, word, n == 1 ? "" : word.back() == 's' ? "es" : "s");
 }
 
 // The first `n` device indexes.
