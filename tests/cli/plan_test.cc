@@ -52,6 +52,10 @@ TEST_F(PlanCli, Bert48OnPaperAIsWrittenAndSimulated) {
   ResolvePlanLayers(p, prof, plan.string());
   EXPECT_NO_THROW(ValidatePlan(p, prof, ClusterPreset("paper-a"), plan.string()));
   EXPECT_EQ(p.global_batch_size, 64);
+  // It records what it was made from (for `dapple train --elastic`): the profile's absolute
+  // path and the preset's name.
+  EXPECT_EQ(p.profile, fs::absolute(Profile("bert-48-pbs-2.txt")).lexically_normal().string());
+  EXPECT_EQ(p.cluster, "paper-a");
   ASSERT_TRUE(p.estimate);
   // `dapple simulate` reads it back and finds the planner's time.
   testing::CliRun sim = Dapple("simulate --plan " + plan.string() + " --profile " +

@@ -74,8 +74,12 @@ TEST(TrainResumeAuto, ARetryLoopStartsFreshThenResumes) {
   auto want = full.Losses();
   ASSERT_EQ(want.size(), 6u);
 
-  const std::string cmd = Flags(dir / "ckpt", 6, "adam") + " --checkpoint-every 2 --resume auto" +
-                          " --plan " + plan.string() + " --nproc 2";
+  // Synchronous saves: the checkpoint of step 2 is committed before step 3 starts (an
+  // asynchronous one may still be in flight when rank 1 dies, Note [Asynchronous
+  // checkpoints]).
+  const std::string cmd = Flags(dir / "ckpt", 6, "adam") +
+                          " --checkpoint-every 2 --sync-checkpoints --resume auto --plan " +
+                          plan.string() + " --nproc 2";
   // First attempt: no checkpoint yet, so it starts fresh; rank 1 dies during step 3, after
   // the checkpoint of step 2.
   RunResult first = RunDapple(cmd, dir, "DAPPLE_TEST_DIE_AT=1:3");

@@ -84,6 +84,34 @@ TEST(Plan, RoundTripWithEstimate) {
   EXPECT_EQ(ValidateError(q), "(no error)");
 }
 
+// A plan may record the profile and cluster it was made from (for re-planning); a plan
+// without them reads as before, with both empty, and is written without them.
+TEST(Plan, RecordsItsProfileAndCluster) {
+  Plan plan = TwoStages();
+  plan.profile = "/data/bert-48-pbs-2.txt";
+  plan.cluster = "paper-a";
+  Plan q = ParsePlanJson(PlanToJsonText(plan), "recorded.json");
+  EXPECT_EQ(q.profile, "/data/bert-48-pbs-2.txt");
+  EXPECT_EQ(q.cluster, "paper-a");
+  Plan old = ParsePlanJson(PlanToJsonText(TwoStages()), "old.json");
+  EXPECT_EQ(old.profile, "");
+  EXPECT_EQ(old.cluster, "");
+  EXPECT_EQ(PlanToJsonText(old).find("\"profile\""), std::string::npos);
+  plan.cluster.clear();
+  EXPECT_NE(PlanToJsonText(plan).find("\"profile\": \"/data/bert-48-pbs-2.txt\""),
+            std::string::npos);
+  EXPECT_EQ(PlanToJsonText(plan).find("\"cluster\""), std::string::npos);
+  try {
+    ParsePlanJson(R"({"format": "dapple-plan/1", "global_batch_size": 2, "micro_batch_size": 1,
+        "stages": [{"first_layer": 0, "last_layer": 0, "devices": [0]}], "cluster": 4})",
+                  "bad.json");
+    ADD_FAILURE() << "a cluster that is not a string was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cluster"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Plan, PerStageRecompute) {
   // A stage's own flag round-trips; the plan's flag still means every stage (old files).
   Plan plan = TwoStages();

@@ -3,8 +3,10 @@
 // No feasible plan (nothing fits in memory) is reported as one line, exit code 2.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -227,6 +229,18 @@ Json RowJson(const Row& row) {
   return j;
 }
 
+// The plan records what it was made from, for re-planning (`dapple train --elastic`): the
+// profile's path made absolute, the cluster's preset name (as LoadCluster resolves names
+// first) or its path made absolute.
+void RecordSources(const ModelInputArgs& in, Plan& plan) {
+  plan.profile = std::filesystem::absolute(in.profile).lexically_normal().string();
+  std::vector<std::string> names = ClusterPresetNames();
+  const bool preset =
+      in.cluster == "local" || std::find(names.begin(), names.end(), in.cluster) != names.end();
+  plan.cluster =
+      preset ? in.cluster : std::filesystem::absolute(in.cluster).lexically_normal().string();
+}
+
 void RunPlanCommand(const PlanArgs& a) {
   ModelInputs in = LoadModelInputs(a.inputs);
   const Profile& profile = in.profile;
@@ -264,6 +278,7 @@ void RunPlanCommand(const PlanArgs& a) {
       }
     }
   }
+  RecordSources(a.inputs, *r.plan);
   if (!a.output.empty()) WritePlanJson(*r.plan, a.output);
   if (a.json) {
     Json j;

@@ -59,6 +59,11 @@ struct Plan {
   int virtual_stages = 1;
   std::vector<StagePlan> stages;
   std::optional<PlanEstimate> estimate;
+  // What the plan was made from, for re-planning (`dapple train --elastic`): the profile's
+  // path and the cluster's preset name or path, as `dapple plan` was given them (paths made
+  // absolute). JSON `profile` and `cluster`; empty when absent (older and hand-written plans).
+  std::string profile;
+  std::string cluster;
 
   // Entries of `stages`: the virtual stages (chunks) when virtual_stages > 1.
   int num_stages() const { return static_cast<int>(stages.size()); }

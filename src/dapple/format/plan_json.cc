@@ -86,6 +86,8 @@ Plan ParsePlanJson(const std::string& text, const std::string& source) {
   for (size_t s = 0; s < stages.size(); ++s) plan.stages.push_back(ReadStage(stages[s]));
   if (plan.stages.empty()) stages.Fail("the plan has no stages");
   if (root.Has("estimate")) plan.estimate = ReadEstimate(root["estimate"]);
+  if (root.Has("profile")) plan.profile = root["profile"].String();
+  if (root.Has("cluster")) plan.cluster = root["cluster"].String();
   return plan;
 }
 
@@ -128,6 +130,8 @@ std::string PlanToJsonText(const Plan& plan) {
     if (e.process_memory_bytes > 0)
       root["estimate"]["process_memory_bytes"] = e.process_memory_bytes;
   }
+  if (!plan.profile.empty()) root["profile"] = plan.profile;
+  if (!plan.cluster.empty()) root["cluster"] = plan.cluster;
   return root.dump(2) + "\n";
 }
 

@@ -36,8 +36,8 @@ std::filesystem::path CheckpointStepDir(const std::filesystem::path& dir, int64_
   return dir / fmt::format("step-{}", step);
 }
 
-int64_t SaveLayer(const std::filesystem::path& dir, int64_t step, const std::string& layer,
-                  torch::nn::Module& module, torch::optim::Optimizer* opt, OptimizerKind kind) {
+LayerSnapshot SnapshotLayer(const std::string& layer, torch::nn::Module& module,
+                            torch::optim::Optimizer* opt, OptimizerKind kind) {
   c10::Dict<std::string, torch::Tensor> dict;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     torch::Tensor p = item.value();
@@ -53,15 +53,25 @@ int64_t SaveLayer(const std::filesystem::path& dir, int64_t step, const std::str
   for (const auto& item : module.named_buffers(/*recurse=*/true)) {
     dict.insert("buffer/" + item.key(), item.value().detach().cpu().clone());
   }
-  std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(dict));
+  return {layer, dict};
+}
+
+int64_t WriteLayerSnapshot(const std::filesystem::path& dir, int64_t step,
+                           const LayerSnapshot& snapshot) {
+  std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(snapshot.tensors));
   auto folder = CheckpointStepDir(dir, step);
   std::error_code ec;
   std::filesystem::create_directories(folder, ec);
   if (ec) ThrowInput("{}: cannot create the checkpoint folder: {}", folder.string(), ec.message());
-  const auto path = folder / FileName(layer);
+  const auto path = folder / FileName(snapshot.layer);
   WriteFileAtomic(path, std::string_view(bytes.data(), bytes.size()));
   // What is on the disk now, for the writer's confirmation (Note [Checkpoint commit]).
   return static_cast<int64_t>(std::filesystem::file_size(path));
+}
+
+int64_t SaveLayer(const std::filesystem::path& dir, int64_t step, const std::string& layer,
+                  torch::nn::Module& module, torch::optim::Optimizer* opt, OptimizerKind kind) {
+  return WriteLayerSnapshot(dir, step, SnapshotLayer(layer, module, opt, kind));
 }
 
 std::filesystem::path LayerFile(const std::filesystem::path& step_dir, const std::string& layer) {

@@ -6,6 +6,7 @@
 // atomically (temporary file, then rename) and `latest` moves only after all layers are in.
 #pragma once
 
+#include <ATen/core/Dict.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
@@ -44,6 +45,22 @@ struct LayerState {
   bool has_buffers = false;                      // false: written before checkpoints held buffers
   std::map<std::string, std::map<std::string, torch::Tensor>> optimizer;  // name -> state
 };
+
+// A layer's checkpoint tensors copied to host memory (parameters, their optimizer state,
+// buffers): what SaveLayer writes, taken apart so that a background writer can write it while
+// training goes on (Note [Asynchronous checkpoints], async_checkpoint.h).
+struct LayerSnapshot {
+  std::string layer;
+  c10::Dict<std::string, torch::Tensor> tensors;  // "param/N", "state/N/FIELD", "buffer/N"
+};
+
+// Copies layer `layer` (its module's parameters, buffers and, with `opt`, their optimizer
+// state) to host memory: the clones share nothing with the module.
+LayerSnapshot SnapshotLayer(const std::string& layer, torch::nn::Module& module,
+                            torch::optim::Optimizer* opt, OptimizerKind kind);
+// Writes a snapshot as SaveLayer does; any thread may call it. Returns the file's size.
+int64_t WriteLayerSnapshot(const std::filesystem::path& dir, int64_t step,
+                           const LayerSnapshot& snapshot);
 
 // The folder of the checkpoint after `step` steps.
 std::filesystem::path CheckpointStepDir(const std::filesystem::path& dir, int64_t step);

@@ -14,8 +14,10 @@ namespace dapple {
 // Note [Checkpoint checksums]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A layer file can be damaged after its checkpoint was committed (a disk error, a copy cut
-// short, a user's edit). Each writer reads back the file it wrote and reports its size and
-// CRC-32 with its confirmation (Note [Checkpoint commit]); rank 0 keeps them in meta.json's
+// short, a user's edit). Each writer (the background writer thread of Note [Asynchronous
+// checkpoints], or the training thread with --sync-checkpoints) reads back the file it wrote
+// and reports its size and CRC-32 with its confirmation (Note [Checkpoint commit]), so the
+// sums are of the bytes on the disk, not of the copy in memory; rank 0 keeps them in meta.json's
 // "files". A resume then checks before it loads: rank 0 takes the newest committed checkpoint
 // whose files (those it can see) match their sums, and for each newer one that does not it
 // prints one line naming the damaged file and falls back; all ranks load the step rank 0

@@ -95,8 +95,10 @@ class CommWork {
   std::shared_ptr<std::atomic<double>> completed_ms_;
 };
 
-// Thread-compatible (one thread drives it). Construction is collective over the world:
-// every rank must construct it with the same world size.
+// Thread-compatible (one thread drives it), except that GatherStrings may also be called
+// from one other thread (the checkpoint writer, Note [Asynchronous checkpoints]): it touches
+// only the store, whose operations libtorch's stores serialise with a lock. Construction is
+// collective over the world: every rank must construct it with the same world size.
 class Communicator {
  public:
   // Note [Rendezvous exposure]: the rendezvous store has no authentication, so whoever can

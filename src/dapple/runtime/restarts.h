@@ -29,7 +29,9 @@ namespace dapple {
 // With --elastic a rank that fails twice in a row counts as a lost device: the job is planned
 // again for the others (Replanner) and resumes under the new plan.
 // Jobs of several nodes are not restarted by dapple: every node's launcher would have to agree
-// on the restart; there `--resume auto` under the outer launcher's own restart does the same.
+// on the restart; there `--resume auto` under the outer launcher's own restart does the same
+// (and with --elastic also goes on with fewer nodes: Note [Fewer processes than the plan] in
+// tools/dapple/torch/elastic.h).
 
 // `--elastic`: after device `lost` (a rank of the job `options` runs) failed twice in a row,
 // plans the job again for the devices left and rewrites `options` for it (fewer processes,

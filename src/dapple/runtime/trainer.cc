@@ -18,9 +18,9 @@
 #include "dapple/format/cluster.h"
 #include "dapple/format/message_tags.h"
 #include "dapple/models/data.h"
+#include "dapple/runtime/async_checkpoint.h"
 #include "dapple/runtime/boundary.h"
 #include "dapple/runtime/checkpoint.h"
-#include "dapple/runtime/checkpoint_commit.h"
 #include "dapple/runtime/checkpoint_sums.h"
 #include "dapple/runtime/evaluation.h"
 #include "dapple/runtime/export.h"
@@ -50,39 +50,32 @@ std::string FewNames(const std::vector<std::string>& names) {
 }
 
 // Saves this rank's layers when it is replica 0 of its stage (`stage` null: an idle rank,
-// nothing to save); rank 0 commits.
+// nothing to save); rank 0 commits. Note [Asynchronous checkpoints]: waits for the previous
+// save, copies the tensors, and leaves the rest to `writer`.
 void SaveCheckpoint(const TrainOptions& o, Model& model, const StagePlan* stage, int replica,
-                    torch::optim::Optimizer* opt, Communicator& comm, int64_t steps_done,
-                    const std::vector<double>& losses) {
-  std::vector<WrittenLayer> written;
+                    torch::optim::Optimizer* opt, int rank, CheckpointWriter& writer,
+                    int64_t steps_done, const std::vector<double>& losses) {
+  writer.Wait();
+  CheckpointJob job;
+  job.dir = o.checkpoint_dir;
+  job.step = steps_done;
   if (stage && replica == 0) {
-    for (int l = stage->first_layer; l <= stage->last_layer; ++l) {
-      const std::string& name = model.layers[l].name;
-      SaveLayer(o.checkpoint_dir, steps_done, name, *model.layers[l].module, opt, o.optimizer.kind);
-      // Note [Checkpoint checksums]: the file as it is on the disk now.
-      LayerFileSum sum =
-          SumOfFile(LayerFile(CheckpointStepDir(o.checkpoint_dir, steps_done), name));
-      written.push_back({name, sum.bytes, sum.crc32});
-      if (o.die_in_save_rank == comm.rank() && o.die_in_save_steps == steps_done)
-        std::raise(SIGKILL);  // test hook: killed in the middle of a save
-    }
+    for (int l = stage->first_layer; l <= stage->last_layer; ++l)
+      job.layers.push_back(
+          SnapshotLayer(model.layers[l].name, *model.layers[l].module, opt, o.optimizer.kind));
   }
-  // Note [Checkpoint commit]: every writer confirms its files; rank 0 checks, then commits.
-  auto reports = comm.GatherStrings(fmt::format("checkpoint/{}", steps_done),
-                                    DescribeWrittenLayers(written), 0);
-  if (comm.rank() == 0) {
-    CheckpointMeta meta;
-    meta.step = steps_done;
-    meta.model = o.model;
-    meta.optimizer = ToString(o.optimizer.kind);
-    meta.dtype = DtypeName(o.dtype);
-    meta.layers = LayerNames(model);
-    meta.losses = losses;
-    meta.files = VerifyWrittenLayers(CheckpointStepDir(o.checkpoint_dir, steps_done),
-                                     LayerNames(model), reports);
-    CommitCheckpoint(o.checkpoint_dir, meta);
-    PruneCheckpoints(o.checkpoint_dir, o.keep_checkpoints);
+  job.die_after_first_layer = o.die_in_save_rank == rank && o.die_in_save_steps == steps_done;
+  if (rank == 0) {
+    job.meta.emplace();
+    job.meta->step = steps_done;
+    job.meta->model = o.model;
+    job.meta->optimizer = ToString(o.optimizer.kind);
+    job.meta->dtype = DtypeName(o.dtype);
+    job.meta->layers = LayerNames(model);
+    job.meta->losses = losses;
   }
+  job.keep_checkpoints = o.keep_checkpoints;
+  writer.Start(std::move(job));
 }
 
 // Loads this stage's layers from the newest checkpoint (`stage` null: an idle rank, none);
@@ -121,7 +114,8 @@ ModelSource SourceOf(const TrainOptions& o) { return {o.model, o.model_options, 
 
 CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   const std::string source = o.plan_path.string();
-  CheckedPlan c{ReadPlanJson(o.plan_path), LoadModel(SourceOf(o), o.seed, o.dtype, kNoLayers)};
+  CheckedPlan c{o.plan ? *o.plan : ReadPlanJson(o.plan_path),
+                LoadModel(SourceOf(o), o.seed, o.dtype, kNoLayers)};
   Plan& plan = c.plan;
   if (plan.virtual_stages > 1)  // docs/schedules.md, "Interleaved 1F1B": not run yet
     ThrowInput(
@@ -325,6 +319,7 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   }
 
   const bool leader = env.rank == 0;
+  CheckpointWriter writer(comm, !o.sync_checkpoints);  // destroyed before comm_owner
   ProgressPrinter progress(o, plan, start);
   RunStats stats;
   // The traced steps are the last trace_steps ones; a barrier before the first lines the
@@ -360,9 +355,11 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
     const bool due = !o.checkpoint_dir.empty() &&
                      (last || (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0));
     if (due || last) record(step_losses.Finish(NowMs()));
-    if (due) SaveCheckpoint(o, model, sp, replica, optimizer.get(), comm, step + 1, losses);
+    if (due)
+      SaveCheckpoint(o, model, sp, replica, optimizer.get(), env.rank, writer, step + 1, losses);
     if (tracing && last) WriteMeasuredTrace(comm, grid, plan, o, traced);
   }
+  writer.Wait();  // the final checkpoint is committed before the summary and the export
   if (worker) stats.SetPeaks(worker->peak_live_micro_batches(), worker->peak_live_bytes());
   stats.SetMemory(sp ? Bytes(model.Parameters(sp->first_layer, sp->last_layer)) : 0,
                   optimizer ? OptimizerStateBytes(*optimizer, o.optimizer.kind) : 0,
@@ -375,7 +372,7 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   }
   if (o.evaluate)
     EvaluateTrainedStages(o, plan, model, grid, env.rank, in_spec, data.get(), device, comm);
-  // Every rank's files were in before the final commit (SaveCheckpoint's barrier).
+  // Every rank's files were in before the final commit (its writers' confirmations).
   if (!o.save_model.empty() && options.checkpoint_dir.empty() && leader)
     std::filesystem::remove_all(o.checkpoint_dir);
   if (leader) PrintPredictedVsMeasured(plan, o, measured);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct TrainOptions {
   ScriptModelOptions script;   // TorchScript models: loss, input sample
   DataFileOptions data_files;  // --data PATH: --seq-len, --no-shuffle, --eval-data
   std::filesystem::path plan_path;
+  // Set: the plan itself, made in memory (`--elastic` on fewer processes than plan_path's
+  // plan needs); plan_path then only names it in messages.
+  std::optional<Plan> plan;
   int64_t steps = 1;  // total steps: a resumed run continues up to this many
   std::string data = "synthetic";
   std::filesystem::path data_cache_dir;  // empty: DefaultDataCacheDir()
@@ -39,9 +43,12 @@ struct TrainOptions {
   std::filesystem::path save_model;
   int64_t checkpoint_every = 0;  // steps; 0: only at the end when a dir is given
   int keep_checkpoints = 0;      // newest committed checkpoints kept; 0: all
+  // Write checkpoints in the training thread (the step stalls for the whole save) instead
+  // of a background writer (Note [Asynchronous checkpoints], async_checkpoint.h).
+  bool sync_checkpoints = false;
   bool resume = false;
   bool resume_auto = false;  // --resume auto: resume when a checkpoint exists (resume_policy.h)
-  bool recompute = false;            // every stage; else the plan says per stage
+  bool recompute = false;    // every stage; else the plan says per stage
   std::filesystem::path trace_path;  // empty: no trace
   int trace_steps = 1;               // the last this many steps go into the trace
   bool log_json = false;

@@ -11,10 +11,12 @@
 namespace dapple {
 namespace {
 
-// Options of the launcher, not of its ranks. --max-restarts is train's (Note [Restarts]); a
-// rank never restarts anything.
-constexpr std::array<std::string_view, 6> kLaunchOptions = {
-    "--nproc", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--max-restarts"};
+// Options of the launcher, not of its ranks. --max-restarts and --exclude-devices are train's
+// (Note [Restarts], elastic.h): a rank never restarts anything, and its launcher has already
+// planned without the excluded devices.
+constexpr std::array<std::string_view, 7> kLaunchOptions = {
+    "--nproc",       "--nnodes",       "--node-rank",      "--master-addr",
+    "--master-port", "--max-restarts", "--exclude-devices"};
 
 }  // namespace
 

@@ -36,7 +36,8 @@ LaunchOptions MakeLaunchOptions(const std::string& command, const LaunchCli& cli
                                 std::vector<std::string> argv);
 
 // This process's own command line (/proc/self/cmdline) with argv[0] replaced by
-// SelfExecutablePath() and without the five launcher options (and train's --max-restarts)
+// SelfExecutablePath() and without the five launcher options (and train's --max-restarts and
+// --exclude-devices)
 // and their values, in both forms "--opt V" and "--opt=V": what each rank of a launcher runs.
 std::vector<std::string> SelfArgvWithoutLaunchOptions();
 

@@ -6,6 +6,7 @@
 // WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT.
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "dapple/common/malloc_tuning.h"
 #include "dapple/format/plan.h"
 #include "dapple/models/data.h"
+#include "dapple/models/model_source.h"
 #include "dapple/models/zoo.h"
 #include "dapple/runtime/communicator.h"
 #include "dapple/runtime/launcher.h"
@@ -43,6 +45,7 @@ struct TrainArgs {
   int max_restarts = 0;
   bool elastic = false;
   ElasticInputs elastic_inputs;  // --profile, --cluster for --elastic
+  std::string exclude_devices;   // --exclude-devices LIST
 };
 
 void Finish(TrainArgs& a) {
@@ -85,25 +88,44 @@ void Finish(TrainArgs& a) {
   if (a.max_restarts > 0 && a.o.checkpoint_dir.empty())
     ThrowInput(
         "--max-restarts needs --checkpoint-dir: a restart resumes from its newest checkpoint");
-  // --elastic belongs to the launcher (the ranks get it too and ignore it).
-  if (a.elastic && a.launch.nproc > 0) {
-    if (a.max_restarts < 1)
-      ThrowInput("--elastic needs --max-restarts N: a device is lost when its rank fails twice");
-    if (a.elastic_inputs.profile.empty() || a.elastic_inputs.cluster.empty())
-      ThrowInput("--elastic needs --profile and --cluster: what to plan with for the devices left");
-  }
+  // --elastic (elastic.h): the launcher plans for excluded and lost devices; a launcher or a
+  // rank started with fewer processes than the plan needs plans for those it has.
+  if (a.elastic && a.o.checkpoint_dir.empty())
+    ThrowInput("--elastic needs --checkpoint-dir: the job resumes from it under the new plan");
+  if (!a.exclude_devices.empty() && !a.elastic)
+    ThrowInput("--exclude-devices needs --elastic: the job is planned again without them");
+  if (!a.exclude_devices.empty() && (a.launch.nproc == 0 || a.launch.nnodes > 1))
+    ThrowInput("--exclude-devices: only for a job of one node started with --nproc");
   ApplyTestHooksFromEnvironment(a.o);
+}
+
+// --elastic's planner for a job of `world` processes: the profile and cluster of the flags or
+// the plan's record; new plans go into the checkpoint folder.
+std::shared_ptr<const ElasticPlanner> MakePlanner(const TrainArgs& a, const Plan& plan, int world) {
+  ElasticInputs in = WithPlanRecord(a.elastic_inputs, plan, a.o.plan_path);
+  in.plan_folder = a.o.checkpoint_dir;
+  std::vector<std::string> layers;
+  for (const auto& layer : LoadModel(SourceOf(a.o), a.o.seed, a.o.dtype, kNoLayers).layers)
+    layers.push_back(layer.name);
+  return std::make_shared<const ElasticPlanner>(in, layers, world);
 }
 
 int Launch(TrainArgs& a) {
   // One clear line for a bad plan, before any process starts: every node checks that the
   // job has the processes the plan needs, so no node starts ranks the others lack. Ranks
-  // the plan leaves out idle (RunTraining).
+  // the plan leaves out idle (RunTraining). Under --elastic the ranks plan for fewer
+  // processes themselves (Note [Fewer processes than the plan], elastic.h); the launcher
+  // makes the same plan first, to check it.
   const LaunchCli& l = a.launch;
-  if (int devices = ReadPlanJson(a.o.plan_path).num_devices(); devices > l.world_size()) {
-    ThrowInput(
-        "{}: the plan uses {} devices but the job has {} processes (--nnodes {} x --nproc {})",
-        a.o.plan_path.string(), devices, l.world_size(), l.nnodes, l.nproc);
+  const Plan plan = ReadPlanJson(a.o.plan_path);
+  std::shared_ptr<const ElasticPlanner> planner;
+  if (a.elastic) planner = MakePlanner(a, plan, l.world_size());
+  if (int devices = plan.num_devices(); devices > l.world_size()) {
+    if (!planner)
+      ThrowInput(
+          "{}: the plan uses {} devices but the job has {} processes (--nnodes {} x --nproc {})",
+          a.o.plan_path.string(), devices, l.world_size(), l.nnodes, l.nproc);
+    a.o.plan = PlanForProcesses(*planner, l.world_size(), plan, a.o.plan_path, false).plan;
   }
   CheckedPlan checked = LoadAndCheckPlan(a.o, l.world_size());
   // A user's data file is checked against the model here too: one line, no process started.
@@ -117,11 +139,14 @@ int Launch(TrainArgs& a) {
   restarts.checkpoint_dir = a.o.checkpoint_dir;
   restarts.user_resumes = a.o.resume || a.o.resume_auto;
   restarts.world_size = l.world_size();
-  if (a.elastic) {
-    a.elastic_inputs.plan_folder = a.o.checkpoint_dir;
-    std::vector<std::string> layers;
-    for (const auto& layer : checked.model.layers) layers.push_back(layer.name);
-    restarts.replan = MakeElasticReplanner(a.elastic_inputs, l.world_size(), layers);
+  if (planner) {
+    std::vector<int> in_use;  // the cluster's device of each process
+    for (int d = 0; d < l.world_size(); ++d) in_use.push_back(d);
+    if (!a.exclude_devices.empty())
+      in_use = ExcludeDevices(*planner, ParseDeviceList(a.exclude_devices, l.world_size()), lo);
+    restarts.world_size = lo.nproc_per_node * lo.nnodes;
+    // A lost device is a rank that failed twice: only with restarts.
+    if (a.max_restarts > 0) restarts.replan = MakeElasticReplanner(planner, in_use);
   }
   return LaunchWithRestarts(lo, restarts);
 }
@@ -138,6 +163,13 @@ void Run(TrainArgs& a) {
   DistEnv env = DistEnv::FromEnvironment();
   if (env.world_size == 1 && std::getenv("MASTER_PORT") == nullptr) {
     env.master_port = PickFreePort();  // a lone process needs no agreed port
+  }
+  if (a.elastic) {  // Note [Fewer processes than the plan] (elastic.h)
+    const Plan plan = ReadPlanJson(a.o.plan_path);
+    if (plan.num_devices() > env.world_size)
+      a.o.plan = PlanForProcesses(*MakePlanner(a, plan, env.world_size), env.world_size, plan,
+                                  a.o.plan_path, /*record=*/env.rank == 0)
+                     .plan;
   }
   RunTraining(a.o, env);
 }
@@ -193,6 +225,9 @@ void AddTrainCommand(CLI::App& app) {
                   "Keep only the K newest checkpoints (0: all); a damaged one falls back to "
                   "the one before, so keep at least 2")
       ->capture_default_str();
+  cmd->add_flag("--sync-checkpoints", a->o.sync_checkpoints,
+                "Write checkpoints in the training thread: a saving step waits for the whole "
+                "write (default: copy to memory, then write in the background)");
   a->resume_given =
       cmd->add_option("--resume", a->resume,
                       "Continue from the newest checkpoint in --checkpoint-dir (the plan may "
@@ -203,11 +238,17 @@ void AddTrainCommand(CLI::App& app) {
                   "checkpoint, at most N times")
       ->capture_default_str();
   cmd->add_flag("--elastic", a->elastic,
-                "With --max-restarts: a rank that fails twice in a row counts as a lost device; "
-                "plan again for the others (--profile, --cluster) and go on");
-  cmd->add_option("--profile", a->elastic_inputs.profile, "For --elastic: the model's profile");
+                "Plan again (--profile, --cluster, else those the plan records) for the devices "
+                "left: without --exclude-devices, without a rank that failed twice in a row "
+                "(with --max-restarts), or for fewer processes than the plan needs");
+  cmd->add_option("--profile", a->elastic_inputs.profile,
+                  "For --elastic: the model's profile (default: the plan's)");
   cmd->add_option("--cluster", a->elastic_inputs.cluster,
-                  "For --elastic: the cluster (preset or file) the job runs on");
+                  "For --elastic: the cluster (preset or file) the job runs on (default: the "
+                  "plan's)");
+  cmd->add_option("--exclude-devices", a->exclude_devices,
+                  "With --elastic and --nproc: devices (e.g. 2 or 1,3) that count as lost from "
+                  "the start; the job is planned for the others");
   cmd->add_flag("--recompute", a->o.recompute,
                 "Keep only stage inputs and recompute the forward in the backward");
   cmd->add_option("--trace", a->o.trace_path,
