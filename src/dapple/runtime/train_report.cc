@@ -10,10 +10,29 @@
 
 #include "dapple/common/clock.h"
 #include "dapple/common/json_util.h"
+#include "dapple/format/profile.h"
+#include "dapple/runtime/optimizer.h"
 
 namespace dapple {
 
 int64_t LogEvery(int64_t steps) { return std::max<int64_t>(1, steps / 10); }
+
+std::optional<std::string> ProfiledOptimizerMismatch(const Plan& plan, const TrainOptions& o) {
+  if (plan.profile.empty()) return std::nullopt;
+  std::optional<ProfileSettings> settings;
+  try {
+    settings = LoadProfile(plan.profile).settings;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  const std::string trains = ToString(o.optimizer.kind);
+  if (!settings || settings->optimizer.empty() || settings->optimizer == trains)
+    return std::nullopt;
+  return fmt::format(
+      "dapple train: warning: the plan was made from {}, which timed the {} update; this run "
+      "trains with {} (profile with --optimizer {} for a plan that counts its update)",
+      plan.profile, settings->optimizer, trains, trains);
+}
 
 ProgressPrinter::ProgressPrinter(const TrainOptions& o, const Plan& plan, int64_t start_step)
     : o_(o),

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "dapple/format/plan.h"
@@ -31,6 +33,12 @@ class ProgressPrinter {
   double total_ms_ = 0, last_draw_ms_ = -1e300;
   int64_t done_ = 0;
 };
+
+// When the plan records the profile it was made from and that profile timed another
+// optimizer's update than this run trains with: one warning line for rank 0 to print (the
+// plan's step time counts the profiled update), else nullopt. A profile that is gone or
+// unreadable says nothing (the plan was checked against the model already).
+std::optional<std::string> ProfiledOptimizerMismatch(const Plan& plan, const TrainOptions& o);
 
 // The default interval of progress lines off a terminal: about ten lines a run,
 // max(1, steps / 10).

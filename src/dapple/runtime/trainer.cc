@@ -250,6 +250,10 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
     if (grid.Idle(r)) idle.push_back(r);
     if (r == 0 || !grid.Idle(r)) loss_ranks.push_back(r);
   }
+  if (env.rank == 0) {
+    if (auto warning = ProfiledOptimizerMismatch(plan, o))
+      std::fprintf(stderr, "%s\n", warning->c_str());
+  }
   if (env.rank == 0 && !idle.empty()) {
     std::fprintf(stderr, "dapple train: the plan uses %d of %d processes; rank%s %s idle\n",
                  grid.num_active(), env.world_size, idle.size() > 1 ? "s" : "",
