@@ -64,6 +64,7 @@ struct ChunkCase {
   std::vector<StageSpec> chunks;  // S x 2, model order
   int m, M;
   bool overlap;
+  std::string flags;  // more flags of the run
 };
 
 class TrainInterleaved : public ::testing::TestWithParam<int> {};
@@ -75,19 +76,23 @@ const std::vector<ChunkCase>& Cases() {
        {{"fc0", "fc0", {0}}, {"fc1", "fc1", {1}}, {"fc2", "fc2", {0}}, {"head", "head", {1}}},
        2,
        4,
-       true},
+       true,
+       ""},
       // Groups of 1 and 2 ranks: every chunk boundary is a 1 -> 2 or 2 -> 1 split-concat;
-      // m = 3 splits 2 + 1. With and without the overlapped allreduce.
+      // m = 3 splits 2 + 1. With and without the overlapped allreduce; the second also
+      // re-computes every chunk's forward in its backward.
       {"s2v2_1to2",
        {{"fc0", "fc0", {0}}, {"fc1", "fc1", {1, 2}}, {"fc2", "fc2", {0}}, {"head", "head", {1, 2}}},
        3,
        4,
-       true},
-      {"s2v2_2to1_no_overlap",
+       true,
+       ""},
+      {"s2v2_2to1_no_overlap_recompute",
        {{"fc0", "fc0", {2, 0}}, {"fc1", "fc1", {1}}, {"fc2", "fc2", {2, 0}}, {"head", "head", {1}}},
        3,
        2,
-       false},
+       false,
+       " --recompute"},
   };
   return cases;
 }
@@ -100,7 +105,7 @@ TEST_P(TrainInterleaved, MatchesSingleProcessAndHoldsPeakInFlight) {
   fs::path dir = TestDir("interleaved_" + c.name);
   fs::path plan = WriteChunkedPlan(dir, c.chunks, c.m, c.M, v, c.overlap);
   RunResult r = RunDapple("train " + Flags(dir / "ckpt", 3) + " --plan " + plan.string() +
-                              " --nproc " + std::to_string(world),
+                              " --nproc " + std::to_string(world) + c.flags,
                           dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   ExpectSameAsReference(r, dir / "ckpt", c.m * c.M);
