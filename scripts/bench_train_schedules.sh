@@ -9,8 +9,67 @@
 # schedules; prints per process count the median step time of each, the measured ratio
 # dapple-a / zb-h1 and the simulator's predicted ratio from a profile measured here first
 # (`dapple profile --threads 1`, the `local` cluster, `dapple simulate --json`).
+#
+# With INTERLEAVED=1: interleaved 1F1B with v = 2 chunks vs dapple-a (issue 14) on 2
+# processes, an 8-layer MLP (7 hidden layers) cut 4+4 for dapple-a and 2+2+2+2 into chunks
+# (fc0-1 and fc4-5 on process 0, fc2-3 and fc6-head on process 1); the same rounds, medians
+# and simulated ratio as ZB=1.
 set -euo pipefail
 bin=${1:-build/tools/dapple/dapple}
+if [[ ${INTERLEAVED:-0} == 1 ]]; then
+  M=${2:-8}
+  steps=${3:-8}
+  m=${GBS_PER_MB:-16}
+  rounds=${ROUNDS:-3}
+  model_opts="--opt input=784 --opt hidden=512 --opt layers=7"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  # shellcheck disable=SC2086
+  "$bin" profile --model mlp $model_opts --batch "$m" --threads 1 --repeat 7 \
+    -o "$tmp/profile.json" 2>/dev/null
+  stage() { echo "{\"first_layer_id\": \"$1\", \"last_layer_id\": \"$2\", \"devices\": [$3]}"; }
+  cat >"$tmp/dapple-a.json" <<JSON
+{"format": "dapple-plan/1", "micro_batch_size": $m, "num_micro_batches": $M,
+ "schedule": "dapple-a", "stages": [$(stage fc0 fc3 0), $(stage fc4 head 1)]}
+JSON
+  cat >"$tmp/interleaved.json" <<JSON
+{"format": "dapple-plan/1", "micro_batch_size": $m, "num_micro_batches": $M,
+ "schedule": "interleaved", "virtual_stages": 2,
+ "stages": [$(stage fc0 fc1 0), $(stage fc2 fc3 1), $(stage fc4 fc5 0), $(stage fc6 head 1)]}
+JSON
+  for s in dapple-a interleaved; do
+    "$bin" simulate --profile "$tmp/profile.json" --cluster local --plan "$tmp/$s.json" \
+      --json >"$tmp/sim-$s.json"
+  done
+  for r in $(seq "$rounds"); do
+    for s in dapple-a interleaved; do
+      # shellcheck disable=SC2086
+      "$bin" train --model mlp $model_opts --plan "$tmp/$s.json" --steps "$steps" \
+        --nproc 2 --log-json --quiet --data synthetic >"$tmp/t-$s-$r.out"
+    done
+  done
+  python3 - "$tmp" "$rounds" "$M" "$m" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+import json, statistics, sys
+tmp, rounds, M, m, load = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+def summary(path):
+    for line in open(path):
+        if line.startswith('{') and 'summary' in line:
+            return json.loads(line)['summary']
+print(f"M = {M} micro-batches of {m}, 2 processes, {rounds} rounds, load after: {load}")
+ms, peaks = {}, {}
+for s in ("dapple-a", "interleaved"):
+    runs = [summary(f"{tmp}/t-{s}-{r}.out") for r in range(1, rounds + 1)]
+    ms[s] = statistics.median(x["step_ms"] for x in runs)
+    peaks[s] = [st["peak_live_micro_batches"] for st in runs[0]["stages"]]
+sim = {s: json.load(open(f"{tmp}/sim-{s}.json"))["iteration_ms"] for s in ms}
+print(f"{'dapple-a ms':>12} {'interleaved ms':>15} {'measured a/int':>15} {'simulated a/int':>16}"
+      "  peak live mb per group (dapple-a | interleaved, in chunk-micro-batches)")
+print(f"{ms['dapple-a']:12.2f} {ms['interleaved']:15.2f} {ms['dapple-a'] / ms['interleaved']:15.3f} "
+      f"{sim['dapple-a'] / sim['interleaved']:16.3f}  {peaks['dapple-a']} | {peaks['interleaved']}")
+print(f"simulated ms: dapple-a {sim['dapple-a']:.2f}, interleaved {sim['interleaved']:.2f}")
+PY
+  exit 0
+fi
 if [[ ${ZB:-0} == 1 ]]; then
   M=${2:-8}
   steps=${3:-8}

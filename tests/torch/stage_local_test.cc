@@ -19,17 +19,22 @@ TEST(StageLocal, HeldLayersEqualTheWholeModelsLayers) {
   for (const std::string name : {"gpt", "resnet50"}) {
     ModelOptions o = name == "gpt" ? SmallGpt() : ModelOptions{{"width", "0.125"}, {"image", "32"}};
     Model whole = BuildModel(name, o, /*seed=*/3);
-    Model part = BuildModel(name, o, /*seed=*/3, torch::kFloat32, LayerRange{2, 3});
-    ASSERT_EQ(part.num_layers(), whole.num_layers());
-    for (int i = 0; i < whole.num_layers(); ++i) {
-      EXPECT_EQ(part.layers[i].name, whole.layers[i].name);
-      EXPECT_EQ(part.layers[i].held(), i == 2 || i == 3) << name << " layer " << i;
-      if (!part.layers[i].held()) continue;
-      auto a = part.Parameters(i, i), b = whole.Parameters(i, i);
-      ASSERT_EQ(a.size(), b.size());
-      for (size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(a[k].equal(b[k])) << name << " layer " << i;
+    // One range (a stage), and two (the chunks 0 and 2 of an interleaved plan's group).
+    for (const LayerRange& held : {LayerRange{2, 3, {}}, LayerRange{0, 0, {{2, 3}}}}) {
+      Model part = BuildModel(name, o, /*seed=*/3, torch::kFloat32, held);
+      ASSERT_EQ(part.num_layers(), whole.num_layers());
+      for (int i = 0; i < whole.num_layers(); ++i) {
+        EXPECT_EQ(part.layers[i].name, whole.layers[i].name);
+        EXPECT_EQ(part.layers[i].held(), i == 2 || i == 3 || (i == 0 && held.first == 0))
+            << name << " layer " << i;
+        if (!part.layers[i].held()) continue;
+        auto a = part.Parameters(i, i), b = whole.Parameters(i, i);
+        ASSERT_EQ(a.size(), b.size());
+        for (size_t k = 0; k < a.size(); ++k)
+          EXPECT_TRUE(a[k].equal(b[k])) << name << " layer " << i;
+      }
+      EXPECT_LT(part.ParameterCount(), whole.ParameterCount());
     }
-    EXPECT_LT(part.ParameterCount(), whole.ParameterCount());
   }
 }
 
@@ -43,7 +48,7 @@ TEST(StageLocal, NoLayersHeldStillNamesThem) {
 TEST(StageLocal, ProbeOfOneStageMatchesTheWholeForwardAndKeepsBatchStatistics) {
   ModelOptions o{{"width", "0.125"}, {"image", "32"}, {"norm", "batch"}};
   Model whole = BuildModel("resnet50", o, 5);
-  Model part = BuildModel("resnet50", o, 5, torch::kFloat32, LayerRange{1, 2});
+  Model part = BuildModel("resnet50", o, 5, torch::kFloat32, LayerRange{1, 2, {}});
   // The input of layer 1 is the stem's output: take its shape from the whole model.
   torch::NoGradGuard no_grad;
   whole.SetTraining(false);

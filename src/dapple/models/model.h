@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dapple {
@@ -43,12 +44,17 @@ struct NamedLayer {
 // A held layer from a libtorch module with Tensor forward(Tensor).
 NamedLayer MakeLayer(std::string name, torch::nn::AnyModule module);
 
-// Which layers BuildModel materialises: [first, last]; the default is every layer.
+// Which layers BuildModel materialises: [first, last], and the ranges in `more` (a rank of
+// an interleaved plan holds one range per chunk); the default is every layer.
 struct LayerRange {
   int first = 0;
-  int last = -1;  // -1: to the end
+  int last = -1;                          // -1: to the end
+  std::vector<std::pair<int, int>> more;  // further [first, last] ranges
   bool Contains(int i, int num_layers) const {
-    return i >= first && i <= (last < 0 ? num_layers - 1 : last);
+    if (i >= first && i <= (last < 0 ? num_layers - 1 : last)) return true;
+    for (const auto& [a, b] : more)
+      if (i >= a && i <= b) return true;
+    return false;
   }
 };
 

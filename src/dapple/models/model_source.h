@@ -23,6 +23,6 @@ struct ModelSource {
 Model LoadModel(const ModelSource& source, uint64_t seed, torch::Dtype dtype, LayerRange held = {});
 
 // A LayerRange that holds no layer (names only, for plan checks).
-inline constexpr LayerRange kNoLayers{1, 0};
+inline const LayerRange kNoLayers{1, 0, {}};
 
 }  // namespace dapple

@@ -11,15 +11,24 @@
 namespace dapple {
 
 RankGrid::RankGrid(const Plan& plan, int world_size, const std::string& source)
-    : num_micro_batches_(std::max(1, plan.num_micro_batches)) {
+    : chunks_(std::max(1, plan.virtual_stages)),
+      num_micro_batches_(std::max(1, plan.num_micro_batches)) {
   if (plan.num_devices() > world_size) {
     ThrowInput("{}: the plan uses {} devices but the job has {} processes (WORLD_SIZE / --nproc)",
                source, plan.num_devices(), world_size);
   }
   of_.assign(world_size, StageReplica{-1, -1});
+  const int groups = plan.num_device_groups();
   for (int s = 0; s < plan.num_stages(); ++s) {
     const auto& devices = plan.stages[s].devices;
     if (devices.empty()) ThrowInput("{}: stages[{}].devices: empty", source, s);
+    if (s >= groups) {  // a later chunk: the devices of its group (ValidatePlan)
+      if (devices != ranks_[s % groups]) {
+        ThrowInput("{}: stages[{}].devices: chunk {} must run on the devices of chunk {}", source,
+                   s, s, s % groups);
+      }
+      continue;
+    }
     ranks_.push_back(devices);
     for (int j = 0; j < static_cast<int>(devices.size()); ++j) {
       int d = devices[j];
@@ -44,20 +53,21 @@ std::vector<int> RankGrid::Replicas() const {
 }
 
 SampleRange RankGrid::SliceRows(int stage, int replica, int64_t m) const {
-  return SliceOf(m, replicas(stage), replica);
+  return SliceOf(m, replicas(stage % num_stages()), replica);
 }
 
 std::vector<TransferPiece> RankGrid::Pieces(int boundary, int64_t m) const {
-  DAPPLE_CHECK(boundary >= 0 && boundary + 1 < num_stages());
+  DAPPLE_CHECK(boundary >= 0 && boundary + 1 < num_virtual_stages());
+  const int S = num_stages(), from = boundary % S, to = (boundary + 1) % S;
   std::vector<TransferPiece> out;
-  int rs = replicas(boundary), rr = replicas(boundary + 1);
+  int rs = replicas(from), rr = replicas(to);
   for (int k = 0; k < rr; ++k) {
     SampleRange recv = SliceOf(m, rr, k);
     for (int j = 0; j < rs; ++j) {
       SampleRange send = SliceOf(m, rs, j);
       if (Overlap(send, recv) == 0) continue;
       SampleRange rows{std::max(send.begin, recv.begin), std::min(send.end, recv.end)};
-      out.push_back({j, k, ranks_[boundary][j], ranks_[boundary + 1][k], rows});
+      out.push_back({j, k, ranks_[from][j], ranks_[to][k], rows});
     }
   }
   return out;  // receivers ascending, senders ascending = rows ascending within a receiver
@@ -65,8 +75,8 @@ std::vector<TransferPiece> RankGrid::Pieces(int boundary, int64_t m) const {
 
 uint32_t RankGrid::Tag(int boundary, Direction dir, int micro_batch, int sender_rank,
                        int receiver_rank) const {
-  int64_t t = MessageTag(boundary, static_cast<int>(dir), micro_batch, sender_rank,
-                         receiver_rank, num_micro_batches_, world_size());
+  int64_t t = MessageTag(boundary, static_cast<int>(dir), micro_batch, sender_rank, receiver_rank,
+                         num_micro_batches_, world_size());
   // The constructor refused plans whose tags reach the limit (MessageTagError).
   DAPPLE_CHECK(t >= 0 && t < kMessageTagLimit, "tag overflow");
   return static_cast<uint32_t>(t);

@@ -1,5 +1,9 @@
 // Which rank runs which stage replica, and how a micro-batch's rows move between stages of
 // any replica counts (split-concat, docs/design.md section 1). Torch-free.
+//
+// In an interleaved plan (virtual_stages v > 1) a "stage" here is a device group: the plan's
+// first S entries give the groups, and virtual stage (chunk) k runs on group k mod S. The
+// boundaries and slices below take virtual stages; for other plans the two coincide.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +43,9 @@ class RankGrid {
   RankGrid(const Plan& plan, int world_size, const std::string& source);
 
   int world_size() const { return static_cast<int>(of_.size()); }
-  int num_stages() const { return static_cast<int>(ranks_.size()); }
+  int num_stages() const { return static_cast<int>(ranks_.size()); }  // device groups S
+  int num_chunks() const { return chunks_; }                          // v
+  int num_virtual_stages() const { return num_stages() * chunks_; }
   int num_micro_batches() const { return num_micro_batches_; }
   // {-1, -1} for an idle rank.
   StageReplica Of(int rank) const { return of_.at(rank); }
@@ -49,12 +55,14 @@ class RankGrid {
   int replicas(int stage) const { return static_cast<int>(ranks_.at(stage).size()); }
   std::vector<int> Replicas() const;  // per stage
 
-  // Rows of a micro-batch of `m` samples held by `replica` of `stage` (SliceOf).
+  // Rows of a micro-batch of `m` samples held by `replica` of virtual stage `stage` (SliceOf).
   SampleRange SliceRows(int stage, int replica, int64_t m) const;
-  // Pieces crossing the boundary after `stage` (stage -> stage+1) for a micro-batch of `m`
-  // rows, sorted by (receiver_replica, rows.begin); each also sorted by sender.
+  // Pieces crossing the boundary after virtual stage `boundary` (-> boundary+1) for a
+  // micro-batch of `m` rows, sorted by (receiver_replica, rows.begin); each also sorted by
+  // sender.
   std::vector<TransferPiece> Pieces(int boundary, int64_t m) const;
-  // A tag unique per (boundary, direction, micro-batch, sender, receiver) within a step.
+  // A tag unique per (virtual boundary, direction, micro-batch, sender, receiver) within a
+  // step: the chunks of one pair of ranks never share a tag.
   uint32_t Tag(int boundary, Direction dir, int micro_batch, int sender_rank,
                int receiver_rank) const;
   // "rank 3 (stage 1, replica 0)", "rank 5 (idle)"
@@ -62,7 +70,8 @@ class RankGrid {
 
  private:
   std::vector<StageReplica> of_;         // [rank]
-  std::vector<std::vector<int>> ranks_;  // [stage][replica]
+  std::vector<std::vector<int>> ranks_;  // [device group][replica]
+  int chunks_ = 1;
   int num_micro_batches_ = 1;
 };
 

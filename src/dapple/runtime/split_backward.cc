@@ -27,7 +27,7 @@ void StageWorker::InputGrad(int mb) {
   auto it = slots_.find(mb);
   DAPPLE_CHECK(it != slots_.end(), "I before its F");
   Slot& s = it->second;
-  const bool last = stage_ + 1 == grid_.num_stages();
+  const bool last = stage_ + 1 == grid_.num_virtual_stages();
   const int n = last_ - first_ + 1;
   DAPPLE_CHECK(static_cast<int>(s.layer_outputs.size()) == n, "F did not keep the layer outputs");
   // The roots: the loss, or the stage's outputs that carry a gradient with the received
@@ -92,7 +92,8 @@ void StageWorker::InputGrad(int mb) {
     for (size_t i = 0; i < s.input.size(); ++i) {
       if (!in_grad_[i]) continue;
       torch::Tensor g;
-      if (k < input_of.size() && input_of[k] == static_cast<int>(i) && !grads.empty()) g = grads[k++];
+      if (k < input_of.size() && input_of[k] == static_cast<int>(i) && !grads.empty())
+        g = grads[k++];
       s.grad_in.push_back(g.defined() ? g : torch::zeros_like(s.input[i]));
     }
   }

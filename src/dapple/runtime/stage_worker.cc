@@ -67,7 +67,7 @@ StageWorker::StageWorker(Model& model, const RankGrid& grid, int rank,
     : model_(model),
       grid_(grid),
       rank_(rank),
-      stage_(grid.Of(rank).stage),
+      stage_(options.virtual_stage >= 0 ? options.virtual_stage : grid.Of(rank).stage),
       replica_(grid.Of(rank).replica),
       program_(std::move(program)),
       in_spec_(std::move(input)),
@@ -89,7 +89,7 @@ StageWorker::StageWorker(Model& model, const RankGrid& grid, int rank,
     for (const auto& p : grid.Pieces(stage_ - 1, opt_.micro_batch))
       if (p.receiver_replica == replica_) in_pieces_.push_back(p);
   }
-  if (stage_ + 1 < grid.num_stages()) {
+  if (stage_ + 1 < grid.num_virtual_stages()) {
     for (const auto& p : grid.Pieces(stage_, opt_.micro_batch))
       if (p.sender_replica == replica_) out_pieces_.push_back(p);
   }
@@ -122,12 +122,14 @@ StageWorker::StageWorker(Model& model, const RankGrid& grid, int rank,
 }
 
 std::string StageWorker::Where(int mb, const std::string& what) const {
-  if (mb < 0) return fmt::format("{}, step {}: {}", grid_.Describe(rank_), step_, what);
-  return fmt::format("{}, step {}, micro-batch {}: waiting on {}", grid_.Describe(rank_), step_, mb,
-                     what);
+  std::string who = grid_.Describe(rank_);
+  if (grid_.num_chunks() > 1) who += fmt::format(" chunk {}", stage_ / grid_.num_stages());
+  if (mb < 0) return fmt::format("{}, step {}: {}", who, step_, what);
+  return fmt::format("{}, step {}, micro-batch {}: waiting on {}", who, step_, mb, what);
 }
 
 void StageWorker::AddLive(int64_t bytes, int mbs) {
+  if (opt_.rank_live) opt_.rank_live->Add(bytes, mbs);
   live_bytes_ += bytes;
   live_mbs_ += mbs;
   peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);
@@ -135,13 +137,8 @@ void StageWorker::AddLive(int64_t bytes, int mbs) {
 }
 
 StepResult StageWorker::RunStep(int64_t step, const Batch& batch) {
-  step_ = step;
-  batch_ = &batch;
-  loss_part_ = 0;
-  slots_.clear();
-  recvs_.clear();
-  StepResult result;
-  bucket_events_.clear();
+  BeginStep(step, batch);
+  std::vector<TimelineEvent> events;
   for (int pc = 0; pc < static_cast<int>(program_.size()); ++pc) {
     const Instruction& inst = program_[pc];
     if (opt_.die_at_step == step && pc == static_cast<int>(program_.size()) / 2) {
@@ -150,11 +147,31 @@ StepResult StageWorker::RunStep(int64_t step, const Batch& batch) {
       std::fflush(stderr);
       std::raise(SIGKILL);
     }
-    double start = NowMs();
-    Execute(inst, pc);
-    result.events.push_back(
-        {rank_, ToString(inst), Category(inst.op), start, NowMs(), stage_, inst.micro_batch});
+    Run(inst, pc, &events);
   }
+  return EndStep(std::move(events));
+}
+
+void StageWorker::BeginStep(int64_t step, const Batch& batch) {
+  step_ = step;
+  batch_ = &batch;
+  loss_part_ = 0;
+  slots_.clear();
+  recvs_.clear();
+  bucket_events_.clear();
+}
+
+void StageWorker::Run(const Instruction& inst, int pc, std::vector<TimelineEvent>* events) {
+  DAPPLE_CHECK(pc < static_cast<int>(program_.size()) && program_[pc] == inst);
+  double start = NowMs();
+  Execute(inst, pc);
+  events->push_back(
+      {rank_, ToString(inst), Category(inst.op), start, NowMs(), stage_, inst.micro_batch});
+}
+
+StepResult StageWorker::EndStep(std::vector<TimelineEvent> events) {
+  StepResult result;
+  result.events = std::move(events);
   const Deadline sends_deadline(opt_.timeout);  // Note [One deadline per wait chain]
   for (auto& [key, works] : sends_)
     for (auto& w : works) w.Wait(sends_deadline);
@@ -287,7 +304,7 @@ void StageWorker::Forward(int mb) {
     s.layer_outputs = std::move(kept_outputs_);
     kept_outputs_.clear();
   }
-  if (stage_ + 1 == grid_.num_stages()) {
+  if (stage_ + 1 == grid_.num_virtual_stages()) {
     int64_t begin = mb * opt_.micro_batch + my_rows_.begin;
     torch::Tensor target = batch_->targets.narrow(0, begin, n).to(device_);
     torch::Tensor loss = model_.loss(out.at(0), target);
@@ -312,7 +329,7 @@ void StageWorker::Backward(int mb) {
   auto it = slots_.find(mb);
   DAPPLE_CHECK(it != slots_.end(), "B before its F");
   Slot& s = it->second;
-  const bool last = stage_ + 1 == grid_.num_stages();
+  const bool last = stage_ + 1 == grid_.num_virtual_stages();
   int64_t transient = 0;
   if (opt_.recompute) {
     Activations out = RunLayers(s.input, &transient);

@@ -6,6 +6,7 @@
 #include <torch/optim/optimizer.h>
 #include <torch/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -25,6 +26,20 @@
 
 namespace dapple {
 
+// Live activations (bytes, micro-batches) and their peaks.
+struct LiveCount {
+  int64_t bytes = 0;
+  int mbs = 0;
+  int64_t peak_bytes = 0;
+  int peak_mbs = 0;
+  void Add(int64_t b, int m) {
+    bytes += b;
+    mbs += m;
+    peak_bytes = std::max(peak_bytes, bytes);
+    peak_mbs = std::max(peak_mbs, mbs);
+  }
+};
+
 struct StageWorkerOptions {
   int64_t global_batch = 0;  // GBS: the loss of every slice is scaled by rows / GBS
   int64_t micro_batch = 0;   // m
@@ -36,6 +51,10 @@ struct StageWorkerOptions {
   int die_at_step = -1;  // test hook: SIGKILL itself halfway through this step
   // Parameters shared with other stages (Note [Tied parameters]); null: none.
   TiedParameters* tied = nullptr;
+  // Interleaved plans (chunk_set.h): the virtual stage this worker runs (-1: the rank's
+  // stage), and the counts of live activations of all the rank's chunks together.
+  int virtual_stage = -1;
+  LiveCount* rank_live = nullptr;
 };
 
 struct StepResult {
@@ -59,6 +78,14 @@ class StageWorker {
   // Runs the program once on global batch `step`. `batch` is the global batch on the
   // first stage (inputs) and last stage (targets); ignored elsewhere.
   StepResult RunStep(int64_t step, const Batch& batch);
+
+  // RunStep in parts, for a driver that interleaves several workers' programs (chunk_set.h):
+  // BeginStep, then Run for each instruction of program() in order (pc: its index), then
+  // EndStep with the events Run appended.
+  void BeginStep(int64_t step, const Batch& batch);
+  void Run(const Instruction& inst, int pc, std::vector<TimelineEvent>* events);
+  StepResult EndStep(std::vector<TimelineEvent> events);
+  const std::vector<Instruction>& program() const { return program_; }
 
   const std::vector<torch::Tensor>& parameters() const { return params_; }
   int peak_live_micro_batches() const { return peak_live_mbs_; }

@@ -22,6 +22,7 @@
 #include "dapple/runtime/boundary.h"
 #include "dapple/runtime/checkpoint.h"
 #include "dapple/runtime/checkpoint_sums.h"
+#include "dapple/runtime/chunk_set.h"
 #include "dapple/runtime/evaluation.h"
 #include "dapple/runtime/export.h"
 #include "dapple/runtime/rank_grid.h"
@@ -49,18 +50,18 @@ std::string FewNames(const std::vector<std::string>& names) {
   return fmt::format("{}, {}, {}, ..., {}", names[0], names[1], names[2], names.back());
 }
 
-// Saves this rank's layers when it is replica 0 of its stage (`stage` null: an idle rank,
-// nothing to save); rank 0 commits. Note [Asynchronous checkpoints]: waits for the previous
-// save, copies the tensors, and leaves the rest to `writer`.
-void SaveCheckpoint(const TrainOptions& o, Model& model, const StagePlan* stage, int replica,
-                    torch::optim::Optimizer* opt, int rank, CheckpointWriter& writer,
+// Saves this rank's layers (`layers`; none on an idle rank) when it is replica 0 of its stage;
+// rank 0 commits. Note [Asynchronous checkpoints]: waits for the previous save, copies the
+// tensors, and leaves the rest to `writer`.
+void SaveCheckpoint(const TrainOptions& o, Model& model, const std::vector<int>& layers,
+                    int replica, torch::optim::Optimizer* opt, int rank, CheckpointWriter& writer,
                     int64_t steps_done, const std::vector<double>& losses) {
   writer.Wait();
   CheckpointJob job;
   job.dir = o.checkpoint_dir;
   job.step = steps_done;
-  if (stage && replica == 0) {
-    for (int l = stage->first_layer; l <= stage->last_layer; ++l)
+  if (replica == 0) {
+    for (int l : layers)
       job.layers.push_back(
           SnapshotLayer(model.layers[l].name, *model.layers[l].module, opt, o.optimizer.kind));
   }
@@ -78,9 +79,9 @@ void SaveCheckpoint(const TrainOptions& o, Model& model, const StagePlan* stage,
   writer.Start(std::move(job));
 }
 
-// Loads this stage's layers from the newest checkpoint (`stage` null: an idle rank, none);
+// Loads this rank's layers (`layers`; none on an idle rank) from the newest checkpoint;
 // returns its meta.
-CheckpointMeta Resume(const TrainOptions& o, Model& model, const StagePlan* stage,
+CheckpointMeta Resume(const TrainOptions& o, Model& model, const std::vector<int>& layers,
                       torch::optim::Optimizer* opt, Communicator& comm) {
   // Note [Checkpoint checksums]: the newest intact checkpoint, as rank 0 sees it.
   const std::filesystem::path latest = AgreeOnCheckpoint(o.checkpoint_dir, comm);
@@ -95,13 +96,12 @@ CheckpointMeta Resume(const TrainOptions& o, Model& model, const StagePlan* stag
     ThrowInput("{}: optimizer is {}, not {} (pass --optimizer {})", where, meta.optimizer,
                ToString(o.optimizer.kind), meta.optimizer);
   }
-  if (stage) {
+  if (!layers.empty()) {
     std::vector<std::string> own;
-    for (int l = stage->first_layer; l <= stage->last_layer; ++l)
-      own.push_back(model.layers[l].name);
+    for (int l : layers) own.push_back(model.layers[l].name);
     if (std::string why = CheckLayerFiles(latest, meta, own); !why.empty())
       ThrowInput("{}", why);  // damaged after rank 0 checked it, or not visible to rank 0
-    for (int l = stage->first_layer; l <= stage->last_layer; ++l) {
+    for (int l : layers) {
       LoadLayer(latest, model.layers[l].name, *model.layers[l].module, opt, o.optimizer.kind);
     }
   }
@@ -117,11 +117,7 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   CheckedPlan c{o.plan ? *o.plan : ReadPlanJson(o.plan_path),
                 LoadModel(SourceOf(o), o.seed, o.dtype, kNoLayers)};
   Plan& plan = c.plan;
-  if (plan.virtual_stages > 1)  // docs/schedules.md, "Interleaved 1F1B": not run yet
-    ThrowInput(
-        "{}: virtual_stages: {} chunks per stage (interleaved 1F1B) are simulated and planned "
-        "but dapple train does not run them yet; plan with --schedule dapple-b or zb-h1",
-        source, plan.virtual_stages);
+  if (auto why = ChunkedPlanError(plan, c.model, o.evaluate)) ThrowInput("{}: {}", source, *why);
   if (plan.num_devices() > world_size) {
     ThrowInput("{}: the plan uses {} devices but the job has {} processes (--nproc or WORLD_SIZE)",
                source, plan.num_devices(), world_size);
@@ -224,8 +220,10 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   const std::string source = o.plan_path.string();
   torch::Device device = DeviceForLocalRank(env.local_rank);
   RankGrid grid(plan, env.world_size, source);
-  const int S = plan.num_stages(), M = plan.num_micro_batches;
-  Schedule lowered = LowerComms(MakeSchedule(plan.schedule, S, M), grid.Replicas());
+  // S: device groups (stages, or the groups of an interleaved plan's chunks).
+  const int S = grid.num_stages(), M = plan.num_micro_batches;
+  Schedule lowered =
+      LowerComms(MakeSchedule(plan.schedule, S, M, grid.num_chunks()), grid.Replicas());
   if (auto err = FindScheduleError(lowered)) {
     throw Error(
         fmt::format("{}: schedule {} is unsound: {}", source, ToString(plan.schedule), *err));
@@ -238,9 +236,11 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   const StagePlan* sp = grid.Idle(env.rank) ? nullptr : &plan.stages[stage];
   // Note [Memory above the start] (train_report.h): what the process holds before its stage.
   const int64_t resident_at_start = ResidentBytes();
-  // Note [Stage-local models]: this rank builds only its stage's layers.
-  Model model = LoadModel(SourceOf(o), o.seed, o.dtype,
-                          sp ? LayerRange{sp->first_layer, sp->last_layer} : kNoLayers);
+  // Note [Stage-local models]: this rank builds only its stage's layers (each chunk's).
+  const std::vector<std::pair<int, int>> held = HeldRanges(plan, grid, env.rank);
+  const std::vector<int> held_layers = HeldLayerIndices(held);
+  const bool chunked = grid.num_chunks() > 1;  // Note [Chunks in the runtime]
+  Model model = LoadModel(SourceOf(o), o.seed, o.dtype, HeldLayerRange(held));
   if (!device.is_cpu()) {
     for (auto& l : model.layers)
       if (l.held()) l.module->to(device);
@@ -282,7 +282,7 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   // What crosses this stage's boundaries (boundary.h): the previous stage's output spec
   // comes through the store, so that no rank runs another stage's layers.
   BoundarySpec in_spec, out_spec;
-  if (sp) {
+  if (sp && !chunked) {  // chunked: ChunkSet, per chunk
     in_spec = stage == 0 ? ModelInputSpec(model)
                          : BoundarySpecFromJson(
                                comm.Lookup(fmt::format("boundary{}", stage - 1),
@@ -293,11 +293,11 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
       comm.Publish(fmt::format("boundary{}", stage), BoundarySpecToJson(out_spec));
   }
   std::unique_ptr<torch::optim::Optimizer> optimizer;
-  if (sp) optimizer = MakeOptimizer(o.optimizer, model.Parameters(sp->first_layer, sp->last_layer));
+  if (sp) optimizer = MakeOptimizer(o.optimizer, HeldParameters(model, held));
   int64_t start = 0;
   std::vector<double> losses;
   if (o.resume || (o.resume_auto && DecideToResume(ResumeMode::kAuto, o.checkpoint_dir, comm))) {
-    CheckpointMeta meta = Resume(o, model, sp, optimizer.get(), comm);
+    CheckpointMeta meta = Resume(o, model, held_layers, optimizer.get(), comm);
     start = meta.step;
     losses = meta.losses;
   }
@@ -317,7 +317,11 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   wo.die_at_step = o.die_at_rank == env.rank ? o.die_at_step : -1;
   wo.tied = tied && !tied->empty() ? &*tied : nullptr;
   std::optional<StageWorker> worker;
-  if (sp) {
+  std::optional<ChunkSet> chunks;
+  if (sp && chunked) {
+    chunks.emplace(model, plan, grid, env.rank, lowered.programs[stage], comm, *optimizer, device,
+                   wo, o.recompute);
+  } else if (sp) {
     worker.emplace(model, grid, env.rank, lowered.programs[stage], in_spec, out_spec, comm,
                    *optimizer, device, sp->first_layer, sp->last_layer, wo);
   }
@@ -348,7 +352,9 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
     }
     Batch batch = data ? data->GlobalBatch(step, plan.global_batch_size) : Batch{};
     double t0 = NowMs();
-    StepResult r = worker ? worker->RunStep(step, batch) : StepResult{};
+    StepResult r = worker   ? worker->RunStep(step, batch)
+                   : chunks ? chunks->RunStep(step, batch)
+                            : StepResult{};
     double t1 = NowMs();
     record(step_losses.Finish(t0));
     if (leader) ReportCompletedSteps(step + 1);  // for a restart's line (Note [Restarts])
@@ -360,12 +366,14 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
                      (last || (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0));
     if (due || last) record(step_losses.Finish(NowMs()));
     if (due)
-      SaveCheckpoint(o, model, sp, replica, optimizer.get(), env.rank, writer, step + 1, losses);
+      SaveCheckpoint(o, model, held_layers, replica, optimizer.get(), env.rank, writer, step + 1,
+                     losses);
     if (tracing && last) WriteMeasuredTrace(comm, grid, plan, o, traced);
   }
   writer.Wait();  // the final checkpoint is committed before the summary and the export
   if (worker) stats.SetPeaks(worker->peak_live_micro_batches(), worker->peak_live_bytes());
-  stats.SetMemory(sp ? Bytes(model.Parameters(sp->first_layer, sp->last_layer)) : 0,
+  if (chunks) stats.SetPeaks(chunks->peak_live_micro_batches(), chunks->peak_live_bytes());
+  stats.SetMemory(Bytes(HeldParameters(model, held)),
                   optimizer ? OptimizerStateBytes(*optimizer, o.optimizer.kind) : 0,
                   PeakResidentBytes(), resident_at_start);
   if (o.die_at_rank == env.rank && o.die_at_step == o.steps) std::raise(SIGKILL);  // test hook
