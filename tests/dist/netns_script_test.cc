@@ -16,7 +16,7 @@ class NetnsScriptTest : public ::testing::Test {
   }
   // Brings the network up, or skips the test with the script's message.
   bool UpOrSkip(const std::string& extra = "") {
-    up_ = RunCommand(net_.Env() + extra + " " + NetnsScript() + " " + net_.Args() + " up");
+    up_ = RunCommand(fmt::format("{}{} {} {} up", net_.Env(), extra, NetnsScript(), net_.Args()));
     return up_.rc != 4;
   }
   TestNet net_{1};
@@ -94,9 +94,9 @@ TEST_F(NetnsScriptTest, DownLeavesNamespacesItDidNotMake) {
 }
 
 TEST(NetnsScriptUsageTest, RejectsBadPrefixAndUnknownCommand) {
-  CommandResult r = RunCommand(NetnsScript() + " --prefix 'bad name' up");
+  CommandResult r = RunCommand(fmt::format("{} --prefix 'bad name' up", NetnsScript()));
   EXPECT_EQ(r.rc, 2) << r.output;
-  r = RunCommand(NetnsScript() + " frobnicate");
+  r = RunCommand(fmt::format("{} frobnicate", NetnsScript()));
   EXPECT_EQ(r.rc, 2) << r.output;
 }
 
