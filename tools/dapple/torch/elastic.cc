@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dapple/common/error.h"
+#include "dapple/common/parse_int.h"
 #include "dapple/common/schedule_kind.h"
 #include "dapple/cost/analytic_cost_model.h"
 #include "dapple/plan/planner.h"
@@ -130,14 +131,8 @@ std::vector<int> ParseDeviceList(const std::string& text, int devices) {
     size_t end = text.find(',', begin);
     if (end == std::string::npos) end = text.size();
     const std::string item = text.substr(begin, end - begin);
-    size_t used = 0;
-    int d = -1;
-    try {
-      d = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || d < 0)
+    const int d = ParseWholeInt(item).value_or(-1);
+    if (d < 0)
       ThrowInput("--exclude-devices {}: '{}' is not a device index (e.g. 2 or 1,3)", text, item);
     if (d >= devices)
       ThrowInput("--exclude-devices {}: device {} is not one of the job's {} (0-{})", text, d,

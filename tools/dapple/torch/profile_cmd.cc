@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "dapple/common/error.h"
 #include "dapple/common/machine.h"
 #include "dapple/common/malloc_tuning.h"
+#include "dapple/common/parse_int.h"
 #include "dapple/cpu/blas_env.h"
 #include "dapple/format/local_cluster.h"
 #include "dapple/format/profile.h"
@@ -60,16 +62,10 @@ std::vector<int> ParseBatches(const std::string& text) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || v <= 0)
+    std::optional<int> v = ParseWholeInt(item);
+    if (!v || *v <= 0)
       ThrowInput("--batches: expected positive integers separated by commas, got '{}'", text);
-    sizes.push_back(v);
+    sizes.push_back(*v);
   }
   return sizes;
 }
