@@ -9,9 +9,10 @@ cd build
 if [ $# -gt 0 ]; then
   exec ctest --output-on-failure -j1 --timeout 900 "$@"
 fi
-# The torch-free unit tests side by side on the cores; the torch and dist ones one at a time
-# (each dist test runs several processes, and a loaded machine trips their timeouts).
+# The unit and torch tests (one process each) side by side on the cores; the dist ones one
+# at a time (each runs several processes, and a loaded machine trips their timeouts). The
+# torch tests at -j2 took 131 s against 193 s at -j1 here.
 rc=0
-ctest --output-on-failure -j"$(nproc)" --timeout 900 -L unit || rc=1
-ctest --output-on-failure -j1 --timeout 900 -LE unit || rc=1
+ctest --output-on-failure -j"$(nproc)" --timeout 900 -L 'unit|torch' || rc=1
+ctest --output-on-failure -j1 --timeout 900 -L dist || rc=1
 exit "$rc"
