@@ -3,6 +3,7 @@
 // widths (split-concat between chunks), with the allreduce overlapped or not, and across
 // resumes between an interleaved plan and a plain dapple-a plan in both directions. Each
 // device group's peak of live activations is PeakInFlight's (chunk, micro-batch) count.
+// --eval through the chunks equals one process's evaluation.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -148,17 +149,39 @@ void ResumeAcross(bool interleaved_first) {
 TEST(TrainInterleavedResume, InterleavedCheckpointResumesUnderDappleA) { ResumeAcross(true); }
 TEST(TrainInterleavedResume, DappleACheckpointResumesUnderInterleaved) { ResumeAcross(false); }
 
-// What is not run: tied parameters across chunks and --eval refuse with one line, exit 2.
-TEST(TrainInterleavedRefusals, EvalRefusedWithOneLine) {
+nlohmann::json EvalLine(const RunResult& r) {
+  for (const auto& j : r.lines)
+    if (j.contains("eval")) return j["eval"];
+  return {};
+}
+
+// --eval runs the held-out set through the chunks (virtual stage 0 on group 0, 1 on group 1,
+// 2 back on group 0, ...) and gives what one process gives after the same training: 300
+// samples in two chunks of rows, groups of 1 and 2 ranks.
+TEST(TrainInterleavedEval, HeldOutLossEqualsOneProcess) {
   fs::path dir = TestDir("interleaved_eval");
+  const std::string eval = " --eval --eval-samples 300";
   fs::path plan = WriteChunkedPlan(
-      dir, {{"fc0", "fc0", {0}}, {"fc1", "fc1", {1}}, {"fc2", "fc2", {0}}, {"head", "head", {1}}},
-      2, 4, 2);
+      dir,
+      {{"fc0", "fc0", {0}}, {"fc1", "fc1", {1, 2}}, {"fc2", "fc2", {0}}, {"head", "head", {1, 2}}},
+      3, 4, 2);
   RunResult r = RunDapple(
-      "train " + Flags(dir / "ckpt", 1) + " --plan " + plan.string() + " --nproc 2 --eval", dir);
-  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("virtual_stages: --eval does not run interleaved plans"), std::string::npos)
-      << r.err;
+      "train " + Flags(dir / "ckpt", 3) + " --plan " + plan.string() + " --nproc 3" + eval, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  fs::path one = WritePlan(dir, "one", PlanJson({{"fc0", "head", {0}}}, 12, 1, "gpipe"));
+  RunResult ref =
+      RunDapple("train " + Flags(dir / "ckpt1", 3) + " --plan " + one.string() + eval, dir);
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  nlohmann::json e = EvalLine(r), want = EvalLine(ref);
+  ASSERT_TRUE(e.is_object()) << r.out;
+  ASSERT_TRUE(want.is_object()) << ref.out;
+  EXPECT_EQ(e["test_samples"].get<int64_t>(), 300);
+  EXPECT_NEAR(e["loss"].get<double>(), want["loss"].get<double>(),
+              1e-10 * want["loss"].get<double>());
+  ASSERT_EQ(e.contains("accuracy"), want.contains("accuracy"));
+  if (want.contains("accuracy")) {
+    EXPECT_DOUBLE_EQ(e["accuracy"].get<double>(), want["accuracy"].get<double>());
+  }
   fs::remove_all(dir);
 }
 

@@ -46,13 +46,8 @@ std::vector<torch::Tensor> HeldParameters(const Model& model,
   return params;
 }
 
-std::optional<std::string> ChunkedPlanError(const Plan& plan, const Model& model, bool evaluate) {
+std::optional<std::string> ChunkedPlanError(const Plan& plan, const Model& model) {
   if (plan.virtual_stages <= 1) return std::nullopt;
-  if (evaluate)
-    return fmt::format(
-        "virtual_stages: --eval does not run interleaved plans (virtual_stages {}) yet; "
-        "evaluate the checkpoint under a plan without chunks (dapple train --resume --eval)",
-        plan.virtual_stages);
   // Note [Tied parameters] across chunks: a rank may hold several uses in different chunks;
   // not built.
   for (const SharedParameter& sp : model.shared_parameters) {
@@ -107,6 +102,7 @@ ChunkSet::ChunkSet(Model& model, const Plan& plan, const RankGrid& grid, int ran
     o.rank_live = &live_;
     o.recompute = recompute_all || plan.Recomputes(vs);
     o.die_at_step = -1;  // RunStep's own hook, on the group's list
+    inputs_.push_back(in);
     workers_.push_back(std::make_unique<StageWorker>(model, grid, rank, std::move(mine), in, out,
                                                      comm, optimizer, device, sp.first_layer,
                                                      sp.last_layer, o));

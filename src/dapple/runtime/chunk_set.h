@@ -42,7 +42,7 @@ std::vector<torch::Tensor> HeldParameters(const Model& model,
 
 // Why `plan` (with chunks) cannot be trained, as one line naming the field or flag; nullopt
 // when it can or has no chunks. `model` may hold no layer (names and shared parameters).
-std::optional<std::string> ChunkedPlanError(const Plan& plan, const Model& model, bool evaluate);
+std::optional<std::string> ChunkedPlanError(const Plan& plan, const Model& model);
 
 class ChunkSet {
  public:
@@ -61,6 +61,9 @@ class ChunkSet {
   // One step of the group's list (StageWorker::RunStep's contract).
   StepResult RunStep(int64_t step, const Batch& batch);
 
+  // What chunk `c` receives (its boundary spec). REQUIRES: 0 <= c < v.
+  const BoundarySpec& input(int c) const { return inputs_.at(c); }
+
   // Peaks of live activations of all chunks together ((chunk, micro-batch) pairs, bytes).
   int peak_live_micro_batches() const { return live_.peak_mbs; }
   int64_t peak_live_bytes() const { return live_.peak_bytes; }
@@ -68,6 +71,7 @@ class ChunkSet {
  private:
   std::vector<Instruction> program_;
   std::vector<std::unique_ptr<StageWorker>> workers_;  // [chunk]
+  std::vector<BoundarySpec> inputs_;                   // [chunk]
   LiveCount live_;
   std::string who_;
   int die_at_step_ = -1;

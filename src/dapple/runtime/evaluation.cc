@@ -1,13 +1,17 @@
 // The pipelined held-out evaluation (evaluation.h).
 //
-// Note [Evaluation protocol]: between the evaluating ranks of stages s and s+1, every chunk
-// is a header of two int64 [rows, bytes] with tag kTagBase + 2k, then the chunk's outputs
-// packed into one message as training packs them (boundary.h: Pack) with tag
-// kTagBase + 2k + 1; a header with rows = 0 ends the stream. The receiver knows what its
-// stage receives (the boundary spec training used), so the header's byte count is a check.
-// Sends stay alive until two chunks later (bounded memory); the next stage computes chunk k
-// while this one computes chunk k + 1. Evaluation starts after every training transfer has
-// completed, so its tags cannot meet training's.
+// Note [Evaluation protocol]: between the evaluating ranks of stages s and s+1, every chunk k
+// of rows is a header of two int64 [rows, bytes] with tag kTagBase + 2(kS + s), then the
+// chunk's outputs packed into one message as training packs them (boundary.h: Pack) with
+// tag kTagBase + 2(kS + s) + 1 (S: the stages); a header with rows = 0 ends the stream. The
+// receiver knows what its stage receives (the boundary spec training used), so the header's
+// byte count is a check. Sends stay alive until two chunks later (bounded memory); the next
+// stage computes chunk k while this one computes chunk k + 1. A rank that holds several
+// stages (the chunks of an interleaved plan) runs, for each chunk of rows, its stages in
+// stage order: every receive of (k, s) waits for a send of (k, s - 1), which comes earlier
+// in that order on every rank, so the ranks never wait for each other in a cycle; the
+// boundary in the tag keeps two boundaries between the same ranks apart. Evaluation starts
+// after every training transfer has completed, so its tags cannot meet training's.
 #include "dapple/runtime/evaluation.h"
 
 #include <fmt/format.h>
@@ -27,8 +31,10 @@ constexpr int kHeaderLen = 2;
 constexpr uint32_t kTagBase = 1u << 30;
 constexpr int64_t kEvalChunkRows = 256;
 
-uint32_t Tag(int64_t chunk, int part) {
-  return kTagBase + static_cast<uint32_t>((2 * chunk + part) % (1 << 29));
+// The tag of part `part` of rows chunk `chunk` across boundary `boundary` (from stage
+// `boundary` to the next) of `stages`.
+uint32_t Tag(int64_t chunk, int boundary, int stages, int part) {
+  return kTagBase + static_cast<uint32_t>((2 * (chunk * stages + boundary) + part) % (1 << 29));
 }
 
 // Running sums of the last stage.
@@ -59,26 +65,29 @@ class Pipe {
  public:
   Pipe(Communicator& comm, const std::string& who) : comm_(comm), who_(who) {}
 
-  // Sends chunk `k` of `rows` samples (rows = 0 and no tensors: the end) to `peer`.
-  void Send(int peer, int64_t k, int64_t rows, const Activations& out) {
+  // Sends chunk `k` of `rows` samples (rows = 0 and no tensors: the end) to `peer`, the
+  // evaluating rank of the stage after `boundary` of `stages`.
+  void Send(int peer, int64_t k, int boundary, int stages, int64_t rows, const Activations& out) {
     torch::Tensor header = torch::zeros({kHeaderLen}, torch::kInt64);
     torch::Tensor message = rows > 0 ? Pack(out).cpu().contiguous() : torch::Tensor();
     header.data_ptr<int64_t>()[0] = rows;
     header.data_ptr<int64_t>()[1] = Bytes(message);
     std::string what = fmt::format("{}: evaluation chunk {} to rank {}", who_, k, peer);
-    pending_.push_back(comm_.Send(header, peer, Tag(k, 0), what));
-    if (rows > 0) pending_.push_back(comm_.Send(message, peer, Tag(k, 1), what));
+    pending_.push_back(comm_.Send(header, peer, Tag(k, boundary, stages, 0), what));
+    if (rows > 0) pending_.push_back(comm_.Send(message, peer, Tag(k, boundary, stages, 1), what));
     while (pending_.size() > 4) {
       pending_.front().Wait(comm_.timeout());
       pending_.pop_front();
     }
   }
 
-  // Receives chunk `k` from `peer` as `spec` describes it; nullopt at the end of the stream.
-  std::optional<Activations> Recv(int peer, int64_t k, const BoundarySpec& spec, int64_t* rows) {
+  // Receives chunk `k` across `boundary` from `peer` as `spec` describes it; nullopt at the
+  // end of the stream.
+  std::optional<Activations> Recv(int peer, int64_t k, int boundary, int stages,
+                                  const BoundarySpec& spec, int64_t* rows) {
     std::string what = fmt::format("{}: evaluation chunk {} from rank {}", who_, k, peer);
     torch::Tensor header = torch::zeros({kHeaderLen}, torch::kInt64);
-    comm_.Recv(header, peer, Tag(k, 0), what).Wait(comm_.timeout());
+    comm_.Recv(header, peer, Tag(k, boundary, stages, 0), what).Wait(comm_.timeout());
     const auto* h = header.data_ptr<int64_t>();
     *rows = h[0];
     if (*rows == 0) return std::nullopt;
@@ -87,7 +96,7 @@ class Pipe {
     if (Bytes(message) != h[1])
       throw Error(fmt::format("{}: {} bytes announced for {} rows, {} expected", what, h[1], *rows,
                               Bytes(message)));
-    comm_.Recv(message, peer, Tag(k, 1), what).Wait(comm_.timeout());
+    comm_.Recv(message, peer, Tag(k, boundary, stages, 1), what).Wait(comm_.timeout());
     return Unpack(message, spec, all, *rows);
   }
 
@@ -102,41 +111,51 @@ class Pipe {
   std::deque<CommWork> pending_;
 };
 
-// Runs this rank's stage over the stream; the last stage's sums.
-Sums RunStage(Communicator& comm, const std::vector<int>& stage_ranks, const EvalStage& me,
-              int64_t chunk_rows) {
+// Runs this rank's stages over the stream (Note [Evaluation protocol]); the last stage's sums.
+Sums RunStages(Communicator& comm, const std::vector<int>& stage_ranks,
+               const std::vector<EvalStage>& mine, int64_t chunk_rows) {
   const int S = static_cast<int>(stage_ranks.size());
-  const bool first = me.stage == 0, last = me.stage == S - 1;
-  Pipe pipe(comm, fmt::format("rank {} (stage {})", comm.rank(), me.stage));
+  std::string stages;
+  for (const EvalStage& me : mine)
+    stages += (stages.empty() ? "" : ", ") + std::to_string(me.stage);
+  Pipe pipe(comm, fmt::format("rank {} (stage {})", comm.rank(), stages));
   Sums sums;
   torch::NoGradGuard no_grad;
-  const int64_t n = first && me.held_out.inputs.defined() ? me.held_out.inputs.size(0) : 0;
-  int64_t offset = 0;  // rows seen so far (the last stage's index into the targets)
+  std::vector<int64_t> offset(mine.size(), 0);  // rows seen so far by each stage
   for (int64_t k = 0;; ++k) {
-    Activations x;
-    int64_t rows = 0;
-    if (first) {
-      rows = std::min(chunk_rows, n - offset);
-      if (rows > 0) x = {me.held_out.inputs.narrow(0, offset, rows)};
-    } else if (auto got = pipe.Recv(stage_ranks[me.stage - 1], k, me.input, &rows)) {
-      x = std::move(*got);
+    bool ended = false;
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const EvalStage& me = mine[i];
+      const bool first = me.stage == 0, last = me.stage == S - 1;
+      Activations x;
+      int64_t rows = 0;
+      if (first) {
+        const int64_t n = me.held_out.inputs.defined() ? me.held_out.inputs.size(0) : 0;
+        rows = std::min(chunk_rows, n - offset[i]);
+        if (rows > 0) x = {me.held_out.inputs.narrow(0, offset[i], rows)};
+      } else if (auto got =
+                     pipe.Recv(stage_ranks[me.stage - 1], k, me.stage - 1, S, me.input, &rows)) {
+        x = std::move(*got);
+      }
+      if (rows <= 0) {  // the end: pass it on (every stage ends at the same k)
+        if (!last) pipe.Send(stage_ranks[me.stage + 1], k, me.stage, S, 0, {});
+        ended = true;
+        continue;
+      }
+      for (auto& t : x) t = t.to(me.device);
+      Activations y = me.forward(x);
+      if (last) {
+        if (offset[i] + rows > me.held_out.targets.size(0))
+          throw Error(fmt::format("evaluation: more rows than the {} targets",
+                                  me.held_out.targets.size(0)));
+        torch::Tensor target = me.held_out.targets.narrow(0, offset[i], rows).to(me.device);
+        sums.Add(y.at(0), target, me.loss);
+      } else {
+        pipe.Send(stage_ranks[me.stage + 1], k, me.stage, S, rows, y);
+      }
+      offset[i] += rows;
     }
-    if (rows <= 0) {  // the end: pass it on
-      if (!last) pipe.Send(stage_ranks[me.stage + 1], k, 0, {});
-      break;
-    }
-    for (auto& t : x) t = t.to(me.device);
-    Activations y = me.forward(x);
-    if (last) {
-      if (offset + rows > me.held_out.targets.size(0))
-        throw Error(
-            fmt::format("evaluation: more rows than the {} targets", me.held_out.targets.size(0)));
-      torch::Tensor target = me.held_out.targets.narrow(0, offset, rows).to(me.device);
-      sums.Add(y.at(0), target, me.loss);
-    } else {
-      pipe.Send(stage_ranks[me.stage + 1], k, rows, y);
-    }
-    offset += rows;
+    if (ended || mine.empty()) break;
   }
   pipe.Flush();
   return sums;
@@ -157,21 +176,21 @@ EvalStage ModelEvalStage(Model& model, int stage, int first, int last, BoundaryS
 }
 
 std::optional<EvalResult> EvaluatePipelined(Communicator& comm, const std::vector<int>& stage_ranks,
-                                            const EvalStage* me, int64_t chunk_rows,
+                                            const std::vector<EvalStage>& mine, int64_t chunk_rows,
                                             bool language_model) {
   DAPPLE_CHECK(chunk_rows > 0 && !stage_ranks.empty());
-  Json mine = nullptr;
-  if (me) {
-    Sums s = RunStage(comm, stage_ranks, *me, chunk_rows);
-    if (me->stage + 1 == static_cast<int>(stage_ranks.size())) {
-      mine = {{"samples", s.samples}, {"loss_sum", s.loss_sum}};
+  Json part = nullptr;
+  if (!mine.empty()) {
+    Sums s = RunStages(comm, stage_ranks, mine, chunk_rows);
+    if (mine.back().stage + 1 == static_cast<int>(stage_ranks.size())) {
+      part = {{"samples", s.samples}, {"loss_sum", s.loss_sum}};
       if (s.has_accuracy && s.predicted > 0) {
-        mine["correct"] = s.correct;
-        mine["predicted"] = s.predicted;
+        part["correct"] = s.correct;
+        part["predicted"] = s.predicted;
       }
     }
   }
-  auto all = comm.GatherStrings("evaluation", mine.dump(), 0);
+  auto all = comm.GatherStrings("evaluation", part.dump(), 0);
   if (comm.rank() != 0) return std::nullopt;
   Json j = Json::parse(all.at(stage_ranks.back()));
   EvalResult r;
@@ -184,32 +203,31 @@ std::optional<EvalResult> EvaluatePipelined(Communicator& comm, const std::vecto
   return r;
 }
 
-void EvaluateTrainedStages(const TrainOptions& o, const Plan& plan, Model& model,
-                           const RankGrid& grid, int rank, const BoundarySpec& input, Dataset* data,
-                           torch::Device device, Communicator& comm) {
-  const int S = grid.num_stages();
-  std::vector<int> stage_ranks;
-  for (int s = 0; s < S; ++s) stage_ranks.push_back(grid.RanksOf(s).front());
-  const StageReplica me = grid.Of(rank);
-  std::optional<EvalStage> mine;
-  if (!grid.Idle(rank) && me.replica == 0) {
-    const StagePlan& sp = plan.stages[me.stage];
+void EvaluateTrainedStages(const TrainOptions& o, Model& model, const RankGrid& grid, int rank,
+                           const std::vector<HeldStage>& held, Dataset* data, torch::Device device,
+                           Communicator& comm) {
+  const int S = grid.num_stages(), V = grid.num_virtual_stages();
+  std::vector<int> stage_ranks;  // virtual stage vs runs on device group vs mod S
+  for (int vs = 0; vs < V; ++vs) stage_ranks.push_back(grid.RanksOf(vs % S).front());
+  std::vector<EvalStage> mine;
+  if (!grid.Idle(rank) && grid.Of(rank).replica == 0) {
     model.SetTraining(false);
-    mine = ModelEvalStage(model, me.stage, sp.first_layer, sp.last_layer, input, device);
-    if (me.stage == 0 || me.stage == S - 1) {
+    for (const HeldStage& h : held) {
+      EvalStage& e = mine.emplace_back(
+          ModelEvalStage(model, h.stage, h.first_layer, h.last_layer, h.input, device));
+      if (h.stage != 0 && h.stage != V - 1) continue;
       DAPPLE_CHECK(data != nullptr, "EvaluateTrainedStages: no data on the first or last stage");
       Batch test = data->TestSet();
       int64_t n = test.inputs.defined() ? test.inputs.size(0) : 0;
       if (o.eval_samples > 0) n = std::min(n, o.eval_samples);
-      if (n > 0) mine->held_out = SliceBatch(test, 0, n);
-      mine->loss = model.loss;
+      if (n > 0) e.held_out = SliceBatch(test, 0, n);
+      e.loss = model.loss;
     }
   }
   const bool language_model =
       model.input_dtype == torch::kInt64 && model.target_shape == model.input_shape;
-  auto r =
-      EvaluatePipelined(comm, stage_ranks, mine ? &*mine : nullptr, kEvalChunkRows, language_model);
-  if (mine) model.SetTraining(true);
+  auto r = EvaluatePipelined(comm, stage_ranks, mine, kEvalChunkRows, language_model);
+  if (!mine.empty()) model.SetTraining(true);
   if (r) PrintEvaluation(*r, o.data, o.log_json);
 }
 

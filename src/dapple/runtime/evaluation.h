@@ -3,6 +3,8 @@
 // replica 0 of stage 1, and so on; the last stage computes the loss and, where the targets
 // are classes, the accuracy. No rank needs another stage's layers, and no checkpoint is read.
 // What crosses a boundary is what training sends there (one tensor or a tuple, boundary.h).
+// An interleaved plan's virtual stages go through in the same way: a rank evaluates each
+// chunk it holds (Note [Evaluation protocol] in evaluation.cc).
 #pragma once
 
 #include <torch/types.h>
@@ -49,24 +51,32 @@ struct EvalResult {
 EvalStage ModelEvalStage(Model& model, int stage, int first, int last, BoundarySpec input,
                          torch::Device device);
 
-// Collective over every rank of `comm`. `stage_ranks[s]` is the rank that evaluates stage s;
-// `me` is that rank's part (null on every other rank). Rows go through in chunks of
-// `chunk_rows`; `language_model` adds the perplexity. Returns the result on rank 0,
-// std::nullopt elsewhere. Throws CommError when a peer fails.
+// Collective over every rank of `comm`. `stage_ranks[s]` is the rank that evaluates (virtual)
+// stage s; `mine` are this rank's parts in stage order (none on every other rank). Rows go
+// through in chunks of `chunk_rows`; `language_model` adds the perplexity. Returns the
+// result on rank 0, std::nullopt elsewhere. Throws CommError when a peer fails.
 // REQUIRES: stage 0's held_out.inputs and the last stage's held_out.targets have the same
 // number of rows (> 0).
 std::optional<EvalResult> EvaluatePipelined(Communicator& comm, const std::vector<int>& stage_ranks,
-                                            const EvalStage* me, int64_t chunk_rows,
+                                            const std::vector<EvalStage>& mine, int64_t chunk_rows,
                                             bool language_model);
 
-// Collective: `dapple train --eval`. Replica 0 of every stage evaluates its layers (from
-// `plan`) of `model` (stage-local: this rank's stage only; nothing on an idle rank) on the
-// held-out split of `data` (at most o.eval_samples), which stage 0 and the last stage hold
-// (null elsewhere); `input` is what this rank's stage receives. Rank 0 prints the result
-// (PrintEvaluation). The layers are back in training mode afterwards.
-void EvaluateTrainedStages(const TrainOptions& o, const Plan& plan, Model& model,
-                           const RankGrid& grid, int rank, const BoundarySpec& input, Dataset* data,
-                           torch::Device device, Communicator& comm);
+// A stretch of layers a rank holds: stage `stage` of a plan, or virtual stage `stage` (chunk
+// c of group g is c x S + g) of an interleaved one, with what it receives.
+struct HeldStage {
+  int stage = 0;
+  int first_layer = 0, last_layer = 0;
+  BoundarySpec input;
+};
+
+// Collective: `dapple train --eval`. Replica 0 of every device group evaluates the layers it
+// holds (`held`, in stage order; empty on an idle rank) of `model` on the held-out split of
+// `data` (at most o.eval_samples), which the ranks of the first and the last (virtual) stage
+// hold (null elsewhere). Rank 0 prints the result (PrintEvaluation). The layers are back in
+// training mode afterwards.
+void EvaluateTrainedStages(const TrainOptions& o, Model& model, const RankGrid& grid, int rank,
+                           const std::vector<HeldStage>& held, Dataset* data, torch::Device device,
+                           Communicator& comm);
 
 // Prints `r` on stdout as one line ("held-out: 10000 samples, loss 0.4123, accuracy
 // 0.8512") or, with `json`, as {"eval": {...}}.

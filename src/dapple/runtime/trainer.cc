@@ -117,7 +117,7 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   CheckedPlan c{o.plan ? *o.plan : ReadPlanJson(o.plan_path),
                 LoadModel(SourceOf(o), o.seed, o.dtype, kNoLayers)};
   Plan& plan = c.plan;
-  if (auto why = ChunkedPlanError(plan, c.model, o.evaluate)) ThrowInput("{}: {}", source, *why);
+  if (auto why = ChunkedPlanError(plan, c.model)) ThrowInput("{}: {}", source, *why);
   if (plan.num_devices() > world_size) {
     ThrowInput("{}: the plan uses {} devices but the job has {} processes (--nproc or WORLD_SIZE)",
                source, plan.num_devices(), world_size);
@@ -382,8 +382,16 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
     ExportScriptModel(o.model, CheckpointStepDir(o.checkpoint_dir, o.steps), o.save_model);
     std::printf("wrote the trained model to %s\n", o.save_model.c_str());
   }
-  if (o.evaluate)
-    EvaluateTrainedStages(o, plan, model, grid, env.rank, in_spec, data.get(), device, comm);
+  if (o.evaluate) {
+    std::vector<HeldStage> held_stages;  // in (virtual) stage order
+    if (sp && chunked) {
+      for (int c = 0; c < grid.num_chunks(); ++c)
+        held_stages.push_back({c * S + stage, held[c].first, held[c].second, chunks->input(c)});
+    } else if (sp) {
+      held_stages.push_back({stage, sp->first_layer, sp->last_layer, in_spec});
+    }
+    EvaluateTrainedStages(o, model, grid, env.rank, held_stages, data.get(), device, comm);
+  }
   // Every rank's files were in before the final commit (its writers' confirmations).
   if (!o.save_model.empty() && options.checkpoint_dir.empty() && leader)
     std::filesystem::remove_all(o.checkpoint_dir);
