@@ -68,7 +68,8 @@ class LocalSettingsCli : public testing::CliTest {
     Cluster c = ClusterPreset("local");
     c.servers = {ServerSpec{2, std::nullopt}};
     c.shared_compute = 1.5;
-    c.local = LocalDevices{ThisMachine(), ThreadsPerProcess(ThisMachine().cores, 2), true};
+    c.local = LocalDevices{ThisMachine(), ThreadsPerProcess(ThisMachine().cores, 2), true,
+                           kCalibrationVersion, std::nullopt};
     WriteLocalCalibration(c, LocalCalibrationPath());
   }
 

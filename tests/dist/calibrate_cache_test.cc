@@ -35,7 +35,8 @@ class CalibrateCacheTest : public ::testing::Test {
     Cluster c = ClusterPreset("local");
     c.servers = {ServerSpec{devices, std::nullopt}};
     c.shared_compute = 0.5;
-    c.local = LocalDevices{machine, ThreadsPerProcess(machine.cores, devices), false};
+    c.local = LocalDevices{machine, ThreadsPerProcess(machine.cores, devices), false,
+                           kCalibrationVersion, std::nullopt};
     WriteLocalCalibration(c, path_);
   }
 
@@ -60,6 +61,8 @@ TEST_F(CalibrateCacheTest, AnotherMachinesCacheIsReplacedByThisOnes) {
   EXPECT_NE(*l.cluster.shared_compute, 0.5);
   EXPECT_EQ(l.cluster.local->threads_per_device, ThreadsPerProcess(ThisMachine().cores, 2));
   EXPECT_EQ(l.cluster.local->cold_caches, false);
+  EXPECT_EQ(l.cluster.local->calibration_version, kCalibrationVersion);
+  EXPECT_TRUE(l.cluster.local->load_average.has_value()) << "the load when it began";
 }
 
 TEST_F(CalibrateCacheTest, PlainCalibrateReusesACurrentCache) {

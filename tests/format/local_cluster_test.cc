@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "dapple/common/machine.h"
 
@@ -38,7 +39,8 @@ class LocalClusterTest : public ::testing::Test {
     c.intra_server = LinkSpec{1.25e9, 31e-6};
     c.inter_server = c.intra_server;
     c.shared_compute = 1.6;
-    c.local = LocalDevices{machine, ThreadsPerProcess(machine.cores, 2), true};
+    c.local = LocalDevices{machine, ThreadsPerProcess(machine.cores, 2), true, kCalibrationVersion,
+                           std::nullopt};
     return c;
   }
 
@@ -103,6 +105,63 @@ TEST_F(LocalClusterTest, UnreadableOrAnonymousCacheFallsBack) {
   l = LoadLocalCluster(path_, ThisMachine());
   EXPECT_FALSE(l.calibrated);
   EXPECT_THAT(l.note, HasSubstr("does not name the machine"));
+}
+
+// Note [Calibration version]: a cache an older dapple wrote (no version, or a lower one) is
+// not used; the version written now is.
+TEST_F(LocalClusterTest, AnOlderDapplesCalibrationIsTheGuess) {
+  WriteLocalCalibration(Calibrated(ThisMachine()), path_);
+  LocalCluster now = LoadLocalCluster(path_, ThisMachine());
+  ASSERT_TRUE(now.calibrated) << now.note;
+  EXPECT_EQ(now.cluster.local->calibration_version, kCalibrationVersion);
+  // The file as versions before 1 wrote it: no `calibration_version`.
+  nlohmann::json j = nlohmann::json::parse(ClusterToJsonText(Calibrated(ThisMachine())));
+  ASSERT_TRUE(j["local"].contains("calibration_version"));
+  j["local"].erase("calibration_version");
+  std::ofstream(path_) << j.dump(2);
+  LocalCluster old = LoadLocalCluster(path_, ThisMachine());
+  EXPECT_FALSE(old.calibrated);
+  EXPECT_EQ(old.cluster.num_devices(), ThisMachine().cores) << "the guess";
+  EXPECT_THAT(old.note, HasSubstr("older dapple"));
+  EXPECT_THAT(old.note, HasSubstr("calibration version 0"));
+  EXPECT_THAT(ReasonToCalibrateAgain(old, 2, 0.0, 2).value_or(""), HasSubstr("older dapple"));
+  Cluster lower = Calibrated(ThisMachine());
+  lower.local->calibration_version = kCalibrationVersion - 1;
+  WriteLocalCalibration(lower, path_);
+  EXPECT_FALSE(LoadLocalCluster(path_, ThisMachine()).calibrated);
+}
+
+// A calibration taken on a busy machine is used and says so; plain `dapple calibrate` keeps it
+// while the machine stays busy and measures again once it is idle.
+TEST_F(LocalClusterTest, ABusyCalibrationIsUsedUntilTheMachineIsIdle) {
+  EXPECT_TRUE(MachineIsBusy(1.0, 2));
+  EXPECT_FALSE(MachineIsBusy(0.9, 2));
+  EXPECT_FALSE(MachineIsBusy(3.0, 8));
+  MachineIdentity m = ThisMachine();
+  Cluster busy = Calibrated(m);
+  busy.local->load_average = 0.5 * m.cores + 1.0;
+  WriteLocalCalibration(busy, path_);
+  LocalCluster l = LoadLocalCluster(path_, m);
+  ASSERT_TRUE(l.calibrated) << l.note;
+  EXPECT_TRUE(l.busy);
+  EXPECT_EQ(l.cluster.local->load_average, 0.5 * m.cores + 1.0);
+  EXPECT_THAT(l.note, HasSubstr("busy"));
+  EXPECT_EQ(ReasonToCalibrateAgain(l, 2, 0.5 * m.cores + 1.0, m.cores), std::nullopt)
+      << "still busy: keep it";
+  EXPECT_EQ(ReasonToCalibrateAgain(l, 2, std::nullopt, m.cores), std::nullopt)
+      << "no load figure: keep it";
+  EXPECT_THAT(ReasonToCalibrateAgain(l, 2, 0.0, m.cores).value_or(""), HasSubstr("idle now"));
+  EXPECT_THAT(ReasonToCalibrateAgain(l, 3, 0.5 * m.cores + 1.0, m.cores).value_or(""),
+              HasSubstr("2 devices, not 3"));
+
+  Cluster quiet = Calibrated(m);
+  quiet.local->load_average = 0.0;
+  WriteLocalCalibration(quiet, path_);
+  l = LoadLocalCluster(path_, m);
+  ASSERT_TRUE(l.calibrated);
+  EXPECT_FALSE(l.busy);
+  EXPECT_THAT(l.note, ::testing::Not(HasSubstr("busy")));
+  EXPECT_EQ(ReasonToCalibrateAgain(l, 2, 0.0, m.cores), std::nullopt);
 }
 
 TEST_F(LocalClusterTest, LoadClusterLocalReadsTheCacheOfDappleCacheDir) {

@@ -36,7 +36,8 @@ Cluster Local(int devices, std::optional<bool> cold) {
   Cluster c;
   c.name = "local";
   c.servers = {ServerSpec{devices, std::nullopt}};
-  c.local = LocalDevices{Box(), ThreadsPerProcess(8, devices), cold};
+  c.local =
+      LocalDevices{Box(), ThreadsPerProcess(8, devices), cold, kCalibrationVersion, std::nullopt};
   return c;
 }
 

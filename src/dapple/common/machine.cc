@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 
 namespace dapple {
 namespace {
@@ -64,6 +66,16 @@ MachineIdentity ThisMachine() {
   }
   m.machine_id = ReadFirstLine("/etc/machine-id");
   return m;
+}
+
+std::optional<double> LoadAverage() {
+  std::string line = ReadFirstLine("/proc/loadavg");
+  if (line.empty()) return std::nullopt;
+  try {
+    return std::stod(line);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
 }
 
 int ThreadsPerProcess(int cores, int processes) {

@@ -28,6 +28,9 @@ struct MachineIdentity {
 // `dapple calibrate`).
 MachineIdentity ThisMachine();
 
+// The 1-minute load average (/proc/loadavg); nullopt where it cannot be read.
+std::optional<double> LoadAverage();
+
 // Compute threads of each of `processes` training processes on a machine of `cores`
 // cores, as `dapple train`'s launcher gives them (OMP_NUM_THREADS): max(1, cores /
 // processes). REQUIRES: processes >= 1.

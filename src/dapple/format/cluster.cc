@@ -234,7 +234,8 @@ Cluster ClusterPreset(const std::string& name) {
     double memory = m.memory_bytes > 0 ? m.memory_bytes : 8e9;
     const LinkSpec shm{kLocalBandwidthBytesPerS, kLocalLatencyS};
     Cluster c = Uniform(name, 1, m.cores, memory / m.cores, shm, shm);
-    c.local = LocalDevices{m, ThreadsPerProcess(m.cores, m.cores), std::nullopt};
+    c.local = LocalDevices{m, ThreadsPerProcess(m.cores, m.cores), std::nullopt,
+                           kCalibrationVersion, std::nullopt};
     return c;
   }
   std::string known;

@@ -56,6 +56,13 @@ struct ServerSpec {
   std::optional<DeviceSpec> device;  // overrides Cluster::device for mixed hardware
 };
 
+// Note [Calibration version]: what `dapple calibrate` measures grows (version 1 added the
+// process's own memory). A cached calibration of this machine written by an older dapple
+// lacks the newer figures, so `--cluster local` does not use it and plain `dapple
+// calibrate` measures again. JSON `calibration_version` in `local`; absent: 0 (written
+// before versions were). Raise it whenever calibrate measures something new.
+inline constexpr int kCalibrationVersion = 1;
+
 // The devices of a cluster that is one CPU machine (the `local` preset, a calibration of one
 // machine): how each training process computes there, to compare with how a profile was
 // measured (format/settings.h). JSON `local`.
@@ -65,6 +72,10 @@ struct LocalDevices {
   // Whether the calibration timed the resume cost with cold caches (`dapple calibrate
   // --cold-caches`); unset: not calibrated (the guess).
   std::optional<bool> cold_caches;
+  int calibration_version = kCalibrationVersion;  // Note [Calibration version]
+  // The machine's 1-minute load average when the calibration began: other work on the
+  // cores slows what it times (local_cluster.h: MachineIsBusy). Unset: not recorded.
+  std::optional<double> load_average;
 };
 
 struct Cluster {

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <system_error>
 
 #include "dapple/common/error.h"
@@ -13,7 +14,7 @@ namespace dapple {
 std::filesystem::path LocalCalibrationPath() { return DappleCacheDir() / "local-cluster.json"; }
 
 LocalCluster LoadLocalCluster(const std::filesystem::path& path, const MachineIdentity& now) {
-  LocalCluster out{ClusterPreset("local"), false, ""};
+  LocalCluster out{ClusterPreset("local"), false, false, ""};
   const std::string how = "run `dapple calibrate` to measure this machine";
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
@@ -44,12 +45,42 @@ LocalCluster LoadLocalCluster(const std::filesystem::path& path, const MachineId
         path.string(), *diff, how);
     return out;
   }
+  if (c.local->calibration_version < kCalibrationVersion) {
+    out.note = fmt::format(
+        "cluster 'local' is the guess: the calibration in {} was made by an older dapple "
+        "(calibration version {}, this one writes {}) and lacks what it measures now; {}",
+        path.string(), c.local->calibration_version, kCalibrationVersion, how);
+    return out;
+  }
   c.name = "local";
+  const std::optional<double> load = c.local->load_average;
+  out.busy = load && MachineIsBusy(*load, c.local->machine.cores);
   out.cluster = std::move(c);
   out.calibrated = true;
   out.note = fmt::format("cluster 'local': this machine's calibration ({} devices, {})",
                          out.cluster.num_devices(), path.string());
+  if (out.busy)
+    out.note += fmt::format(
+        ", taken while the machine was busy (load {:.1f} on {} cores), so its compute and "
+        "wake-up figures are slow; `dapple calibrate` measures again once the machine is idle",
+        *load, out.cluster.local->machine.cores);
   return out;
+}
+
+bool MachineIsBusy(double load, int cores) { return load >= 0.5 * std::max(1, cores); }
+
+std::optional<std::string> ReasonToCalibrateAgain(const LocalCluster& cached, int nproc,
+                                                  std::optional<double> load_now, int cores) {
+  if (!cached.calibrated) return cached.note;
+  if (cached.cluster.num_devices() != nproc)
+    return fmt::format("the cached calibration has {} devices, not {}",
+                       cached.cluster.num_devices(), nproc);
+  if (cached.busy && load_now && !MachineIsBusy(*load_now, cores))
+    return fmt::format(
+        "the cached calibration was taken while the machine was busy (load {:.1f}); it is "
+        "idle now (load {:.1f})",
+        cached.cluster.local->load_average.value_or(0), *load_now);
+  return std::nullopt;
 }
 
 LocalCluster LoadLocalCluster() { return LoadLocalCluster(LocalCalibrationPath(), ThisMachine()); }

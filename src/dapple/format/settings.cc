@@ -60,6 +60,8 @@ nlohmann::ordered_json LocalDevicesToJson(const LocalDevices& d) {
   nlohmann::ordered_json o = {{"machine", MachineToJson(d.machine)},
                               {"threads_per_device", d.threads_per_device}};
   if (d.cold_caches) o["caches"] = *d.cold_caches ? "cold" : "warm";
+  o["calibration_version"] = d.calibration_version;
+  if (d.load_average) o["load_average"] = *d.load_average;
   return o;
 }
 
@@ -69,6 +71,9 @@ LocalDevices ReadLocalDevices(const JsonField& f) {
   d.machine = ReadMachine(f["machine"]);
   d.threads_per_device = f["threads_per_device"].PositiveInt();
   if (f.Has("caches")) d.cold_caches = ReadCaches(f["caches"]);
+  d.calibration_version =
+      f.Has("calibration_version") ? f["calibration_version"].NonNegativeInt() : 0;
+  if (f.Has("load_average")) d.load_average = f["load_average"].NonNegative();
   return d;
 }
 

@@ -96,6 +96,15 @@ void RunRank(const CalibrateArgs& a) {
   SetOpenBlasCoreTypeIfUnset();
   KeepFreedMemoryForReuse();  // Note [Freed memory stays]
   DistEnv env = DistEnv::FromEnvironment();
+  // Read before this job's own processes weigh on the 1-minute average.
+  const std::optional<double> load_at_start = LoadAverage();
+  const int cores = ThisMachine().cores;
+  if (env.rank == 0 && load_at_start && MachineIsBusy(*load_at_start, cores))
+    std::fprintf(stderr,
+                 "dapple calibrate: the machine is busy (load %.1f on %d cores): the timings "
+                 "include the other work; a cached calibration says so and plain `dapple "
+                 "calibrate` measures again once the machine is idle\n",
+                 *load_at_start, cores);
   if (env.world_size < 2)
     ThrowInput(
         "calibrate: needs at least two processes (WORLD_SIZE={}): pass --nproc 2 on one "
@@ -128,8 +137,8 @@ void RunRank(const CalibrateArgs& a) {
   if (local) {
     // Each process of `dapple train --nproc N` on this machine computes with these threads.
     MachineIdentity m = ThisMachine();
-    r->cluster.local =
-        LocalDevices{m, ThreadsPerProcess(m.cores, r->cluster.num_devices()), a.cold_caches};
+    r->cluster.local = LocalDevices{m, ThreadsPerProcess(m.cores, r->cluster.num_devices()),
+                                    a.cold_caches, kCalibrationVersion, load_at_start};
   }
   std::fputs(CalibrationSummary(*r).c_str(), stdout);
   if (!a.output.empty()) {
@@ -151,9 +160,13 @@ void RunRank(const CalibrateArgs& a) {
 // current for `nproc` devices.
 bool CachedCalibrationIsCurrent(int nproc) {
   LocalCluster cached = LoadLocalCluster();
-  if (!cached.calibrated || cached.cluster.num_devices() != nproc) return false;
-  std::printf("this machine's calibration is current (%d devices, %s); --force measures it again\n",
-              nproc, LocalCalibrationPath().c_str());
+  if (auto why = ReasonToCalibrateAgain(cached, nproc, LoadAverage(), ThisMachine().cores)) {
+    if (cached.calibrated) std::printf("measuring this machine again: %s\n", why->c_str());
+    return false;
+  }
+  std::printf(
+      "this machine's calibration is current (%d devices, %s%s); --force measures it again\n",
+      nproc, LocalCalibrationPath().c_str(), cached.busy ? ", taken while it was busy" : "");
   return true;
 }
 
