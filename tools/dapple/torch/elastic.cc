@@ -97,8 +97,7 @@ ElasticPlanner::Result ElasticPlanner::PlanOn(const std::vector<int>& devices, i
   AnalyticCostModel cost(profile_, left);
   PlannerOptions po;
   if (!refine) po.refine_seconds = 0;
-  // dapple train does not run interleaved plans (chunks) yet: plan without them.
-  po.interleave = false;
+  po.interleave = in_.interleave;
   PlanResult r = RunPlanner(profile_, left, cost, global_batch, po);
   if (!r.plan)
     ThrowInput("--elastic: {}: no plan fits the {} left: {}", why, Plural(devices.size(), "device"),

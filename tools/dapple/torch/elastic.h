@@ -20,6 +20,9 @@ struct ElasticInputs {
   std::string profile;                // --profile: the model's profile (any format `plan` reads)
   std::string cluster;                // --cluster: preset name or file, as for `dapple plan`
   std::filesystem::path plan_folder;  // where the new plans go (the checkpoint folder)
+  // Whether new plans may interleave chunks: not for a model that ties parameters, which
+  // `dapple train` does not run with chunks.
+  bool interleave = true;
 };
 
 // `inputs` with an empty profile or cluster taken from what `plan` records (Plan::profile,

@@ -105,8 +105,9 @@ std::shared_ptr<const ElasticPlanner> MakePlanner(const TrainArgs& a, const Plan
   ElasticInputs in = WithPlanRecord(a.elastic_inputs, plan, a.o.plan_path);
   in.plan_folder = a.o.checkpoint_dir;
   std::vector<std::string> layers;
-  for (const auto& layer : LoadModel(SourceOf(a.o), a.o.seed, a.o.dtype, kNoLayers).layers)
-    layers.push_back(layer.name);
+  const Model model = LoadModel(SourceOf(a.o), a.o.seed, a.o.dtype, kNoLayers);
+  for (const auto& layer : model.layers) layers.push_back(layer.name);
+  in.interleave = model.shared_parameters.empty();
   return std::make_shared<const ElasticPlanner>(in, layers, world);
 }
 
