@@ -145,12 +145,18 @@ TEST(TrainIdleRanks, PlanOnTwoOfFourProcessesMatchesSingleProcess) {
   const std::string trace = Slurp(dir / "trace.json");
   EXPECT_NE(trace.find("dev 0 (idle)"), std::string::npos);
   EXPECT_NE(trace.find("dev 3 (stage 0, replica 0)"), std::string::npos);
-  // --trace-steps 2: the last two steps, each ending in one STEP per training device.
-  std::map<int, int> steps_per_track;
+  // --trace-steps 2: the last two steps, each ending in one STEP per training device, and
+  // with the time between schedules: one DATA, LOSS and HOST each.
+  std::map<int, int> steps_per_track, host_per_track;
   const nlohmann::json parsed = nlohmann::json::parse(trace);
-  for (const auto& e : parsed["traceEvents"])
-    if (e.value("ph", "") == "X" && e.value("name", "") == "STEP") ++steps_per_track[e["tid"]];
+  for (const auto& e : parsed["traceEvents"]) {
+    if (e.value("ph", "") != "X") continue;
+    const std::string name = e.value("name", "");
+    if (name == "STEP") ++steps_per_track[e["tid"]];
+    if (name == "DATA" || name == "LOSS" || name == "HOST") ++host_per_track[e["tid"]];
+  }
   EXPECT_EQ(steps_per_track, (std::map<int, int>{{1, 2}, {3, 2}})) << trace;
+  EXPECT_EQ(host_per_track, (std::map<int, int>{{1, 6}, {3, 6}})) << trace;
   fs::remove_all(dir);
 }
 

@@ -345,11 +345,19 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
     stats.AddStep(done->events, done->t0, done->t1, done->step_ms, done->step == start);
     if (leader) progress.Step(done->step, done->loss, done->step_ms);
   };
+  // The traced steps also show what a rank does between its schedules (category "other"):
+  // DATA (the next global batch), LOSS (waiting for the previous step's loss sum) and HOST
+  // (the rest: progress, starting this step's sum), which the simulator does not model.
+  auto host_event = [&](const char* name, double from, double to) {
+    if (sp) traced.push_back({env.rank, name, "other", from, to, stage, -1});
+  };
   for (int64_t step = start; step < o.steps; ++step) {
     if (tracing && step == first_traced) {
       record(step_losses.Finish(NowMs()));
       comm.Barrier(fmt::format("rank {}: before the traced steps", env.rank));
     }
+    const bool traced_step = tracing && step >= first_traced;
+    const double d0 = NowMs();
     Batch batch = data ? data->GlobalBatch(step, plan.global_batch_size) : Batch{};
     double t0 = NowMs();
     StepResult r = worker   ? worker->RunStep(step, batch)
@@ -357,10 +365,15 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
                             : StepResult{};
     double t1 = NowMs();
     record(step_losses.Finish(t0));
+    const double t2 = NowMs();
     if (leader) ReportCompletedSteps(step + 1);  // for a restart's line (Note [Restarts])
-    if (tracing && step >= first_traced)
+    if (traced_step) {
       traced.insert(traced.end(), r.events.begin(), r.events.end());
+      host_event("DATA", d0, t0);
+      host_event("LOSS", t1, t2);
+    }
     step_losses.Start(step, r.loss_part, t0, t1, std::move(r.events));
+    if (traced_step) host_event("HOST", t2, NowMs());
     const bool last = step + 1 == o.steps;
     const bool due = !o.checkpoint_dir.empty() &&
                      (last || (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0));
