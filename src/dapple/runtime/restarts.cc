@@ -68,15 +68,23 @@ std::vector<std::string> WithResumeAuto(const std::vector<std::string>& argv) {
   return out;
 }
 
+// Note [Progress without a file system round trip]: rank 0 reports after every step, on the
+// critical path of the last stage when it holds it. Opening, truncating and closing the file
+// each step took 0.45 ms (median; 3 ms at the 90th percentile) on this machine's /tmp,
+// a fifth of the quickstart's step. So the file stays open and each report overwrites the
+// same 21 bytes (the count right-aligned in 20 characters, then a newline) with one pwrite
+// into the page cache; the launcher reads it with `>>`, which skips the leading blanks.
 void ReportCompletedSteps(int64_t completed) {
-  const char* path = std::getenv("DAPPLE_PROGRESS_FILE");
-  if (path == nullptr || *path == '\0') return;
-  int fd = open(path, O_WRONLY | O_TRUNC | O_CREAT, 0600);
+  static const int fd = [] {
+    const char* path = std::getenv("DAPPLE_PROGRESS_FILE");
+    if (path == nullptr || *path == '\0') return -1;
+    return open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  }();
   if (fd < 0) return;  // progress is only for the restart line; never fail a step for it
-  std::string text = std::to_string(completed) + "\n";
-  ssize_t ignored = write(fd, text.data(), text.size());
+  char text[32];
+  const int n = std::snprintf(text, sizeof(text), "%20lld\n", static_cast<long long>(completed));
+  ssize_t ignored = pwrite(fd, text, static_cast<size_t>(n), 0);
   (void)ignored;
-  close(fd);
 }
 
 int RestartAttempt() {
@@ -93,7 +101,8 @@ int LaunchWithRestarts(LaunchOptions o, const RestartPolicy& p) {
   int failed_before = -1;  // the rank that failed in the previous attempt
   for (int attempt = 0;; ++attempt) {
     progress.Clear();
-    o.extra_env["DAPPLE_PROGRESS_FILE"] = progress.path;
+    // Only a restart's line reads it (below): no per-step report without restarts.
+    if (p.max_restarts > 0) o.extra_env["DAPPLE_PROGRESS_FILE"] = progress.path;
     o.extra_env["DAPPLE_RESTART"] = std::to_string(attempt);
     int failed_rank = -1;
     double stop_s = 0;
