@@ -56,6 +56,11 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   int server_size = 1;
   for (const ServerSpec& s : cluster.servers) server_size = std::max(server_size, s.devices);
   const bool identical = IdenticalServers(cluster);
+  // Every policy with every server order (Note [Placement on mixed clusters]); the head
+  // stage of a score goes fresh-first on the fastest devices first.
+  std::vector<std::pair<PlacementPolicy, std::vector<int>>> placements;
+  for (const std::vector<int>& order : ServerOrders(cluster))
+    for (PlacementPolicy policy : AllPlacementPolicies()) placements.emplace_back(policy, order);
   const bool uniform = UniformDevices(cost);
   auto key_of = [&](std::vector<int> usage) {
     if (identical) std::sort(usage.begin(), usage.end());
@@ -134,8 +139,8 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
         for (int n : counts(max_n)) {
           std::vector<std::vector<int>> seen;
           const int samples = SamplesPerReplica(m, n);
-          for (PlacementPolicy policy : AllPlacementPolicies()) {
-            auto take = PlaceCounts(cluster, e.usage, n, policy);
+          for (const auto& [policy, servers] : placements) {
+            auto take = PlaceCounts(cluster, e.usage, n, policy, servers);
             if (!take || std::find(seen.begin(), seen.end(), *take) != seen.end()) continue;
             seen.push_back(*take);
             std::vector<int> devs = DevicesOf(cluster, e.usage, *take);
@@ -194,7 +199,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
               Head& head = head_of[ip];
               if (head.devices.empty()) {
                 head.devices = PlaceDevices(cluster, usage, std::min(free_after, m),
-                                            PlacementPolicy::kFreshFirst);
+                                            PlacementPolicy::kFreshFirst, placements[0].second);
                 StageCost hc =
                     EvaluateStage(cost, 0, first - 1, head.devices, m, 0, false, false, uniform);
                 head.cost = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms, hc.update_ms};

@@ -49,13 +49,16 @@ int BestFit(const std::vector<int>& order, const std::vector<int>& free, int n) 
 }  // namespace
 
 std::optional<std::vector<int>> PlaceCounts(const Cluster& cluster, const std::vector<int>& usage,
-                                            int n, PlacementPolicy policy) {
+                                            int n, PlacementPolicy policy,
+                                            const std::vector<int>& order) {
   const int servers = cluster.num_servers();
   DAPPLE_CHECK(static_cast<int>(usage.size()) == servers && n >= 1);
+  DAPPLE_CHECK(order.empty() || static_cast<int>(order.size()) == servers);
   std::vector<int> free(servers);
   int total_free = 0;
   std::vector<int> fresh, partial;
-  for (int s = 0; s < servers; ++s) {
+  for (int i = 0; i < servers; ++i) {
+    const int s = order.empty() ? i : order[i];
     free[s] = cluster.servers[s].devices - usage[s];
     DAPPLE_CHECK(free[s] >= 0);
     total_free += free[s];
@@ -92,7 +95,8 @@ std::optional<std::vector<int>> PlaceCounts(const Cluster& cluster, const std::v
     case PlacementPolicy::kScatterFirst:
       while (need > 0) {
         int best = -1;
-        for (int s = 0; s < servers; ++s) {
+        for (int i = 0; i < servers; ++i) {
+          const int s = order.empty() ? i : order[i];
           if (free[s] - take[s] > 0 && (best < 0 || free[s] - take[s] > free[best] - take[best]))
             best = s;
         }
@@ -112,6 +116,11 @@ std::vector<int> DevicesOf(const Cluster& cluster, const std::vector<int>& usage
     int first = cluster.FirstDeviceOf(s) + usage[s];
     for (int k = 0; k < take[s]; ++k) devices.push_back(first + k);
   }
+  // The fastest first: replica j computes the j-th slice, and the first slices are the
+  // larger ones when the replicas do not divide the micro-batch (common/slicing.h).
+  std::stable_sort(devices.begin(), devices.end(), [&](int a, int b) {
+    return cluster.Device(a).speed > cluster.Device(b).speed;
+  });
   return devices;
 }
 
@@ -127,9 +136,48 @@ bool IdenticalServers(const Cluster& c) {
   return true;
 }
 
+std::vector<std::vector<int>> ServerOrders(const Cluster& c) {
+  // The kinds, by their first server; then ranked fastest, most memory, first listed.
+  std::vector<int> kind_of(c.num_servers()), first_of;
+  auto same = [](const DeviceSpec& a, const DeviceSpec& b) {
+    return a.speed == b.speed && a.memory_bytes == b.memory_bytes &&
+           a.process_memory_bytes == b.process_memory_bytes;
+  };
+  for (int s = 0; s < c.num_servers(); ++s) {
+    const DeviceSpec& d = c.Device(c.FirstDeviceOf(s));
+    size_t k = 0;
+    while (k < first_of.size() && !same(c.Device(c.FirstDeviceOf(first_of[k])), d)) ++k;
+    if (k == first_of.size()) first_of.push_back(s);
+    kind_of[s] = static_cast<int>(k);
+  }
+  std::vector<int> kinds(first_of.size());
+  for (size_t k = 0; k < kinds.size(); ++k) kinds[k] = static_cast<int>(k);
+  std::sort(kinds.begin(), kinds.end(), [&](int a, int b) {
+    const DeviceSpec& x = c.Device(c.FirstDeviceOf(first_of[a]));
+    const DeviceSpec& y = c.Device(c.FirstDeviceOf(first_of[b]));
+    if (x.speed != y.speed) return x.speed > y.speed;
+    const double mx = x.memory_bytes - x.process_memory_bytes;
+    const double my = y.memory_bytes - y.process_memory_bytes;
+    if (mx != my) return mx > my;
+    return a < b;
+  });
+  std::vector<std::vector<int>> orders;
+  for (int lead : kinds) {
+    std::vector<int> order;
+    for (int s = 0; s < c.num_servers(); ++s)
+      if (kind_of[s] == lead) order.push_back(s);
+    for (int k : kinds)
+      if (k != lead)
+        for (int s = 0; s < c.num_servers(); ++s)
+          if (kind_of[s] == k) order.push_back(s);
+    orders.push_back(std::move(order));
+  }
+  return orders;
+}
+
 std::vector<int> PlaceDevices(const Cluster& cluster, const std::vector<int>& usage, int n,
-                              PlacementPolicy policy) {
-  auto take = PlaceCounts(cluster, usage, n, policy);
+                              PlacementPolicy policy, const std::vector<int>& order) {
+  auto take = PlaceCounts(cluster, usage, n, policy, order);
   if (!take) return {};
   return DevicesOf(cluster, usage, *take);
 }
