@@ -1,6 +1,7 @@
 // `dapple plan` and `dapple simulate` on a mixed cluster (issue 15, mixed devices): the
 // table says which kinds of device each stage runs on, and a bad server device is one
 // line naming the field, exit code 2.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "cli/cli_test_util.h"
+#include "dapple/format/plan.h"
 
 namespace dapple {
 namespace {
@@ -58,6 +60,36 @@ TEST_F(MixedClusterCli, BadServerDeviceIsOneLineAndExitTwo) {
     EXPECT_EQ(Lines(r.err), 1) << c.to << "\n" << r.err;
     EXPECT_NE(r.err.find(c.field), std::string::npos) << c.to << "\n" << r.err;
   }
+}
+
+// The example cluster (8 devices of speed 2 and 32 GB, 8 of speed 1 and 16 GB): the plan's
+// table is followed by the kinds and, per stage, how many devices of each it runs on, as
+// the written plan says; a cluster of one kind prints neither line.
+TEST_F(MixedClusterCli, PlanSaysWhichKindsEachStageRunsOn) {
+  fs::path plan = dir_ / "plan.json";
+  testing::CliRun r =
+      Dapple("plan --profile " + Vgg() + " --cluster " + Example() +
+             " --global-batch 256 --no-baselines --refine-seconds 0 -o " + plan.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("device kinds: A = speed 2, 32.0 GB (devices 0-7); B = speed 1, 16.0 GB "
+                       "(devices 8-15)\n"),
+            std::string::npos)
+      << r.out;
+  Plan p = ReadPlanJson(plan);
+  std::string want = "stages on kinds:";
+  for (int s = 0; s < p.num_stages(); ++s) {
+    int a = 0, b = 0;
+    for (int d : p.stages[s].devices) (d < 8 ? a : b) += 1;
+    std::string on = a > 0 ? fmt::format("A{}", a) : "";
+    if (b > 0) on += fmt::format("{}B{}", on.empty() ? "" : "+", b);
+    want += fmt::format("{} {} {}", s == 0 ? "" : ",", s, on);
+  }
+  EXPECT_NE(r.out.find(want + "\n"), std::string::npos) << want << "\n" << r.out;
+  testing::CliRun uniform = Dapple("plan --profile " + Vgg() +
+                                   " --cluster paper-a --global-batch 256 --no-baselines "
+                                   "--refine-seconds 0");
+  ASSERT_EQ(uniform.code, 0) << uniform.err;
+  EXPECT_EQ(uniform.out.find("device kinds"), std::string::npos) << uniform.out;
 }
 
 }  // namespace

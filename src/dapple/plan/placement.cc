@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "dapple/common/error.h"
+#include "dapple/format/cluster_kinds.h"
 
 namespace dapple {
 
@@ -118,9 +119,8 @@ std::vector<int> DevicesOf(const Cluster& cluster, const std::vector<int>& usage
   }
   // The fastest first: replica j computes the j-th slice, and the first slices are the
   // larger ones when the replicas do not divide the micro-batch (common/slicing.h).
-  std::stable_sort(devices.begin(), devices.end(), [&](int a, int b) {
-    return cluster.Device(a).speed > cluster.Device(b).speed;
-  });
+  std::stable_sort(devices.begin(), devices.end(),
+                   [&](int a, int b) { return cluster.Device(a).speed > cluster.Device(b).speed; });
   return devices;
 }
 
@@ -137,39 +137,12 @@ bool IdenticalServers(const Cluster& c) {
 }
 
 std::vector<std::vector<int>> ServerOrders(const Cluster& c) {
-  // The kinds, by their first server; then ranked fastest, most memory, first listed.
-  std::vector<int> kind_of(c.num_servers()), first_of;
-  auto same = [](const DeviceSpec& a, const DeviceSpec& b) {
-    return a.speed == b.speed && a.memory_bytes == b.memory_bytes &&
-           a.process_memory_bytes == b.process_memory_bytes;
-  };
-  for (int s = 0; s < c.num_servers(); ++s) {
-    const DeviceSpec& d = c.Device(c.FirstDeviceOf(s));
-    size_t k = 0;
-    while (k < first_of.size() && !same(c.Device(c.FirstDeviceOf(first_of[k])), d)) ++k;
-    if (k == first_of.size()) first_of.push_back(s);
-    kind_of[s] = static_cast<int>(k);
-  }
-  std::vector<int> kinds(first_of.size());
-  for (size_t k = 0; k < kinds.size(); ++k) kinds[k] = static_cast<int>(k);
-  std::sort(kinds.begin(), kinds.end(), [&](int a, int b) {
-    const DeviceSpec& x = c.Device(c.FirstDeviceOf(first_of[a]));
-    const DeviceSpec& y = c.Device(c.FirstDeviceOf(first_of[b]));
-    if (x.speed != y.speed) return x.speed > y.speed;
-    const double mx = x.memory_bytes - x.process_memory_bytes;
-    const double my = y.memory_bytes - y.process_memory_bytes;
-    if (mx != my) return mx > my;
-    return a < b;
-  });
+  const std::vector<DeviceKind> kinds = DeviceKinds(c);  // ranked as the Note says
   std::vector<std::vector<int>> orders;
-  for (int lead : kinds) {
-    std::vector<int> order;
-    for (int s = 0; s < c.num_servers(); ++s)
-      if (kind_of[s] == lead) order.push_back(s);
-    for (int k : kinds)
-      if (k != lead)
-        for (int s = 0; s < c.num_servers(); ++s)
-          if (kind_of[s] == k) order.push_back(s);
+  for (size_t lead = 0; lead < kinds.size(); ++lead) {
+    std::vector<int> order = kinds[lead].servers;
+    for (size_t k = 0; k < kinds.size(); ++k)
+      if (k != lead) order.insert(order.end(), kinds[k].servers.begin(), kinds[k].servers.end());
     orders.push_back(std::move(order));
   }
   return orders;

@@ -48,11 +48,11 @@ bool IdenticalServers(const Cluster& cluster);
 // Note [Placement on mixed clusters]: the policies prefer servers by their order, which on
 // identical servers is no choice at all, but on a mixed cluster decides whether a stage
 // lands on the fast or the slow devices. The planners therefore try each policy with each
-// of these orders: one per kind of device (DeviceSpec: speed, memory, process memory),
-// that kind's servers first, then the other kinds, each kind's servers in id order. Kinds
-// are ranked fastest first (then the most memory, then the first server), so the first
-// order is the fastest devices first, and the orders do not depend on how the cluster
-// file lists its servers. A cluster of one kind has the one order 0, 1, ..., S-1.
+// of these orders: one per kind of device (format/cluster_kinds.h), that kind's servers
+// first, then the other kinds in their ranking, each kind's servers in id order. Kinds are
+// ranked fastest first (then the most memory), so the first order is the fastest devices
+// first, and the orders do not depend on how the cluster file lists its servers. A
+// cluster of one kind has the one order 0, 1, ..., S-1.
 std::vector<std::vector<int>> ServerOrders(const Cluster& cluster);
 
 // Convenience: PlaceCounts then DevicesOf (empty when nothing fits).
