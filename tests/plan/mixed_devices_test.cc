@@ -11,7 +11,9 @@
 #include "dapple/common/slicing.h"
 #include "dapple/cost/analytic_cost_model.h"
 #include "dapple/plan/dapple_dp.h"
+#include "dapple/plan/placement.h"
 #include "dapple/plan/planner.h"
+#include "dapple/plan/refine_moves.h"
 #include "plan/random_mixed_problems.h"
 
 namespace dapple {
@@ -116,6 +118,36 @@ TEST(MixedDevicesPlanner, DpDoesNotDependOnTheServerOrder) {
           << PlanToJsonText(ca[0].plan) << PlanToJsonText(cb[0].plan);
     }
   }
+}
+
+// The refinement's moves on a mixed cluster (devices 0-1 of speed 1 on server 0, 2-3 of
+// speed 2 on server 1): every neighbour lists each stage's devices fastest first, and a
+// swap can give the later stage a fast device (a's fastest for b's slowest) as well as
+// give the earlier stage one.
+TEST(MixedDevicesPlanner, RefinementMovesKeepTheFastestFirstAndSwapBothWays) {
+  TwoSpeeds mixed(2.0, 1);
+  AnalyticCostModel cost(mixed.profile, mixed.cluster);
+  Plan p;
+  p.planner = "test";
+  p.global_batch_size = kGlobalBatch;
+  p.micro_batch_size = 4;
+  p.num_micro_batches = kGlobalBatch / 4;
+  p.stages = {StagePlan{0, 5, "l0", "l5", {2, 0}}, StagePlan{6, 11, "l6", "l11", {1}}};
+  RefineOptions options;
+  options.sizes = {1, 2, 4, 8};
+  options.schedules = {ScheduleKind::kDappleA};
+  bool fast_to_later = false;
+  for (const internal::Neighbour& n : internal::Neighbours(p, cost, mixed.cluster, options)) {
+    for (const StagePlan& st : n.plan.stages) {
+      std::vector<int> want = st.devices;
+      FastestFirst(mixed.cluster, want);
+      EXPECT_EQ(st.devices, want) << n.move;
+    }
+    fast_to_later = fast_to_later || (std::string(n.move) == "swap" &&
+                                      n.plan.stages[1].devices == std::vector<int>{2} &&
+                                      n.plan.stages[0].devices == std::vector<int>{0, 1});
+  }
+  EXPECT_TRUE(fast_to_later);
 }
 
 // Fewer problems under the sanitizers: the statistics are the regular build's business.

@@ -117,11 +117,17 @@ std::vector<int> DevicesOf(const Cluster& cluster, const std::vector<int>& usage
     int first = cluster.FirstDeviceOf(s) + usage[s];
     for (int k = 0; k < take[s]; ++k) devices.push_back(first + k);
   }
-  // The fastest first: replica j computes the j-th slice, and the first slices are the
-  // larger ones when the replicas do not divide the micro-batch (common/slicing.h).
-  std::stable_sort(devices.begin(), devices.end(),
-                   [&](int a, int b) { return cluster.Device(a).speed > cluster.Device(b).speed; });
+  FastestFirst(cluster, devices);
   return devices;
+}
+
+// Replica j computes the j-th slice, and the first slices are the larger ones when the
+// replicas do not divide the micro-batch (common/slicing.h).
+void FastestFirst(const Cluster& cluster, std::vector<int>& devices) {
+  std::sort(devices.begin(), devices.end(), [&](int a, int b) {
+    const double sa = cluster.Device(a).speed, sb = cluster.Device(b).speed;
+    return sa != sb ? sa > sb : a < b;
+  });
 }
 
 bool IdenticalServers(const Cluster& c) {

@@ -41,6 +41,9 @@ std::optional<std::vector<int>> PlaceCounts(const Cluster& cluster, const std::v
 std::vector<int> DevicesOf(const Cluster& cluster, const std::vector<int>& usage,
                            const std::vector<int>& take);
 
+// Orders a stage's devices the fastest first, then by id (what DevicesOf returns).
+void FastestFirst(const Cluster& cluster, std::vector<int>& devices);
+
 // True when every server has the same device count, memory and speed, so that servers
 // are interchangeable for the planners' search.
 bool IdenticalServers(const Cluster& cluster);

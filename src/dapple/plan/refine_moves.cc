@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "dapple/format/cluster_kinds.h"
+#include "dapple/plan/placement.h"
 #include "dapple/plan/plan_costs.h"
 
 namespace dapple::internal {
@@ -14,6 +16,7 @@ struct Ctx {
   const Cluster& cluster;
   const RefineOptions& o;
   std::vector<int> unused;  // devices no stage has, ascending
+  bool mixed = false;       // several kinds of device: stages list the fastest first
 };
 
 int MaxReplicas(const Plan& p) {
@@ -39,13 +42,16 @@ bool FitMicroBatch(Plan& p, const std::vector<int>& sizes) {
 
 void Add(Ctx& c, std::vector<Neighbour>& out, Plan p, const char* move) {
   if (!FitMicroBatch(p, c.o.sizes)) return;
+  if (c.mixed)
+    for (StagePlan& s : p.stages) FastestFirst(c.cluster, s.devices);
   RecomputeWhereNeeded(p, c.cost, c.o.forward_timed);
   p.estimate.reset();
   out.push_back({std::move(p), move});
 }
 
 // The unused device that suits a stage on `devices` best: one on a server the stage
-// already uses (the server with most of them), else the lowest id. -1 when none.
+// already uses (the server with most of them), else the lowest id (on a mixed cluster the
+// fastest). -1 when none.
 int PickUnused(const Ctx& c, const std::vector<int>& devices) {
   if (c.unused.empty()) return -1;
   int best = -1, best_count = 0;
@@ -53,6 +59,11 @@ int PickUnused(const Ctx& c, const std::vector<int>& devices) {
     int count = 0;
     for (int d : devices) count += c.cluster.ServerOf(d) == c.cluster.ServerOf(u);
     if (count > best_count) best = u, best_count = count;
+  }
+  if (best < 0 && c.mixed) {
+    std::vector<int> fastest = c.unused;
+    FastestFirst(c.cluster, fastest);
+    return fastest.front();
   }
   return best >= 0 ? best : c.unused.front();
 }
@@ -121,17 +132,21 @@ void Devices(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
     Insert(q.stages[b].devices, u);
     Add(c, out, std::move(q), "add-device");
   }
-  // Placement: a device of stage a and one of stage b on another server change places.
+  // Placement: a device of stage a and one of stage b on another server change places
+  // (on a mixed cluster also a's first, its fastest, for b's last, its slowest).
+  auto swap = [&](int a, int da, int b, int db) {
+    if (c.cluster.ServerOf(da) == c.cluster.ServerOf(db)) return;
+    Plan q = p;
+    Erase(q.stages[a].devices, da);
+    Erase(q.stages[b].devices, db);
+    Insert(q.stages[a].devices, db);
+    Insert(q.stages[b].devices, da);
+    Add(c, out, std::move(q), "swap");
+  };
   for (int a = 0; a < S; ++a) {
     for (int b = a + 1; b < S; ++b) {
-      const int da = p.stages[a].devices.back(), db = p.stages[b].devices.front();
-      if (c.cluster.ServerOf(da) == c.cluster.ServerOf(db)) continue;
-      Plan q = p;
-      Erase(q.stages[a].devices, da);
-      Erase(q.stages[b].devices, db);
-      Insert(q.stages[a].devices, db);
-      Insert(q.stages[b].devices, da);
-      Add(c, out, std::move(q), "swap");
+      swap(a, p.stages[a].devices.back(), b, p.stages[b].devices.front());
+      if (c.mixed) swap(a, p.stages[a].devices.front(), b, p.stages[b].devices.back());
     }
   }
 }
@@ -205,6 +220,7 @@ void Batching(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
 std::vector<Neighbour> Neighbours(const Plan& plan, const CostModel& cost, const Cluster& cluster,
                                   const RefineOptions& options) {
   Ctx c{cost, cluster, options, {}};
+  c.mixed = MixedDevices(cluster);
   std::vector<bool> used(cluster.num_devices(), false);
   for (const StagePlan& s : plan.stages)
     for (int d : s.devices) used[d] = true;
