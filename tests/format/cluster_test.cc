@@ -299,7 +299,7 @@ TEST(Cluster, BadServerDevice) {
   for (const char* key : {"speed", "memory_bytes", "process_memory_bytes"}) {
     EXPECT_THAT(with([&](Json& j) { j["servers"][0][key] = 2; }),
                 HasSubstr(fmt::format("c.json.servers[0].{}: a server's own device goes in "
-                                      "c.json.servers[0].device",
+                                      "servers[0].device (e.g. {{\"devices\": 8, \"device\"",
                                       key)))
         << key;
   }

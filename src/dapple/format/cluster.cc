@@ -174,9 +174,9 @@ Cluster ParseClusterJson(const std::string& text, const std::string& source) {
     for (const char* key : {"memory_bytes", "speed", "process_memory_bytes"}) {
       if (f.Has(key))
         f[key].Fail(
-            fmt::format("a server's own device goes in {}.device (e.g. {{\"devices\": "
+            fmt::format("a server's own device goes in servers[{}].device (e.g. {{\"devices\": "
                         "{}, \"device\": {{\"memory_bytes\": 16e9, \"speed\": 2}}}})",
-                        f.where(), server.devices));
+                        s, server.devices));
     }
     if (f.Has("device")) server.device = ReadDevice(f["device"]);
     c.servers.push_back(server);
