@@ -111,7 +111,21 @@ AnalyticCostModel::AnalyticCostModel(const Profile& profile, const Cluster& clus
   bwd_w_prefix_by_batch_ = PrefixByBatch(profile, Part::kWeight, share);
   // Cut sizes once, here, so concurrent callers (a parallel planner) only read.
   cut_bytes_ = profile.AllCutBytes();
-  for (int d = 0; d < cluster.num_devices(); ++d) server_of_.push_back(cluster.ServerOf(d));
+  std::vector<int> firsts;  // the first device of each kind
+  for (int d = 0; d < cluster.num_devices(); ++d) {
+    server_of_.push_back(cluster.ServerOf(d));
+    const DeviceSpec& spec = cluster.Device(d);
+    speed_.push_back(spec.speed);
+    memory_bytes_.push_back(spec.memory_bytes);
+    process_memory_bytes_.push_back(spec.process_memory_bytes);
+    int kind = d;  // the first device of a kind seen before, else a new kind
+    for (int first : firsts)
+      if (speed_[first] == spec.speed && memory_bytes_[first] == spec.memory_bytes &&
+          process_memory_bytes_[first] == spec.process_memory_bytes)
+        kind = first;
+    if (kind == d) firsts.push_back(d);
+    kind_.push_back(kind);
+  }
 }
 
 int AnalyticCostModel::num_layers() const { return profile_.num_layers(); }
@@ -144,7 +158,7 @@ double AnalyticCostModel::ComputeMs(const std::vector<double>& prefix,
     double t = (samples - sizes[lo]) / (sizes[hi] - sizes[lo]);
     ms = std::max(0.0, y0 + t * (y1 - y0));
   }
-  return ms / cluster_.Device(device).speed;
+  return ms / speed_[device];
 }
 
 double AnalyticCostModel::ForwardMs(int first, int last, double samples, int device) const {
@@ -171,7 +185,7 @@ double AnalyticCostModel::CutBytes(int last, double samples) const {
 double AnalyticCostModel::UpdateMs(int first, int last, int device) const {
   CheckRange(first, last);
   DAPPLE_CHECK(device >= 0 && device < num_devices(), "device out of range");
-  return (update_prefix_[last + 1] - update_prefix_[first]) / cluster_.Device(device).speed;
+  return (update_prefix_[last + 1] - update_prefix_[first]) / speed_[device];
 }
 
 double AnalyticCostModel::AllReduceMs(int first, int last, const std::vector<int>& devices) const {
@@ -251,15 +265,15 @@ double AnalyticCostModel::StageInputBytes(int first, double samples) const {
 
 double AnalyticCostModel::DeviceMemoryBytes(int device) const {
   DAPPLE_CHECK(device >= 0 && device < num_devices(), "device out of range");
-  const double memory = options_.memory_bytes_override > 0 ? options_.memory_bytes_override
-                                                           : cluster_.Device(device).memory_bytes;
+  const double memory =
+      options_.memory_bytes_override > 0 ? options_.memory_bytes_override : memory_bytes_[device];
   // An override below the process's own leaves the stage nothing.
   return std::max(0.0, memory - ProcessMemoryBytes(device));
 }
 
 double AnalyticCostModel::ProcessMemoryBytes(int device) const {
   DAPPLE_CHECK(device >= 0 && device < num_devices(), "device out of range");
-  return cluster_.Device(device).process_memory_bytes;
+  return process_memory_bytes_[device];
 }
 
 double AnalyticCostModel::SingleDeviceMs(int global_batch) const {
