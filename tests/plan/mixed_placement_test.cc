@@ -20,6 +20,12 @@ Cluster Mixed(std::vector<int> sizes, std::vector<double> speeds) {
   return c;
 }
 
+std::vector<std::vector<int>> Servers(const std::vector<ServerOrder>& orders) {
+  std::vector<std::vector<int>> out;
+  for (const ServerOrder& o : orders) out.push_back(o.servers);
+  return out;
+}
+
 TEST(MixedPlacement, KindsAreRankedFastestFirstWhateverTheListing) {
   Cluster c = Mixed({2, 2, 2, 2}, {1, 3, 1, 2});
   std::vector<DeviceKind> kinds = DeviceKinds(c);
@@ -29,7 +35,7 @@ TEST(MixedPlacement, KindsAreRankedFastestFirstWhateverTheListing) {
   EXPECT_EQ(kinds[1].servers, std::vector<int>{3});
   EXPECT_EQ(kinds[2].servers, (std::vector<int>{0, 2}));
   EXPECT_TRUE(MixedDevices(c));
-  EXPECT_EQ(ServerOrders(c),
+  EXPECT_EQ(Servers(ServerOrders(c)),
             (std::vector<std::vector<int>>{{1, 3, 0, 2}, {3, 1, 0, 2}, {0, 2, 1, 3}}));
   // Memory breaks ties of speed: more memory first.
   Cluster m = Mixed({1, 1}, {1, 1});
@@ -39,14 +45,20 @@ TEST(MixedPlacement, KindsAreRankedFastestFirstWhateverTheListing) {
   Cluster u = Mixed({2, 2}, {1, 1});
   u.servers[1].device = DeviceSpec{16e9, 1};  // an override equal to the default
   EXPECT_FALSE(MixedDevices(u));
-  EXPECT_EQ(ServerOrders(u), (std::vector<std::vector<int>>{{0, 1}}));
+  EXPECT_EQ(Servers(ServerOrders(u)), (std::vector<std::vector<int>>{{0, 1}}));
 }
 
 TEST(MixedPlacement, PoliciesFollowTheOrder) {
   Cluster c = Mixed({2, 2, 2}, {1, 1, 2});
-  const std::vector<int> fast_first = {2, 0, 1};
+  const std::vector<ServerOrder> orders = ServerOrders(c);
+  ASSERT_EQ(orders.size(), 2u);
+  ASSERT_EQ(orders[0].servers, (std::vector<int>{2, 0, 1}));  // the fast server first
   auto place = [&](std::vector<int> usage, int n, PlacementPolicy p) {
-    return PlaceDevices(c, usage, n, p, fast_first);
+    auto take = PlaceCountsInOrder(orders[0], usage, n, p);
+    EXPECT_TRUE(take);
+    std::vector<int> devices = DevicesOf(c, usage, *take);
+    FastestFirst(c, devices);
+    return devices;
   };
   EXPECT_EQ(place({0, 0, 0}, 2, PlacementPolicy::kFreshFirst), (std::vector<int>{4, 5}));
   EXPECT_EQ(place({0, 0, 0}, 1, PlacementPolicy::kAppendFirst), (std::vector<int>{4}));
@@ -55,6 +67,11 @@ TEST(MixedPlacement, PoliciesFollowTheOrder) {
   // Scatter: ties between servers with as many free devices go to the first in order.
   EXPECT_EQ(place({0, 0, 0}, 1, PlacementPolicy::kScatterFirst), (std::vector<int>{4}));
   EXPECT_EQ(place({0, 0, 0}, 3, PlacementPolicy::kScatterFirst), (std::vector<int>{4, 0, 2}));
+  // Counts by server id; usage is by id too.
+  EXPECT_EQ(*PlaceCountsInOrder(orders[0], {0, 1, 1}, 2, PlacementPolicy::kAppendFirst),
+            (std::vector<int>{0, 1, 1}));  // partly used servers in order: 2, then 1
+  EXPECT_EQ(*PlaceCountsInOrder(orders[1], {0, 0, 0}, 2, PlacementPolicy::kFreshFirst),
+            (std::vector<int>{2, 0, 0}));  // the slow servers first
   // Without an order, as listed.
   EXPECT_EQ(PlaceDevices(c, {0, 0, 0}, 2, PlacementPolicy::kFreshFirst), (std::vector<int>{0, 1}));
 }
@@ -62,8 +79,9 @@ TEST(MixedPlacement, PoliciesFollowTheOrder) {
 TEST(MixedPlacement, AStageListsItsFastestDevicesFirst) {
   Cluster c = Mixed({2, 2}, {1, 2});
   // Devices 0-1 of speed 1, 2-3 of speed 2: the fast ones first, then by id.
-  EXPECT_EQ(DevicesOf(c, {0, 0}, {2, 1}), (std::vector<int>{2, 0, 1}));
-  EXPECT_EQ(DevicesOf(c, {1, 0}, {1, 2}), (std::vector<int>{2, 3, 1}));
+  std::vector<int> devices = {0, 3, 1, 2};
+  FastestFirst(c, devices);
+  EXPECT_EQ(devices, (std::vector<int>{2, 3, 0, 1}));
 }
 
 }  // namespace

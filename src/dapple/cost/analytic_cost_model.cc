@@ -111,21 +111,8 @@ AnalyticCostModel::AnalyticCostModel(const Profile& profile, const Cluster& clus
   bwd_w_prefix_by_batch_ = PrefixByBatch(profile, Part::kWeight, share);
   // Cut sizes once, here, so concurrent callers (a parallel planner) only read.
   cut_bytes_ = profile.AllCutBytes();
-  std::vector<int> firsts;  // the first device of each kind
-  for (int d = 0; d < cluster.num_devices(); ++d) {
-    server_of_.push_back(cluster.ServerOf(d));
-    const DeviceSpec& spec = cluster.Device(d);
-    speed_.push_back(spec.speed);
-    memory_bytes_.push_back(spec.memory_bytes);
-    process_memory_bytes_.push_back(spec.process_memory_bytes);
-    int kind = d;  // the first device of a kind seen before, else a new kind
-    for (int first : firsts)
-      if (speed_[first] == spec.speed && memory_bytes_[first] == spec.memory_bytes &&
-          process_memory_bytes_[first] == spec.process_memory_bytes)
-        kind = first;
-    if (kind == d) firsts.push_back(d);
-    kind_.push_back(kind);
-  }
+  for (int d = 0; d < cluster.num_devices(); ++d) server_of_.push_back(cluster.ServerOf(d));
+  kind_ = KindOfEachDevice(cluster);
 }
 
 int AnalyticCostModel::num_layers() const { return profile_.num_layers(); }
@@ -158,7 +145,7 @@ double AnalyticCostModel::ComputeMs(const std::vector<double>& prefix,
     double t = (samples - sizes[lo]) / (sizes[hi] - sizes[lo]);
     ms = std::max(0.0, y0 + t * (y1 - y0));
   }
-  return ms / speed_[device];
+  return ms / cluster_.Device(device).speed;
 }
 
 double AnalyticCostModel::ForwardMs(int first, int last, double samples, int device) const {
@@ -185,7 +172,7 @@ double AnalyticCostModel::CutBytes(int last, double samples) const {
 double AnalyticCostModel::UpdateMs(int first, int last, int device) const {
   CheckRange(first, last);
   DAPPLE_CHECK(device >= 0 && device < num_devices(), "device out of range");
-  return (update_prefix_[last + 1] - update_prefix_[first]) / speed_[device];
+  return (update_prefix_[last + 1] - update_prefix_[first]) / cluster_.Device(device).speed;
 }
 
 double AnalyticCostModel::AllReduceMs(int first, int last, const std::vector<int>& devices) const {
@@ -265,15 +252,38 @@ double AnalyticCostModel::StageInputBytes(int first, double samples) const {
 
 double AnalyticCostModel::DeviceMemoryBytes(int device) const {
   DAPPLE_CHECK(device >= 0 && device < num_devices(), "device out of range");
-  const double memory =
-      options_.memory_bytes_override > 0 ? options_.memory_bytes_override : memory_bytes_[device];
+  const double memory = options_.memory_bytes_override > 0 ? options_.memory_bytes_override
+                                                           : cluster_.Device(device).memory_bytes;
   // An override below the process's own leaves the stage nothing.
   return std::max(0.0, memory - ProcessMemoryBytes(device));
 }
 
 double AnalyticCostModel::ProcessMemoryBytes(int device) const {
   DAPPLE_CHECK(device >= 0 && device < num_devices(), "device out of range");
-  return process_memory_bytes_[device];
+  return cluster_.Device(device).process_memory_bytes;
+}
+
+// Per device, the first device alike in speed, memory and process memory (servers are
+// alike inside: one comparison per server and kind seen before).
+std::vector<int> AnalyticCostModel::KindOfEachDevice(const Cluster& c) {
+  std::vector<int> kinds, firsts;              // firsts: the first device of each kind
+  std::vector<const DeviceSpec*> first_specs;  // and its spec
+  for (int s = 0, d = 0; s < c.num_servers(); d += c.servers[s].devices, ++s) {
+    const DeviceSpec& spec = c.servers[s].device ? *c.servers[s].device : c.device;
+    int kind = d;
+    for (size_t k = 0; k < firsts.size() && kind == d; ++k) {
+      const DeviceSpec& f = *first_specs[k];
+      if (f.speed == spec.speed && f.memory_bytes == spec.memory_bytes &&
+          f.process_memory_bytes == spec.process_memory_bytes)
+        kind = firsts[k];
+    }
+    if (kind == d) {
+      firsts.push_back(d);
+      first_specs.push_back(&spec);
+    }
+    kinds.insert(kinds.end(), c.servers[s].devices, kind);
+  }
+  return kinds;
 }
 
 double AnalyticCostModel::SingleDeviceMs(int global_batch) const {

@@ -24,8 +24,7 @@ struct CostOptions {
   double weight_grad_share = 0.5;
 };
 
-// Keeps references to `profile` and `cluster`: both must outlive it, unchanged (each
-// device's server, speed and memory are read once, at construction). Stage sums are O(1)
+// Keeps references to `profile` and `cluster`: both must outlive it. Stage sums are O(1)
 // (prefix sums), so the planner can call it in its inner loop; after construction every
 // method only reads, so threads may share one model. Link resource ids of Transfer: 2s is
 // server s's egress port, 2s+1 its ingress port, 2 x num_servers + d device d's own
@@ -95,10 +94,8 @@ class AnalyticCostModel : public CostModel {
   std::vector<std::vector<double>> bwd_in_prefix_by_batch_, bwd_w_prefix_by_batch_;
   std::vector<double> cut_bytes_;  // Profile::CutBytes(b) for every b
   std::vector<int> server_of_;     // device -> server
-  // Per device, its DeviceSpec's (Cluster::Device walks the servers: too slow for the
-  // planner's inner loop on mixed clusters).
-  std::vector<double> speed_, memory_bytes_, process_memory_bytes_;
-  std::vector<int> kind_;  // the first device alike in all three
+  std::vector<int> kind_;          // DeviceKind, from KindOfEachDevice
+  static std::vector<int> KindOfEachDevice(const Cluster& c);
   void CheckRange(int first, int last) const;
   double ComputeMs(const std::vector<double>& prefix,
                    const std::vector<std::vector<double>>& by_batch, int first, int last,

@@ -50,16 +50,13 @@ int BestFit(const std::vector<int>& order, const std::vector<int>& free, int n) 
 }  // namespace
 
 std::optional<std::vector<int>> PlaceCounts(const Cluster& cluster, const std::vector<int>& usage,
-                                            int n, PlacementPolicy policy,
-                                            const std::vector<int>& order) {
+                                            int n, PlacementPolicy policy) {
   const int servers = cluster.num_servers();
   DAPPLE_CHECK(static_cast<int>(usage.size()) == servers && n >= 1);
-  DAPPLE_CHECK(order.empty() || static_cast<int>(order.size()) == servers);
   std::vector<int> free(servers);
   int total_free = 0;
   std::vector<int> fresh, partial;
-  for (int i = 0; i < servers; ++i) {
-    const int s = order.empty() ? i : order[i];
+  for (int s = 0; s < servers; ++s) {
     free[s] = cluster.servers[s].devices - usage[s];
     DAPPLE_CHECK(free[s] >= 0);
     total_free += free[s];
@@ -96,8 +93,7 @@ std::optional<std::vector<int>> PlaceCounts(const Cluster& cluster, const std::v
     case PlacementPolicy::kScatterFirst:
       while (need > 0) {
         int best = -1;
-        for (int i = 0; i < servers; ++i) {
-          const int s = order.empty() ? i : order[i];
+        for (int s = 0; s < servers; ++s) {
           if (free[s] - take[s] > 0 && (best < 0 || free[s] - take[s] > free[best] - take[best]))
             best = s;
         }
@@ -117,17 +113,7 @@ std::vector<int> DevicesOf(const Cluster& cluster, const std::vector<int>& usage
     int first = cluster.FirstDeviceOf(s) + usage[s];
     for (int k = 0; k < take[s]; ++k) devices.push_back(first + k);
   }
-  FastestFirst(cluster, devices);
   return devices;
-}
-
-// Replica j computes the j-th slice, and the first slices are the larger ones when the
-// replicas do not divide the micro-batch (common/slicing.h).
-void FastestFirst(const Cluster& cluster, std::vector<int>& devices) {
-  std::sort(devices.begin(), devices.end(), [&](int a, int b) {
-    const double sa = cluster.Device(a).speed, sb = cluster.Device(b).speed;
-    return sa != sb ? sa > sb : a < b;
-  });
 }
 
 bool IdenticalServers(const Cluster& c) {
@@ -142,23 +128,48 @@ bool IdenticalServers(const Cluster& c) {
   return true;
 }
 
-std::vector<std::vector<int>> ServerOrders(const Cluster& c) {
+std::vector<int> PlaceDevices(const Cluster& cluster, const std::vector<int>& usage, int n,
+                              PlacementPolicy policy) {
+  auto take = PlaceCounts(cluster, usage, n, policy);
+  if (!take) return {};
+  return DevicesOf(cluster, usage, *take);
+}
+
+std::vector<ServerOrder> ServerOrders(const Cluster& c) {
   const std::vector<DeviceKind> kinds = DeviceKinds(c);  // ranked as the Note says
-  std::vector<std::vector<int>> orders;
+  std::vector<ServerOrder> orders;
   for (size_t lead = 0; lead < kinds.size(); ++lead) {
-    std::vector<int> order = kinds[lead].servers;
+    ServerOrder o;
+    o.servers = kinds[lead].servers;
     for (size_t k = 0; k < kinds.size(); ++k)
-      if (k != lead) order.insert(order.end(), kinds[k].servers.begin(), kinds[k].servers.end());
-    orders.push_back(std::move(order));
+      if (k != lead)
+        o.servers.insert(o.servers.end(), kinds[k].servers.begin(), kinds[k].servers.end());
+    o.permuted = c;
+    for (size_t i = 0; i < o.servers.size(); ++i) o.permuted.servers[i] = c.servers[o.servers[i]];
+    orders.push_back(std::move(o));
   }
   return orders;
 }
 
-std::vector<int> PlaceDevices(const Cluster& cluster, const std::vector<int>& usage, int n,
-                              PlacementPolicy policy, const std::vector<int>& order) {
-  auto take = PlaceCounts(cluster, usage, n, policy, order);
-  if (!take) return {};
-  return DevicesOf(cluster, usage, *take);
+std::optional<std::vector<int>> PlaceCountsInOrder(const ServerOrder& order,
+                                                   const std::vector<int>& usage, int n,
+                                                   PlacementPolicy policy) {
+  const size_t servers = order.servers.size();
+  DAPPLE_CHECK(usage.size() == servers);
+  std::vector<int> permuted(servers);
+  for (size_t i = 0; i < servers; ++i) permuted[i] = usage[order.servers[i]];
+  auto take = PlaceCounts(order.permuted, permuted, n, policy);
+  if (!take) return take;
+  std::vector<int> by_id(servers);
+  for (size_t i = 0; i < servers; ++i) by_id[order.servers[i]] = (*take)[i];
+  return by_id;
+}
+
+void FastestFirst(const Cluster& cluster, std::vector<int>& devices) {
+  std::vector<std::pair<double, int>> keyed;  // (-speed, id)
+  for (int d : devices) keyed.emplace_back(-cluster.Device(d).speed, d);
+  std::sort(keyed.begin(), keyed.end());
+  for (size_t i = 0; i < devices.size(); ++i) devices[i] = keyed[i].second;
 }
 
 }  // namespace dapple

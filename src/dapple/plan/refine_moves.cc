@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "dapple/format/cluster_kinds.h"
 #include "dapple/plan/placement.h"
 #include "dapple/plan/plan_costs.h"
 
@@ -16,7 +15,6 @@ struct Ctx {
   const Cluster& cluster;
   const RefineOptions& o;
   std::vector<int> unused;  // devices no stage has, ascending
-  bool mixed = false;       // several kinds of device: stages list the fastest first
 };
 
 int MaxReplicas(const Plan& p) {
@@ -40,10 +38,20 @@ bool FitMicroBatch(Plan& p, const std::vector<int>& sizes) {
   return false;
 }
 
+// On a mixed cluster a stage lists its fastest devices first (Note [Placement on mixed
+// clusters] in placement.h); a move may have inserted one elsewhere.
+void KeepFastestFirst(const Ctx& c, std::vector<int>& devices) {
+  for (int d : devices) {
+    if (c.cost.DeviceKind(d) != c.cost.DeviceKind(devices[0])) {
+      FastestFirst(c.cluster, devices);
+      return;
+    }
+  }
+}
+
 void Add(Ctx& c, std::vector<Neighbour>& out, Plan p, const char* move) {
   if (!FitMicroBatch(p, c.o.sizes)) return;
-  if (c.mixed)
-    for (StagePlan& s : p.stages) FastestFirst(c.cluster, s.devices);
+  for (StagePlan& s : p.stages) KeepFastestFirst(c, s.devices);
   RecomputeWhereNeeded(p, c.cost, c.o.forward_timed);
   p.estimate.reset();
   out.push_back({std::move(p), move});
@@ -60,12 +68,13 @@ int PickUnused(const Ctx& c, const std::vector<int>& devices) {
     for (int d : devices) count += c.cluster.ServerOf(d) == c.cluster.ServerOf(u);
     if (count > best_count) best = u, best_count = count;
   }
-  if (best < 0 && c.mixed) {
-    std::vector<int> fastest = c.unused;
-    FastestFirst(c.cluster, fastest);
-    return fastest.front();
-  }
-  return best >= 0 ? best : c.unused.front();
+  if (best >= 0) return best;
+  int fastest = c.unused.front();
+  for (int u : c.unused)
+    if (c.cost.DeviceKind(u) != c.cost.DeviceKind(fastest) &&
+        c.cluster.Device(u).speed > c.cluster.Device(fastest).speed)
+      fastest = u;
+  return fastest;
 }
 
 // The device of `from` to give to a stage on `to`: one on a server `to` uses, else the
@@ -132,21 +141,33 @@ void Devices(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
     Insert(q.stages[b].devices, u);
     Add(c, out, std::move(q), "add-device");
   }
-  // Placement: a device of stage a and one of stage b on another server change places
-  // (on a mixed cluster also a's first, its fastest, for b's last, its slowest).
-  auto swap = [&](int a, int da, int b, int db) {
-    if (c.cluster.ServerOf(da) == c.cluster.ServerOf(db)) return;
-    Plan q = p;
-    Erase(q.stages[a].devices, da);
-    Erase(q.stages[b].devices, db);
-    Insert(q.stages[a].devices, db);
-    Insert(q.stages[b].devices, da);
-    Add(c, out, std::move(q), "swap");
-  };
+  // Placement: a device of stage a and one of stage b on another server change places.
   for (int a = 0; a < S; ++a) {
     for (int b = a + 1; b < S; ++b) {
-      swap(a, p.stages[a].devices.back(), b, p.stages[b].devices.front());
-      if (c.mixed) swap(a, p.stages[a].devices.front(), b, p.stages[b].devices.back());
+      const int da = p.stages[a].devices.back(), db = p.stages[b].devices.front();
+      if (c.cluster.ServerOf(da) == c.cluster.ServerOf(db)) continue;
+      Plan q = p;
+      Erase(q.stages[a].devices, da);
+      Erase(q.stages[b].devices, db);
+      Insert(q.stages[a].devices, db);
+      Insert(q.stages[b].devices, da);
+      Add(c, out, std::move(q), "swap");
+    }
+  }
+  // On a mixed cluster also the other way round: a's fastest device (its first) for b's
+  // slowest (its last), so that a later stage can get a faster device too.
+  for (int a = 0; a < S; ++a) {
+    for (int b = a + 1; b < S; ++b) {
+      const int da = p.stages[a].devices.front(), db = p.stages[b].devices.back();
+      if (c.cost.DeviceKind(da) == c.cost.DeviceKind(db) ||
+          c.cluster.ServerOf(da) == c.cluster.ServerOf(db))
+        continue;
+      Plan q = p;
+      Erase(q.stages[a].devices, da);
+      Erase(q.stages[b].devices, db);
+      Insert(q.stages[a].devices, db);
+      Insert(q.stages[b].devices, da);
+      Add(c, out, std::move(q), "swap");
     }
   }
 }
@@ -220,7 +241,6 @@ void Batching(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
 std::vector<Neighbour> Neighbours(const Plan& plan, const CostModel& cost, const Cluster& cluster,
                                   const RefineOptions& options) {
   Ctx c{cost, cluster, options, {}};
-  c.mixed = MixedDevices(cluster);
   std::vector<bool> used(cluster.num_devices(), false);
   for (const StagePlan& s : plan.stages)
     for (int d : s.devices) used[d] = true;
