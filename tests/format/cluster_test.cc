@@ -270,5 +270,64 @@ TEST(Cluster, BadInput) {
             "(no error)");
 }
 
+// Mixed hardware (issue 15): a server's own device is checked like the cluster's, and its
+// fields misplaced beside `devices` are named rather than ignored.
+TEST(Cluster, BadServerDevice) {
+  Json base = Json::parse(ClusterToJsonText(ClusterPreset("paper-a")));
+  base["servers"][1]["device"] = Json::parse(R"({"memory_bytes": 32e9, "speed": 2})");
+  auto with = [&](auto edit) {
+    Json j = base;
+    edit(j);
+    return ErrorOf(j.dump());
+  };
+  EXPECT_EQ(with([](Json&) {}), "(no error)");
+  EXPECT_THAT(with([](Json& j) { j["servers"][1]["device"]["speed"] = 0; }),
+              HasSubstr("c.json.servers[1].device.speed: must be positive (got 0)"));
+  EXPECT_THAT(with([](Json& j) { j["servers"][1]["device"]["speed"] = -2; }),
+              HasSubstr("c.json.servers[1].device.speed: must be positive (got -2)"));
+  EXPECT_THAT(with([](Json& j) { j["servers"][1]["device"]["speed"] = "fast"; }),
+              HasSubstr("c.json.servers[1].device.speed: expected a number"));
+  EXPECT_THAT(with([](Json& j) { j["servers"][1]["device"].erase("memory_bytes"); }),
+              HasSubstr("c.json.servers[1].device.memory_bytes: missing"));
+  EXPECT_THAT(with([](Json& j) { j["servers"][1]["device"]["process_memory_bytes"] = 40e9; }),
+              HasSubstr("c.json: servers[1].device.process_memory_bytes: must be >= 0 and below "
+                        "the device's memory_bytes 32000000000"));
+  // One spec per device is not the format: a server's devices are alike.
+  EXPECT_THAT(
+      with([](Json& j) { j["servers"][1]["device"] = Json::parse(R"([{"memory_bytes": 32e9}])"); }),
+      HasSubstr("c.json.servers[1].device: expected an object"));
+  for (const char* key : {"speed", "memory_bytes", "process_memory_bytes"}) {
+    EXPECT_THAT(with([&](Json& j) { j["servers"][0][key] = 2; }),
+                HasSubstr(fmt::format("c.json.servers[0].{}: a server's own device goes in "
+                                      "servers[0].device (e.g. {{\"devices\": 8, \"device\"",
+                                      key)))
+        << key;
+  }
+  // ValidateCluster on a cluster built in code names the same fields.
+  Cluster c = ClusterPreset("paper-a");
+  c.servers[1].device = DeviceSpec{16e9, std::nan("")};
+  EXPECT_THROW(
+      try { ValidateCluster(c, "built"); } catch (const InputError& e) {
+        EXPECT_THAT(e.what(), HasSubstr("built: servers[1].device.speed: must be a finite number"));
+        throw;
+      },
+      InputError);
+  c.servers[1].device = DeviceSpec{16e9, 2};
+  c.servers[1].device->process_memory_bytes = 16e9;
+  EXPECT_THROW(ValidateCluster(c, "built"), InputError);
+}
+
+// The example of a mixed cluster in examples/clusters parses and says what its name says.
+TEST(Cluster, MixedExampleParses) {
+  Cluster c =
+      ReadClusterJson(fs::path(DAPPLE_SOURCE_DIR) / "examples/clusters/mixed-8fast-8slow.json");
+  EXPECT_EQ(c.num_devices(), 16);
+  for (int d = 0; d < 16; ++d) {
+    EXPECT_EQ(c.Device(d).speed, d < 8 ? 2.0 : 1.0) << d;
+    EXPECT_EQ(c.Device(d).memory_bytes, d < 8 ? 32e9 : 16e9) << d;
+  }
+  EXPECT_EQ(ClusterToJsonText(c), ClusterToJsonText(ParseClusterJson(ClusterToJsonText(c), "x")));
+}
+
 }  // namespace
 }  // namespace dapple

@@ -19,6 +19,7 @@
 #include "dapple/common/json_util.h"
 #include "dapple/cost/analytic_cost_model.h"
 #include "dapple/format/cluster.h"
+#include "dapple/format/cluster_kinds.h"
 #include "dapple/format/plan.h"
 #include "dapple/format/profile.h"
 #include "dapple/plan/exhaustive.h"
@@ -173,10 +174,15 @@ void PrintTable(const PlanArgs& a, const Profile& profile, const Cluster& cluste
       cost.ProcessMemoryBytes(0) > 0
           ? fmt::format(" beside the process's own {:.2f} GB", cost.ProcessMemoryBytes(0) / 1e9)
           : "";
-  fmt::print(
-      "(* pivot stage; times per micro-batch and replica; memory per device: {:.1f} GB for the "
-      "stage{})\n",
-      cost.DeviceMemoryBytes(0) / 1e9, process);
+  if (MixedDevices(cluster)) {  // the memory and speed of each kind: DeviceKindLines below
+    fmt::print("(* pivot stage; times per micro-batch of the slowest replica)\n");
+  } else {
+    fmt::print(
+        "(* pivot stage; times per micro-batch and replica; memory per device: {:.1f} GB for "
+        "the stage{})\n",
+        cost.DeviceMemoryBytes(0) / 1e9, process);
+  }
+  for (const std::string& line : DeviceKindLines(cluster, p)) fmt::print("{}\n", line);
   fmt::print("simulated iteration {:.2f} ms, speedup {:.2f}x (analytic L {:.2f} ms)\n",
              e.iteration_ms, e.speedup, e.latency_ms);
   if (p.num_devices() < cluster.num_devices()) {

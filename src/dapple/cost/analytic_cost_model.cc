@@ -112,6 +112,7 @@ AnalyticCostModel::AnalyticCostModel(const Profile& profile, const Cluster& clus
   // Cut sizes once, here, so concurrent callers (a parallel planner) only read.
   cut_bytes_ = profile.AllCutBytes();
   for (int d = 0; d < cluster.num_devices(); ++d) server_of_.push_back(cluster.ServerOf(d));
+  kind_ = KindOfEachDevice(cluster);
 }
 
 int AnalyticCostModel::num_layers() const { return profile_.num_layers(); }
@@ -260,6 +261,29 @@ double AnalyticCostModel::DeviceMemoryBytes(int device) const {
 double AnalyticCostModel::ProcessMemoryBytes(int device) const {
   DAPPLE_CHECK(device >= 0 && device < num_devices(), "device out of range");
   return cluster_.Device(device).process_memory_bytes;
+}
+
+// Per device, the first device alike in speed, memory and process memory (servers are
+// alike inside: one comparison per server and kind seen before).
+std::vector<int> AnalyticCostModel::KindOfEachDevice(const Cluster& c) {
+  std::vector<int> kinds, firsts;              // firsts: the first device of each kind
+  std::vector<const DeviceSpec*> first_specs;  // and its spec
+  for (int s = 0, d = 0; s < c.num_servers(); d += c.servers[s].devices, ++s) {
+    const DeviceSpec& spec = c.servers[s].device ? *c.servers[s].device : c.device;
+    int kind = d;
+    for (size_t k = 0; k < firsts.size() && kind == d; ++k) {
+      const DeviceSpec& f = *first_specs[k];
+      if (f.speed == spec.speed && f.memory_bytes == spec.memory_bytes &&
+          f.process_memory_bytes == spec.process_memory_bytes)
+        kind = firsts[k];
+    }
+    if (kind == d) {
+      firsts.push_back(d);
+      first_specs.push_back(&spec);
+    }
+    kinds.insert(kinds.end(), c.servers[s].devices, kind);
+  }
+  return kinds;
 }
 
 double AnalyticCostModel::SingleDeviceMs(int global_batch) const {

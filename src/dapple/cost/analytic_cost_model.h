@@ -61,6 +61,8 @@ class AnalyticCostModel : public CostModel {
   double StageInputBytes(int first, double samples) const override;
   double DeviceMemoryBytes(int device) const override;
   double ProcessMemoryBytes(int device) const override;
+  // Devices with equal speed, memory and process memory are one kind.
+  int DeviceKind(int device) const override { return kind_.at(device); }
   double SingleDeviceMs(int global_batch) const override;
   double SharedCompute() const override { return cluster_.shared_compute.value_or(0); }
   double SharedComputeResumeMs() const override {
@@ -92,6 +94,8 @@ class AnalyticCostModel : public CostModel {
   std::vector<std::vector<double>> bwd_in_prefix_by_batch_, bwd_w_prefix_by_batch_;
   std::vector<double> cut_bytes_;  // Profile::CutBytes(b) for every b
   std::vector<int> server_of_;     // device -> server
+  std::vector<int> kind_;          // DeviceKind, from KindOfEachDevice
+  static std::vector<int> KindOfEachDevice(const Cluster& c);
   void CheckRange(int first, int last) const;
   double ComputeMs(const std::vector<double>& prefix,
                    const std::vector<std::vector<double>>& by_batch, int first, int last,

@@ -83,6 +83,11 @@ class CostModel {
   // What a training process holds on `device` beside its stage (DeviceSpec's
   // process_memory_bytes); 0 unless the cluster says.
   virtual double ProcessMemoryBytes(int /*device*/) const { return 0; }
+  // Devices of one kind cost the same: equal ForwardMs, BackwardMs (and its parts),
+  // UpdateMs, DeviceMemoryBytes and ProcessMemoryBytes for equal arguments. So the
+  // planners may evaluate one replica per kind and slice size. By default every device is
+  // a kind of its own.
+  virtual int DeviceKind(int device) const { return device; }
 
   // The compute the devices share when they are processes on one machine, in devices
   // computing alone (k devices computing at once each run at min(1, C/k) of their speed;

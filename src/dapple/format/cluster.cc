@@ -169,6 +169,15 @@ Cluster ParseClusterJson(const std::string& text, const std::string& source) {
     JsonField f = servers[s];
     ServerSpec server;
     server.devices = f["devices"].PositiveInt();
+    // A device field beside `devices` would be ignored and the server planned as the
+    // default device: name it (mixed hardware goes in the server's own `device`).
+    for (const char* key : {"memory_bytes", "speed", "process_memory_bytes"}) {
+      if (f.Has(key))
+        f[key].Fail(
+            fmt::format("a server's own device goes in servers[{}].device (e.g. {{\"devices\": "
+                        "{}, \"device\": {{\"memory_bytes\": 16e9, \"speed\": 2}}}})",
+                        s, server.devices));
+    }
     if (f.Has("device")) server.device = ReadDevice(f["device"]);
     c.servers.push_back(server);
   }

@@ -56,6 +56,23 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   int server_size = 1;
   for (const ServerSpec& s : cluster.servers) server_size = std::max(server_size, s.devices);
   const bool identical = IdenticalServers(cluster);
+  // Every policy under every server order (Note [Placement on mixed clusters]): one order,
+  // the servers' own, unless the cluster is mixed. The head stage of a score goes
+  // fresh-first on the fastest devices first.
+  const std::vector<ServerOrder> orders = ServerOrders(cluster);
+  const bool mixed = orders.size() > 1;
+  auto place = [&](const std::vector<int>& usage, int n, PlacementPolicy policy, size_t o) {
+    return mixed ? PlaceCountsInOrder(orders[o], usage, n, policy)
+                 : PlaceCounts(cluster, usage, n, policy);
+  };
+  auto devices_of = [&](const std::vector<int>& usage, const std::vector<int>& take) {
+    std::vector<int> devs = DevicesOf(cluster, usage, take);
+    if (mixed) FastestFirst(cluster, devs);
+    return devs;
+  };
+  std::vector<std::pair<PlacementPolicy, size_t>> placements;
+  for (size_t o = 0; o < orders.size(); ++o)
+    for (PlacementPolicy policy : AllPlacementPolicies()) placements.emplace_back(policy, o);
   const bool uniform = UniformDevices(cost);
   auto key_of = [&](std::vector<int> usage) {
     if (identical) std::sort(usage.begin(), usage.end());
@@ -134,11 +151,11 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
         for (int n : counts(max_n)) {
           std::vector<std::vector<int>> seen;
           const int samples = SamplesPerReplica(m, n);
-          for (PlacementPolicy policy : AllPlacementPolicies()) {
-            auto take = PlaceCounts(cluster, e.usage, n, policy);
+          for (const auto& [policy, server_order] : placements) {
+            auto take = place(e.usage, n, policy, server_order);
             if (!take || std::find(seen.begin(), seen.end(), *take) != seen.end()) continue;
             seen.push_back(*take);
-            std::vector<int> devs = DevicesOf(cluster, e.usage, *take);
+            std::vector<int> devs = devices_of(e.usage, *take);
             const double t_after =
                 after > 0 ? cost.TransferMs(last, m, devs, e.stages[0].devices) : 0;
             usage = e.usage;
@@ -193,8 +210,9 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
               // The paper's T_PL: the layers before form one stage on the free devices.
               Head& head = head_of[ip];
               if (head.devices.empty()) {
-                head.devices = PlaceDevices(cluster, usage, std::min(free_after, m),
-                                            PlacementPolicy::kFreshFirst);
+                auto head_take =
+                    place(usage, std::min(free_after, m), PlacementPolicy::kFreshFirst, 0);
+                if (head_take) head.devices = devices_of(usage, *head_take);
                 StageCost hc =
                     EvaluateStage(cost, 0, first - 1, head.devices, m, 0, false, false, uniform);
                 head.cost = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms, hc.update_ms};

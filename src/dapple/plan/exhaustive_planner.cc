@@ -3,6 +3,7 @@
 #include <functional>
 
 #include "dapple/common/error.h"
+#include "dapple/format/cluster_kinds.h"
 #include "dapple/plan/exhaustive.h"
 #include "dapple/plan/placement.h"
 #include "dapple/plan/plan_costs.h"
@@ -20,6 +21,7 @@ struct Search {
   const CostModel& cost;
   const Cluster& cluster;
   bool identical;
+  bool mixed = MixedDevices(cluster);  // several kinds of device (format/cluster_kinds.h)
   int m = 1, M = 1;
   ScheduleKind schedule = ScheduleKind::kDappleA;
   bool allreduce_overlap = true;
@@ -74,6 +76,7 @@ struct Search {
           }
         }
         std::vector<int> devs = DevicesOf(cluster, usage, take);
+        if (mixed) FastestFirst(cluster, devs);  // as the DP lists them (placement.h)
         for (int first = last; first >= 0; --first) {
           StageCost c = EvaluateStage(cost, first, last, devs, m, k, false, allreduce_overlap);
           const bool recompute = !c.fits() && CanRecompute(forward_timed, first, last);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "dapple/common/error.h"
+#include "dapple/format/cluster_kinds.h"
 
 namespace dapple {
 
@@ -132,6 +133,43 @@ std::vector<int> PlaceDevices(const Cluster& cluster, const std::vector<int>& us
   auto take = PlaceCounts(cluster, usage, n, policy);
   if (!take) return {};
   return DevicesOf(cluster, usage, *take);
+}
+
+std::vector<ServerOrder> ServerOrders(const Cluster& c) {
+  const std::vector<DeviceKind> kinds = DeviceKinds(c);  // ranked as the Note says
+  std::vector<ServerOrder> orders;
+  for (size_t lead = 0; lead < kinds.size(); ++lead) {
+    ServerOrder o;
+    o.servers = kinds[lead].servers;
+    for (size_t k = 0; k < kinds.size(); ++k)
+      if (k != lead)
+        o.servers.insert(o.servers.end(), kinds[k].servers.begin(), kinds[k].servers.end());
+    o.permuted = c;
+    for (size_t i = 0; i < o.servers.size(); ++i) o.permuted.servers[i] = c.servers[o.servers[i]];
+    orders.push_back(std::move(o));
+  }
+  return orders;
+}
+
+std::optional<std::vector<int>> PlaceCountsInOrder(const ServerOrder& order,
+                                                   const std::vector<int>& usage, int n,
+                                                   PlacementPolicy policy) {
+  const size_t servers = order.servers.size();
+  DAPPLE_CHECK(usage.size() == servers);
+  std::vector<int> permuted(servers);
+  for (size_t i = 0; i < servers; ++i) permuted[i] = usage[order.servers[i]];
+  auto take = PlaceCounts(order.permuted, permuted, n, policy);
+  if (!take) return take;
+  std::vector<int> by_id(servers);
+  for (size_t i = 0; i < servers; ++i) by_id[order.servers[i]] = (*take)[i];
+  return by_id;
+}
+
+void FastestFirst(const Cluster& cluster, std::vector<int>& devices) {
+  std::vector<std::pair<double, int>> keyed;  // (-speed, id)
+  for (int d : devices) keyed.emplace_back(-cluster.Device(d).speed, d);
+  std::sort(keyed.begin(), keyed.end());
+  for (size_t i = 0; i < devices.size(); ++i) devices[i] = keyed[i].second;
 }
 
 }  // namespace dapple

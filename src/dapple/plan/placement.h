@@ -46,4 +46,31 @@ bool IdenticalServers(const Cluster& cluster);
 std::vector<int> PlaceDevices(const Cluster& cluster, const std::vector<int>& usage, int n,
                               PlacementPolicy policy);
 
+// Note [Placement on mixed clusters]: the policies prefer servers by their id, which on
+// identical servers is no choice at all, but on a mixed cluster decides whether a stage
+// lands on the fast or the slow devices. The planners therefore try each policy under
+// each of ServerOrders: one per kind of device (format/cluster_kinds.h), that kind's
+// servers first, then the other kinds in their ranking, each kind's servers in id order.
+// Kinds are ranked fastest first (then the most memory), so the first order is the
+// fastest devices first, and the orders do not depend on how the cluster file lists its
+// servers. A cluster of one kind has the one order 0, 1, ..., S-1. A stage's devices are
+// then listed fastest first (FastestFirst): replica j computes the j-th slice, and the
+// first slices are the larger ones when the replicas do not divide the micro-batch
+// (common/slicing.h).
+struct ServerOrder {
+  std::vector<int> servers;  // server ids, the preferred first
+  Cluster permuted;          // the cluster with its servers in that order
+};
+std::vector<ServerOrder> ServerOrders(const Cluster& cluster);
+
+// PlaceCounts with the servers in `order`: "in order", "the first" and ties follow it.
+// Returns the counts by server id, like PlaceCounts.
+std::optional<std::vector<int>> PlaceCountsInOrder(const ServerOrder& order,
+                                                   const std::vector<int>& usage, int n,
+                                                   PlacementPolicy policy);
+
+// Orders a stage's devices the fastest first, then by id. O(devices x servers): for mixed
+// clusters (on others it keeps ascending ids ascending).
+void FastestFirst(const Cluster& cluster, std::vector<int>& devices);
+
 }  // namespace dapple

@@ -24,6 +24,10 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
   for (int j = 0; j < (uniform ? 1 : r); ++j) {
     double samples = static_cast<double>(SliceOf(micro_batch, r, j).size());
     if (samples <= 0) continue;
+    // A replica alike the one before (same kind, same slice) costs the same.
+    if (j > 0 && cost.DeviceKind(devices[j]) == cost.DeviceKind(devices[j - 1]) &&
+        SliceOf(micro_batch, r, j - 1).size() == SliceOf(micro_batch, r, j).size())
+      continue;
     double f = cost.ForwardMs(first, last, samples, devices[j]);
     double b = cost.BackwardMs(first, last, samples, devices[j]);
     c.forward_ms = std::max(c.forward_ms, f);
@@ -32,7 +36,8 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
   }
   // Every replica updates the whole stage, even one with an empty slice.
   for (int j = 0; j < (uniform ? 1 : r); ++j)
-    c.update_ms = std::max(c.update_ms, cost.UpdateMs(first, last, devices[j]));
+    if (j == 0 || cost.DeviceKind(devices[j]) != cost.DeviceKind(devices[j - 1]))
+      c.update_ms = std::max(c.update_ms, cost.UpdateMs(first, last, devices[j]));
   c.allreduce_ms = r > 1 ? cost.AllReduceMs(first, last, devices) : 0.0;
   c.allreduce_exposed_ms = c.allreduce_ms;
   if (allreduce_overlap && r > 1) {

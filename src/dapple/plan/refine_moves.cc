@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "dapple/plan/placement.h"
 #include "dapple/plan/plan_costs.h"
 
 namespace dapple::internal {
@@ -37,15 +38,28 @@ bool FitMicroBatch(Plan& p, const std::vector<int>& sizes) {
   return false;
 }
 
+// On a mixed cluster a stage lists its fastest devices first (Note [Placement on mixed
+// clusters] in placement.h); a move may have inserted one elsewhere.
+void KeepFastestFirst(const Ctx& c, std::vector<int>& devices) {
+  for (int d : devices) {
+    if (c.cost.DeviceKind(d) != c.cost.DeviceKind(devices[0])) {
+      FastestFirst(c.cluster, devices);
+      return;
+    }
+  }
+}
+
 void Add(Ctx& c, std::vector<Neighbour>& out, Plan p, const char* move) {
   if (!FitMicroBatch(p, c.o.sizes)) return;
+  for (StagePlan& s : p.stages) KeepFastestFirst(c, s.devices);
   RecomputeWhereNeeded(p, c.cost, c.o.forward_timed);
   p.estimate.reset();
   out.push_back({std::move(p), move});
 }
 
 // The unused device that suits a stage on `devices` best: one on a server the stage
-// already uses (the server with most of them), else the lowest id. -1 when none.
+// already uses (the server with most of them), else the lowest id (on a mixed cluster the
+// fastest). -1 when none.
 int PickUnused(const Ctx& c, const std::vector<int>& devices) {
   if (c.unused.empty()) return -1;
   int best = -1, best_count = 0;
@@ -54,7 +68,13 @@ int PickUnused(const Ctx& c, const std::vector<int>& devices) {
     for (int d : devices) count += c.cluster.ServerOf(d) == c.cluster.ServerOf(u);
     if (count > best_count) best = u, best_count = count;
   }
-  return best >= 0 ? best : c.unused.front();
+  if (best >= 0) return best;
+  int fastest = c.unused.front();
+  for (int u : c.unused)
+    if (c.cost.DeviceKind(u) != c.cost.DeviceKind(fastest) &&
+        c.cluster.Device(u).speed > c.cluster.Device(fastest).speed)
+      fastest = u;
+  return fastest;
 }
 
 // The device of `from` to give to a stage on `to`: one on a server `to` uses, else the
@@ -126,6 +146,22 @@ void Devices(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
     for (int b = a + 1; b < S; ++b) {
       const int da = p.stages[a].devices.back(), db = p.stages[b].devices.front();
       if (c.cluster.ServerOf(da) == c.cluster.ServerOf(db)) continue;
+      Plan q = p;
+      Erase(q.stages[a].devices, da);
+      Erase(q.stages[b].devices, db);
+      Insert(q.stages[a].devices, db);
+      Insert(q.stages[b].devices, da);
+      Add(c, out, std::move(q), "swap");
+    }
+  }
+  // On a mixed cluster also the other way round: a's fastest device (its first) for b's
+  // slowest (its last), so that a later stage can get a faster device too.
+  for (int a = 0; a < S; ++a) {
+    for (int b = a + 1; b < S; ++b) {
+      const int da = p.stages[a].devices.front(), db = p.stages[b].devices.back();
+      if (c.cost.DeviceKind(da) == c.cost.DeviceKind(db) ||
+          c.cluster.ServerOf(da) == c.cluster.ServerOf(db))
+        continue;
       Plan q = p;
       Erase(q.stages[a].devices, da);
       Erase(q.stages[b].devices, db);
