@@ -131,6 +131,8 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
         if (max_n < 1) continue;
         const int after = static_cast<int>(e.stages.size());
         const int k = WarmupDepth(opt.memory_schedule, 0, after + 1, M);
+        const int k_deeper =
+            opt.deeper_schedule ? WarmupDepth(*opt.deeper_schedule, 0, after + 1, M) : k;
         for (int n : counts(max_n)) {
           std::vector<std::vector<int>> seen;
           const int samples = SamplesPerReplica(m, n);
@@ -165,10 +167,13 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                 c.memory_bytes = rc.stat + k * rc.act;
                 c.device_memory_bytes = device_memory;
                 if (opt.enforce_memory && !c.fits()) continue;
+                if (opt.enforce_memory && rc.stat + k_deeper * rc.act > device_memory)
+                  ++local.deeper_misfits;
                 c.allreduce_ms = n > 1 ? cost.AllReduceMs(first, last, devs) : 0.0;
               } else {
                 c = EvaluateStage(cost, first, last, devs, m, k);
                 if (opt.enforce_memory && !c.fits()) continue;
+                if (opt.enforce_memory && opt.deeper_schedule) ++local.deeper_misfits;
               }
               ++local.transitions;
               lat.clear();
@@ -231,6 +236,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   if (stats) {
     stats->states += local.states;
     stats->transitions += local.transitions;
+    stats->deeper_misfits += local.deeper_misfits;
   }
   std::vector<DpCandidate> out;
   for (Complete& c : complete) {

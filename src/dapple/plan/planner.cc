@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "dapple/common/error.h"
 #include "dapple/format/message_tags.h"
@@ -18,6 +19,7 @@
 #include "dapple/plan/interleaving.h"
 #include "dapple/plan/refine.h"
 #include "dapple/plan/rescoring.h"
+#include "dapple/plan/sim_cache.h"
 
 namespace dapple {
 
@@ -34,6 +36,18 @@ std::vector<int> MicroBatchSizes(int global_batch) {
 
 namespace {
 
+// What one RunPlanner call computes once and its searches share.
+struct Shared {
+  SimCache sims;  // simulator results by plan
+  // DP results by (m, warm-up depths' schedule, memory enforced), and for dapple-a's
+  // depths how many accepted stages dapple-b's would reject (DpOptions::deeper_schedule).
+  struct Dp {
+    std::vector<DpCandidate> candidates;
+    long long deeper_misfits = 0;
+  };
+  std::map<std::tuple<int, ScheduleKind, bool>, Dp> dps;
+};
+
 struct Context {
   const Profile& profile;
   const Cluster& cluster;
@@ -42,7 +56,16 @@ struct Context {
   const PlannerOptions& options;
   std::vector<int> sizes;               // micro-batch sizes to try, ascending
   std::vector<ScheduleKind> schedules;  // for the planners that choose (dapple-a, -b, zb-h1)
+  Shared* shared = nullptr;
 };
+
+// The DP's memory check depends on its schedule only through the warm-up depths K_s:
+// zb-h1's are dapple-a's, interleaved's (one chunk) dapple-b's.
+ScheduleKind DepthSchedule(ScheduleKind k) {
+  if (k == ScheduleKind::kZbH1) return ScheduleKind::kDappleA;
+  if (k == ScheduleKind::kInterleaved) return ScheduleKind::kDappleB;
+  return k;
+}
 
 // Per layer: whether the profile times its forward (what re-computation costs).
 std::vector<bool> ForwardTimed(const Profile& profile) {
@@ -53,6 +76,13 @@ std::vector<bool> ForwardTimed(const Profile& profile) {
     timed.push_back(t);
   }
   return timed;
+}
+
+// The context of the search with schedule `k` alone (what `--schedule k` runs).
+Context Family(const Context& c, ScheduleKind k) {
+  Context f = c;
+  f.schedules = {k};
+  return f;
 }
 
 MicroBatching Mb(const Context& c, int m) { return {m, c.global_batch / m}; }
@@ -91,18 +121,36 @@ void ProposeBaseline(const Context& c, const std::string& name, bool enforce_mem
 void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>& out) {
   // One DP per micro-batch size, on worker threads (the cost model is read-only); the
   // results are gathered in the order of `sizes`, so the outcome does not depend on timing.
-  const size_t nm = c.sizes.size();
-  std::vector<std::vector<DpCandidate>> per_m(nm);
+  // dapple-a first among the schedules: the smallest warm-up depths.
+  const ScheduleKind depths = DepthSchedule(c.schedules.front());
+  auto key = [&](int m) { return std::tuple{m, depths, enforce_memory}; };
+  std::vector<int> missing;  // sizes whose DP this call has not run yet
+  for (int m : c.sizes) {
+    if (c.shared->dps.count(key(m))) continue;
+    // dapple-b's DP decides as dapple-a's where no stage that fits a's depths misses b's.
+    auto a = c.shared->dps.find({m, ScheduleKind::kDappleA, enforce_memory});
+    if (depths == ScheduleKind::kDappleB && a != c.shared->dps.end() &&
+        a->second.deeper_misfits == 0) {
+      c.shared->dps[key(m)] = a->second;
+      continue;
+    }
+    missing.push_back(m);
+  }
+  const size_t nm = missing.size();
+  std::vector<Shared::Dp> per_m(nm);
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t k = next++; k < nm; k = next++) {
       DpOptions o;
-      o.micro_batch_size = c.sizes[k];
-      o.num_micro_batches = c.global_batch / c.sizes[k];
-      o.memory_schedule = c.schedules.front();  // dapple-a: the smallest warm-up depths
+      o.micro_batch_size = missing[k];
+      o.num_micro_batches = c.global_batch / missing[k];
+      o.memory_schedule = depths;
       o.enforce_memory = enforce_memory;
       o.top_k = c.options.rescore_top_k;
-      per_m[k] = DappleDp(c.cost, c.cluster, o);
+      if (depths == ScheduleKind::kDappleA) o.deeper_schedule = ScheduleKind::kDappleB;
+      DpStats stats;
+      per_m[k].candidates = DappleDp(c.cost, c.cluster, o, &stats);
+      per_m[k].deeper_misfits = stats.deeper_misfits;
     }
   };
   const size_t threads = std::min<size_t>(nm, std::max(1u, std::thread::hardware_concurrency()));
@@ -127,12 +175,13 @@ void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>&
   }
   for (std::thread& t : pool) t.join();
   if (failure) std::rethrow_exception(failure);
+  for (size_t k = 0; k < nm; ++k) c.shared->dps[key(missing[k])] = std::move(per_m[k]);
   std::vector<DpCandidate> all;
   std::map<int, size_t> best_of_m;  // index in `all` of each m's best
-  for (size_t k = 0; k < nm; ++k) {
-    for (DpCandidate& d : per_m[k]) {
-      if (!best_of_m.count(c.sizes[k])) best_of_m[c.sizes[k]] = all.size();
-      all.push_back(std::move(d));
+  for (int m : c.sizes) {
+    for (const DpCandidate& d : c.shared->dps.at(key(m)).candidates) {
+      if (!best_of_m.count(m)) best_of_m[m] = all.size();
+      all.push_back(d);
     }
   }
   std::vector<size_t> order(all.size());
@@ -154,7 +203,14 @@ void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>&
 std::vector<Proposal> Propose(const Context& c, bool enforce_memory) {
   std::vector<Proposal> out;
   const std::string& name = c.options.planner;
-  if (name == "dapple") {
+  if (name == "dapple" && c.schedules.size() > 1) {
+    // Each schedule's proposals as `--schedule` makes them (Note [Never slower with more
+    // schedules]), one after the other.
+    for (ScheduleKind k : c.schedules) {
+      std::vector<Proposal> family = Propose(Family(c, k), enforce_memory);
+      std::move(family.begin(), family.end(), std::back_inserter(out));
+    }
+  } else if (name == "dapple") {
     ProposeDapple(c, enforce_memory, out);
   } else if (name == "gpipe") {
     ProposeBaseline(c, name, enforce_memory, {c.options.schedule.value_or(ScheduleKind::kGPipe)},
@@ -181,47 +237,69 @@ std::vector<Proposal> Propose(const Context& c, bool enforce_memory) {
   return out;
 }
 
-// The DAPPLE planner's selection with refinement (refine.h). Re-computation is searched on
-// the stages whose layers have forward times in the profile; when no proposal fits even
-// with it where needed, the proposals made without the memory limit are tried with it.
-Selection SelectRefined(const Context& c, const std::vector<Proposal>& proposals,
-                        PlanResult& result) {
+// The DAPPLE planner's selection with refinement (refine.h) for the schedules of `c`.
+// Re-computation is searched on the stages whose layers have forward times in the profile;
+// when no proposal fits even with it where needed, the proposals made without the memory
+// limit are tried with it.
+RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& proposals) {
   RefineOptions ro;
   ro.sizes = c.sizes;
   ro.schedules = c.schedules;
   ro.seconds = c.options.refine_seconds;
   ro.forward_timed = ForwardTimed(c.profile);
-  // The two climbs of Note [Refining without split schedules] share the time budget.
-  const bool two_climbs = std::any_of(ro.schedules.begin(), ro.schedules.end(), SplitsBackward) &&
-                          !std::all_of(ro.schedules.begin(), ro.schedules.end(), SplitsBackward);
-  if (two_climbs) ro.seconds /= 2;
+  ro.cache = &c.shared->sims;
   RefinedSelection r = SelectAndRefine(proposals, {}, c.cost, c.cluster, ro);
   if (!r.best && CanRecompute(ro.forward_timed, 0, c.profile.num_layers() - 1))
     r = SelectAndRefine(proposals, Propose(c, /*enforce_memory=*/false), c.cost, c.cluster, ro);
-  // Note [Refining without split schedules]: hill climbing with the split-backward
-  // schedules among its moves can settle in another local optimum than without them
-  // (GNMT-16 on paper-b at GBS 1024 without overlap: zb-h1 at 362 ms, dapple-a at 355 ms),
-  // so the climb also runs from the other proposals without them, and the faster wins.
-  RefineOptions plain = ro;
-  std::erase_if(plain.schedules, SplitsBackward);
-  if (two_climbs) {
-    std::vector<Proposal> plain_proposals;
-    for (const Proposal& p : proposals)
-      if (!SplitsBackward(p.plan.schedule)) plain_proposals.push_back(p);
-    RefinedSelection alt = SelectAndRefine(plain_proposals, {}, c.cost, c.cluster, plain);
-    if (alt.best && (!r.best || alt.best->sim.iteration_ms < r.best->sim.iteration_ms)) {
-      alt.simulated += r.simulated;
-      alt.out_of_time = alt.out_of_time || r.out_of_time;
-      r = std::move(alt);
-    } else {
-      r.simulated += alt.simulated;
-    }
-  }
+  return r;
+}
+
+// Note [Never slower with more schedules]
+// Hill climbing with more schedules among its moves can settle in another local optimum
+// than the climb with fewer (AmoebaNet-6 on paper-b at GBS 128: 412.5 ms with dapple-a,
+// dapple-b and zb-h1 against 403.4 ms with dapple-a alone; GNMT-16 on paper-b without
+// overlap: zb-h1 at 362 ms against dapple-a's 355 ms). So the search over several
+// schedules contains the searches of each one alone: it runs the search `--schedule k`
+// runs, for each k (the same proposals, DP and refinement; the DP results and simulations
+// are shared, so a family costs only its own climb), then one climb with every schedule
+// among the moves from the families' winners, fastest first. Its result is the fastest plan
+// it saw, so it is never slower than any schedule alone (tests/plan/never_slower_test.cc),
+// and it is deterministic as each family's search is (unless a time budget runs out: each
+// climb has `refine_seconds`).
+Selection SearchSchedules(const Context& c, const std::vector<std::vector<Proposal>>& families,
+                          PlanResult& result) {
   Selection sel;
-  sel.simulated = r.simulated;
-  sel.best = std::move(r.best);
-  for (const RefineStep& st : r.steps) result.refine_moves.push_back(st.move);
-  result.refine_out_of_time = r.out_of_time;
+  std::vector<Scored> winners;
+  std::vector<std::vector<RefineStep>> steps;
+  for (size_t f = 0; f < families.size(); ++f) {
+    RefinedSelection r = SelectRefined(Family(c, c.schedules[f]), families[f]);
+    sel.simulated += r.simulated;
+    result.refine_out_of_time = result.refine_out_of_time || r.out_of_time;
+    if (!r.best) continue;
+    winners.push_back(std::move(*r.best));
+    steps.push_back(std::move(r.steps));
+  }
+  if (winners.empty()) return sel;
+  std::vector<size_t> order(winners.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return winners[a].sim.iteration_ms < winners[b].sim.iteration_ms;
+  });
+  std::vector<Scored> starts;
+  for (size_t i : order) starts.push_back(winners[i]);
+  RefineOptions ro;
+  ro.sizes = c.sizes;
+  ro.schedules = c.schedules;
+  ro.seconds = c.options.refine_seconds;
+  ro.forward_timed = ForwardTimed(c.profile);
+  ro.cache = &c.shared->sims;
+  RefineResult mixed = Refine(starts, c.cost, c.cluster, ro);
+  sel.simulated += mixed.simulated;
+  result.refine_out_of_time = result.refine_out_of_time || mixed.out_of_time;
+  const size_t from = order[mixed.start];  // the family whose winner the climb began at
+  for (const RefineStep& st : steps[from]) result.refine_moves.push_back(st.move);
+  for (const RefineStep& st : mixed.steps) result.refine_moves.push_back(st.move);
+  sel.best = std::move(mixed.best);
   return sel;
 }
 
@@ -234,7 +312,7 @@ void OfferInterleaving(const Context& c, Selection& sel, PlanResult& result) {
     if (!MessageTagError(p.plan, c.cluster.num_devices())) proposals.push_back(std::move(p));
   }
   if (proposals.size() == 1) return;
-  Selection alt = SelectFastest(proposals, c.cost);
+  Selection alt = SelectFastest(proposals, c.cost, false, &c.shared->sims);
   sel.simulated += alt.simulated;
   if (!alt.best || alt.best->sim.iteration_ms >= sel.best->sim.iteration_ms) return;
   result.refine_moves.push_back(fmt::format("interleave v={}", alt.best->plan.virtual_stages));
@@ -257,7 +335,8 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
   DAPPLE_CHECK(cost.num_devices() == cluster.num_devices());
   if (options.rescore_top_k < 1) ThrowInput("rescore_top_k must be at least 1");
 
-  Context c{profile, cluster, cost, global_batch, options, {}, {}};
+  Shared shared;
+  Context c{profile, cluster, cost, global_batch, options, {}, {}, &shared};
   if (options.micro_batch_size) {
     int m = *options.micro_batch_size;
     if (m < 1 || global_batch % m != 0)
@@ -292,9 +371,22 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
     return MessageTagError(p.plan, cluster.num_devices()).has_value();
   });
   const bool dropped_for_tags = proposals.size() < proposed;
-  Selection sel = options.planner == "dapple" && options.refine_seconds > 0
-                      ? SelectRefined(c, proposals, result)
-                      : SelectFastest(proposals, cost);
+  Selection sel;
+  if (options.planner == "dapple" && options.refine_seconds > 0 && c.schedules.size() > 1) {
+    std::vector<std::vector<Proposal>> families(c.schedules.size());
+    for (Proposal& p : proposals)
+      for (size_t f = 0; f < c.schedules.size(); ++f)
+        if (p.plan.schedule == c.schedules[f]) families[f].push_back(p);
+    sel = SearchSchedules(c, families, result);
+  } else if (options.planner == "dapple" && options.refine_seconds > 0) {
+    RefinedSelection r = SelectRefined(c, proposals);
+    sel.best = std::move(r.best);
+    sel.simulated = r.simulated;
+    for (const RefineStep& st : r.steps) result.refine_moves.push_back(st.move);
+    result.refine_out_of_time = r.out_of_time;
+  } else {
+    sel = SelectFastest(proposals, cost, false, &shared.sims);
+  }
   if (sel.best && options.planner == "dapple" && options.interleave &&
       (!options.schedule || *options.schedule == ScheduleKind::kInterleaved))
     OfferInterleaving(c, sel, result);
