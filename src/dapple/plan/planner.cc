@@ -17,6 +17,7 @@
 #include "dapple/plan/dapple_dp.h"
 #include "dapple/plan/exhaustive.h"
 #include "dapple/plan/interleaving.h"
+#include "dapple/plan/parallel_for.h"
 #include "dapple/plan/refine.h"
 #include "dapple/plan/rescoring.h"
 #include "dapple/plan/sim_cache.h"
@@ -46,6 +47,8 @@ struct Shared {
     long long deeper_misfits = 0;
   };
   std::map<std::tuple<int, ScheduleKind, bool>, Dp> dps;
+  std::map<std::pair<int, bool>, std::optional<Plan>> pipedream;  // by (m, memory enforced)
+  std::mutex dp_mu;  // guards dps and pipedream (the schedule families search in parallel)
 };
 
 struct Context {
@@ -112,7 +115,19 @@ void ProposeBaseline(const Context& c, const std::string& name, bool enforce_mem
     }
   } else if (name == "pipedream") {
     for (int m : c.sizes) {
-      auto p = PipeDreamPlan(c.cost, c.cluster, Mb(c, m), enforce_memory);
+      std::optional<Plan> p;
+      {  // PipeDream's DP, once per (m, memory) in a RunPlanner call
+        std::unique_lock<std::mutex> lock(c.shared->dp_mu);
+        auto it = c.shared->pipedream.find({m, enforce_memory});
+        if (it != c.shared->pipedream.end()) {
+          p = it->second;
+        } else {
+          lock.unlock();
+          p = PipeDreamPlan(c.cost, c.cluster, Mb(c, m), enforce_memory);
+          lock.lock();
+          c.shared->pipedream.try_emplace({m, enforce_memory}, p);
+        }
+      }
       if (p) AddWithSchedules(out, std::move(*p), "pipedream", kinds);
     }
   }
@@ -125,6 +140,7 @@ void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>&
   const ScheduleKind depths = DepthSchedule(c.schedules.front());
   auto key = [&](int m) { return std::tuple{m, depths, enforce_memory}; };
   std::vector<int> missing;  // sizes whose DP this call has not run yet
+  std::unique_lock<std::mutex> lock(c.shared->dp_mu);
   for (int m : c.sizes) {
     if (c.shared->dps.count(key(m))) continue;
     // dapple-b's DP decides as dapple-a's where no stage that fits a's depths misses b's.
@@ -138,43 +154,20 @@ void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>&
   }
   const size_t nm = missing.size();
   std::vector<Shared::Dp> per_m(nm);
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t k = next++; k < nm; k = next++) {
-      DpOptions o;
-      o.micro_batch_size = missing[k];
-      o.num_micro_batches = c.global_batch / missing[k];
-      o.memory_schedule = depths;
-      o.enforce_memory = enforce_memory;
-      o.top_k = c.options.rescore_top_k;
-      if (depths == ScheduleKind::kDappleA) o.deeper_schedule = ScheduleKind::kDappleB;
-      DpStats stats;
-      per_m[k].candidates = DappleDp(c.cost, c.cluster, o, &stats);
-      per_m[k].deeper_misfits = stats.deeper_misfits;
-    }
-  };
-  const size_t threads = std::min<size_t>(nm, std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  std::exception_ptr failure;
-  std::mutex failure_mu;
-  for (size_t t = 1; t < threads; ++t) {
-    pool.emplace_back([&] {
-      try {
-        work();
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(failure_mu);
-        if (!failure) failure = std::current_exception();
-      }
-    });
-  }
-  try {
-    work();
-  } catch (...) {
-    std::lock_guard<std::mutex> lock(failure_mu);
-    if (!failure) failure = std::current_exception();
-  }
-  for (std::thread& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
+  lock.unlock();  // the DPs run unlocked; another search may run the same one (same result)
+  ParallelFor(nm, 0, [&](size_t k) {
+    DpOptions o;
+    o.micro_batch_size = missing[k];
+    o.num_micro_batches = c.global_batch / missing[k];
+    o.memory_schedule = depths;
+    o.enforce_memory = enforce_memory;
+    o.top_k = c.options.rescore_top_k;
+    if (depths == ScheduleKind::kDappleA) o.deeper_schedule = ScheduleKind::kDappleB;
+    DpStats stats;
+    per_m[k].candidates = DappleDp(c.cost, c.cluster, o, &stats);
+    per_m[k].deeper_misfits = stats.deeper_misfits;
+  });
+  lock.lock();
   for (size_t k = 0; k < nm; ++k) c.shared->dps[key(missing[k])] = std::move(per_m[k]);
   std::vector<DpCandidate> all;
   std::map<int, size_t> best_of_m;  // index in `all` of each m's best
@@ -184,6 +177,7 @@ void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>&
       all.push_back(d);
     }
   }
+  lock.unlock();
   std::vector<size_t> order(all.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
@@ -241,8 +235,10 @@ std::vector<Proposal> Propose(const Context& c, bool enforce_memory) {
 // Re-computation is searched on the stages whose layers have forward times in the profile;
 // when no proposal fits even with it where needed, the proposals made without the memory
 // limit are tried with it.
-RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& proposals) {
+RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& proposals,
+                               int threads = 0) {
   RefineOptions ro;
+  ro.threads = threads;
   ro.sizes = c.sizes;
   ro.schedules = c.schedules;
   ro.seconds = c.options.refine_seconds;
@@ -271,8 +267,13 @@ Selection SearchSchedules(const Context& c, const std::vector<std::vector<Propos
   Selection sel;
   std::vector<Scored> winners;
   std::vector<std::vector<RefineStep>> steps;
-  for (size_t f = 0; f < families.size(); ++f) {
-    RefinedSelection r = SelectRefined(Family(c, c.schedules[f]), families[f]);
+  // The families' searches are independent: one thread each (each simulating on its own),
+  // gathered in schedule order.
+  std::vector<RefinedSelection> found(families.size());
+  ParallelFor(families.size(), 0, [&](size_t f) {
+    found[f] = SelectRefined(Family(c, c.schedules[f]), families[f], /*threads=*/1);
+  });
+  for (RefinedSelection& r : found) {
     sel.simulated += r.simulated;
     result.refine_out_of_time = result.refine_out_of_time || r.out_of_time;
     if (!r.best) continue;

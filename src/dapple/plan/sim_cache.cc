@@ -44,7 +44,29 @@ SimResult SimCache::Simulate(const Plan& plan, const CostModel& cost) {
     }
     ++misses_;
   }
-  SimResult r = SimulatePlan(plan, cost, SimOptions{.record_timeline = false});
+  // The lowered schedule, as SimulatePlan makes it.
+  const int groups = plan.num_device_groups();
+  std::vector<int> shape = {static_cast<int>(plan.schedule), groups, plan.num_micro_batches,
+                            plan.virtual_stages};
+  std::vector<int> replicas;
+  for (int s = 0; s < groups; ++s) {
+    replicas.push_back(plan.stages[s].replicas());
+    shape.push_back(replicas.back() > 1);  // LowerComms adds AR where > 1
+  }
+  std::shared_ptr<const Schedule> lowered;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = lowered_.find(shape);
+    if (it != lowered_.end()) lowered = it->second;
+  }
+  if (!lowered) {
+    lowered = std::make_shared<const Schedule>(
+        LowerComms(MakeSchedule(plan.schedule, groups, plan.num_micro_batches, plan.virtual_stages),
+                   replicas));
+    std::lock_guard<std::mutex> lock(mu_);
+    lowered = lowered_.try_emplace(std::move(shape), lowered).first->second;
+  }
+  SimResult r = dapple::Simulate(plan, *lowered, cost, SimOptions{.record_timeline = false});
   std::lock_guard<std::mutex> lock(mu_);
   return results_.try_emplace(std::move(key), std::move(r)).first->second;
 }

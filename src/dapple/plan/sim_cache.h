@@ -3,6 +3,8 @@
 // (Note [Never slower with more schedules] in planner.cc) score many of the same plans.
 #pragma once
 
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -24,7 +26,8 @@ class SimCache {
  public:
   // SimulatePlan(plan, cost, {.record_timeline = false}), or the stored result of a plan
   // with the same SimKey. Two threads asking for one new plan may both simulate it (the
-  // results are equal); the first stored is kept.
+  // results are equal); the first stored is kept. The lowered schedule is memoized too: it
+  // depends only on the schedule, S, M, v and which stages are replicated.
   SimResult Simulate(const Plan& plan, const CostModel& cost);
   long long hits() const;
   long long misses() const;
@@ -32,6 +35,7 @@ class SimCache {
  private:
   mutable std::mutex mu_;
   std::unordered_map<std::string, SimResult> results_;
+  std::map<std::vector<int>, std::shared_ptr<const Schedule>> lowered_;
   long long hits_ = 0, misses_ = 0;
 };
 
