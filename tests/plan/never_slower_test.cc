@@ -40,6 +40,32 @@ void CheckNeverSlower(Maker make, int first_seed, int last_seed) {
   EXPECT_GT(compared, 0);
 }
 
+// The default search's own runs of each schedule (PlanResult::families) are exactly what
+// the planner returns with that schedule fixed: the containment the guarantee rests on.
+TEST(NeverSlower, FamiliesAreTheFixedScheduleSearches) {
+  int compared = 0;
+  for (int seed = 1; seed <= 20; ++seed) {
+    auto owner =
+        seed % 2 ? testing::MakeRandomProblem(seed) : testing::MakeRandomAnalyticProblem(seed);
+    testing::RandomProblem& p = *owner;
+    SCOPED_TRACE(p.description);
+    PlannerOptions o;
+    PlanResult all = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, o);
+    for (const PlanResult& f : all.families) {
+      ASSERT_TRUE(f.family && f.plan);
+      PlannerOptions fixed = o;
+      fixed.schedule = f.family;
+      PlanResult one = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, fixed);
+      ASSERT_TRUE(one.plan) << ToString(*f.family);
+      EXPECT_EQ(PlanToJsonText(*f.plan), PlanToJsonText(*one.plan)) << ToString(*f.family);
+      EXPECT_EQ(f.origin, one.origin);
+      EXPECT_EQ(f.refine_moves, one.refine_moves);
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 20);
+}
+
 TEST(NeverSlower, FakeCosts) { CheckNeverSlower(&testing::MakeRandomProblem, 1, 60); }
 
 TEST(NeverSlower, AnalyticCosts) { CheckNeverSlower(&testing::MakeRandomAnalyticProblem, 1, 60); }

@@ -273,7 +273,20 @@ Selection SearchSchedules(const Context& c, const std::vector<std::vector<Propos
   ParallelFor(families.size(), 0, [&](size_t f) {
     found[f] = SelectRefined(Family(c, c.schedules[f]), families[f], /*threads=*/1);
   });
-  for (RefinedSelection& r : found) {
+  for (size_t f = 0; f < found.size(); ++f) {
+    RefinedSelection& r = found[f];
+    if (r.best) {  // what RunPlanner with this schedule fixed returns
+      PlanResult& fr = result.families.emplace_back();
+      fr.family = c.schedules[f];
+      fr.plan = r.best->plan;
+      fr.plan->planner = c.options.planner;
+      fr.plan->global_batch_size = c.global_batch;
+      ResolvePlanLayers(*fr.plan, c.profile, "planner");
+      fr.origin = r.best->origin;
+      for (const RefineStep& st : r.steps) fr.refine_moves.push_back(st.move);
+      fr.refine_out_of_time = r.out_of_time;
+      fr.plans_simulated = r.simulated;
+    }
     sel.simulated += r.simulated;
     result.refine_out_of_time = result.refine_out_of_time || r.out_of_time;
     if (!r.best) continue;
