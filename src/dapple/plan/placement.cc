@@ -119,8 +119,8 @@ std::vector<int> DevicesOf(const Cluster& cluster, const std::vector<int>& usage
 bool IdenticalServers(const Cluster& c) {
   for (int s = 1; s < c.num_servers(); ++s) {
     if (c.servers[s].devices != c.servers[0].devices) return false;
-    const DeviceSpec& a = c.Device(c.FirstDeviceOf(s));
-    const DeviceSpec& b = c.Device(0);
+    const DeviceSpec& a = c.servers[s].device ? *c.servers[s].device : c.device;  // c.Device
+    const DeviceSpec& b = c.servers[0].device ? *c.servers[0].device : c.device;  // in O(1)
     if (a.memory_bytes != b.memory_bytes || a.speed != b.speed ||
         a.process_memory_bytes != b.process_memory_bytes)
       return false;
