@@ -89,17 +89,30 @@ std::optional<std::vector<int>> PlaceCounts(const Cluster& cluster, const std::v
       FillInOrder(partial, free, take, need);
       FillInOrder(fresh, free, take, need);
       break;
-    case PlacementPolicy::kScatterFirst:
-      while (need > 0) {
-        int best = -1;
-        for (int s = 0; s < servers; ++s) {
-          if (free[s] - take[s] > 0 && (best < 0 || free[s] - take[s] > free[best] - take[best]))
-            best = s;
+    case PlacementPolicy::kScatterFirst: {
+      // One device at a time from the server with the most free devices (ties: lowest id)
+      // ends with every server that gave a device down to a level L or L-1: take each down
+      // to the smallest L whose total is at most n, then one more from the servers at L,
+      // lowest id first (O(servers x devices per server) instead of O(n x servers)).
+      auto above = [&](int level) {
+        int t = 0;
+        for (int s = 0; s < servers; ++s) t += std::max(0, free[s] - level);
+        return t;
+      };
+      int level = 0;
+      while (above(level) > need) ++level;
+      for (int s = 0; s < servers; ++s) {
+        take[s] = std::max(0, free[s] - level);
+        need -= take[s];
+      }
+      for (int s = 0; s < servers && need > 0; ++s) {
+        if (free[s] >= level && level > 0) {
+          ++take[s];
+          --need;
         }
-        ++take[best];
-        --need;
       }
       break;
+    }
   }
   DAPPLE_CHECK(need == 0);
   return take;
