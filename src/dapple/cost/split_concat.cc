@@ -42,8 +42,9 @@ double AnalyticCostModel::SplitConcatMs(int last, double micro_batch, const std:
                                         std::vector<int>* resources) const {
   DAPPLE_CHECK(last >= 0 && last < num_layers(), "layer out of range");
   DAPPLE_CHECK(!from.empty() && !to.empty(), "a transfer needs senders and receivers");
-  for (int d : from) DAPPLE_CHECK(d >= 0 && d < num_devices(), "sender out of range");
-  for (int d : to) DAPPLE_CHECK(d >= 0 && d < num_devices(), "receiver out of range");
+  const int nd = num_devices();  // once: a virtual call per device shows on 8192 devices
+  for (int d : from) DAPPLE_CHECK(d >= 0 && d < nd, "sender out of range");
+  for (int d : to) DAPPLE_CHECK(d >= 0 && d < nd, "receiver out of range");
   const int64_t m = std::llround(micro_batch);
   if (m <= 0) return 0;
   const double bytes_per_sample = cut_bytes_[last] / profile_.batch_size;
