@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 namespace dapple {
 namespace {
 
@@ -87,6 +89,36 @@ TEST(Placement, IdenticalServers) {
   Cluster c = Servers({2, 2});
   c.servers[1].device = DeviceSpec{16e9, 2.0};
   EXPECT_FALSE(IdenticalServers(c));
+}
+
+// Scatter First's rule taken literally, one device at a time, against PlaceCounts (which
+// computes the counts by levels) on random clusters and usages.
+TEST(Placement, ScatterFirstEqualsOneDeviceAtATime) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int servers = std::uniform_int_distribution<int>(1, 9)(rng);
+    std::vector<int> sizes, usage;
+    int free_total = 0;
+    for (int s = 0; s < servers; ++s) {
+      sizes.push_back(std::uniform_int_distribution<int>(1, 8)(rng));
+      usage.push_back(std::uniform_int_distribution<int>(0, sizes.back())(rng));
+      free_total += sizes.back() - usage.back();
+    }
+    if (free_total == 0) continue;
+    const int n = std::uniform_int_distribution<int>(1, free_total)(rng);
+    std::vector<int> take(servers, 0);
+    for (int k = 0; k < n; ++k) {
+      int best = -1;
+      for (int s = 0; s < servers; ++s) {
+        const int left = sizes[s] - usage[s] - take[s];
+        if (left > 0 && (best < 0 || left > sizes[best] - usage[best] - take[best])) best = s;
+      }
+      ++take[best];
+    }
+    auto got = PlaceCounts(Servers(sizes), usage, n, PlacementPolicy::kScatterFirst);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(*got, take) << "trial " << trial;
+  }
 }
 
 }  // namespace

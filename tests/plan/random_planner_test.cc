@@ -1,6 +1,6 @@
 // The DAPPLE planner against the exhaustive optimum on seeded random small problems
-// (issues 3 and 15): never faster than the optimum, within 5% of it in >= 97% of them (the goal is
-// 98%), always within memory. The baselines are checked against the same optimum. ("Never slower
+// (issues 3 and 15): never faster than the optimum, within 5% of it in >= 98% of them, always
+// within memory. The baselines are checked against the same optimum. ("Never slower
 // than a baseline" would hold by construction: the baselines' plans are candidates of the DAPPLE
 // planner. Beyond the exhaustive search's reach, tests/plan/hand_plan_test.cc checks the planner
 // against a hand-built plan.)
@@ -85,10 +85,11 @@ void CompareWithExhaustive(Maker make, const char* label) {
       "optimal in %d, worst ratio %.4f; the DP's own plan won %d\n",
       label, compared, within5, exact, worst_ratio, dp_origin);
   ASSERT_GT(compared, kProblems / 2);
-  // Issue 15 asks for 98%. With zb-h1 in the search (issue 14) the fake-cost problems
-  // give 173 of 177 (97.7%): the threshold states what holds, not the goal.
+  // Issue 15 asks for 98%: 175 of 177 fake-cost problems (98.9%) and 170 of 170
+  // analytic ones, since the search over several schedules contains each schedule's own
+  // (Note [Never slower with more schedules] in planner.cc; before: 173 of 177).
 #ifndef DAPPLE_SANITIZED  // 30 problems are too few for the share (seed 23 alone is 4%)
-  EXPECT_GE(within5, 0.97 * compared);
+  EXPECT_GE(within5, 0.98 * compared);
 #endif
 }
 

@@ -279,7 +279,11 @@ void RunPlanCommand(const PlanArgs& a) {
                              ScheduleKind::kInterleaved}) {
         PlannerOptions fixed = o;
         fixed.schedule = k;
-        families.push_back(RunOne("dapple", profile, cluster, cost, a.global_batch, fixed));
+        auto done = std::find_if(r.families.begin(), r.families.end(),
+                                 [&](const PlanResult& f) { return f.family == k; });
+        families.push_back(done != r.families.end()  // the search ran it already
+                               ? Row{"dapple", *done, ""}
+                               : RunOne("dapple", profile, cluster, cost, a.global_batch, fixed));
         families.back().planner = ToString(k);
       }
     }

@@ -9,7 +9,15 @@
 #include "dapple/common/error.h"
 
 namespace dapple {
+
 namespace {
+
+// Cluster::Device without its O(servers) scan (the planners ask per device, millions of
+// times on clusters of 1024 servers): the server from the table the model keeps.
+const DeviceSpec& SpecOf(const Cluster& c, const std::vector<int>& server_of, int device) {
+  const ServerSpec& s = c.servers[server_of[device]];
+  return s.device ? *s.device : c.device;
+}
 
 std::vector<double> Prefix(const std::vector<LayerProfile>& layers,
                            double (*value)(const LayerProfile&)) {
@@ -145,7 +153,7 @@ double AnalyticCostModel::ComputeMs(const std::vector<double>& prefix,
     double t = (samples - sizes[lo]) / (sizes[hi] - sizes[lo]);
     ms = std::max(0.0, y0 + t * (y1 - y0));
   }
-  return ms / cluster_.Device(device).speed;
+  return ms / SpecOf(cluster_, server_of_, device).speed;
 }
 
 double AnalyticCostModel::ForwardMs(int first, int last, double samples, int device) const {
@@ -172,7 +180,8 @@ double AnalyticCostModel::CutBytes(int last, double samples) const {
 double AnalyticCostModel::UpdateMs(int first, int last, int device) const {
   CheckRange(first, last);
   DAPPLE_CHECK(device >= 0 && device < num_devices(), "device out of range");
-  return (update_prefix_[last + 1] - update_prefix_[first]) / cluster_.Device(device).speed;
+  return (update_prefix_[last + 1] - update_prefix_[first]) /
+         SpecOf(cluster_, server_of_, device).speed;
 }
 
 double AnalyticCostModel::AllReduceMs(int first, int last, const std::vector<int>& devices) const {
@@ -252,15 +261,16 @@ double AnalyticCostModel::StageInputBytes(int first, double samples) const {
 
 double AnalyticCostModel::DeviceMemoryBytes(int device) const {
   DAPPLE_CHECK(device >= 0 && device < num_devices(), "device out of range");
-  const double memory = options_.memory_bytes_override > 0 ? options_.memory_bytes_override
-                                                           : cluster_.Device(device).memory_bytes;
+  const double memory = options_.memory_bytes_override > 0
+                            ? options_.memory_bytes_override
+                            : SpecOf(cluster_, server_of_, device).memory_bytes;
   // An override below the process's own leaves the stage nothing.
   return std::max(0.0, memory - ProcessMemoryBytes(device));
 }
 
 double AnalyticCostModel::ProcessMemoryBytes(int device) const {
   DAPPLE_CHECK(device >= 0 && device < num_devices(), "device out of range");
-  return cluster_.Device(device).process_memory_bytes;
+  return SpecOf(cluster_, server_of_, device).process_memory_bytes;
 }
 
 // Per device, the first device alike in speed, memory and process memory (servers are

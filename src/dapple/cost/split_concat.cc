@@ -15,9 +15,12 @@ namespace {
 
 // Per-thread buffers of SplitConcatMs, so that the planners' millions of calls allocate
 // nothing (the model is shared between threads, so they cannot be members).
+// Per server, only the entries of the servers a call touched are non-zero between calls
+// (it resets them), so that a call costs O(senders + receivers), not O(servers).
 struct Scratch {
   std::vector<double> intra, out, in;
   std::vector<char> intra_used, out_used, in_used;
+  std::vector<int> touched;  // servers with out_used or in_used set
 };
 
 }  // namespace
@@ -39,8 +42,9 @@ double AnalyticCostModel::SplitConcatMs(int last, double micro_batch, const std:
                                         std::vector<int>* resources) const {
   DAPPLE_CHECK(last >= 0 && last < num_layers(), "layer out of range");
   DAPPLE_CHECK(!from.empty() && !to.empty(), "a transfer needs senders and receivers");
-  for (int d : from) DAPPLE_CHECK(d >= 0 && d < num_devices(), "sender out of range");
-  for (int d : to) DAPPLE_CHECK(d >= 0 && d < num_devices(), "receiver out of range");
+  const int nd = num_devices();  // once: a virtual call per device shows on 8192 devices
+  for (int d : from) DAPPLE_CHECK(d >= 0 && d < nd, "sender out of range");
+  for (int d : to) DAPPLE_CHECK(d >= 0 && d < nd, "receiver out of range");
   const int64_t m = std::llround(micro_batch);
   if (m <= 0) return 0;
   const double bytes_per_sample = cut_bytes_[last] / profile_.batch_size;
@@ -49,11 +53,14 @@ double AnalyticCostModel::SplitConcatMs(int last, double micro_batch, const std:
 
   thread_local Scratch sc;
   sc.intra.assign(rt, 0.0);
-  sc.out.assign(servers, 0.0);
-  sc.in.assign(servers, 0.0);
   sc.intra_used.assign(rt, 0);
-  sc.out_used.assign(servers, 0);
-  sc.in_used.assign(servers, 0);
+  if (static_cast<int>(sc.out.size()) < servers) {
+    sc.out.resize(servers, 0.0);
+    sc.in.resize(servers, 0.0);
+    sc.out_used.resize(servers, 0);
+    sc.in_used.resize(servers, 0);
+  }
+  sc.touched.clear();
   bool any_message = false, crosses = false;
   // Both splits are ordered sample ranges: walk them together, O(rf + rt) pairs.
   for (int j = 0, k = 0; j < rf && k < rt;) {
@@ -68,6 +75,8 @@ double AnalyticCostModel::SplitConcatMs(int last, double micro_batch, const std:
         sc.intra_used[k] = 1;
       } else {
         crosses = true;
+        if (!sc.out_used[src] && !sc.in_used[src]) sc.touched.push_back(src);
+        if (!sc.out_used[dst] && !sc.in_used[dst] && dst != src) sc.touched.push_back(dst);
         sc.out[src] += bytes;
         sc.in[dst] += bytes;
         sc.out_used[src] = sc.in_used[dst] = 1;
@@ -76,17 +85,18 @@ double AnalyticCostModel::SplitConcatMs(int last, double micro_batch, const std:
     if (a.end <= b.end) ++j;
     if (b.end <= a.end) ++k;
   }
-  if (!any_message) return 0;
-
   const LinkSpec& intra_link = cluster_.intra_server;
   const LinkSpec& inter_link = cluster_.inter_server;
   double seconds = 0;
-  for (int s = 0; s < servers; ++s) {
+  for (int s : sc.touched) {
     seconds = std::max(seconds, sc.out[s] / inter_link.bandwidth_bytes_per_s);
     seconds = std::max(seconds, sc.in[s] / inter_link.bandwidth_bytes_per_s);
     if (resources && sc.out_used[s]) resources->push_back(2 * s);
     if (resources && sc.in_used[s]) resources->push_back(2 * s + 1);
+    sc.out[s] = sc.in[s] = 0;
+    sc.out_used[s] = sc.in_used[s] = 0;
   }
+  if (!any_message) return 0;
   for (int k = 0; k < rt; ++k) {
     seconds = std::max(seconds, sc.intra[k] / intra_link.bandwidth_bytes_per_s);
     if (resources && sc.intra_used[k]) resources->push_back(2 * servers + to[k]);

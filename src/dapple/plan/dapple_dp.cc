@@ -103,6 +103,9 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   }
   // heads[usage][ip]: the head stage of layers 0..block_first(ip)-1 on the free devices.
   std::map<std::vector<int>, std::vector<Head>> heads;
+  // head_ms[usage] per devices of the new stage: the head's transfer time to it by ip (< 0:
+  // not computed yet); the same usage and devices recur at many blocks.
+  std::map<std::vector<int>, std::vector<std::pair<std::vector<int>, std::vector<double>>>> head_ms;
   std::vector<Complete> complete;
   long long order = 0;
   double threshold = 1e300;  // L of the k-th best complete plan once k are known
@@ -139,6 +142,8 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
     }
     const int last = ends[i - 1];
     for (auto& row : table) std::fill(row.begin(), row.end(), RangeCost{});
+    // Per new stage's devices, its allreduce time by ip (< 0: not computed yet), for `last`.
+    std::map<std::vector<int>, std::vector<double>> allreduce_ms;
     for (const std::vector<Entry>& entries : states)
       for (const Entry& e : entries) {
         ++local.states;
@@ -148,6 +153,8 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
         if (max_n < 1) continue;
         const int after = static_cast<int>(e.stages.size());
         const int k = WarmupDepth(opt.memory_schedule, 0, after + 1, M);
+        const int k_deeper =
+            opt.deeper_schedule ? WarmupDepth(*opt.deeper_schedule, 0, after + 1, M) : k;
         for (int n : counts(max_n)) {
           std::vector<std::vector<int>> seen;
           const int samples = SamplesPerReplica(m, n);
@@ -164,6 +171,12 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
             const int id = id_of(key_of(usage));
             std::vector<Head>& head_of = heads[usage];
             if (head_of.empty()) head_of.resize(nb);
+            auto& ms_of = head_ms[usage];
+            auto known = std::find_if(ms_of.begin(), ms_of.end(),
+                                      [&](const auto& x) { return x.first == devs; });
+            if (known == ms_of.end())
+              known = ms_of.insert(ms_of.end(), {devs, std::vector(nb, -1.0)});
+            std::vector<double>& head_to_devs = known->second;
             for (int ip = i - 1; ip >= 0; --ip) {
               const int first = block_first(ip);
               StageCost c;
@@ -182,10 +195,18 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                 c.memory_bytes = rc.stat + k * rc.act;
                 c.device_memory_bytes = device_memory;
                 if (opt.enforce_memory && !c.fits()) continue;
-                c.allreduce_ms = n > 1 ? cost.AllReduceMs(first, last, devs) : 0.0;
+                if (opt.enforce_memory && rc.stat + k_deeper * rc.act > device_memory)
+                  ++local.deeper_misfits;
+                if (n > 1) {
+                  std::vector<double>& ar = allreduce_ms[devs];
+                  if (ar.empty()) ar.assign(nb, -1.0);
+                  if (ar[ip] < 0) ar[ip] = cost.AllReduceMs(first, last, devs);
+                  c.allreduce_ms = ar[ip];
+                }
               } else {
                 c = EvaluateStage(cost, first, last, devs, m, k);
                 if (opt.enforce_memory && !c.fits()) continue;
+                if (opt.enforce_memory && opt.deeper_schedule) ++local.deeper_misfits;
               }
               ++local.transitions;
               lat.clear();
@@ -217,7 +238,9 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                     EvaluateStage(cost, 0, first - 1, head.devices, m, 0, false, false, uniform);
                 head.cost = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms, hc.update_ms};
               }
-              const double ht = cost.TransferMs(first - 1, m, head.devices, devs);
+              if (head_to_devs[ip] < 0)
+                head_to_devs[ip] = cost.TransferMs(first - 1, m, head.devices, devs);
+              const double ht = head_to_devs[ip];
               full.clear();
               full.push_back(head.cost);
               full.push_back({ht, ht, 0.0, 0.0});
@@ -249,6 +272,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   if (stats) {
     stats->states += local.states;
     stats->transitions += local.transitions;
+    stats->deeper_misfits += local.deeper_misfits;
   }
   std::vector<DpCandidate> out;
   for (Complete& c : complete) {

@@ -2,6 +2,7 @@
 // replica counts and placement of the plans with the smallest latency L.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "dapple/common/schedule_kind.h"
@@ -17,6 +18,12 @@ struct DpOptions {
   // Whose warm-up depths K_s the memory check uses (dapple-a has the smallest).
   ScheduleKind memory_schedule = ScheduleKind::kDappleA;
   bool enforce_memory = true;
+  // When set (with deeper warm-up depths than memory_schedule's), the DP counts in
+  // DpStats::deeper_misfits the stages it accepted that would not fit with this schedule's
+  // depths (every stage on devices of different speeds or memory, which it does not
+  // tabulate). None: the DP with memory_schedule = deeper_schedule decides alike and
+  // returns the same plans (DpCandidate::peak_memory_bytes aside).
+  std::optional<ScheduleKind> deeper_schedule;
   int top_k = 8;       // complete plans returned, by ascending L
   int max_blocks = 0;  // layer coarsening (layer_blocks.h); 0: DefaultMaxBlocks
   // Per block, the states with the smallest score are kept (a beam); 0: every state up
@@ -35,6 +42,7 @@ struct DpCandidate {
 struct DpStats {
   long long states = 0;
   long long transitions = 0;
+  long long deeper_misfits = 0;  // see DpOptions::deeper_schedule
 };
 
 // The DP runs backwards over layer blocks: state (i, u) = the layers from block i on are

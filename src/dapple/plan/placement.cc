@@ -90,17 +90,30 @@ std::optional<std::vector<int>> PlaceCounts(const Cluster& cluster, const std::v
       FillInOrder(partial, free, take, need);
       FillInOrder(fresh, free, take, need);
       break;
-    case PlacementPolicy::kScatterFirst:
-      while (need > 0) {
-        int best = -1;
-        for (int s = 0; s < servers; ++s) {
-          if (free[s] - take[s] > 0 && (best < 0 || free[s] - take[s] > free[best] - take[best]))
-            best = s;
+    case PlacementPolicy::kScatterFirst: {
+      // One device at a time from the server with the most free devices (ties: lowest id)
+      // ends with every server that gave a device down to a level L or L-1: take each down
+      // to the smallest L whose total is at most n, then one more from the servers at L,
+      // lowest id first (O(servers x devices per server) instead of O(n x servers)).
+      auto above = [&](int level) {
+        int t = 0;
+        for (int s = 0; s < servers; ++s) t += std::max(0, free[s] - level);
+        return t;
+      };
+      int level = 0;
+      while (above(level) > need) ++level;
+      for (int s = 0; s < servers; ++s) {
+        take[s] = std::max(0, free[s] - level);
+        need -= take[s];
+      }
+      for (int s = 0; s < servers && need > 0; ++s) {
+        if (free[s] >= level && level > 0) {
+          ++take[s];
+          --need;
         }
-        ++take[best];
-        --need;
       }
       break;
+    }
   }
   DAPPLE_CHECK(need == 0);
   return take;
@@ -109,9 +122,10 @@ std::optional<std::vector<int>> PlaceCounts(const Cluster& cluster, const std::v
 std::vector<int> DevicesOf(const Cluster& cluster, const std::vector<int>& usage,
                            const std::vector<int>& take) {
   std::vector<int> devices;
-  for (int s = 0; s < cluster.num_servers(); ++s) {
-    int first = cluster.FirstDeviceOf(s) + usage[s];
+  for (int s = 0, server_first = 0; s < cluster.num_servers(); ++s) {
+    const int first = server_first + usage[s];
     for (int k = 0; k < take[s]; ++k) devices.push_back(first + k);
+    server_first += cluster.servers[s].devices;  // FirstDeviceOf(s + 1), without its O(s) scan
   }
   return devices;
 }
@@ -119,8 +133,8 @@ std::vector<int> DevicesOf(const Cluster& cluster, const std::vector<int>& usage
 bool IdenticalServers(const Cluster& c) {
   for (int s = 1; s < c.num_servers(); ++s) {
     if (c.servers[s].devices != c.servers[0].devices) return false;
-    const DeviceSpec& a = c.Device(c.FirstDeviceOf(s));
-    const DeviceSpec& b = c.Device(0);
+    const DeviceSpec& a = c.servers[s].device ? *c.servers[s].device : c.device;  // c.Device
+    const DeviceSpec& b = c.servers[0].device ? *c.servers[0].device : c.device;  // in O(1)
     if (a.memory_bytes != b.memory_bytes || a.speed != b.speed ||
         a.process_memory_bytes != b.process_memory_bytes)
       return false;

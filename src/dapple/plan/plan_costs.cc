@@ -44,6 +44,9 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
     std::vector<GradBucket> buckets = GradientBuckets(cost, first, last);
     std::vector<double> ms = BucketAllReduceMs(cost, buckets, devices);
     for (int j = 0; j < r; ++j) {
+      // On uniform devices a replica's figure depends only on its slice, and slices come
+      // in two sizes: the first replica's and the last's.
+      if (uniform && j > 0 && j < r - 1) continue;
       double e =
           ExposedAllReduceMs(cost, buckets, ms, SliceOf(micro_batch, r, j).size(), devices[j]);
       c.allreduce_exposed_ms = j == 0 ? e : std::min(c.allreduce_exposed_ms, e);
@@ -80,13 +83,27 @@ PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
   // Interleaved (v chunks per device group, G groups): chunk s holds about 1/v of its
   // group's K_g chunk-micro-batches, and a group's memory is the sum of its chunks'.
   const int v = plan.virtual_stages, G = plan.num_device_groups();
+  // Whether the plan's devices are alike (UniformDevices over them only): then each
+  // stage is costed from its first replica and its last (EvaluateStage's `uniform`).
+  bool uniform = true;
+  {
+    const int d0 = plan.stages[0].devices.at(0), n = cost.num_layers() - 1;
+    const double pbs = cost.profile_batch_size();
+    for (const StagePlan& st : plan.stages)
+      for (int d : st.devices)
+        uniform = uniform &&
+                  (d == d0 || (cost.ForwardMs(0, n, pbs, d) == cost.ForwardMs(0, n, pbs, d0) &&
+                               cost.BackwardMs(0, n, pbs, d) == cost.BackwardMs(0, n, pbs, d0) &&
+                               cost.UpdateMs(0, n, d) == cost.UpdateMs(0, n, d0) &&
+                               cost.DeviceMemoryBytes(d) == cost.DeviceMemoryBytes(d0)));
+  }
   for (int s = 0; s < S; ++s) {
     const StagePlan& st = plan.stages[s];
     int k = v > 1 ? (PeakInFlight(plan.schedule, s % G, G, M, v) + v - 1) / v
                   : PeakInFlight(plan.schedule, s, S, M);
     StageCost c =
         EvaluateStage(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
-                      plan.Recomputes(s), plan.allreduce_overlap);
+                      plan.Recomputes(s), plan.allreduce_overlap, uniform);
     if (SplitsBackward(plan.schedule)) {
       // The backward runs as I + W, which may cost more than B (measured split). The
       // buckets start during the last W; no hiding is assumed, so lower bounds stay valid.

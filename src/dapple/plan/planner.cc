@@ -3,21 +3,17 @@
 #include "dapple/plan/planner.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <exception>
-#include <map>
-#include <mutex>
-#include <thread>
 
 #include "dapple/common/error.h"
 #include "dapple/format/message_tags.h"
-#include "dapple/plan/baselines.h"
-#include "dapple/plan/dapple_dp.h"
 #include "dapple/plan/exhaustive.h"
 #include "dapple/plan/interleaving.h"
+#include "dapple/plan/parallel_for.h"
+#include "dapple/plan/proposals.h"
 #include "dapple/plan/refine.h"
 #include "dapple/plan/rescoring.h"
+#include "dapple/plan/sim_cache.h"
 
 namespace dapple {
 
@@ -34,194 +30,95 @@ std::vector<int> MicroBatchSizes(int global_batch) {
 
 namespace {
 
-struct Context {
-  const Profile& profile;
-  const Cluster& cluster;
-  const CostModel& cost;
-  int global_batch;
-  const PlannerOptions& options;
-  std::vector<int> sizes;               // micro-batch sizes to try, ascending
-  std::vector<ScheduleKind> schedules;  // for the planners that choose (dapple-a, -b, zb-h1)
-};
+using internal::Context;
+using internal::Family;
+using internal::ForwardTimed;
+using internal::Propose;
+using internal::Shared;
 
-// Per layer: whether the profile times its forward (what re-computation costs).
-std::vector<bool> ForwardTimed(const Profile& profile) {
-  std::vector<bool> timed;
-  for (const LayerProfile& l : profile.layers) {
-    bool t = l.forward_ms > 0;
-    for (double ms : l.forward_ms_by_batch) t = t || ms > 0;
-    timed.push_back(t);
-  }
-  return timed;
+// The DAPPLE planner's selection with refinement (refine.h) for the schedules of `c`.
+// Re-computation is searched on the stages whose layers have forward times in the profile;
+// when no proposal fits even with it where needed, the proposals made without the memory
+// limit are tried with it.
+RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& proposals,
+                               int threads = 0) {
+  RefineOptions ro;
+  ro.threads = threads;
+  ro.sizes = c.sizes;
+  ro.schedules = c.schedules;
+  ro.seconds = c.options.refine_seconds;
+  ro.forward_timed = ForwardTimed(c.profile);
+  ro.cache = &c.shared->sims;
+  RefinedSelection r = SelectAndRefine(proposals, {}, c.cost, c.cluster, ro);
+  if (!r.best && CanRecompute(ro.forward_timed, 0, c.profile.num_layers() - 1))
+    r = SelectAndRefine(proposals, Propose(c, /*enforce_memory=*/false), c.cost, c.cluster, ro);
+  return r;
 }
 
-MicroBatching Mb(const Context& c, int m) { return {m, c.global_batch / m}; }
-
-// Adds `plan` once per schedule in `kinds`.
-void AddWithSchedules(std::vector<Proposal>& out, Plan plan, const std::string& origin,
-                      const std::vector<ScheduleKind>& kinds) {
-  for (ScheduleKind k : kinds) {
-    plan.schedule = k;
-    out.push_back({plan, origin});
-  }
-}
-
-// The baselines' proposals; `into_dapple` tags them as candidates of the DAPPLE planner.
-void ProposeBaseline(const Context& c, const std::string& name, bool enforce_memory,
-                     const std::vector<ScheduleKind>& kinds, std::vector<Proposal>& out) {
-  const int n = c.cost.num_layers();
-  if (name == "dp") {
-    for (int m : c.sizes) {
-      auto p = DataParallelPlan(c.cluster, n, Mb(c, m));
-      if (p) AddWithSchedules(out, std::move(*p), "dp", kinds);
+// Note [Never slower with more schedules]
+// Hill climbing with more schedules among its moves can settle in another local optimum
+// than the climb with fewer (AmoebaNet-6 on paper-b at GBS 128: 412.5 ms with dapple-a,
+// dapple-b and zb-h1 against 403.4 ms with dapple-a alone; GNMT-16 on paper-b without
+// overlap: zb-h1 at 362 ms against dapple-a's 355 ms). So the search over several
+// schedules contains the searches of each one alone: it runs the search `--schedule k`
+// runs, for each k (the same proposals, DP and refinement; the DP results and simulations
+// are shared, so a family costs only its own climb), then one climb with every schedule
+// among the moves from the families' winners, fastest first. Its result is the fastest plan
+// it saw, so it is never slower than any schedule alone (tests/plan/never_slower_test.cc),
+// and it is deterministic as each family's search is (unless a time budget runs out: each
+// climb has `refine_seconds`).
+Selection SearchSchedules(const Context& c, const std::vector<std::vector<Proposal>>& families,
+                          PlanResult& result) {
+  Selection sel;
+  std::vector<Scored> winners;
+  std::vector<std::vector<RefineStep>> steps;
+  // The families' searches are independent: one thread each (each simulating on its own),
+  // gathered in schedule order.
+  std::vector<RefinedSelection> found(families.size());
+  ParallelFor(families.size(), 0, [&](size_t f) {
+    found[f] = SelectRefined(Family(c, c.schedules[f]), families[f], /*threads=*/1);
+  });
+  for (size_t f = 0; f < found.size(); ++f) {
+    RefinedSelection& r = found[f];
+    if (r.best) {  // what RunPlanner with this schedule fixed returns
+      PlanResult& fr = result.families.emplace_back();
+      fr.family = c.schedules[f];
+      fr.plan = r.best->plan;
+      fr.plan->planner = c.options.planner;
+      fr.plan->global_batch_size = c.global_batch;
+      ResolvePlanLayers(*fr.plan, c.profile, "planner");
+      fr.origin = r.best->origin;
+      for (const RefineStep& st : r.steps) fr.refine_moves.push_back(st.move);
+      fr.refine_out_of_time = r.out_of_time;
+      fr.plans_simulated = r.simulated;
     }
-  } else if (name == "straight" || name == "gpipe") {
-    for (int m : c.sizes) {
-      Plan p = BalancedPipelinePlan(c.cost, c.cluster, Mb(c, m), kinds.front(), name.c_str());
-      AddWithSchedules(out, std::move(p), name, kinds);
-    }
-  } else if (name == "pipedream") {
-    for (int m : c.sizes) {
-      auto p = PipeDreamPlan(c.cost, c.cluster, Mb(c, m), enforce_memory);
-      if (p) AddWithSchedules(out, std::move(*p), "pipedream", kinds);
-    }
+    sel.simulated += r.simulated;
+    result.refine_out_of_time = result.refine_out_of_time || r.out_of_time;
+    if (!r.best) continue;
+    winners.push_back(std::move(*r.best));
+    steps.push_back(std::move(r.steps));
   }
-}
-
-void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>& out) {
-  // One DP per micro-batch size, on worker threads (the cost model is read-only); the
-  // results are gathered in the order of `sizes`, so the outcome does not depend on timing.
-  const size_t nm = c.sizes.size();
-  std::vector<std::vector<DpCandidate>> per_m(nm);
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t k = next++; k < nm; k = next++) {
-      DpOptions o;
-      o.micro_batch_size = c.sizes[k];
-      o.num_micro_batches = c.global_batch / c.sizes[k];
-      o.memory_schedule = c.schedules.front();  // dapple-a: the smallest warm-up depths
-      o.enforce_memory = enforce_memory;
-      o.top_k = c.options.rescore_top_k;
-      per_m[k] = DappleDp(c.cost, c.cluster, o);
-    }
-  };
-  const size_t threads = std::min<size_t>(nm, std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  std::exception_ptr failure;
-  std::mutex failure_mu;
-  for (size_t t = 1; t < threads; ++t) {
-    pool.emplace_back([&] {
-      try {
-        work();
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(failure_mu);
-        if (!failure) failure = std::current_exception();
-      }
-    });
-  }
-  try {
-    work();
-  } catch (...) {
-    std::lock_guard<std::mutex> lock(failure_mu);
-    if (!failure) failure = std::current_exception();
-  }
-  for (std::thread& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
-  std::vector<DpCandidate> all;
-  std::map<int, size_t> best_of_m;  // index in `all` of each m's best
-  for (size_t k = 0; k < nm; ++k) {
-    for (DpCandidate& d : per_m[k]) {
-      if (!best_of_m.count(c.sizes[k])) best_of_m[c.sizes[k]] = all.size();
-      all.push_back(std::move(d));
-    }
-  }
-  std::vector<size_t> order(all.size());
+  if (winners.empty()) return sel;
+  std::vector<size_t> order(winners.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return all[a].latency_ms < all[b].latency_ms; });
-  std::vector<bool> chosen(all.size(), false);
-  for (size_t i = 0; i < order.size() && static_cast<int>(i) < c.options.rescore_top_k; ++i)
-    chosen[order[i]] = true;
-  for (auto& [m, i] : best_of_m) chosen[i] = true;
-  for (size_t i : order)
-    if (chosen[i]) AddWithSchedules(out, all[i].plan, "dapple-dp", c.schedules);
-  // Pure data parallelism and the straight pipeline are candidates too, and so are the
-  // other baselines' partitions under DAPPLE's schedules.
-  for (const char* b : {"dp", "straight", "pipedream"})
-    ProposeBaseline(c, b, enforce_memory, c.schedules, out);
-}
-
-std::vector<Proposal> Propose(const Context& c, bool enforce_memory) {
-  std::vector<Proposal> out;
-  const std::string& name = c.options.planner;
-  if (name == "dapple") {
-    ProposeDapple(c, enforce_memory, out);
-  } else if (name == "gpipe") {
-    ProposeBaseline(c, name, enforce_memory, {c.options.schedule.value_or(ScheduleKind::kGPipe)},
-                    out);
-  } else if (name == "dp" && enforce_memory) {
-    // The largest micro-batch that fits.
-    std::vector<Proposal> all;
-    ProposeBaseline(c, name, enforce_memory, {c.schedules.front()}, all);
-    for (auto it = all.rbegin(); it != all.rend(); ++it) {
-      if (EvaluatePlan(it->plan, c.cost).fits) {
-        out.push_back(*it);
-        break;
-      }
-    }
-    if (out.empty()) out = std::move(all);  // none fits: reported as such
-  } else if (name == "exhaustive") {
-    ExhaustiveResult r = ExhaustivePlan(c.cost, c.cluster, c.global_batch, c.sizes, c.schedules,
-                                        c.options.allreduce_overlap, ForwardTimed(c.profile));
-    if (r.plan) out.push_back({*r.plan, "exhaustive"});
-  } else {
-    ProposeBaseline(c, name, enforce_memory, {c.schedules.front()}, out);
-  }
-  for (Proposal& p : out) p.plan.allreduce_overlap = c.options.allreduce_overlap;
-  return out;
-}
-
-// The DAPPLE planner's selection with refinement (refine.h). Re-computation is searched on
-// the stages whose layers have forward times in the profile; when no proposal fits even
-// with it where needed, the proposals made without the memory limit are tried with it.
-Selection SelectRefined(const Context& c, const std::vector<Proposal>& proposals,
-                        PlanResult& result) {
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return winners[a].sim.iteration_ms < winners[b].sim.iteration_ms;
+  });
+  std::vector<Scored> starts;
+  for (size_t i : order) starts.push_back(winners[i]);
   RefineOptions ro;
   ro.sizes = c.sizes;
   ro.schedules = c.schedules;
   ro.seconds = c.options.refine_seconds;
   ro.forward_timed = ForwardTimed(c.profile);
-  // The two climbs of Note [Refining without split schedules] share the time budget.
-  const bool two_climbs = std::any_of(ro.schedules.begin(), ro.schedules.end(), SplitsBackward) &&
-                          !std::all_of(ro.schedules.begin(), ro.schedules.end(), SplitsBackward);
-  if (two_climbs) ro.seconds /= 2;
-  RefinedSelection r = SelectAndRefine(proposals, {}, c.cost, c.cluster, ro);
-  if (!r.best && CanRecompute(ro.forward_timed, 0, c.profile.num_layers() - 1))
-    r = SelectAndRefine(proposals, Propose(c, /*enforce_memory=*/false), c.cost, c.cluster, ro);
-  // Note [Refining without split schedules]: hill climbing with the split-backward
-  // schedules among its moves can settle in another local optimum than without them
-  // (GNMT-16 on paper-b at GBS 1024 without overlap: zb-h1 at 362 ms, dapple-a at 355 ms),
-  // so the climb also runs from the other proposals without them, and the faster wins.
-  RefineOptions plain = ro;
-  std::erase_if(plain.schedules, SplitsBackward);
-  if (two_climbs) {
-    std::vector<Proposal> plain_proposals;
-    for (const Proposal& p : proposals)
-      if (!SplitsBackward(p.plan.schedule)) plain_proposals.push_back(p);
-    RefinedSelection alt = SelectAndRefine(plain_proposals, {}, c.cost, c.cluster, plain);
-    if (alt.best && (!r.best || alt.best->sim.iteration_ms < r.best->sim.iteration_ms)) {
-      alt.simulated += r.simulated;
-      alt.out_of_time = alt.out_of_time || r.out_of_time;
-      r = std::move(alt);
-    } else {
-      r.simulated += alt.simulated;
-    }
-  }
-  Selection sel;
-  sel.simulated = r.simulated;
-  sel.best = std::move(r.best);
-  for (const RefineStep& st : r.steps) result.refine_moves.push_back(st.move);
-  result.refine_out_of_time = r.out_of_time;
+  ro.cache = &c.shared->sims;
+  RefineResult mixed = Refine(starts, c.cost, c.cluster, ro);
+  sel.simulated += mixed.simulated;
+  result.refine_out_of_time = result.refine_out_of_time || mixed.out_of_time;
+  const size_t from = order[mixed.start];  // the family whose winner the climb began at
+  for (const RefineStep& st : steps[from]) result.refine_moves.push_back(st.move);
+  for (const RefineStep& st : mixed.steps) result.refine_moves.push_back(st.move);
+  sel.best = std::move(mixed.best);
   return sel;
 }
 
@@ -234,7 +131,7 @@ void OfferInterleaving(const Context& c, Selection& sel, PlanResult& result) {
     if (!MessageTagError(p.plan, c.cluster.num_devices())) proposals.push_back(std::move(p));
   }
   if (proposals.size() == 1) return;
-  Selection alt = SelectFastest(proposals, c.cost);
+  Selection alt = SelectFastest(proposals, c.cost, false, &c.shared->sims);
   sel.simulated += alt.simulated;
   if (!alt.best || alt.best->sim.iteration_ms >= sel.best->sim.iteration_ms) return;
   result.refine_moves.push_back(fmt::format("interleave v={}", alt.best->plan.virtual_stages));
@@ -257,7 +154,8 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
   DAPPLE_CHECK(cost.num_devices() == cluster.num_devices());
   if (options.rescore_top_k < 1) ThrowInput("rescore_top_k must be at least 1");
 
-  Context c{profile, cluster, cost, global_batch, options, {}, {}};
+  Shared shared;
+  Context c{profile, cluster, cost, global_batch, options, {}, {}, &shared};
   if (options.micro_batch_size) {
     int m = *options.micro_batch_size;
     if (m < 1 || global_batch % m != 0)
@@ -292,9 +190,22 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
     return MessageTagError(p.plan, cluster.num_devices()).has_value();
   });
   const bool dropped_for_tags = proposals.size() < proposed;
-  Selection sel = options.planner == "dapple" && options.refine_seconds > 0
-                      ? SelectRefined(c, proposals, result)
-                      : SelectFastest(proposals, cost);
+  Selection sel;
+  if (options.planner == "dapple" && options.refine_seconds > 0 && c.schedules.size() > 1) {
+    std::vector<std::vector<Proposal>> families(c.schedules.size());
+    for (Proposal& p : proposals)
+      for (size_t f = 0; f < c.schedules.size(); ++f)
+        if (p.plan.schedule == c.schedules[f]) families[f].push_back(p);
+    sel = SearchSchedules(c, families, result);
+  } else if (options.planner == "dapple" && options.refine_seconds > 0) {
+    RefinedSelection r = SelectRefined(c, proposals);
+    sel.best = std::move(r.best);
+    sel.simulated = r.simulated;
+    for (const RefineStep& st : r.steps) result.refine_moves.push_back(st.move);
+    result.refine_out_of_time = r.out_of_time;
+  } else {
+    sel = SelectFastest(proposals, cost, false, &shared.sims);
+  }
   if (sel.best && options.planner == "dapple" && options.interleave &&
       (!options.schedule || *options.schedule == ScheduleKind::kInterleaved))
     OfferInterleaving(c, sel, result);

@@ -41,6 +41,12 @@ struct PlanResult {
   // proposed), and whether its time budget ran out.
   std::vector<std::string> refine_moves;
   bool refine_out_of_time = false;
+  // The DAPPLE planner searching several schedules runs each one's own search first (Note
+  // [Never slower with more schedules] in planner.cc): here are those that found a plan,
+  // each what RunPlanner with `schedule` = `family` returns (planning_seconds and
+  // plans_simulated aside), so that callers need not run them again.
+  std::optional<ScheduleKind> family;
+  std::vector<PlanResult> families;
 };
 
 std::vector<std::string> PlannerNames();

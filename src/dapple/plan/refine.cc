@@ -52,9 +52,10 @@ using Clock = std::chrono::steady_clock;
 // Simulates plans[i] for i in [begin, end) on up to `threads` threads; scored[i] is empty
 // when the plan does not fit memory.
 void ScoreBatch(const std::vector<const Plan*>& plans, size_t begin, size_t end,
-                const CostModel& cost, int threads, std::vector<std::optional<Scored>>& scored) {
+                const CostModel& cost, int threads, SimCache* cache,
+                std::vector<std::optional<Scored>>& scored) {
   auto one = [&](size_t i) {
-    Selection sel = SelectFastest({Proposal{*plans[i], ""}}, cost);
+    Selection sel = SelectFastest({Proposal{*plans[i], ""}}, cost, false, cache);
     if (sel.best) scored[i] = std::move(*sel.best);
   };
   const size_t n = end - begin;
@@ -125,7 +126,7 @@ struct Search {
           break;
         }
         const size_t end = std::min(plans.size(), begin + static_cast<size_t>(threads));
-        ScoreBatch(plans, begin, end, cost, threads, scored);
+        ScoreBatch(plans, begin, end, cost, threads, o.cache, scored);
         simulated += static_cast<long long>(end - begin);
         for (size_t i = begin; i < end && !taken; ++i)
           if (scored[i] && scored[i]->sim.iteration_ms < now_ms * (1 - 1e-9)) taken = i;
@@ -155,11 +156,12 @@ RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
   RefineResult result;
   bool have = false;
-  for (const Scored& start : starts) {
-    auto [end, steps] = search.Run(start);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    auto [end, steps] = search.Run(starts[i]);
     if (!have || end.sim.iteration_ms < result.best.sim.iteration_ms) {
       result.best = std::move(end);
       result.steps = std::move(steps);
+      result.start = i;
       have = true;
     }
   }

@@ -24,6 +24,7 @@ struct RefineOptions {
   int max_rounds = 400;            // accepted moves per start at most
   int simulations_per_round = 32;  // neighbours simulated per round at most (best first)
   int threads = 0;                 // simulating threads; 0: the machine's cores
+  SimCache* cache = nullptr;       // simulations go through it when set (sim_cache.h)
 };
 
 // One move of the search, as reported: "boundary", "move-device", "add-device",
@@ -36,6 +37,7 @@ struct RefineStep {
 struct RefineResult {
   Scored best;                    // the fastest plan seen (a start when no move helped)
   std::vector<RefineStep> steps;  // the accepted moves that led from its start to it
+  size_t start = 0;               // index of that start in `starts`
   long long simulated = 0;        // neighbours the simulator scored
   bool out_of_time = false;       // the budget ran out before the search converged
 };

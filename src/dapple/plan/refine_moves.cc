@@ -14,7 +14,8 @@ struct Ctx {
   const CostModel& cost;
   const Cluster& cluster;
   const RefineOptions& o;
-  std::vector<int> unused;  // devices no stage has, ascending
+  std::vector<int> unused;     // devices no stage has, ascending
+  std::vector<int> server_of;  // device -> server (Cluster::ServerOf scans the servers)
 };
 
 int MaxReplicas(const Plan& p) {
@@ -62,10 +63,11 @@ void Add(Ctx& c, std::vector<Neighbour>& out, Plan p, const char* move) {
 // fastest). -1 when none.
 int PickUnused(const Ctx& c, const std::vector<int>& devices) {
   if (c.unused.empty()) return -1;
+  std::vector<int> on_server(c.cluster.num_servers(), 0);  // the stage's devices per server
+  for (int d : devices) ++on_server[c.server_of[d]];
   int best = -1, best_count = 0;
   for (int u : c.unused) {
-    int count = 0;
-    for (int d : devices) count += c.cluster.ServerOf(d) == c.cluster.ServerOf(u);
+    const int count = on_server[c.server_of[u]];
     if (count > best_count) best = u, best_count = count;
   }
   if (best >= 0) return best;
@@ -80,9 +82,10 @@ int PickUnused(const Ctx& c, const std::vector<int>& devices) {
 // The device of `from` to give to a stage on `to`: one on a server `to` uses, else the
 // last one.
 int PickGiven(const Ctx& c, const std::vector<int>& from, const std::vector<int>& to) {
+  std::vector<char> to_server(c.cluster.num_servers(), 0);  // servers `to` uses
+  for (int d : to) to_server[c.server_of[d]] = 1;
   for (auto it = from.rbegin(); it != from.rend(); ++it)
-    for (int d : to)
-      if (c.cluster.ServerOf(d) == c.cluster.ServerOf(*it)) return *it;
+    if (to_server[c.server_of[*it]]) return *it;
   return from.back();
 }
 
@@ -145,7 +148,7 @@ void Devices(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
   for (int a = 0; a < S; ++a) {
     for (int b = a + 1; b < S; ++b) {
       const int da = p.stages[a].devices.back(), db = p.stages[b].devices.front();
-      if (c.cluster.ServerOf(da) == c.cluster.ServerOf(db)) continue;
+      if (c.server_of[da] == c.server_of[db]) continue;
       Plan q = p;
       Erase(q.stages[a].devices, da);
       Erase(q.stages[b].devices, db);
@@ -240,7 +243,9 @@ void Batching(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
 
 std::vector<Neighbour> Neighbours(const Plan& plan, const CostModel& cost, const Cluster& cluster,
                                   const RefineOptions& options) {
-  Ctx c{cost, cluster, options, {}};
+  Ctx c{cost, cluster, options, {}, {}};
+  for (int s = 0; s < cluster.num_servers(); ++s)
+    c.server_of.resize(c.server_of.size() + cluster.servers[s].devices, s);
   std::vector<bool> used(cluster.num_devices(), false);
   for (const StagePlan& s : plan.stages)
     for (int d : s.devices) used[d] = true;

@@ -40,7 +40,7 @@ RefinedSelection SelectAndRefine(const std::vector<Proposal>& proposals,
 
   std::vector<Scored> starts;
   for (const std::string& origin : order) {
-    Selection sel = SelectFastest(groups[origin], cost);
+    Selection sel = SelectFastest(groups[origin], cost, false, options.cache);
     out.simulated += sel.simulated;
     if (sel.best) starts.push_back(std::move(*sel.best));
   }

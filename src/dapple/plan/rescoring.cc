@@ -9,7 +9,7 @@
 namespace dapple {
 
 Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel& cost,
-                        bool ignore_memory) {
+                        bool ignore_memory, SimCache* cache) {
   Selection sel;
   struct Item {
     double lb;
@@ -33,7 +33,8 @@ Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel&
   for (Item& it : items) {
     if (sel.best && it.lb > sel.best->sim.iteration_ms) break;
     const Plan& plan = proposals[it.index].plan;
-    SimResult r = SimulatePlan(plan, cost, SimOptions{.record_timeline = false});
+    SimResult r = cache ? cache->Simulate(plan, cost)
+                        : SimulatePlan(plan, cost, SimOptions{.record_timeline = false});
     ++sel.simulated;
     if (!ignore_memory) {
       bool fits = true;

@@ -10,6 +10,7 @@
 #include "dapple/cost/cost_model.h"
 #include "dapple/format/plan.h"
 #include "dapple/plan/plan_costs.h"
+#include "dapple/plan/sim_cache.h"
 #include "dapple/sim/simulator.h"
 
 namespace dapple {
@@ -35,8 +36,8 @@ struct Selection {
 
 // Fastest simulated proposal that fits memory (per the planner's memory rule and the
 // simulator's peak); ties go to the earlier proposal. With `ignore_memory`, memory is not
-// checked (to tell what the best plans would need).
+// checked (to tell what the best plans would need). With `cache`, simulations go through it.
 Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel& cost,
-                        bool ignore_memory = false);
+                        bool ignore_memory = false, SimCache* cache = nullptr);
 
 }  // namespace dapple

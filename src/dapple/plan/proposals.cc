@@ -1,0 +1,184 @@
+// The planners' proposals: see proposals.h.
+#include "dapple/plan/proposals.h"
+
+#include <algorithm>
+#include <iterator>
+
+#include "dapple/plan/baselines.h"
+#include "dapple/plan/exhaustive.h"
+#include "dapple/plan/parallel_for.h"
+
+namespace dapple::internal {
+
+std::vector<bool> ForwardTimed(const Profile& profile) {
+  std::vector<bool> timed;
+  for (const LayerProfile& l : profile.layers) {
+    bool t = l.forward_ms > 0;
+    for (double ms : l.forward_ms_by_batch) t = t || ms > 0;
+    timed.push_back(t);
+  }
+  return timed;
+}
+
+Context Family(const Context& c, ScheduleKind k) {
+  Context f = c;
+  f.schedules = {k};
+  return f;
+}
+
+namespace {
+
+// The DP's memory check depends on its schedule only through the warm-up depths K_s:
+// zb-h1's are dapple-a's, interleaved's (one chunk) dapple-b's.
+ScheduleKind DepthSchedule(ScheduleKind k) {
+  if (k == ScheduleKind::kZbH1) return ScheduleKind::kDappleA;
+  if (k == ScheduleKind::kInterleaved) return ScheduleKind::kDappleB;
+  return k;
+}
+
+MicroBatching Mb(const Context& c, int m) { return {m, c.global_batch / m}; }
+
+// Adds `plan` once per schedule in `kinds`.
+void AddWithSchedules(std::vector<Proposal>& out, Plan plan, const std::string& origin,
+                      const std::vector<ScheduleKind>& kinds) {
+  for (ScheduleKind k : kinds) {
+    plan.schedule = k;
+    out.push_back({plan, origin});
+  }
+}
+
+// The baselines' proposals; `into_dapple` tags them as candidates of the DAPPLE planner.
+void ProposeBaseline(const Context& c, const std::string& name, bool enforce_memory,
+                     const std::vector<ScheduleKind>& kinds, std::vector<Proposal>& out) {
+  const int n = c.cost.num_layers();
+  if (name == "dp") {
+    for (int m : c.sizes) {
+      auto p = DataParallelPlan(c.cluster, n, Mb(c, m));
+      if (p) AddWithSchedules(out, std::move(*p), "dp", kinds);
+    }
+  } else if (name == "straight" || name == "gpipe") {
+    for (int m : c.sizes) {
+      Plan p = BalancedPipelinePlan(c.cost, c.cluster, Mb(c, m), kinds.front(), name.c_str());
+      AddWithSchedules(out, std::move(p), name, kinds);
+    }
+  } else if (name == "pipedream") {
+    for (int m : c.sizes) {
+      std::optional<Plan> p;
+      {  // PipeDream's DP, once per (m, memory) in a RunPlanner call
+        std::unique_lock<std::mutex> lock(c.shared->dp_mu);
+        auto it = c.shared->pipedream.find({m, enforce_memory});
+        if (it != c.shared->pipedream.end()) {
+          p = it->second;
+        } else {
+          lock.unlock();
+          p = PipeDreamPlan(c.cost, c.cluster, Mb(c, m), enforce_memory);
+          lock.lock();
+          c.shared->pipedream.try_emplace({m, enforce_memory}, p);
+        }
+      }
+      if (p) AddWithSchedules(out, std::move(*p), "pipedream", kinds);
+    }
+  }
+}
+
+void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>& out) {
+  // One DP per micro-batch size, on worker threads (the cost model is read-only); the
+  // results are gathered in the order of `sizes`, so the outcome does not depend on timing.
+  // dapple-a first among the schedules: the smallest warm-up depths.
+  const ScheduleKind depths = DepthSchedule(c.schedules.front());
+  auto key = [&](int m) { return std::tuple{m, depths, enforce_memory}; };
+  std::vector<int> missing;  // sizes whose DP this call has not run yet
+  std::unique_lock<std::mutex> lock(c.shared->dp_mu);
+  for (int m : c.sizes) {
+    if (c.shared->dps.count(key(m))) continue;
+    // dapple-b's DP decides as dapple-a's where no stage that fits a's depths misses b's.
+    auto a = c.shared->dps.find({m, ScheduleKind::kDappleA, enforce_memory});
+    if (depths == ScheduleKind::kDappleB && a != c.shared->dps.end() &&
+        a->second.deeper_misfits == 0) {
+      c.shared->dps[key(m)] = a->second;
+      continue;
+    }
+    missing.push_back(m);
+  }
+  const size_t nm = missing.size();
+  std::vector<Shared::Dp> per_m(nm);
+  lock.unlock();  // the DPs run unlocked; another search may run the same one (same result)
+  ParallelFor(nm, 0, [&](size_t k) {
+    DpOptions o;
+    o.micro_batch_size = missing[k];
+    o.num_micro_batches = c.global_batch / missing[k];
+    o.memory_schedule = depths;
+    o.enforce_memory = enforce_memory;
+    o.top_k = c.options.rescore_top_k;
+    if (depths == ScheduleKind::kDappleA) o.deeper_schedule = ScheduleKind::kDappleB;
+    DpStats stats;
+    per_m[k].candidates = DappleDp(c.cost, c.cluster, o, &stats);
+    per_m[k].deeper_misfits = stats.deeper_misfits;
+  });
+  lock.lock();
+  for (size_t k = 0; k < nm; ++k) c.shared->dps[key(missing[k])] = std::move(per_m[k]);
+  std::vector<DpCandidate> all;
+  std::map<int, size_t> best_of_m;  // index in `all` of each m's best
+  for (int m : c.sizes) {
+    for (const DpCandidate& d : c.shared->dps.at(key(m)).candidates) {
+      if (!best_of_m.count(m)) best_of_m[m] = all.size();
+      all.push_back(d);
+    }
+  }
+  lock.unlock();
+  std::vector<size_t> order(all.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return all[a].latency_ms < all[b].latency_ms; });
+  std::vector<bool> chosen(all.size(), false);
+  for (size_t i = 0; i < order.size() && static_cast<int>(i) < c.options.rescore_top_k; ++i)
+    chosen[order[i]] = true;
+  for (auto& [m, i] : best_of_m) chosen[i] = true;
+  for (size_t i : order)
+    if (chosen[i]) AddWithSchedules(out, all[i].plan, "dapple-dp", c.schedules);
+  // Pure data parallelism and the straight pipeline are candidates too, and so are the
+  // other baselines' partitions under DAPPLE's schedules.
+  for (const char* b : {"dp", "straight", "pipedream"})
+    ProposeBaseline(c, b, enforce_memory, c.schedules, out);
+}
+
+}  // namespace
+
+std::vector<Proposal> Propose(const Context& c, bool enforce_memory) {
+  std::vector<Proposal> out;
+  const std::string& name = c.options.planner;
+  if (name == "dapple" && c.schedules.size() > 1) {
+    // Each schedule's proposals as `--schedule` makes them (Note [Never slower with more
+    // schedules]), one after the other.
+    for (ScheduleKind k : c.schedules) {
+      std::vector<Proposal> family = Propose(Family(c, k), enforce_memory);
+      std::move(family.begin(), family.end(), std::back_inserter(out));
+    }
+  } else if (name == "dapple") {
+    ProposeDapple(c, enforce_memory, out);
+  } else if (name == "gpipe") {
+    ProposeBaseline(c, name, enforce_memory, {c.options.schedule.value_or(ScheduleKind::kGPipe)},
+                    out);
+  } else if (name == "dp" && enforce_memory) {
+    // The largest micro-batch that fits.
+    std::vector<Proposal> all;
+    ProposeBaseline(c, name, enforce_memory, {c.schedules.front()}, all);
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+      if (EvaluatePlan(it->plan, c.cost).fits) {
+        out.push_back(*it);
+        break;
+      }
+    }
+    if (out.empty()) out = std::move(all);  // none fits: reported as such
+  } else if (name == "exhaustive") {
+    ExhaustiveResult r = ExhaustivePlan(c.cost, c.cluster, c.global_batch, c.sizes, c.schedules,
+                                        c.options.allreduce_overlap, ForwardTimed(c.profile));
+    if (r.plan) out.push_back({*r.plan, "exhaustive"});
+  } else {
+    ProposeBaseline(c, name, enforce_memory, {c.schedules.front()}, out);
+  }
+  for (Proposal& p : out) p.plan.allreduce_overlap = c.options.allreduce_overlap;
+  return out;
+}
+
+}  // namespace dapple::internal

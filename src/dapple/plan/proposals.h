@@ -1,0 +1,55 @@
+// The planner's shared state and proposals (internal to plan/): what one RunPlanner call
+// computes once and its searches share, and the proposals each planner makes.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "dapple/plan/dapple_dp.h"
+#include "dapple/plan/planner.h"
+#include "dapple/plan/rescoring.h"
+#include "dapple/plan/sim_cache.h"
+
+namespace dapple::internal {
+
+// What one RunPlanner call computes once and its searches share.
+struct Shared {
+  SimCache sims;  // simulator results by plan
+  // DP results by (m, warm-up depths' schedule, memory enforced), and for dapple-a's
+  // depths how many accepted stages dapple-b's would reject (DpOptions::deeper_schedule).
+  struct Dp {
+    std::vector<DpCandidate> candidates;
+    long long deeper_misfits = 0;
+  };
+  std::map<std::tuple<int, ScheduleKind, bool>, Dp> dps;
+  std::map<std::pair<int, bool>, std::optional<Plan>> pipedream;  // by (m, memory enforced)
+  std::mutex dp_mu;  // guards dps and pipedream (the schedule families search in parallel)
+};
+
+struct Context {
+  const Profile& profile;
+  const Cluster& cluster;
+  const CostModel& cost;
+  int global_batch;
+  const PlannerOptions& options;
+  std::vector<int> sizes;               // micro-batch sizes to try, ascending
+  std::vector<ScheduleKind> schedules;  // for the planners that choose (dapple-a, -b, zb-h1)
+  Shared* shared = nullptr;
+};
+
+// Per layer: whether the profile times its forward (what re-computation costs).
+std::vector<bool> ForwardTimed(const Profile& profile);
+
+// The context of the search with schedule `k` alone (what `--schedule k` runs).
+Context Family(const Context& c, ScheduleKind k);
+
+// The proposals of the planner `c.options.planner` for the schedules of `c`: the DAPPLE
+// planner's DP candidates and the baselines' partitions, with several schedules each
+// schedule's proposals one after another (as `--schedule` makes them).
+std::vector<Proposal> Propose(const Context& c, bool enforce_memory);
+
+}  // namespace dapple::internal

@@ -1,0 +1,42 @@
+// A memo of simulator results by plan, shared by the planner's searches: the refinement
+// lists the same neighbours again from nearby plans, and the schedule families' searches
+// (Note [Never slower with more schedules] in planner.cc) score many of the same plans.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "dapple/cost/cost_model.h"
+#include "dapple/format/plan.h"
+#include "dapple/sim/simulator.h"
+
+namespace dapple {
+
+// Everything of `plan` that the simulator reads (stages, devices, re-computation, m, M, the
+// global batch, schedule, chunks, overlap), as a string; equal keys simulate equally on one cost
+// model.
+std::string SimKey(const Plan& plan);
+
+// Thread-safe. One cache per cost model: results are only valid for the model they were
+// computed with.
+class SimCache {
+ public:
+  // SimulatePlan(plan, cost, {.record_timeline = false}), or the stored result of a plan
+  // with the same SimKey. Two threads asking for one new plan may both simulate it (the
+  // results are equal); the first stored is kept. The lowered schedule is memoized too: it
+  // depends only on the schedule, S, M, v and which stages are replicated.
+  SimResult Simulate(const Plan& plan, const CostModel& cost);
+  long long hits() const;
+  long long misses() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, SimResult> results_;
+  std::map<std::vector<int>, std::shared_ptr<const Schedule>> lowered_;
+  long long hits_ = 0, misses_ = 0;
+};
+
+}  // namespace dapple
