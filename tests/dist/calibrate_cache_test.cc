@@ -62,7 +62,7 @@ TEST_F(CalibrateCacheTest, AnotherMachinesCacheIsReplacedByThisOnes) {
   EXPECT_EQ(l.cluster.local->threads_per_device, ThreadsPerProcess(ThisMachine().cores, 2));
   EXPECT_EQ(l.cluster.local->cold_caches, false);
   EXPECT_EQ(l.cluster.local->calibration_version, kCalibrationVersion);
-  EXPECT_TRUE(l.cluster.local->load_average.has_value()) << "the load when it began";
+  EXPECT_TRUE(l.cluster.local->busy_cores.has_value()) << "the cores busy when it began";
 }
 
 TEST_F(CalibrateCacheTest, PlainCalibrateReusesACurrentCache) {

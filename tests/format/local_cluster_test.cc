@@ -139,12 +139,12 @@ TEST_F(LocalClusterTest, ABusyCalibrationIsUsedUntilTheMachineIsIdle) {
   EXPECT_FALSE(MachineIsBusy(3.0, 8));
   MachineIdentity m = ThisMachine();
   Cluster busy = Calibrated(m);
-  busy.local->load_average = 0.5 * m.cores + 1.0;
+  busy.local->busy_cores = 0.5 * m.cores + 1.0;
   WriteLocalCalibration(busy, path_);
   LocalCluster l = LoadLocalCluster(path_, m);
   ASSERT_TRUE(l.calibrated) << l.note;
   EXPECT_TRUE(l.busy);
-  EXPECT_EQ(l.cluster.local->load_average, 0.5 * m.cores + 1.0);
+  EXPECT_EQ(l.cluster.local->busy_cores, 0.5 * m.cores + 1.0);
   EXPECT_THAT(l.note, HasSubstr("busy"));
   EXPECT_EQ(ReasonToCalibrateAgain(l, 2, 0.5 * m.cores + 1.0, m.cores), std::nullopt)
       << "still busy: keep it";
@@ -155,7 +155,7 @@ TEST_F(LocalClusterTest, ABusyCalibrationIsUsedUntilTheMachineIsIdle) {
               HasSubstr("2 devices, not 3"));
 
   Cluster quiet = Calibrated(m);
-  quiet.local->load_average = 0.0;
+  quiet.local->busy_cores = 0.0;
   WriteLocalCalibration(quiet, path_);
   l = LoadLocalCluster(path_, m);
   ASSERT_TRUE(l.calibrated);

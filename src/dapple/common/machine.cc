@@ -8,8 +8,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
-#include <stdexcept>
 #include <string>
+#include <thread>
+#include <utility>
 
 namespace dapple {
 namespace {
@@ -68,14 +69,31 @@ MachineIdentity ThisMachine() {
   return m;
 }
 
-std::optional<double> LoadAverage() {
-  std::string line = ReadFirstLine("/proc/loadavg");
-  if (line.empty()) return std::nullopt;
-  try {
-    return std::stod(line);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+namespace {
+
+// The aggregate "cpu" line of /proc/stat: busy and total jiffies (idle and iowait are idle).
+std::optional<std::pair<double, double>> CpuJiffies() {
+  std::istringstream in(ReadFirstLine("/proc/stat"));
+  std::string label;
+  in >> label;
+  if (label != "cpu") return std::nullopt;
+  double v[8] = {};
+  for (double& x : v)
+    if (!(in >> x)) return std::nullopt;
+  // user nice system idle iowait irq softirq steal
+  const double idle = v[3] + v[4], total = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+  return std::make_pair(total - idle, total);
+}
+
+}  // namespace
+
+std::optional<double> BusyCores(std::chrono::milliseconds window) {
+  const auto before = CpuJiffies();
+  std::this_thread::sleep_for(window);
+  const auto after = CpuJiffies();
+  if (!before || !after || after->second <= before->second) return std::nullopt;
+  const double share = (after->first - before->first) / (after->second - before->second);
+  return share * static_cast<double>(ThisMachine().cores);
 }
 
 int ThreadsPerProcess(int cores, int processes) {

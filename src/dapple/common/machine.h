@@ -3,6 +3,7 @@
 // of dapple's per-user caches. Torch-free: `plan` and `simulate` use it.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -28,8 +29,11 @@ struct MachineIdentity {
 // `dapple calibrate`).
 MachineIdentity ThisMachine();
 
-// The 1-minute load average (/proc/loadavg); nullopt where it cannot be read.
-std::optional<double> LoadAverage();
+// How many cores were busy (user, system, interrupts, stolen) over `window`, from two reads
+// of /proc/stat: 1.5 on a 2-core machine whose cores ran 75% of the time. Unlike the load
+// average, which lags by a minute (a build that just ended still shows), it says what the
+// cores do now. nullopt where /proc/stat cannot be read.
+std::optional<double> BusyCores(std::chrono::milliseconds window);
 
 // Compute threads of each of `processes` training processes on a machine of `cores`
 // cores, as `dapple train`'s launcher gives them (OMP_NUM_THREADS): max(1, cores /

@@ -73,9 +73,10 @@ struct LocalDevices {
   // --cold-caches`); unset: not calibrated (the guess).
   std::optional<bool> cold_caches;
   int calibration_version = kCalibrationVersion;  // Note [Calibration version]
-  // The machine's 1-minute load average when the calibration began: other work on the
-  // cores slows what it times (local_cluster.h: MachineIsBusy). Unset: not recorded.
-  std::optional<double> load_average;
+  // The cores other work kept busy just before the calibration began (BusyCores over a
+  // quarter second): it slows what calibrate times (local_cluster.h: MachineIsBusy). JSON
+  // `busy_cores`; unset: not recorded.
+  std::optional<double> busy_cores;
 };
 
 struct Cluster {

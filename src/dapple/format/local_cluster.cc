@@ -53,33 +53,33 @@ LocalCluster LoadLocalCluster(const std::filesystem::path& path, const MachineId
     return out;
   }
   c.name = "local";
-  const std::optional<double> load = c.local->load_average;
-  out.busy = load && MachineIsBusy(*load, c.local->machine.cores);
+  const std::optional<double> busy = c.local->busy_cores;
+  out.busy = busy && MachineIsBusy(*busy, c.local->machine.cores);
   out.cluster = std::move(c);
   out.calibrated = true;
   out.note = fmt::format("cluster 'local': this machine's calibration ({} devices, {})",
                          out.cluster.num_devices(), path.string());
   if (out.busy)
     out.note += fmt::format(
-        ", taken while the machine was busy (load {:.1f} on {} cores), so its compute and "
-        "wake-up figures are slow; `dapple calibrate` measures again once the machine is idle",
-        *load, out.cluster.local->machine.cores);
+        ", taken while other work kept {:.1f} of {} cores busy, so its compute and wake-up "
+        "figures are slow; `dapple calibrate` measures again once the machine is idle",
+        *busy, out.cluster.local->machine.cores);
   return out;
 }
 
-bool MachineIsBusy(double load, int cores) { return load >= 0.5 * std::max(1, cores); }
+bool MachineIsBusy(double busy_cores, int cores) { return busy_cores >= 0.5 * std::max(1, cores); }
 
 std::optional<std::string> ReasonToCalibrateAgain(const LocalCluster& cached, int nproc,
-                                                  std::optional<double> load_now, int cores) {
+                                                  std::optional<double> busy_now, int cores) {
   if (!cached.calibrated) return cached.note;
   if (cached.cluster.num_devices() != nproc)
     return fmt::format("the cached calibration has {} devices, not {}",
                        cached.cluster.num_devices(), nproc);
-  if (cached.busy && load_now && !MachineIsBusy(*load_now, cores))
+  if (cached.busy && busy_now && !MachineIsBusy(*busy_now, cores))
     return fmt::format(
-        "the cached calibration was taken while the machine was busy (load {:.1f}); it is "
-        "idle now (load {:.1f})",
-        cached.cluster.local->load_average.value_or(0), *load_now);
+        "the cached calibration was taken while the machine was busy ({:.1f} cores); it is "
+        "idle now ({:.1f} cores busy)",
+        cached.cluster.local->busy_cores.value_or(0), *busy_now);
   return std::nullopt;
 }
 

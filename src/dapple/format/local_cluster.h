@@ -27,9 +27,9 @@ struct LocalCluster {
   std::string note;
 };
 
-// Whether a 1-minute load average of `load` on `cores` cores means other work competes for
-// the cores a calibration times: at least half of them busy.
-bool MachineIsBusy(double load, int cores);
+// Whether `busy_cores` of `cores` cores busy (BusyCores) means other work competes for the
+// cores a calibration times: at least half of them.
+bool MachineIsBusy(double busy_cores, int cores);
 
 // The calibration in `path` when it reads, has `local` devices, their machine is `now` and
 // this dapple's calibration version (Note [Calibration version] in cluster.h) wrote it;
@@ -41,11 +41,11 @@ LocalCluster LoadLocalCluster();
 
 // Why plain `dapple calibrate` for `nproc` devices should measure again rather than keep
 // `cached`: it is the guess (its note), it has another device count, or it was taken on a
-// busy machine and the machine is idle now (`load_now`, this machine's `cores`). nullopt:
-// keep it (a busy calibration stays while the machine is still busy: measuring again would
-// not be better).
+// busy machine and the machine is idle now (`busy_now` cores busy of this machine's `cores`).
+// nullopt: keep it (a busy calibration stays while the machine is still busy: measuring
+// again would not be better).
 std::optional<std::string> ReasonToCalibrateAgain(const LocalCluster& cached, int nproc,
-                                                  std::optional<double> load_now, int cores);
+                                                  std::optional<double> busy_now, int cores);
 
 // Writes `calibrated` as the cache at `path` (atomically, creating the folder), named
 // "local". REQUIRES: calibrated.local (the machine it was measured on). Throws InputError

@@ -61,7 +61,7 @@ nlohmann::ordered_json LocalDevicesToJson(const LocalDevices& d) {
                               {"threads_per_device", d.threads_per_device}};
   if (d.cold_caches) o["caches"] = *d.cold_caches ? "cold" : "warm";
   o["calibration_version"] = d.calibration_version;
-  if (d.load_average) o["load_average"] = *d.load_average;
+  if (d.busy_cores) o["busy_cores"] = *d.busy_cores;
   return o;
 }
 
@@ -73,7 +73,7 @@ LocalDevices ReadLocalDevices(const JsonField& f) {
   if (f.Has("caches")) d.cold_caches = ReadCaches(f["caches"]);
   d.calibration_version =
       f.Has("calibration_version") ? f["calibration_version"].NonNegativeInt() : 0;
-  if (f.Has("load_average")) d.load_average = f["load_average"].NonNegative();
+  if (f.Has("busy_cores")) d.busy_cores = f["busy_cores"].NonNegative();
   return d;
 }
 

@@ -86,6 +86,7 @@ void RunStats::AddStep(const std::vector<TimelineEvent>& events, double t0, doub
   }
   bubble_sum_ += bubble;
   step_ms_sum_ += step_ms;
+  step_ms_.push_back(step_ms);
   ++counted_;
 }
 
@@ -95,6 +96,16 @@ double RunStats::BubbleFraction() const {
 
 double RunStats::MeanStepMs() const {
   return counted_ > 0 ? step_ms_sum_ / counted_ : first_step_ms_;
+}
+
+double RunStats::MedianStepMs() const {
+  if (step_ms_.empty()) return first_step_ms_;
+  std::vector<double> v = step_ms_;
+  const size_t n = v.size();
+  std::nth_element(v.begin(), v.begin() + n / 2, v.end());
+  const double upper = v[n / 2];
+  if (n % 2 == 1) return upper;
+  return (upper + *std::max_element(v.begin(), v.begin() + n / 2)) / 2;
 }
 
 void WriteMeasuredTrace(Communicator& comm, const RankGrid& grid, const Plan& plan,
@@ -141,6 +152,7 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
                {"peak_bytes", stats.peak_bytes()},
                {"bubble", stats.BubbleFraction()},
                {"step_ms", stats.MeanStepMs()},
+               {"median_step_ms", stats.MedianStepMs()},
                {"param_bytes", stats.parameter_bytes()},
                {"opt_bytes", stats.optimizer_bytes()},
                {"rss_bytes", stats.peak_resident_bytes()},
@@ -151,7 +163,7 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
   std::vector<int> peak_mbs(S, 0);
   std::vector<int64_t> peak_bytes(S, 0), param_bytes(S, 0), opt_bytes(S, 0), rss_bytes(S, 0);
   std::vector<int64_t> rss_grown(S, 0);  // Note [Memory above the start]
-  double bubble = 0, step_ms = 0;
+  double bubble = 0, step_ms = 0, median_step_ms = 0;
   for (int r = 0; r < comm.size(); ++r) {
     if (grid.Idle(r)) continue;  // its steps only wait for the loss: no bubble, no peaks
     Json j = Json::parse(all[r]);
@@ -165,6 +177,7 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
                             j["rss_bytes"].get<int64_t>() - j.value("rss_start_bytes", int64_t{0}));
     bubble += j["bubble"].get<double>() / grid.num_active();
     step_ms = std::max(step_ms, j["step_ms"].get<double>());
+    median_step_ms = std::max(median_step_ms, j["median_step_ms"].get<double>());
   }
   double per_s = step_ms > 0 ? plan.global_batch_size * 1000.0 / step_ms : 0;
   int64_t steps_run = o.steps - start_step;
@@ -227,7 +240,7 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
     }
   }
   std::fflush(stdout);
-  return {step_ms, bubble};
+  return {step_ms, bubble, median_step_ms};
 }
 
 void PrintPredictedVsMeasured(const Plan& plan, const TrainOptions& o, const MeasuredRun& m) {
@@ -237,6 +250,7 @@ void PrintPredictedVsMeasured(const Plan& plan, const TrainOptions& o, const Mea
   if (o.log_json) {
     Json j = {{"simulated_step_ms", e.iteration_ms},
               {"measured_step_ms", m.step_ms},
+              {"measured_median_step_ms", m.median_step_ms},
               {"measured_over_simulated", ratio},
               {"measured_bubble_fraction", m.bubble_fraction}};
     if (e.bubble_fraction >= 0) j["simulated_bubble_fraction"] = e.bubble_fraction;
@@ -246,8 +260,9 @@ void PrintPredictedVsMeasured(const Plan& plan, const TrainOptions& o, const Mea
         e.bubble_fraction >= 0 ? fmt::format("{:.3f}", e.bubble_fraction) : std::string("-");
     std::printf(
         "predicted vs measured: step %.2f ms simulated, %.2f ms measured (measured/simulated "
-        "%.2f); bubble %s simulated, %.3f measured\n",
-        e.iteration_ms, m.step_ms, ratio, bubble.c_str(), m.bubble_fraction);
+        "%.2f; the median step %.2f ms, %.2f); bubble %s simulated, %.3f measured\n",
+        e.iteration_ms, m.step_ms, ratio, m.median_step_ms, m.median_step_ms / e.iteration_ms,
+        bubble.c_str(), m.bubble_fraction);
   }
   std::fflush(stdout);
 }

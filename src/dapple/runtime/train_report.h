@@ -78,6 +78,9 @@ class RunStats {
   }
   double BubbleFraction() const;
   double MeanStepMs() const;
+  // The median of the counted steps' times (the first one's when it is the only one): the
+  // typical step, without the tail that other work on shared cores adds to the mean.
+  double MedianStepMs() const;
   int peak_micro_batches() const { return peak_mbs_; }
   int64_t peak_bytes() const { return peak_bytes_; }
   int64_t parameter_bytes() const { return parameter_bytes_; }
@@ -87,6 +90,7 @@ class RunStats {
 
  private:
   double bubble_sum_ = 0, step_ms_sum_ = 0;
+  std::vector<double> step_ms_;  // the counted steps
   int64_t counted_ = 0;
   double first_bubble_ = 0, first_step_ms_ = 0;
   int peak_mbs_ = 0;
@@ -104,6 +108,7 @@ void WriteMeasuredTrace(Communicator& comm, const RankGrid& grid, const Plan& pl
 struct MeasuredRun {
   double step_ms = 0;          // the slowest rank's mean step time
   double bubble_fraction = 0;  // the mean over the ranks that train
+  double median_step_ms = 0;   // the slowest rank's median step time
 };
 
 // Collective: gathers every rank's stats; rank 0 prints the summary and returns the figures.

@@ -33,6 +33,11 @@
 namespace dapple {
 namespace {
 
+// The launcher's sample of the cores other work keeps busy, handed to the ranks (Note
+// [Calibration version] in format/cluster.h records it as `busy_cores`).
+constexpr const char* kBusyCoresEnv = "DAPPLE_CALIBRATE_BUSY_CORES";
+constexpr std::chrono::milliseconds kBusyWindow{250};
+
 struct CalibrateArgs {
   std::string output;
   LaunchCli launch;  // launch.nproc == 0: this process is one rank of a job
@@ -88,23 +93,32 @@ std::vector<std::string> ChildArgv(const CalibrateArgs& a) {
   return v;
 }
 
-int Launch(const CalibrateArgs& a) {
-  return LaunchLocal(MakeLaunchOptions("calibrate", a.launch, ChildArgv(a)));
+int Launch(const CalibrateArgs& a, std::optional<double> busy_cores) {
+  LaunchOptions o = MakeLaunchOptions("calibrate", a.launch, ChildArgv(a));
+  if (busy_cores) o.extra_env[kBusyCoresEnv] = fmt::format("{}", *busy_cores);
+  return LaunchLocal(o);
 }
 
 void RunRank(const CalibrateArgs& a) {
   SetOpenBlasCoreTypeIfUnset();
   KeepFreedMemoryForReuse();  // Note [Freed memory stays]
   DistEnv env = DistEnv::FromEnvironment();
-  // Read before this job's own processes weigh on the 1-minute average.
-  const std::optional<double> load_at_start = LoadAverage();
+  // The cores other work kept busy before this job started: the launcher's figure, taken
+  // before any rank existed; under an outer launcher rank 0 looks itself (the other ranks'
+  // start-up then counts too).
+  std::optional<double> busy_at_start;
+  if (const char* b = std::getenv(kBusyCoresEnv); b && *b) {
+    busy_at_start = std::atof(b);
+  } else if (env.rank == 0) {
+    busy_at_start = BusyCores(kBusyWindow);
+  }
   const int cores = ThisMachine().cores;
-  if (env.rank == 0 && load_at_start && MachineIsBusy(*load_at_start, cores))
+  if (env.rank == 0 && busy_at_start && MachineIsBusy(*busy_at_start, cores))
     std::fprintf(stderr,
-                 "dapple calibrate: the machine is busy (load %.1f on %d cores): the timings "
-                 "include the other work; a cached calibration says so and plain `dapple "
-                 "calibrate` measures again once the machine is idle\n",
-                 *load_at_start, cores);
+                 "dapple calibrate: other work keeps %.1f of %d cores busy: the timings include "
+                 "it; a cached calibration says so and plain `dapple calibrate` measures again "
+                 "once the machine is idle\n",
+                 *busy_at_start, cores);
   if (env.world_size < 2)
     ThrowInput(
         "calibrate: needs at least two processes (WORLD_SIZE={}): pass --nproc 2 on one "
@@ -138,7 +152,7 @@ void RunRank(const CalibrateArgs& a) {
     // Each process of `dapple train --nproc N` on this machine computes with these threads.
     MachineIdentity m = ThisMachine();
     r->cluster.local = LocalDevices{m, ThreadsPerProcess(m.cores, r->cluster.num_devices()),
-                                    a.cold_caches, kCalibrationVersion, load_at_start};
+                                    a.cold_caches, kCalibrationVersion, busy_at_start};
   }
   std::fputs(CalibrationSummary(*r).c_str(), stdout);
   if (!a.output.empty()) {
@@ -157,10 +171,10 @@ void RunRank(const CalibrateArgs& a) {
 }
 
 // True (after saying so) when plain `dapple calibrate` finds this machine's calibration
-// current for `nproc` devices.
-bool CachedCalibrationIsCurrent(int nproc) {
+// current for `nproc` devices, `busy_now` cores busy with other work.
+bool CachedCalibrationIsCurrent(int nproc, std::optional<double> busy_now) {
   LocalCluster cached = LoadLocalCluster();
-  if (auto why = ReasonToCalibrateAgain(cached, nproc, LoadAverage(), ThisMachine().cores)) {
+  if (auto why = ReasonToCalibrateAgain(cached, nproc, busy_now, ThisMachine().cores)) {
     if (cached.calibrated) std::printf("measuring this machine again: %s\n", why->c_str());
     return false;
   }
@@ -222,6 +236,7 @@ void AddCalibrateCommand(CLI::App& app) {
                   "too slow to measure")
       ->transform(CLI::AsSizeValue(false));
   cmd->callback([args] {
+    std::optional<double> busy;  // cores busy with other work, sampled before any rank starts
     if (args->min_bytes > args->max_bytes)
       ThrowInput("calibrate: --min-bytes {} exceeds --max-bytes {}", args->min_bytes,
                  args->max_bytes);
@@ -232,14 +247,17 @@ void AddCalibrateCommand(CLI::App& app) {
         std::getenv("WORLD_SIZE") == nullptr) {
       // Plain `dapple calibrate`: this machine, one process per core, as the `local` guess.
       args->launch.nproc = std::max(2, ThisMachine().cores);
-      if (args->output.empty() && !args->force && CachedCalibrationIsCurrent(args->launch.nproc))
+      busy = BusyCores(kBusyWindow);
+      if (args->output.empty() && !args->force &&
+          CachedCalibrationIsCurrent(args->launch.nproc, busy))
         return;
     }
     if (args->launch.nproc > 0 && !LaunchedByLauncher()) {
       if (args->output.empty() && args->launch.nnodes > 1)
         ThrowInput("calibrate: a job of {} nodes needs -o (only one machine is `local`)",
                    args->launch.nnodes);
-      CommandExitCode() = Launch(*args);
+      if (!busy) busy = BusyCores(kBusyWindow);
+      CommandExitCode() = Launch(*args, busy);
       return;
     }
     RunRank(*args);
