@@ -63,13 +63,14 @@ class LocalSettingsCli : public testing::CliTest {
     return path.string();
   }
 
-  // This machine's calibration in the cache: 2 devices, cold caches.
-  void WriteCalibration() {
+  // This machine's calibration in the cache: 2 devices, cold caches, taken while other work
+  // kept `busy_cores` cores busy (unset: not recorded).
+  void WriteCalibration(std::optional<double> busy_cores = std::nullopt) {
     Cluster c = ClusterPreset("local");
     c.servers = {ServerSpec{2, std::nullopt}};
     c.shared_compute = 1.5;
     c.local = LocalDevices{ThisMachine(), ThreadsPerProcess(ThisMachine().cores, 2), true,
-                           kCalibrationVersion, std::nullopt};
+                           kCalibrationVersion, busy_cores};
     WriteLocalCalibration(c, LocalCalibrationPath());
   }
 
@@ -121,6 +122,17 @@ TEST_F(LocalSettingsCli, TheCalibrationIsUsedSilentlyAndItsCachesCompared) {
   EXPECT_EQ(Lines(r.err), 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("warm caches against a calibration with cold caches"));
   EXPECT_THAT(r.err, Not(HasSubstr("guess")));
+}
+
+// A calibration taken while other work kept the cores busy is used, with one line saying so.
+TEST_F(LocalSettingsCli, ABusyCalibrationIsUsedAndNamed) {
+  WriteCalibration(static_cast<double>(ThisMachine().cores));
+  testing::CliRun r = Plan(WriteProfile(ThreadsPerProcess(ThisMachine().cores, 2), true));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("dapple: note: cluster 'local': this machine's calibration"));
+  EXPECT_THAT(r.err, HasSubstr("taken while other work kept"));
+  EXPECT_THAT(r.out, HasSubstr("on local (1 servers, 2 devices)")) << "the calibration, used";
 }
 
 }  // namespace

@@ -50,7 +50,9 @@ ModelInputs LoadModelInputs(const ModelInputArgs& a) {
   ModelInputs in{LoadProfile(a.profile, a.pbs), Cluster{}, {}};
   if (a.cluster == "local") {
     LocalCluster local = LoadLocalCluster();
-    if (!local.calibrated) std::fprintf(stderr, "dapple: note: %s\n", local.note.c_str());
+    // The guess, or a calibration taken on a busy machine: say so (one line).
+    if (!local.calibrated || local.busy)
+      std::fprintf(stderr, "dapple: note: %s\n", local.note.c_str());
     in.cluster = std::move(local.cluster);
   } else {
     in.cluster = LoadClusterFlag(a.cluster);
