@@ -31,19 +31,7 @@ inline std::unique_ptr<RandomProblem> MakeRandomMixedProblem(unsigned seed) {
   p.profile.model = "random-mixed";
   p.profile.batch_size = 4;
   double params = 0, acts = 0;
-  for (int i = 0; i < layers; ++i) {
-    LayerProfile l;
-    l.id = fmt::format("l{}", i);
-    l.name = fmt::format("layer{}", i);
-    l.forward_ms = uni(0.5, 8.0);
-    l.backward_ms = l.forward_ms * uni(1.0, 3.0);
-    l.activation_bytes = uni(0.5e6, 80e6);
-    l.parameter_bytes = uni(1e6, 400e6);
-    l.update_ms = uni(0.0, 1.0) < 0.3 ? 0.0 : uni(0.0, 6.0);
-    params += l.parameter_bytes;
-    acts += l.activation_bytes;
-    p.profile.layers.push_back(l);
-  }
+  AppendRandomLayers(rng, layers, /*updates=*/true, p.profile, &params, &acts);
   Cluster& c = p.cluster;
   c.name = "random-mixed";
   const double memory = (params * 4 + acts) * uni(0.3, 1.5);

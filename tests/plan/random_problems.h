@@ -75,6 +75,28 @@ inline std::unique_ptr<RandomProblem> MakeRandomProblem(unsigned seed) {
   return owner;
 }
 
+// Appends `layers` random chain layers (ids l0, l1, ...) to `profile`, drawn from `rng` in a
+// fixed order (forward, backward, activation, parameter bytes; with `updates` also the
+// update time, 0 in about 3 of 10), and adds their parameter and activation bytes to
+// *params and *acts.
+inline void AppendRandomLayers(std::mt19937& rng, int layers, bool updates, Profile& profile,
+                               double* params, double* acts) {
+  auto uni = [&](double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); };
+  for (int i = 0; i < layers; ++i) {
+    LayerProfile l;
+    l.id = fmt::format("l{}", i);
+    l.name = fmt::format("layer{}", i);
+    l.forward_ms = uni(0.5, 8.0);
+    l.backward_ms = l.forward_ms * uni(1.0, 3.0);
+    l.activation_bytes = uni(0.5e6, 80e6);
+    l.parameter_bytes = uni(1e6, 400e6);
+    if (updates) l.update_ms = uni(0.0, 1.0) < 0.3 ? 0.0 : uni(0.0, 6.0);
+    *params += l.parameter_bytes;
+    *acts += l.activation_bytes;
+    profile.layers.push_back(l);
+  }
+}
+
 // The same sizes with the analytic cost model: a random chain profile (PBS 4) and a
 // cluster with 25 GB/s inside servers and 1-12.5 GB/s between them.
 inline std::unique_ptr<RandomProblem> MakeRandomAnalyticProblem(unsigned seed) {
@@ -89,18 +111,7 @@ inline std::unique_ptr<RandomProblem> MakeRandomAnalyticProblem(unsigned seed) {
   p.profile.model = "random-analytic";
   p.profile.batch_size = 4;
   double params = 0, acts = 0;
-  for (int i = 0; i < layers; ++i) {
-    LayerProfile l;
-    l.id = fmt::format("l{}", i);
-    l.name = fmt::format("layer{}", i);
-    l.forward_ms = uni(0.5, 8.0);
-    l.backward_ms = l.forward_ms * uni(1.0, 3.0);
-    l.activation_bytes = uni(0.5e6, 80e6);
-    l.parameter_bytes = uni(1e6, 400e6);
-    params += l.parameter_bytes;
-    acts += l.activation_bytes;
-    p.profile.layers.push_back(l);
-  }
+  AppendRandomLayers(rng, layers, /*updates=*/false, p.profile, &params, &acts);
   Cluster& c = p.cluster;
   c.name = "random-analytic";
   for (int s = 0; s < servers; ++s) c.servers.push_back(ServerSpec{per_server, {}});

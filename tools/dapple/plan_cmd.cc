@@ -43,26 +43,13 @@ struct PlanArgs {
   double refine_seconds = PlannerOptions{}.refine_seconds;
 };
 
-// "0-7", "0-3,8-11": ascending device ids as ranges.
-std::string Ranges(const std::vector<int>& ids) {
-  std::string out;
-  for (size_t i = 0; i < ids.size();) {
-    size_t j = i;
-    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += j > i ? fmt::format("{}-{}", ids[i], ids[j]) : fmt::format("{}", ids[i]);
-    i = j + 1;
-  }
-  return out;
-}
-
 std::string ServersOf(const Cluster& c, const std::vector<int>& devices) {
   std::vector<int> servers;
   for (int d : devices) {
     int s = c.ServerOf(d);
     if (servers.empty() || servers.back() != s) servers.push_back(s);
   }
-  return Ranges(servers);
+  return IdRanges(servers);
 }
 
 std::string Shorten(const std::string& s, size_t n) {
@@ -165,7 +152,7 @@ void PrintTable(const PlanArgs& a, const Profile& profile, const Cluster& cluste
                                      Shorten(profile.layers[st.last_layer].name, 14));
     std::string mark = s == e.pivot_stage ? fmt::format("{} *", s) : std::to_string(s);
     fmt::print("{:<7}{:<44}{:<14}{:<8}{:>9.2f}{:>9.2f}{:>9.2f}{:>9.2f}{:>10.2f}\n", mark,
-               Shorten(layers, 43), Shorten(Ranges(st.devices), 13),
+               Shorten(layers, 43), Shorten(IdRanges(st.devices), 13),
                Shorten(ServersOf(cluster, st.devices), 7), pc.stages[s].forward_ms,
                pc.stages[s].backward_ms, s + 1 < p.num_stages() ? pc.transfer_ms[s] : 0.0,
                pc.stages[s].allreduce_ms, e.stage_peak_memory_bytes[s] / 1e9);
@@ -195,7 +182,7 @@ void PrintTable(const PlanArgs& a, const Profile& profile, const Cluster& cluste
     fmt::print(
         "devices {} unused: more would not be faster ({} of {} train; `dapple train` "
         "leaves the other ranks idle)\n",
-        Ranges(unused), p.num_devices(), cluster.num_devices());
+        IdRanges(unused), p.num_devices(), cluster.num_devices());
   }
   if (rows.empty()) return;
   fmt::print("\n{:<12}{:>14}{:>10}{:>12}  {}\n", "planner", "iteration ms", "speedup", "planning s",

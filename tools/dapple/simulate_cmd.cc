@@ -15,6 +15,7 @@
 #include "dapple/common/json_util.h"
 #include "dapple/cost/analytic_cost_model.h"
 #include "dapple/format/cluster.h"
+#include "dapple/format/cluster_kinds.h"
 #include "dapple/format/plan.h"
 #include "dapple/format/profile.h"
 #include "dapple/sim/simulator.h"
@@ -36,19 +37,6 @@ struct SimulateArgs {
 
 std::string Shorten(const std::string& s, size_t n) {
   return s.size() <= n ? s : s.substr(0, n - 2) + "..";
-}
-
-// "0-7", "0-3,8-11": device ids as ranges, in the plan's order.
-std::string Ranges(const std::vector<int>& ids) {
-  std::string out;
-  for (size_t i = 0; i < ids.size();) {
-    size_t j = i;
-    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += j > i ? fmt::format("{}-{}", ids[i], ids[j]) : fmt::format("{}", ids[i]);
-    i = j + 1;
-  }
-  return out;
 }
 
 // An output file's folder must exist before anything runs, so a bad path fails before
@@ -111,8 +99,8 @@ void PrintSummary(const Profile& profile, const Cluster& cluster, const Plan& pl
     std::string bubble =
         r.iteration_ms > 0 ? fmt::format("{:.1f}%", 100 * sum[s].bubble_ms / r.iteration_ms) : "-";
     fmt::print("{:<6}{:<44}{:<14}{:>9.3f}{:>9.3f}{:>9.3f}{:>9.3f}{:>9.3f}{:>16}{:>10}\n", s,
-               Shorten(layers, 43), Shorten(Ranges(st.devices), 13), ss.forward_ms, ss.backward_ms,
-               ss.send_ms, ss.allreduce_ms, ss.update_ms, mem, bubble);
+               Shorten(layers, 43), Shorten(IdRanges(st.devices), 13), ss.forward_ms,
+               ss.backward_ms, ss.send_ms, ss.allreduce_ms, ss.update_ms, mem, bubble);
   }
   fmt::print(
       "(fwd, bwd, send: per micro-batch and replica, send = transfer to the next stage; AR "

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "dapple/common/error.h"
+#include "dapple/format/cluster_kinds.h"
 
 namespace dapple {
 
@@ -283,9 +284,7 @@ std::vector<int> AnalyticCostModel::KindOfEachDevice(const Cluster& c) {
     int kind = d;
     for (size_t k = 0; k < firsts.size() && kind == d; ++k) {
       const DeviceSpec& f = *first_specs[k];
-      if (f.speed == spec.speed && f.memory_bytes == spec.memory_bytes &&
-          f.process_memory_bytes == spec.process_memory_bytes)
-        kind = firsts[k];
+      if (AlikeDevices(f, spec)) kind = firsts[k];
     }
     if (kind == d) {
       firsts.push_back(d);

@@ -6,15 +6,12 @@
 #include <algorithm>
 
 namespace dapple {
-namespace {
-
-bool Same(const DeviceSpec& a, const DeviceSpec& b) {
+bool AlikeDevices(const DeviceSpec& a, const DeviceSpec& b) {
   return a.speed == b.speed && a.memory_bytes == b.memory_bytes &&
          a.process_memory_bytes == b.process_memory_bytes;
 }
 
-// "0-7,16-23": ascending ids as ranges.
-std::string Ranges(const std::vector<int>& ids) {
+std::string IdRanges(const std::vector<int>& ids) {
   std::string out;
   for (size_t i = 0; i < ids.size();) {
     size_t j = i;
@@ -26,14 +23,12 @@ std::string Ranges(const std::vector<int>& ids) {
   return out;
 }
 
-}  // namespace
-
 std::vector<DeviceKind> DeviceKinds(const Cluster& c) {
   std::vector<DeviceKind> kinds;
   for (int s = 0; s < c.num_servers(); ++s) {
     const DeviceSpec& d = c.Device(c.FirstDeviceOf(s));
     auto it = std::find_if(kinds.begin(), kinds.end(),
-                           [&](const DeviceKind& k) { return Same(k.spec, d); });
+                           [&](const DeviceKind& k) { return AlikeDevices(k.spec, d); });
     if (it == kinds.end()) {
       kinds.push_back({d, {s}});
     } else {
@@ -67,7 +62,7 @@ std::vector<std::string> DeviceKindLines(const Cluster& c, const Plan& plan) {
       for (int i = 0; i < c.servers[s].devices; ++i) devices.push_back(c.FirstDeviceOf(s) + i);
     }
     line += fmt::format("{} {} = speed {:g}, {:.1f} GB (devices {})", k == 0 ? "" : ";", name(k),
-                        kinds[k].spec.speed, kinds[k].spec.memory_bytes / 1e9, Ranges(devices));
+                        kinds[k].spec.speed, kinds[k].spec.memory_bytes / 1e9, IdRanges(devices));
   }
   std::string stages = "stages on kinds:";
   for (int s = 0; s < plan.num_stages(); ++s) {

@@ -16,6 +16,12 @@ struct DeviceKind {
   std::vector<int> servers;  // ascending
 };
 
+// Whether two devices are of one kind: the same speed, memory and process memory.
+bool AlikeDevices(const DeviceSpec& a, const DeviceSpec& b);
+
+// "0-7", "0-3,8-11": device (or server) ids as ranges of consecutive ids, in the given order.
+std::string IdRanges(const std::vector<int>& ids);
+
 // The cluster's kinds of device (servers alike in speed, memory and process memory), the
 // fastest first, then the most memory left to a stage (memory less process memory), then
 // the first listed. One kind when the cluster is not mixed.

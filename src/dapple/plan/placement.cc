@@ -135,9 +135,7 @@ bool IdenticalServers(const Cluster& c) {
     if (c.servers[s].devices != c.servers[0].devices) return false;
     const DeviceSpec& a = c.servers[s].device ? *c.servers[s].device : c.device;  // c.Device
     const DeviceSpec& b = c.servers[0].device ? *c.servers[0].device : c.device;  // in O(1)
-    if (a.memory_bytes != b.memory_bytes || a.speed != b.speed ||
-        a.process_memory_bytes != b.process_memory_bytes)
-      return false;
+    if (!AlikeDevices(a, b)) return false;
   }
   return true;
 }

@@ -17,14 +17,12 @@
 #include "dapple/plan/refine.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <exception>
-#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "dapple/common/error.h"
+#include "dapple/plan/parallel_for.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/refine_moves.h"
 
@@ -58,27 +56,8 @@ void ScoreBatch(const std::vector<const Plan*>& plans, size_t begin, size_t end,
     Selection sel = SelectFastest({Proposal{*plans[i], ""}}, cost, false, cache);
     if (sel.best) scored[i] = std::move(*sel.best);
   };
-  const size_t n = end - begin;
-  if (threads <= 1 || n <= 1) {
-    for (size_t i = begin; i < end; ++i) one(i);
-    return;
-  }
-  std::atomic<size_t> next{begin};
-  std::exception_ptr failure;
-  std::mutex mu;
-  auto work = [&] {
-    try {
-      for (size_t i = next++; i < end; i = next++) one(i);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!failure) failure = std::current_exception();
-    }
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < std::min<size_t>(threads, n); ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
+  ParallelFor(end - begin, static_cast<size_t>(std::max(threads, 1)),
+              [&](size_t k) { one(begin + k); });
 }
 
 struct Search {

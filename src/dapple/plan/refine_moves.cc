@@ -144,33 +144,25 @@ void Devices(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
     Insert(q.stages[b].devices, u);
     Add(c, out, std::move(q), "add-device");
   }
-  // Placement: a device of stage a and one of stage b on another server change places.
-  for (int a = 0; a < S; ++a) {
-    for (int b = a + 1; b < S; ++b) {
-      const int da = p.stages[a].devices.back(), db = p.stages[b].devices.front();
-      if (c.server_of[da] == c.server_of[db]) continue;
-      Plan q = p;
-      Erase(q.stages[a].devices, da);
-      Erase(q.stages[b].devices, db);
-      Insert(q.stages[a].devices, db);
-      Insert(q.stages[b].devices, da);
-      Add(c, out, std::move(q), "swap");
-    }
-  }
+  // Placement: device da of stage a and db of stage b, on another server, change places.
+  auto swap = [&](int a, int da, int b, int db) {
+    if (c.server_of[da] == c.server_of[db]) return;
+    Plan q = p;
+    Erase(q.stages[a].devices, da);
+    Erase(q.stages[b].devices, db);
+    Insert(q.stages[a].devices, db);
+    Insert(q.stages[b].devices, da);
+    Add(c, out, std::move(q), "swap");
+  };
+  for (int a = 0; a < S; ++a)
+    for (int b = a + 1; b < S; ++b)
+      swap(a, p.stages[a].devices.back(), b, p.stages[b].devices.front());
   // On a mixed cluster also the other way round: a's fastest device (its first) for b's
   // slowest (its last), so that a later stage can get a faster device too.
   for (int a = 0; a < S; ++a) {
     for (int b = a + 1; b < S; ++b) {
       const int da = p.stages[a].devices.front(), db = p.stages[b].devices.back();
-      if (c.cost.DeviceKind(da) == c.cost.DeviceKind(db) ||
-          c.cluster.ServerOf(da) == c.cluster.ServerOf(db))
-        continue;
-      Plan q = p;
-      Erase(q.stages[a].devices, da);
-      Erase(q.stages[b].devices, db);
-      Insert(q.stages[a].devices, db);
-      Insert(q.stages[b].devices, da);
-      Add(c, out, std::move(q), "swap");
+      if (c.cost.DeviceKind(da) != c.cost.DeviceKind(db)) swap(a, da, b, db);
     }
   }
 }
