@@ -228,7 +228,7 @@ w(f"- Cluster: `scripts/calibrate-two-server.sh` just before: inter-server "
      if cluster.get('shared_compute_resume_s') is not None else "")
   + (f"; a device that waits at a receive goes on "
      f"{cluster['shared_compute_wake_s'] * 1e6:.0f} us after its message is in "
-     "(`shared_compute_wake_s`, a busy token ring's mean delivery against a one-token ring's)"
+     "(`shared_compute_wake_s`, a busy token ring's mean delivery beyond the link's latency)"
      if cluster.get('shared_compute_wake_s') is not None else "")
   + (f"; links take the compute of {intra.get('compute_load', 0):.2f} (intra-server) and "
      f"{inter.get('compute_load', 0):.2f} (inter-server) devices while they carry bytes "

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dapple/calibrate/calibration.h"
+#include "dapple/calibrate/server_speeds.h"
 #include "dapple/common/error.h"
 #include "dapple/format/cluster.h"
 
@@ -137,6 +138,38 @@ TEST(FitAllReduceTest, RecoversBusBandwidthAndStepLatencyOfARing) {
   EXPECT_NEAR(f.bus_bandwidth_bytes_per_s, 1e9, 1e-3 * 1e9);
   EXPECT_NEAR(f.step_latency_s, 10e-6, 1e-8);
   EXPECT_THROW(FitAllReduce({{4, 1e-3}}, 2, "one sample"), InputError);
+}
+
+// Note [Per-server speeds]: each server's speed is rank 0's loop alone over the mean of its
+// own ranks' loop while all run; servers within the tolerance get the job's one speed.
+TEST(ServerSpeedsTest, ServersThatDifferGetTheirOwnSpeed) {
+  // Server 0 (ranks 0, 1) runs the loop in 0.10 and 0.12 s, server 1 (ranks 2, 3) in 0.20 s
+  // and 0.24 s; rank 0 alone took 0.1 s.
+  std::vector<double> v = ServerSpeeds(0.1, {0.10, 0.12, 0.20, 0.24}, {0, 0, 1, 1});
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_DOUBLE_EQ(v[0], 0.1 / 0.11);
+  EXPECT_DOUBLE_EQ(v[1], 0.1 / 0.22);
+}
+
+TEST(ServerSpeedsTest, NoiseBetweenAlikeServersIsOneSpeed) {
+  // 8% apart (under the 10% tolerance): every server gets 0.1 over the mean of all ranks.
+  std::vector<double> v = ServerSpeeds(0.1, {0.100, 0.100, 0.108, 0.108}, {0, 0, 1, 1});
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_DOUBLE_EQ(v[0], 0.1 / 0.104);
+  EXPECT_DOUBLE_EQ(v[1], v[0]);
+  // The same times with a tolerance of 5%: two speeds.
+  v = ServerSpeeds(0.1, {0.100, 0.100, 0.108, 0.108}, {0, 0, 1, 1}, 0.05);
+  EXPECT_DOUBLE_EQ(v[0], 1.0);
+  EXPECT_DOUBLE_EQ(v[1], 0.1 / 0.108);
+}
+
+TEST(ServerSpeedsTest, ServersOfUnequalSizesAndOneServer) {
+  std::vector<double> v = ServerSpeeds(0.2, {0.2, 0.4, 0.4, 0.4}, {0, 1, 1, 1});
+  EXPECT_DOUBLE_EQ(v[0], 1.0);
+  EXPECT_DOUBLE_EQ(v[1], 0.5);
+  v = ServerSpeeds(0.2, {0.25, 0.15}, {0, 0});
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_DOUBLE_EQ(v[0], 1.0);
 }
 
 }  // namespace

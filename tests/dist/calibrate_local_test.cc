@@ -101,8 +101,17 @@ TEST_F(CalibrateLocalTest, TwoLocalProcessesMakeAOneServerCluster) {
   EXPECT_EQ(cal["compute"]["intra_stream_load"].get<double>(), *c.intra_server.compute_load);
   EXPECT_NE(r.output.find("a stream between two ranks takes the compute of"), std::string::npos)
       << r.output;
-  EXPECT_FALSE(c.shared_compute_wake_s.has_value()) << "two ranks cannot measure it";
-  EXPECT_EQ(cal["compute"]["busy_tokens"].get<int>(), 0);
+  // Note [Wake-up cost]: with two ranks the one-token ring is the busy ring; what a waiting
+  // rank's wake-up takes beyond the link's fitted latency.
+  EXPECT_EQ(cal["compute"]["busy_tokens"].get<int>(), 1);
+  EXPECT_EQ(cal["compute"]["busy_delivery_s"].get<double>(),
+            cal["compute"]["delivery_s"].get<double>());
+  EXPECT_EQ(cal["compute"]["link_latency_s"].get<double>(), c.intra_server.latency_s);
+  ASSERT_TRUE(c.shared_compute_wake_s.has_value()) << r.output;
+  EXPECT_DOUBLE_EQ(*c.shared_compute_wake_s,
+                   std::max(0.0, cal["compute"]["delivery_s"].get<double>() -
+                                     c.intra_server.latency_s));
+  EXPECT_NE(r.output.find("a rank that waits for a message wakes"), std::string::npos) << r.output;
   EXPECT_TRUE(cal["compute"]["intra_allreduce_load"].is_null()) << "nobody computes meanwhile";
 }
 
@@ -110,8 +119,10 @@ TEST_F(CalibrateLocalTest, TwoLocalProcessesMakeAOneServerCluster) {
 // goes into both links of the one-server cluster. Two ranks cannot measure it.
 TEST_F(CalibrateLocalTest, ThreeRanksMeasureTheComputeAStreamTakes) {
   fs::path out = dir_ / "three.json";
+  // Up to 4 MiB: with 1 MiB the noise of a loaded machine sometimes hid the size's share of
+  // the time, and calibrate refused the fit ("the time does not grow with the message size").
   CommandResult r =
-      RunCommand(fmt::format("{} calibrate --nproc 3 -o {} --max-bytes 1MiB "
+      RunCommand(fmt::format("{} calibrate --nproc 3 -o {} --max-bytes 4MiB "
                              "--repeats 3 --budget 2",
                              DAPPLE_BINARY, out.string()));
   ASSERT_EQ(r.rc, 0) << r.output;
@@ -126,7 +137,7 @@ TEST_F(CalibrateLocalTest, ThreeRanksMeasureTheComputeAStreamTakes) {
   EXPECT_TRUE(j["calibration"]["compute"]["inter_stream_load"].is_null());
   EXPECT_NE(r.output.find("a stream between two ranks takes the compute of"), std::string::npos)
       << r.output;
-  // Note [Wake-up cost]: a ring with 2 tokens against one, in the cluster.
+  // Note [Wake-up cost]: a ring with 2 tokens against the link's latency, in the cluster.
   const auto& compute = j["calibration"]["compute"];
   EXPECT_EQ(compute["busy_tokens"].get<int>(), 2);
   EXPECT_GT(compute["delivery_s"].get<double>(), 0);
@@ -134,7 +145,7 @@ TEST_F(CalibrateLocalTest, ThreeRanksMeasureTheComputeAStreamTakes) {
   ASSERT_TRUE(c.shared_compute_wake_s.has_value()) << r.output;
   EXPECT_DOUBLE_EQ(*c.shared_compute_wake_s,
                    std::max(0.0, compute["busy_delivery_s"].get<double>() -
-                                     compute["delivery_s"].get<double>()));
+                                     c.intra_server.latency_s));
   EXPECT_LT(*c.shared_compute_wake_s, 1.0);
   EXPECT_NE(r.output.find("a rank that waits for a message wakes"), std::string::npos) << r.output;
   // Note [Allreduce load]: ranks 0 and 1 allreduce while rank 2 computes; record only.

@@ -2,6 +2,7 @@
 // line naming the file and what is wrong, before any training step (docs/your-model.md).
 #include <gtest/gtest.h>
 
+#include "dist/script_models_dir.h"
 #include "dist/train_test_util.h"
 
 namespace dapple::testing {
@@ -10,21 +11,21 @@ namespace {
 class ScriptModelErrorTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new fs::path(TestDir("script_errors"));
-    std::string cmd = std::string("/usr/bin/python3 ") + DAPPLE_SOURCE_DIR +
-                      "/tests/torch/script_models.py write " + dir_->string();
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    WritePlan(*dir_, "mlp_plan", PlanJson({{"fc0", "head", {0}}}, 4, 2, "dapple-a"));
-    WritePlan(*dir_, "gpt_plan", PlanJson({{"embed", "head", {0}}}, 4, 2, "dapple-a"));
-    WritePlan(*dir_, "wrong_plan", PlanJson({{"fc0", "fc9", {0}}}, 4, 2, "dapple-a"));
+    models_ = new fs::path(ScriptModelsDir());
+    plans_ = new fs::path(TestDir("script_error_plans"));
+    WritePlan(*plans_, "mlp_plan", PlanJson({{"fc0", "head", {0}}}, 4, 2, "dapple-a"));
+    WritePlan(*plans_, "gpt_plan", PlanJson({{"embed", "head", {0}}}, 4, 2, "dapple-a"));
+    WritePlan(*plans_, "wrong_plan", PlanJson({{"fc0", "fc9", {0}}}, 4, 2, "dapple-a"));
   }
-  static std::string F(const std::string& name) { return (*dir_ / name).string(); }
+  // A model or data file of script_models.py; a plan written above.
+  static std::string F(const std::string& name) { return (*models_ / name).string(); }
+  static std::string P(const std::string& name) { return (*plans_ / name).string(); }
 
   // Runs `dapple train` on one process; returns the result.
   RunResult Train(const std::string& model, const std::string& data, const std::string& plan,
                   const std::string& extra = "") {
     fs::path dir = TestDir("script_error_run");
-    return RunDapple("train --model " + F(model) + " --plan " + F(plan) + " --data " + F(data) +
+    return RunDapple("train --model " + F(model) + " --plan " + P(plan) + " --data " + F(data) +
                          " --loss cross-entropy --steps 1 --timeout-s 20 " + extra,
                      dir);
   }
@@ -37,9 +38,11 @@ class ScriptModelErrorTest : public ::testing::Test {
     for (const auto& w : words)
       EXPECT_NE(err.find(w), std::string::npos) << "'" << w << "' in: " << err;
   }
-  static fs::path* dir_;
+  static fs::path* models_;
+  static fs::path* plans_;
 };
-fs::path* ScriptModelErrorTest::dir_ = nullptr;
+fs::path* ScriptModelErrorTest::models_ = nullptr;
+fs::path* ScriptModelErrorTest::plans_ = nullptr;
 
 TEST_F(ScriptModelErrorTest, StateDictIsNotTorchScript) {
   ExpectOneLine(Train("state_dict.pt", "mlp_data.pt", "mlp_plan.json"),

@@ -5,6 +5,7 @@
 // comes back through --save-model and is compared in Python after torch.jit.load.
 #include <gtest/gtest.h>
 
+#include "dist/script_models_dir.h"
 #include "dist/train_test_util.h"
 
 namespace dapple::testing {
@@ -15,10 +16,7 @@ const char* kPython = "/usr/bin/python3";
 class ScriptModelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new fs::path(TestDir("script_models"));
-    std::string cmd = std::string(kPython) + " " + DAPPLE_SOURCE_DIR +
-                      "/tests/torch/script_models.py write " + dir_->string();
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    dir_ = new fs::path(ScriptModelsDir());  // read only
   }
   static std::string F(const std::string& name) { return (*dir_ / name).string(); }
   static fs::path* dir_;

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "dapple/calibrate/calibration_steps.h"
+#include "dapple/calibrate/server_speeds.h"
 #include "dapple/common/error.h"
 #include "dapple/common/process_memory.h"
 #include "dapple/runtime/communicator.h"
@@ -235,7 +236,8 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
       r.intra_allreduce_ranks = server0;
     }
     if (!(o.speed > 0))
-      r.compute = internal::MeasureComputeSpeed(comm, r.one_machine, o.cold_caches);
+      r.compute = internal::MeasureComputeSpeed(comm, r.one_machine, o.cold_caches,
+                                                r.intra ? r.intra->latency_s : 0.0);
     if (r.compute && world == 2 && r.one_machine && r.intra_pair)
       r.intra_stream_load = internal::MeasureStreamLoadOfPair(comm, *r.compute);
     if (r.compute && world >= 3) {
@@ -281,6 +283,10 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
     c.name = o.name;
     int num_servers = *std::max_element(server.begin(), server.end()) + 1;
     c.servers.assign(num_servers, ServerSpec{0, std::nullopt});
+    // Note [Per-server speeds] (server_speeds.cc): one speed unless the servers differ.
+    std::vector<double> speeds(num_servers, o.speed);
+    if (r.compute && !r.one_machine)
+      speeds = ServerSpeeds(r.compute->alone_s, r.compute->together_by_rank_s, server);
     for (int s : server) ++c.servers[s].devices;
     for (int s = 0; s < num_servers; ++s) {
       int first = c.FirstDeviceOf(s);
@@ -288,15 +294,13 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
       // Note [Compute speed under concurrency]: on one machine the devices share its
       // cores, which the simulator models itself (shared_compute); each device alone runs
       // as the profile's did.
-      double speed = o.speed;
-      if (r.compute) speed = r.one_machine ? 1.0 : r.compute->speed;
-      DeviceSpec d{mem, speed};
+      DeviceSpec d{mem, r.compute && r.one_machine ? 1.0 : speeds[s]};
       for (int i = 0; i < world; ++i)  // the largest of the server's ranks
         if (server[i] == s)
           d.process_memory_bytes = std::max(d.process_memory_bytes, r.resident_bytes[i]);
       if (s == 0)
         c.device = d;
-      else if (mem != c.device.memory_bytes ||
+      else if (mem != c.device.memory_bytes || d.speed != c.device.speed ||
                d.process_memory_bytes != c.device.process_memory_bytes)
         c.servers[s].device = d;
     }

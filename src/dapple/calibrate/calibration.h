@@ -68,6 +68,7 @@ struct ComputeSpeed {
   int iterations = 0;
   double alone_s = 0;     // rank 0's loop, the other ranks idle
   double together_s = 0;  // the mean over ranks of the same loop, every rank running it
+  std::vector<double> together_by_rank_s;  // each rank's median of it (Note [Per-server speeds])
   double speed = 1;       // alone_s / together_s
   // Note [Resume cost] in calibration_steps.cc: a chunk of the loop run in a token ring
   // (one rank computing at a time) against the same chunk alone; >= 0.
@@ -76,10 +77,13 @@ struct ComputeSpeed {
   double chunk_alone_s = 0, chunk_ring_s = 0;
   double resume_s = 0;  // max(0, chunk_ring_s - chunk_alone_s)
   // Note [Wake-up cost]: the mean time from a token's send to its waiting receiver's wake-up,
-  // in the ring above (delivery_s) and in one where tokens = ranks - 1 circulate at once
-  // (busy_delivery_s, 0 with fewer than 3 ranks); wake_s = max(0, the difference).
+  // in the ring above (delivery_s) and in one where tokens = ranks - 1 circulate at once, so
+  // that every rank but the waiting one computes (busy_delivery_s; with 2 ranks that is the
+  // ring above); wake_s = max(0, busy_delivery_s - link_latency_s), the link's fitted
+  // latency (one machine only: the deliveries compare two ranks' clocks).
   int busy_tokens = 0;
   double delivery_s = 0, busy_delivery_s = 0;
+  double link_latency_s = 0;
   double wake_s = 0;
 };
 

@@ -206,6 +206,7 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
         {"iterations", r.compute->iterations},
         {"alone_s", r.compute->alone_s},
         {"together_s", r.compute->together_s},
+        {"together_by_rank_s", r.compute->together_by_rank_s},
         {"speed", r.compute->speed},
         {"chunk_iterations", r.compute->chunk_iterations},
         {"cold_caches", r.compute->cold_caches},
@@ -215,6 +216,7 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
         {"delivery_s", r.compute->delivery_s},
         {"busy_tokens", r.compute->busy_tokens},
         {"busy_delivery_s", r.compute->busy_delivery_s},
+        {"link_latency_s", r.compute->link_latency_s},
         {"wake_s", r.compute->wake_s},
         {"intra_stream_load", r.intra_stream_load ? nlohmann::ordered_json(*r.intra_stream_load)
                                                   : nlohmann::ordered_json(nullptr)},
@@ -241,8 +243,9 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
          "(one rank computing at a time) minus the same chunk alone, the cluster's "
          "shared_compute_resume_s on one machine; wake_s: the mean send-to-wake-up "
          "of a token in a ring with busy_tokens tokens (all ranks but the waiting "
-         "one computing) minus the same with one token (delivery_s), the "
-         "cluster's shared_compute_wake_s on one machine (3 or more ranks)"}};
+         "one computing: busy_delivery_s; delivery_s with one token) minus the "
+         "link's fitted latency (link_latency_s), the cluster's "
+         "shared_compute_wake_s on one machine"}};
   }
   c["options"] = {{"repeats", r.options.repeats},
                   {"budget_s", r.options.budget.count() / 1000.0},
@@ -260,6 +263,13 @@ std::string CalibrationSummary(const CalibrationResult& r) {
       ", {:.3g} GB memory per device ({:.0f} MiB of it the process's own), speed {:g}\n",
       r.cluster.device.memory_bytes / 1e9, r.cluster.device.process_memory_bytes / 1048576.0,
       r.cluster.device.speed);
+  if (std::any_of(r.cluster.servers.begin(), r.cluster.servers.end(),
+                  [](const ServerSpec& sv) { return sv.device.has_value(); })) {
+    s += "speed per server (Note [Per-server speeds]):";
+    for (int i = 0; i < r.cluster.num_servers(); ++i)
+      s += fmt::format(" {:.3g}", r.cluster.Device(r.cluster.FirstDeviceOf(i)).speed);
+    s += "\n";
+  }
   auto link = [&](const char* name, const std::optional<std::pair<int, int>>& pair,
                   const std::optional<LinkFit>& fit) {
     if (!pair || !fit) {
@@ -304,13 +314,19 @@ std::string CalibrationSummary(const CalibrationResult& r) {
           "{:.2f} ms in a token ring; shared_compute_resume_s)\n",
           *r.cluster.shared_compute, r.compute->resume_s * 1e6, r.compute->chunk_iterations,
           r.compute->chunk_alone_s * 1e3, r.compute->chunk_ring_s * 1e3);
-    if (r.cluster.shared_compute_wake_s)
+    if (r.cluster.shared_compute_wake_s) {
+      const ComputeSpeed& k = *r.compute;
+      const std::string rings =
+          k.busy_tokens > 1
+              ? fmt::format("{:.2f} ms from send to wake-up with {} tokens in the ring while the "
+                            "others compute, {:.2f} ms with one",
+                            k.busy_delivery_s * 1e3, k.busy_tokens, k.delivery_s * 1e3)
+              : fmt::format("{:.2f} ms from send to wake-up in a token ring", k.delivery_s * 1e3);
       s += fmt::format(
-          "a rank that waits for a message wakes {:.0f} us later while the others compute "
-          "({:.2f} ms from send to wake-up with {} tokens in the ring, {:.2f} ms with one; "
-          "shared_compute_wake_s)\n",
-          *r.cluster.shared_compute_wake_s * 1e6, r.compute->busy_delivery_s * 1e3,
-          r.compute->busy_tokens, r.compute->delivery_s * 1e3);
+          "a rank that waits for a message wakes {:.0f} us after the link's latency ({}, "
+          "latency {:.0f} us; shared_compute_wake_s)\n",
+          *r.cluster.shared_compute_wake_s * 1e6, rings, k.link_latency_s * 1e6);
+    }
     if (r.cluster.shared_compute && (r.intra_stream_load || r.inter_stream_load))
       s += fmt::format(
           "a stream between two ranks takes the compute of {} devices from the shared cores "

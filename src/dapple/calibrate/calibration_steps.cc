@@ -101,10 +101,16 @@ std::vector<TimingSample> MeasureAllReduce(Communicator& comm, const std::string
 // (docs/two-server.md). Measured as the token ring above with ranks - 1 tokens at once, so
 // that all but the waiting rank compute, in chunks of about 3 ms (a pipeline op's size here:
 // the wait grows with how long the others compute before the kernel switches): the mean
-// send-to-wake-up there minus that of the one-token ring (the same bytes and wake-up with
-// cores free). The mean, not the median: the cost is a tail (most wake-ups are quick, some
-// wait a slice) and a pipeline's critical path pays its mean. The simulator adds it to every
-// receive a device waits at (shared_compute_wake_s).
+// send-to-wake-up there minus the link's fitted latency, which the simulator charges every
+// transfer already. The mean, not the median: the cost is a tail (most wake-ups are quick,
+// some wait a slice) and a pipeline's critical path pays its mean. The simulator adds it to
+// every receive a device waits at (shared_compute_wake_s).
+// Even with cores free (2 ranks, where the one-token ring is the busy ring: the other rank
+// is the sender) a process that slept a few milliseconds wakes slower than one in a quick
+// ping-pong (the link fit's): here 0.19 ms from send to wake-up against a 0.04 ms latency,
+// as the quickstart's traces showed between its two stages (0.18-0.21 ms). Before, the
+// busy ring was measured against the one-token ring, which left that part out and gave
+// 2 ranks no wake-up cost at all.
 namespace {
 
 constexpr uint32_t kTagResumeToken = 7103;  // + token number
@@ -183,16 +189,19 @@ void MeasureResumeCost(Communicator& comm, MatmulLoop& run, bool one_machine, Co
   r.chunk_ring_s = one.median_chunk_s;
   r.resume_s = std::max(0.0, r.chunk_ring_s - r.chunk_alone_s);
   // Deliveries compare the clocks of two ranks: only meaningful when they share a machine.
-  if (!one_machine || comm.size() < 3) return;
+  if (!one_machine || comm.size() < 2) return;
   r.delivery_s = one.mean_delivery_s;
   // Note [Wake-up cost]: with ranks - 1 tokens, ranks - 1 processes compute while one waits:
   // on shared cores the waiting one must be given a core when its token comes.
   r.busy_tokens = comm.size() - 1;
-  const int busy_chunk = std::clamp(static_cast<int>(std::lround(0.003 / per_iteration)), 1, 1000);
-  RingResult busy = RunTokenRing(comm, run, busy_chunk, r.busy_tokens, kResumeRounds,
-                                 "calibrate wake-up cost (busy token ring)");
-  r.busy_delivery_s = busy.mean_delivery_s;
-  r.wake_s = std::max(0.0, r.busy_delivery_s - r.delivery_s);
+  r.busy_delivery_s = r.delivery_s;
+  if (r.busy_tokens > 1) {
+    const int chunk = std::clamp(static_cast<int>(std::lround(0.003 / per_iteration)), 1, 1000);
+    RingResult busy = RunTokenRing(comm, run, chunk, r.busy_tokens, kResumeRounds,
+                                   "calibrate wake-up cost (busy token ring)");
+    r.busy_delivery_s = busy.mean_delivery_s;
+  }
+  r.wake_s = std::max(0.0, r.busy_delivery_s - r.link_latency_s);
 }
 
 }  // namespace
@@ -203,9 +212,11 @@ void MeasureResumeCost(Communicator& comm, MatmulLoop& run, bool one_machine, Co
 // "devices" on one host), each computes slower while the others compute. The ratio of the
 // same loop's time alone to its time while every rank runs it is the speed the cost model
 // should use. On machines whose devices do not share anything it is about 1.
-ComputeSpeed MeasureComputeSpeed(Communicator& comm, bool one_machine, bool cold_caches) {
+ComputeSpeed MeasureComputeSpeed(Communicator& comm, bool one_machine, bool cold_caches,
+                                 double link_latency_s) {
   ComputeSpeed r;
   r.cold_caches = cold_caches;
+  r.link_latency_s = link_latency_s;
   r.kernel = MatmulLoop::kName;
   MatmulLoop run;
   // Rank 0 sizes the loop to about 0.1 s alone and times it; the others wait.
@@ -226,9 +237,12 @@ ComputeSpeed MeasureComputeSpeed(Communicator& comm, bool one_machine, bool cold
   comm.Barrier("calibrate compute speed: start together");
   std::vector<double> together;
   for (int rep = 0; rep < 5; ++rep) together.push_back(run(r.iterations));
-  auto sum = torch::full({1}, Median(together), torch::kFloat64);
-  comm.AllReduceSum(sum, "", "calibrate compute speed: gathering");
-  r.together_s = sum[0].item<double>() / comm.size();
+  auto by_rank = torch::zeros({comm.size()}, torch::kFloat64);
+  by_rank[comm.rank()] = Median(together);
+  comm.AllReduceSum(by_rank, "", "calibrate compute speed: gathering");
+  r.together_by_rank_s.resize(comm.size());
+  for (int i = 0; i < comm.size(); ++i) r.together_by_rank_s[i] = by_rank[i].item<double>();
+  r.together_s = by_rank.sum().item<double>() / comm.size();
   r.speed = r.alone_s / r.together_s;
   MeasureResumeCost(comm, run, one_machine, r);
   return r;

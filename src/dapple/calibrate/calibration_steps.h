@@ -34,9 +34,10 @@ std::vector<TimingSample> MeasureAllReduce(Communicator& comm, const std::string
 
 // Collective over the world: a fixed matmul loop timed on rank 0 alone (the others wait),
 // the resume cost's chunk alone cold with `cold_caches`,
-// then on every rank at once; then the resume cost and, with `one_machine` and 3 or more
-// ranks, the wake-up cost (token rings). Every rank returns the same result.
-ComputeSpeed MeasureComputeSpeed(Communicator& comm, bool one_machine, bool cold_caches);
+// then on every rank at once; then the resume cost and, with `one_machine`, the wake-up
+// cost beyond `link_latency_s` (token rings). Every rank returns the same result.
+ComputeSpeed MeasureComputeSpeed(Communicator& comm, bool one_machine, bool cold_caches,
+                                 double link_latency_s);
 
 // Collective over the world (3 or more ranks): the compute, in devices, that one stream from
 // rank a to rank b takes from cores the ranks share (Note [Stream load]). `speed` is

@@ -57,11 +57,12 @@ struct ServerSpec {
 };
 
 // Note [Calibration version]: what `dapple calibrate` measures grows (version 1 added the
-// process's own memory). A cached calibration of this machine written by an older dapple
-// lacks the newer figures, so `--cluster local` does not use it and plain `dapple
-// calibrate` measures again. JSON `calibration_version` in `local`; absent: 0 (written
+// process's own memory; version 2 the wake-up cost of 2 ranks, Note [Wake-up cost] in
+// calibrate/calibration_steps.cc). A cached calibration of this machine written by an
+// older dapple lacks the newer figures, so `--cluster local` does not use it and plain
+// `dapple calibrate` measures again. JSON `calibration_version` in `local`; absent: 0 (written
 // before versions were). Raise it whenever calibrate measures something new.
-inline constexpr int kCalibrationVersion = 1;
+inline constexpr int kCalibrationVersion = 2;
 
 // The devices of a cluster that is one CPU machine (the `local` preset, a calibration of one
 // machine): how each training process computes there, to compare with how a profile was
@@ -95,10 +96,11 @@ struct Cluster {
   // refilled, the wake-up). `dapple calibrate` measures it with a token ring. Unset: 0.
   std::optional<double> shared_compute_resume_s;
   // With shared_compute: the seconds a device that waits at a receive takes to go on once
-  // the message is there, beyond the link's own time (its process waits for a core the
-  // others keep busy). The simulator adds it to every receive a device waits at. `dapple
-  // calibrate` measures it as the mean delivery to a waiting rank in a token ring where the
-  // other ranks compute, minus the same in a ring where they idle. Unset: 0.
+  // the message is there, beyond the link's own time (its process wakes from a sleep and
+  // waits for a core the others keep busy). The simulator adds it to every receive a device
+  // waits at. `dapple calibrate` measures it as the mean delivery to a waiting rank in a
+  // token ring where the other ranks compute (ranks - 1 tokens: with 2 ranks, one), minus
+  // the link's latency. Unset: 0.
   std::optional<double> shared_compute_wake_s;
   std::optional<LocalDevices> local;
 
