@@ -17,10 +17,22 @@ namespace {
 // nothing (the model is shared between threads, so they cannot be members).
 // Per server, only the entries of the servers a call touched are non-zero between calls
 // (it resets them), so that a call costs O(senders + receivers), not O(servers).
+// The messages of a split-concat depend on the micro-batch and both device lists, not on
+// the layer: the last call's are kept, as the planner's DP asks for the same devices at many
+// layers in a row. The bytes are then summed exactly as the walk would (same order).
+struct Message {
+  int64_t samples;
+  int src, dst;  // servers
+  int k;         // the receiver replica
+};
 struct Scratch {
   std::vector<double> intra, out, in;
   std::vector<char> intra_used, out_used, in_used;
   std::vector<int> touched;  // servers with out_used or in_used set
+  uint64_t model = 0;        // the messages' model (its serial), micro-batch, senders and
+  int64_t m = -1;            // receivers
+  std::vector<int> from, to;
+  std::vector<Message> messages;
 };
 
 }  // namespace
@@ -61,29 +73,38 @@ double AnalyticCostModel::SplitConcatMs(int last, double micro_batch, const std:
     sc.in_used.resize(servers, 0);
   }
   sc.touched.clear();
-  bool any_message = false, crosses = false;
-  // Both splits are ordered sample ranges: walk them together, O(rf + rt) pairs.
-  for (int j = 0, k = 0; j < rf && k < rt;) {
-    SampleRange a = SliceOf(m, rf, j), b = SliceOf(m, rt, k);
-    int64_t samples = Overlap(a, b);
-    if (samples > 0 && from[j] != to[k]) {  // a replica feeding itself moves nothing
-      double bytes = samples * bytes_per_sample;
-      int src = server_of_[from[j]], dst = server_of_[to[k]];
-      any_message = true;
-      if (src == dst) {
-        sc.intra[k] += bytes;
-        sc.intra_used[k] = 1;
-      } else {
-        crosses = true;
-        if (!sc.out_used[src] && !sc.in_used[src]) sc.touched.push_back(src);
-        if (!sc.out_used[dst] && !sc.in_used[dst] && dst != src) sc.touched.push_back(dst);
-        sc.out[src] += bytes;
-        sc.in[dst] += bytes;
-        sc.out_used[src] = sc.in_used[dst] = 1;
-      }
+  if (serial_ != sc.model || m != sc.m || from != sc.from || to != sc.to) {
+    sc.model = serial_;
+    sc.m = m;
+    sc.from = from;
+    sc.to = to;
+    sc.messages.clear();
+    // Both splits are ordered sample ranges: walk them together, O(rf + rt) pairs.
+    for (int j = 0, k = 0; j < rf && k < rt;) {
+      SampleRange a = SliceOf(m, rf, j), b = SliceOf(m, rt, k);
+      int64_t samples = Overlap(a, b);
+      if (samples > 0 && from[j] != to[k])  // a replica feeding itself moves nothing
+        sc.messages.push_back({samples, server_of_[from[j]], server_of_[to[k]], k});
+      if (a.end <= b.end) ++j;
+      if (b.end <= a.end) ++k;
     }
-    if (a.end <= b.end) ++j;
-    if (b.end <= a.end) ++k;
+  }
+  const bool any_message = !sc.messages.empty();
+  bool crosses = false;
+  for (const Message& msg : sc.messages) {
+    double bytes = msg.samples * bytes_per_sample;
+    const int src = msg.src, dst = msg.dst;
+    if (src == dst) {
+      sc.intra[msg.k] += bytes;
+      sc.intra_used[msg.k] = 1;
+    } else {
+      crosses = true;
+      if (!sc.out_used[src] && !sc.in_used[src]) sc.touched.push_back(src);
+      if (!sc.out_used[dst] && !sc.in_used[dst] && dst != src) sc.touched.push_back(dst);
+      sc.out[src] += bytes;
+      sc.in[dst] += bytes;
+      sc.out_used[src] = sc.in_used[dst] = 1;
+    }
   }
   const LinkSpec& intra_link = cluster_.intra_server;
   const LinkSpec& inter_link = cluster_.inter_server;

@@ -58,17 +58,14 @@ struct Complete {
   double peak_memory = 0;
 };
 
-// The head stage of a state's score: all layers before the suffix on the free devices.
-struct Head {
-  std::vector<int> devices;
-  LatencyStage cost;
-};
-
 // Per usage (devices taken per server, not the canonical key: the head's placement and
-// transfers depend on which servers): the head stage by ip, and its transfer to a new
-// stage's devices by ip (< 0: not computed yet); both recur at many blocks.
+// transfers depend on which servers): the head stage of a state's score (all layers before
+// the suffix on the free devices: the same devices whatever ip), its costs by ip, and its
+// transfer to a new stage's devices by ip (< 0: not computed yet); all recur at many blocks.
 struct UsageMemo {
-  std::vector<Head> heads;
+  std::vector<int> head_devices;
+  std::vector<LatencyStage> head_cost;
+  std::vector<char> have_cost;
   std::unordered_map<std::vector<int>, std::vector<double>, IntsHash> head_to;
 };
 
@@ -94,9 +91,21 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
     return mixed ? PlaceCountsInOrder(orders[o], usage, n, policy)
                  : PlaceCounts(cluster, usage, n, policy);
   };
-  auto devices_of = [&](const std::vector<int>& usage, const std::vector<int>& take) {
-    std::vector<int> devs = DevicesOf(cluster, usage, take);
+  auto place_into = [&](const std::vector<int>& usage, int n, PlacementPolicy policy, size_t o,
+                        std::vector<int>& take) {
+    if (!mixed) return PlaceCountsInto(cluster, usage, n, policy, take);
+    auto t = PlaceCountsInOrder(orders[o], usage, n, policy);
+    if (t) take = std::move(*t);
+    return t.has_value();
+  };
+  auto devices_into = [&](const std::vector<int>& usage, const std::vector<int>& take,
+                          std::vector<int>& devs) {
+    DevicesOf(cluster, usage, take, devs);
     if (mixed) FastestFirst(cluster, devs);
+  };
+  auto devices_of = [&](const std::vector<int>& usage, const std::vector<int>& take) {
+    std::vector<int> devs;
+    devices_into(usage, take, devs);
     return devs;
   };
   std::vector<std::pair<PlacementPolicy, size_t>> placements;
@@ -164,8 +173,11 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   // full = [head, head's transfer, new stage, its transfer, suffix's latency list...]: the
   // list of a score; from index 2 the list of the new suffix.
   std::vector<LatencyStage> full;
-  std::vector<int> usage;
-  std::vector<std::vector<int>> seen;
+  std::vector<int> usage, devs;
+  // The new stage's per-server counts under each placement (a placement that repeats an
+  // earlier one's is tried once), and which of them are valid.
+  std::vector<std::vector<int>> takes(placements.size());
+  std::vector<char> valid(placements.size());
   // Per block range ending at the current `last`, for uniform devices: F and B of the
   // largest slice with n replicas, static and activation bytes (index [ip][n]).
   struct RangeCost {
@@ -206,18 +218,20 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
         std::copy(e.lat.begin(), e.lat.end(), full.begin() + 4);
         const std::span<const LatencyStage> lat(full.data() + 2, lat_size);
         for (int n : counts(max_n)) {
-          seen.clear();
           const int samples = SamplesPerReplica(m, n);
           for (size_t pi = 0; pi < placements.size(); ++pi) {
             const auto& [policy, server_order] = placements[pi];
-            auto take = place(e.usage, n, policy, server_order);
-            if (!take || std::find(seen.begin(), seen.end(), *take) != seen.end()) continue;
-            seen.push_back(*take);
-            std::vector<int> devs = devices_of(e.usage, *take);
+            std::vector<int>& take = takes[pi];
+            valid[pi] = place_into(e.usage, n, policy, server_order, take);
+            if (!valid[pi]) continue;
+            bool again = false;
+            for (size_t q = 0; q < pi && !again; ++q) again = valid[q] && takes[q] == take;
+            if (again) continue;
+            devices_into(e.usage, take, devs);
             const double t_after = after > 0 ? cost.TransferMs(last, m, devs, e.devices) : 0;
             if (after > 0) full[3] = {t_after, t_after, 0.0, 0.0};
             usage = e.usage;
-            for (size_t s = 0; s < usage.size(); ++s) usage[s] += (*take)[s];
+            for (size_t s = 0; s < usage.size(); ++s) usage[s] += take[s];
             const int free_after = free - n;
             const int id = keys.IdOf(usage);
             UsageMemo* um = nullptr;                 // looked up when first needed
@@ -271,25 +285,29 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
               // The paper's T_PL: the layers before form one stage on the free devices.
               if (!um) {
                 um = &by_usage[usage];
-                if (um->heads.empty()) um->heads.resize(nb);
+                if (um->head_devices.empty()) {
+                  auto head_take =
+                      place(usage, std::min(free_after, m), PlacementPolicy::kFreshFirst, 0);
+                  DAPPLE_CHECK(head_take.has_value());
+                  um->head_devices = devices_of(usage, *head_take);
+                  um->head_cost.resize(nb);
+                  um->have_cost.assign(nb, 0);
+                }
               }
-              Head& head = um->heads[ip];
-              if (head.devices.empty()) {
-                auto head_take =
-                    place(usage, std::min(free_after, m), PlacementPolicy::kFreshFirst, 0);
-                if (head_take) head.devices = devices_of(usage, *head_take);
-                StageCost hc =
-                    EvaluateStage(cost, 0, first - 1, head.devices, m, 0, false, false, uniform);
-                head.cost = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms, hc.update_ms};
+              if (!um->have_cost[ip]) {
+                StageCost hc = EvaluateStage(cost, 0, first - 1, um->head_devices, m, 0, false,
+                                             false, uniform);
+                um->head_cost[ip] = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms, hc.update_ms};
+                um->have_cost[ip] = 1;
               }
               if (!head_to) {
                 head_to = &um->head_to[devs];
                 if (head_to->empty()) head_to->assign(nb, -1.0);
               }
               if ((*head_to)[ip] < 0)
-                (*head_to)[ip] = cost.TransferMs(first - 1, m, head.devices, devs);
+                (*head_to)[ip] = cost.TransferMs(first - 1, m, um->head_devices, devs);
               const double ht = (*head_to)[ip];
-              full[0] = head.cost;
+              full[0] = um->head_cost[ip];
               full[1] = {ht, ht, 0.0, 0.0};
               const double score = ComputeLatency(full, M).latency_ms;
               if (static_cast<int>(memo[ip].size()) <= id) memo[ip].resize(id + 1);

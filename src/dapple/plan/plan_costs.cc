@@ -85,14 +85,15 @@ PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
   const int v = plan.virtual_stages, G = plan.num_device_groups();
   // Whether the plan's devices are alike (UniformDevices over them only): then each
   // stage is costed from its first replica and its last (EvaluateStage's `uniform`).
+  // Devices of one kind (CostModel::DeviceKind) are alike without asking.
   bool uniform = true;
   {
     const int d0 = plan.stages[0].devices.at(0), n = cost.num_layers() - 1;
     const double pbs = cost.profile_batch_size();
     for (const StagePlan& st : plan.stages)
       for (int d : st.devices)
-        uniform = uniform &&
-                  (d == d0 || (cost.ForwardMs(0, n, pbs, d) == cost.ForwardMs(0, n, pbs, d0) &&
+        uniform = uniform && (d == d0 || cost.DeviceKind(d) == cost.DeviceKind(d0) ||
+                              (cost.ForwardMs(0, n, pbs, d) == cost.ForwardMs(0, n, pbs, d0) &&
                                cost.BackwardMs(0, n, pbs, d) == cost.BackwardMs(0, n, pbs, d0) &&
                                cost.UpdateMs(0, n, d) == cost.UpdateMs(0, n, d0) &&
                                cost.DeviceMemoryBytes(d) == cost.DeviceMemoryBytes(d0)));

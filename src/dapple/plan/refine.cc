@@ -28,8 +28,8 @@
 
 namespace dapple {
 
-bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost,
-                          const std::vector<bool>& forward_timed) {
+bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed,
+                          PlanCosts* costs) {
   plan.recompute = false;
   for (StagePlan& st : plan.stages) st.recompute = false;
   PlanCosts pc = EvaluatePlan(plan, cost);
@@ -40,6 +40,7 @@ bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost,
         !pc.stages[s].fits() && CanRecompute(forward_timed, st.first_layer, st.last_layer);
     any = any || st.recompute;
   }
+  if (costs) *costs = std::move(pc);
   return any;
 }
 
@@ -85,7 +86,7 @@ struct Search {
       std::vector<Item> items;
       const double now_ms = cur.sim.iteration_ms;
       for (size_t i = 0; i < ns.size(); ++i) {
-        PlanCosts pc = EvaluatePlan(ns[i].plan, cost);
+        const PlanCosts& pc = ns[i].costs;
         if (!pc.fits) continue;
         const double lb = IterationLowerBound(pc, ns[i].plan.num_micro_batches);
         if (lb >= now_ms) continue;
