@@ -157,6 +157,20 @@ bool CanRecompute(const std::vector<bool>& forward_timed, int first, int last) {
   return false;
 }
 
+double PipelineLowerBound(const Plan& plan, const PlanCosts& costs) {
+  if (plan.virtual_stages > 1) return 0;
+  const bool split = SplitsBackward(plan.schedule);
+  const int M = plan.num_micro_batches;
+  double lb = 0, before = 0;  // before: sum_{k<s} (F_k + T_k), plus B_k unless split
+  for (size_t s = 0; s < costs.stages.size(); ++s) {
+    const StageCost& c = costs.stages[s];
+    lb = std::max(lb, before + M * (c.forward_ms + c.backward_ms));
+    before += c.forward_ms + (split ? 0.0 : c.backward_ms);
+    if (s < costs.transfer_ms.size()) before += costs.transfer_ms[s];
+  }
+  return lb;
+}
+
 double IterationLowerBound(const PlanCosts& costs, int num_micro_batches) {
   double lb = 0;
   for (const StageCost& c : costs.stages)

@@ -96,6 +96,13 @@ struct Search {
                        [](const Item& a, const Item& b) { return a.estimate < b.estimate; });
       if (static_cast<int>(items.size()) > o.simulations_per_round)
         items.resize(o.simulations_per_round);
+      // Those whose PipelineLowerBound says they cannot be faster are not simulated: they
+      // would not be taken, and which are listed (the first simulations_per_round by
+      // estimate) stays as it was.
+      std::erase_if(items, [&](const Item& it) {
+        const internal::Neighbour& n = ns[it.index];
+        return PipelineLowerBound(n.plan, n.costs) >= now_ms * (1 - 1e-9);
+      });
       std::vector<const Plan*> plans;
       for (const Item& it : items) plans.push_back(&ns[it.index].plan);
       std::vector<std::optional<Scored>> scored(plans.size());
