@@ -38,14 +38,16 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
   const bool uniform = UniformDevices(cost);
   // stage_cache[(ip * (D + 1) + n) * server_size + offset], K = 0 (a hash table: the
   // replica counts are few, a dense table on 8192 devices was 80 MB to clear per m);
-  // transfer_cache by (n, next stage's n, offset).
+  // transfer_cache by (n, next stage's n, offset), for every block end at once: asked in
+  // a row with the same devices, the cost model sums them from one walk over the slices
+  // (Note [Split-concat by link] in the analytic model), where one walk per block was most
+  // of PipeDream's time on 8192 devices.
   std::unordered_map<size_t, StageCost> stage_cache;
-  std::map<std::tuple<int, int, int>, double> transfer_cache;
+  std::map<std::tuple<int, int, int>, std::vector<double>> transfer_cache;
   std::vector<double> act(nb);
   for (int i = nb; i >= 1; --i) {
     const int last = ends[i - 1];
     stage_cache.clear();
-    transfer_cache.clear();
     for (int d = 0; d < D; ++d) {
       if (best[i][d] >= inf) continue;
       // At most this many stages can follow, each on a block and a device of its own.
@@ -72,9 +74,12 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
           auto it = transfer_cache.find(key);
           if (it == transfer_cache.end()) {
             list();
-            it = transfer_cache.emplace(key, 2 * cost.TransferMs(last, m, devs, to)).first;
+            std::vector<double> by_block(nb + 1);
+            for (int b = 1; b <= nb; ++b)
+              by_block[b] = 2 * cost.TransferMs(ends[b - 1], m, devs, to);
+            it = transfer_cache.emplace(key, std::move(by_block)).first;
           }
-          transfer = it->second;
+          transfer = it->second[i];
         } else if (d > 0) {
           list();
           transfer = 2 * cost.TransferMs(last, m, devs, to);
