@@ -161,12 +161,18 @@ double PipelineLowerBound(const Plan& plan, const PlanCosts& costs) {
   if (plan.virtual_stages > 1) return 0;
   const bool split = SplitsBackward(plan.schedule);
   const int M = plan.num_micro_batches;
-  double lb = 0, before = 0;  // before: sum_{k<s} (F_k + T_k), plus B_k unless split
+  auto tail = [](const StageCost& c) { return c.allreduce_exposed_ms + c.update_ms; };
+  const double first_tail = costs.stages.empty() ? 0.0 : tail(costs.stages[0]);
+  double lb = 0, start = 0, back = 0;  // sum_{k<s} (F_k + T_k); sum_{k<s} B_k unless split
   for (size_t s = 0; s < costs.stages.size(); ++s) {
     const StageCost& c = costs.stages[s];
-    lb = std::max(lb, before + M * (c.forward_ms + c.backward_ms));
-    before += c.forward_ms + (split ? 0.0 : c.backward_ms);
-    if (s < costs.transfer_ms.size()) before += costs.transfer_ms[s];
+    // After its last backward, the stage's own allreduce and update; unless split, the
+    // last gradient's way back to stage 0, then stage 0's.
+    const double after = std::max(tail(c), split ? 0.0 : back + first_tail);
+    lb = std::max(lb, start + M * (c.forward_ms + c.backward_ms) + after);
+    start += c.forward_ms;
+    if (!split) back += c.backward_ms;
+    if (s < costs.transfer_ms.size()) start += costs.transfer_ms[s];
   }
   return lb;
 }
