@@ -245,6 +245,8 @@ void RunPlanCommand(const PlanArgs& a) {
   o.micro_batch_size = a.micro_batch;
   o.allreduce_overlap = a.overlap;
   o.refine_seconds = a.refine_seconds;
+  PlanningMemo memo;  // the baselines' and families' calls reuse this one's DPs and simulations
+  o.memo = &memo;
   PlanResult r = RunPlanner(profile, cluster, cost, a.global_batch, o);
   if (!r.plan) {
     if (r.required_memory_bytes > 0)

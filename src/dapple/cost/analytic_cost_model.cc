@@ -4,6 +4,7 @@
 #include "dapple/cost/analytic_cost_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "dapple/common/error.h"
@@ -12,6 +13,11 @@
 namespace dapple {
 
 namespace {
+
+uint64_t NextSerial() {
+  static std::atomic<uint64_t> next{1};
+  return next++;
+}
 
 // Cluster::Device without its O(servers) scan (the planners ask per device, millions of
 // times on clusters of 1024 servers): the server from the table the model keeps.
@@ -95,7 +101,7 @@ std::vector<std::vector<double>> PrefixByBatch(const Profile& p, Part part, doub
 
 AnalyticCostModel::AnalyticCostModel(const Profile& profile, const Cluster& cluster,
                                      CostOptions options)
-    : profile_(profile), cluster_(cluster), options_(options) {
+    : profile_(profile), cluster_(cluster), options_(options), serial_(NextSerial()) {
   ValidateProfile(profile, "profile");
   ValidateCluster(cluster, "cluster");
   if (!(options.allreduce_bucket_bytes > 0))

@@ -1,6 +1,7 @@
 // The reference cost model of docs/design.md section 4, from a profile and a cluster.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "dapple/cost/cost_model.h"
@@ -95,6 +96,7 @@ class AnalyticCostModel : public CostModel {
   std::vector<double> cut_bytes_;  // Profile::CutBytes(b) for every b
   std::vector<int> server_of_;     // device -> server
   std::vector<int> kind_;          // DeviceKind, from KindOfEachDevice
+  uint64_t serial_;                // unique per model made (SplitConcatMs's cache)
   static std::vector<int> KindOfEachDevice(const Cluster& c);
   void CheckRange(int first, int last) const;
   double ComputeMs(const std::vector<double>& prefix,

@@ -17,10 +17,40 @@ namespace {
 // nothing (the model is shared between threads, so they cannot be members).
 // Per server, only the entries of the servers a call touched are non-zero between calls
 // (it resets them), so that a call costs O(senders + receivers), not O(servers).
+// Per-thread buffers of SplitConcatMs, so that the planners' millions of calls allocate
+// nothing (the model is shared between threads, so they cannot be members).
+// Per server, only the entries of the servers a call touched are non-zero between calls
+// (it resets them), so that a call costs O(senders + receivers), not O(servers).
+//
+// Note [Split-concat by link]
+// A split-concat's messages depend on the micro-batch and both device lists, not on the
+// layer, and the planners' DP asks for the same devices at many layers in a row. So when
+// a call has the same devices as the one before, its messages are grouped by the link
+// they load (a server's egress or ingress port, a receiver's intra-server link), each
+// link's in message order, and kept while the devices stay the same; a call then sums each
+// link's bytes in that order, as the walk over the slices adds them, so the figure is the
+// same to the last bit, without the walk.
+struct Link {
+  int resource;       // Transfer's resource id: 2s, 2s + 1 or 2 x servers + device
+  bool inter;         // between servers (else inside one)
+  size_t begin, end;  // its messages' samples: Scratch::samples[begin, end)
+};
 struct Scratch {
   std::vector<double> intra, out, in;
   std::vector<char> intra_used, out_used, in_used;
   std::vector<int> touched;  // servers with out_used or in_used set
+  // The last call's model (its serial), micro-batch, senders and receivers, and whether
+  // `links` and `samples` hold their messages by link.
+  uint64_t model = 0;
+  int64_t m = -1;
+  std::vector<int> from, to;
+  bool grouped = false;
+  bool crosses = false;
+  std::vector<Link> links;
+  std::vector<int64_t> samples;
+  std::vector<std::pair<int64_t, int>> messages;  // while grouping: (samples, link)
+  std::vector<int> link_of;  // while grouping: link by resource (-1 between calls)
+  std::vector<size_t> fill;
 };
 
 }  // namespace
@@ -52,21 +82,41 @@ double AnalyticCostModel::SplitConcatMs(int last, double micro_batch, const std:
   const int servers = cluster_.num_servers();
 
   thread_local Scratch sc;
-  sc.intra.assign(rt, 0.0);
-  sc.intra_used.assign(rt, 0);
-  if (static_cast<int>(sc.out.size()) < servers) {
-    sc.out.resize(servers, 0.0);
-    sc.in.resize(servers, 0.0);
-    sc.out_used.resize(servers, 0);
-    sc.in_used.resize(servers, 0);
+  const LinkSpec& intra_link = cluster_.intra_server;
+  const LinkSpec& inter_link = cluster_.inter_server;
+  const bool again = serial_ == sc.model && m == sc.m && from == sc.from && to == sc.to;
+  if (!again) {
+    sc.model = serial_;
+    sc.m = m;
+    sc.from = from;
+    sc.to = to;
+    sc.grouped = false;
   }
-  sc.touched.clear();
-  bool any_message = false, crosses = false;
-  // Both splits are ordered sample ranges: walk them together, O(rf + rt) pairs.
-  for (int j = 0, k = 0; j < rf && k < rt;) {
-    SampleRange a = SliceOf(m, rf, j), b = SliceOf(m, rt, k);
-    int64_t samples = Overlap(a, b);
-    if (samples > 0 && from[j] != to[k]) {  // a replica feeding itself moves nothing
+  // Both splits are ordered sample ranges: walk them together, O(rf + rt) pairs, calling
+  // message(samples, sender j, receiver k) for each that moves samples.
+  auto walk = [&](auto&& message) {
+    for (int j = 0, k = 0; j < rf && k < rt;) {
+      SampleRange a = SliceOf(m, rf, j), b = SliceOf(m, rt, k);
+      int64_t samples = Overlap(a, b);
+      if (samples > 0 && from[j] != to[k]) message(samples, j, k);  // feeding itself: none
+      if (a.end <= b.end) ++j;
+      if (b.end <= a.end) ++k;
+    }
+  };
+  double seconds = 0;
+  bool crosses = false;
+  if (!again) {  // the walk, adding up each link's bytes as it goes
+    sc.intra.assign(rt, 0.0);
+    sc.intra_used.assign(rt, 0);
+    if (static_cast<int>(sc.out.size()) < servers) {
+      sc.out.resize(servers, 0.0);
+      sc.in.resize(servers, 0.0);
+      sc.out_used.resize(servers, 0);
+      sc.in_used.resize(servers, 0);
+    }
+    sc.touched.clear();
+    bool any_message = false;
+    walk([&](int64_t samples, int j, int k) {
       double bytes = samples * bytes_per_sample;
       int src = server_of_[from[j]], dst = server_of_[to[k]];
       any_message = true;
@@ -81,25 +131,67 @@ double AnalyticCostModel::SplitConcatMs(int last, double micro_batch, const std:
         sc.in[dst] += bytes;
         sc.out_used[src] = sc.in_used[dst] = 1;
       }
+    });
+    for (int s : sc.touched) {
+      seconds = std::max(seconds, sc.out[s] / inter_link.bandwidth_bytes_per_s);
+      seconds = std::max(seconds, sc.in[s] / inter_link.bandwidth_bytes_per_s);
+      if (resources && sc.out_used[s]) resources->push_back(2 * s);
+      if (resources && sc.in_used[s]) resources->push_back(2 * s + 1);
+      sc.out[s] = sc.in[s] = 0;
+      sc.out_used[s] = sc.in_used[s] = 0;
     }
-    if (a.end <= b.end) ++j;
-    if (b.end <= a.end) ++k;
-  }
-  const LinkSpec& intra_link = cluster_.intra_server;
-  const LinkSpec& inter_link = cluster_.inter_server;
-  double seconds = 0;
-  for (int s : sc.touched) {
-    seconds = std::max(seconds, sc.out[s] / inter_link.bandwidth_bytes_per_s);
-    seconds = std::max(seconds, sc.in[s] / inter_link.bandwidth_bytes_per_s);
-    if (resources && sc.out_used[s]) resources->push_back(2 * s);
-    if (resources && sc.in_used[s]) resources->push_back(2 * s + 1);
-    sc.out[s] = sc.in[s] = 0;
-    sc.out_used[s] = sc.in_used[s] = 0;
-  }
-  if (!any_message) return 0;
-  for (int k = 0; k < rt; ++k) {
-    seconds = std::max(seconds, sc.intra[k] / intra_link.bandwidth_bytes_per_s);
-    if (resources && sc.intra_used[k]) resources->push_back(2 * servers + to[k]);
+    if (!any_message) return 0;
+    for (int k = 0; k < rt; ++k) {
+      seconds = std::max(seconds, sc.intra[k] / intra_link.bandwidth_bytes_per_s);
+      if (resources && sc.intra_used[k]) resources->push_back(2 * servers + to[k]);
+    }
+  } else {  // Note [Split-concat by link]
+    if (!sc.grouped) {
+      sc.grouped = true;
+      sc.links.clear();
+      sc.messages.clear();
+      sc.crosses = false;
+      if (sc.link_of.size() < static_cast<size_t>(2 * servers + nd))
+        sc.link_of.assign(2 * servers + nd, -1);
+      auto add = [&](int64_t samples, int resource, bool inter) {
+        int& l = sc.link_of[resource];
+        if (l < 0) {
+          l = static_cast<int>(sc.links.size());
+          sc.links.push_back({resource, inter, 0, 0});
+        }
+        ++sc.links[l].end;  // a count for now
+        sc.messages.emplace_back(samples, l);
+      };
+      walk([&](int64_t samples, int j, int k) {
+        const int src = server_of_[from[j]], dst = server_of_[to[k]];
+        if (src == dst) {
+          add(samples, 2 * servers + to[k], false);
+        } else {
+          sc.crosses = true;
+          add(samples, 2 * src, true);
+          add(samples, 2 * dst + 1, true);
+        }
+      });
+      size_t at = 0;
+      sc.fill.resize(sc.links.size());
+      for (size_t l = 0; l < sc.links.size(); ++l) {
+        const size_t count = sc.links[l].end;
+        sc.links[l].begin = sc.fill[l] = at;
+        sc.links[l].end = at += count;
+      }
+      sc.samples.resize(at);
+      for (const auto& [samples, l] : sc.messages) sc.samples[sc.fill[l]++] = samples;
+      for (const Link& l : sc.links) sc.link_of[l.resource] = -1;
+    }
+    for (const Link& l : sc.links) {
+      double bytes = 0;
+      for (size_t i = l.begin; i < l.end; ++i) bytes += sc.samples[i] * bytes_per_sample;
+      const LinkSpec& spec = l.inter ? inter_link : intra_link;
+      seconds = std::max(seconds, bytes / spec.bandwidth_bytes_per_s);
+      if (resources) resources->push_back(l.resource);
+    }
+    if (sc.links.empty()) return 0;
+    crosses = sc.crosses;
   }
   seconds += crosses ? inter_link.latency_s : intra_link.latency_s;
   if (resources) {

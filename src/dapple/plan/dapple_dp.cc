@@ -2,10 +2,11 @@
 #include "dapple/plan/dapple_dp.h"
 
 #include <algorithm>
-#include <map>
-#include <numeric>
+#include <span>
+#include <unordered_map>
 
 #include "dapple/common/error.h"
+#include "dapple/plan/dp_state.h"
 #include "dapple/plan/layer_blocks.h"
 #include "dapple/plan/pipeline_latency.h"
 #include "dapple/plan/placement.h"
@@ -15,31 +16,57 @@
 namespace dapple {
 namespace {
 
-struct SuffixStage {
+// Note [Suffixes without copies]
+// A state keeps its best suffixes as Entries: plain values (the front stage's layers, its
+// replica count and placement, its latency entry, the transfer behind it) over a Node, the
+// suffix behind it. A suffix is expanded into a Node (its usage, device ids and latency
+// list) only when the DP visits its state, so keeping or replacing a state's best suffix
+// copies no vector: the transitions are many, the visited states few (the beam). The
+// Node's devices and usage are recomputed from its parent with the same placement, so the
+// DP decides exactly as when every Entry carried its own copies.
+struct Node {
   int first = 0, last = 0;
-  std::vector<int> devices;
+  std::vector<int> devices;       // of the front stage (empty for the empty suffix)
+  int next = -1;                  // the suffix behind the front stage; -1: none
+  int depth = 0;                  // stages in the suffix
+  int used = 0;                   // devices taken
+  std::vector<int> usage;         // devices taken per server
+  std::vector<LatencyStage> lat;  // the suffix's latency list, transfers included
+  double peak_memory = 0;
 };
 
-// The best suffix found for one state.
+// One kept suffix of a state: stage [first, last] on `replicas` devices placed by
+// placements[placement] on the usage of node `parent`, in front of it (replicas = 0: the
+// node itself).
 struct Entry {
   double score = 0;
-  std::vector<int> usage;           // devices taken per server
-  std::vector<SuffixStage> stages;  // front first
-  std::vector<LatencyStage> lat;    // the suffix's latency list, transfers included
+  int parent = 0;
+  int first = 0, last = 0;
+  int replicas = 0;
+  int placement = 0;
+  LatencyStage stage;
+  double transfer_ms = 0;  // from the front stage to the parent's (when it has one)
   double peak_memory = 0;
 };
 
 struct Complete {
   double latency = 0;
   long long order = 0;  // generation order: ties keep the first found
-  std::vector<SuffixStage> stages;
+  int first = 0, last = 0;
+  std::vector<int> devices;
+  int next = 0;  // the node behind the front stage
   double peak_memory = 0;
 };
 
-// The head stage of a state's score: all layers before the suffix on the free devices.
-struct Head {
-  std::vector<int> devices;
-  LatencyStage cost;
+// Per usage (devices taken per server, not the canonical key: the head's placement and
+// transfers depend on which servers): the head stage of a state's score (all layers before
+// the suffix on the free devices: the same devices whatever ip), its costs by ip, and its
+// transfer to a new stage's devices by ip (< 0: not computed yet); all recur at many blocks.
+struct UsageMemo {
+  std::vector<int> head_devices;
+  std::vector<LatencyStage> head_cost;
+  std::vector<char> have_cost;
+  std::unordered_map<std::vector<int>, std::vector<double>, IntsHash> head_to;
 };
 
 }  // namespace
@@ -55,7 +82,6 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   const int num_devices = cluster.num_devices();
   int server_size = 1;
   for (const ServerSpec& s : cluster.servers) server_size = std::max(server_size, s.devices);
-  const bool identical = IdenticalServers(cluster);
   // Every policy under every server order (Note [Placement on mixed clusters]): one order,
   // the servers' own, unless the cluster is mixed. The head stage of a score goes
   // fresh-first on the fastest devices first.
@@ -65,19 +91,27 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
     return mixed ? PlaceCountsInOrder(orders[o], usage, n, policy)
                  : PlaceCounts(cluster, usage, n, policy);
   };
-  auto devices_of = [&](const std::vector<int>& usage, const std::vector<int>& take) {
-    std::vector<int> devs = DevicesOf(cluster, usage, take);
+  auto place_into = [&](const std::vector<int>& usage, int n, PlacementPolicy policy, size_t o,
+                        std::vector<int>& take) {
+    if (!mixed) return PlaceCountsInto(cluster, usage, n, policy, take);
+    auto t = PlaceCountsInOrder(orders[o], usage, n, policy);
+    if (t) take = std::move(*t);
+    return t.has_value();
+  };
+  auto devices_into = [&](const std::vector<int>& usage, const std::vector<int>& take,
+                          std::vector<int>& devs) {
+    DevicesOf(cluster, usage, take, devs);
     if (mixed) FastestFirst(cluster, devs);
+  };
+  auto devices_of = [&](const std::vector<int>& usage, const std::vector<int>& take) {
+    std::vector<int> devs;
+    devices_into(usage, take, devs);
     return devs;
   };
   std::vector<std::pair<PlacementPolicy, size_t>> placements;
   for (size_t o = 0; o < orders.size(); ++o)
     for (PlacementPolicy policy : AllPlacementPolicies()) placements.emplace_back(policy, o);
   const bool uniform = UniformDevices(cost);
-  auto key_of = [&](std::vector<int> usage) {
-    if (identical) std::sort(usage.begin(), usage.end());
-    return usage;
-  };
   std::vector<std::vector<int>> counts_for(std::min(num_devices, m) + 1);
   auto counts = [&](int max_n) -> const std::vector<int>& {
     if (counts_for[max_n].empty()) counts_for[max_n] = ReplicaCounts(max_n, server_size);
@@ -88,24 +122,41 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                         : nb * num_devices <= 160  ? 4
                                                    : 1;
   const int max_states = opt.max_states > 0 ? opt.max_states : num_devices <= 64 ? 2000 : 48;
-  // State keys (usage summaries) get small ids in the order they are first seen.
-  std::map<std::vector<int>, int> key_ids;
-  auto id_of = [&](const std::vector<int>& key) {
-    return key_ids.try_emplace(key, static_cast<int>(key_ids.size())).first->second;
+  UsageKeys keys(cluster);     // Note [Canonical usage states]
+  std::vector<Node> nodes(1);  // nodes[0]: the empty suffix
+  nodes[0].usage.assign(cluster.num_servers(), 0);
+  // Expands a kept suffix into a node (Note [Suffixes without copies]).
+  auto expand = [&](const Entry& e) {
+    if (e.replicas == 0) return e.parent;
+    Node nd;
+    {
+      const Node& p = nodes[e.parent];
+      const auto& [policy, o] = placements[e.placement];
+      auto take = place(p.usage, e.replicas, policy, o);
+      DAPPLE_CHECK(take.has_value());
+      nd.first = e.first;
+      nd.last = e.last;
+      nd.devices = devices_of(p.usage, *take);
+      nd.next = e.parent;
+      nd.depth = p.depth + 1;
+      nd.used = p.used + e.replicas;
+      nd.usage = p.usage;
+      for (size_t s = 0; s < nd.usage.size(); ++s) nd.usage[s] += (*take)[s];
+      nd.lat.push_back(e.stage);
+      if (p.depth > 0) {
+        nd.lat.push_back({e.transfer_ms, e.transfer_ms, 0.0, 0.0});
+        nd.lat.insert(nd.lat.end(), p.lat.begin(), p.lat.end());
+      }
+      nd.peak_memory = e.peak_memory;
+    }
+    nodes.push_back(std::move(nd));
+    return static_cast<int>(nodes.size()) - 1;
   };
   // memo[i][id]: the best suffixes of the state, by ascending score (ties: first found).
   std::vector<std::vector<std::vector<Entry>>> memo(nb + 1);
-  {
-    Entry start;
-    start.usage.assign(cluster.num_servers(), 0);
-    memo[nb].resize(id_of(key_of(start.usage)) + 1);
-    memo[nb].back().push_back(std::move(start));
-  }
-  // heads[usage][ip]: the head stage of layers 0..block_first(ip)-1 on the free devices.
-  std::map<std::vector<int>, std::vector<Head>> heads;
-  // head_ms[usage] per devices of the new stage: the head's transfer time to it by ip (< 0:
-  // not computed yet); the same usage and devices recur at many blocks.
-  std::map<std::vector<int>, std::vector<std::pair<std::vector<int>, std::vector<double>>>> head_ms;
+  memo[nb].resize(keys.IdOf(nodes[0].usage) + 1);
+  memo[nb].back().push_back(Entry{});
+  std::unordered_map<std::vector<int>, UsageMemo, IntsHash> by_usage;
   std::vector<Complete> complete;
   long long order = 0;
   double threshold = 1e300;  // L of the k-th best complete plan once k are known
@@ -119,8 +170,14 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
     }
   };
   DpStats local;
-  std::vector<LatencyStage> lat, full;
-  std::vector<int> usage;
+  // full = [head, head's transfer, new stage, its transfer, suffix's latency list...]: the
+  // list of a score; from index 2 the list of the new suffix.
+  std::vector<LatencyStage> full;
+  std::vector<int> usage, devs;
+  // The new stage's per-server counts under each placement (a placement that repeats an
+  // earlier one's is tried once), and which of them are valid.
+  std::vector<std::vector<int>> takes(placements.size());
+  std::vector<char> valid(placements.size());
   // Per block range ending at the current `last`, for uniform devices: F and B of the
   // largest slice with n replicas, static and activation bytes (index [ip][n]).
   struct RangeCost {
@@ -143,40 +200,43 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
     const int last = ends[i - 1];
     for (auto& row : table) std::fill(row.begin(), row.end(), RangeCost{});
     // Per new stage's devices, its allreduce time by ip (< 0: not computed yet), for `last`.
-    std::map<std::vector<int>, std::vector<double>> allreduce_ms;
+    std::unordered_map<std::vector<int>, std::vector<double>, IntsHash> allreduce_ms;
     for (const std::vector<Entry>& entries : states)
-      for (const Entry& e : entries) {
+      for (const Entry& entry : entries) {
         ++local.states;
-        const int used = std::accumulate(e.usage.begin(), e.usage.end(), 0);
-        const int free = num_devices - used;
+        const int node = expand(entry);
+        const Node& e = nodes[node];  // no node is added until the next entry
+        const int free = num_devices - e.used;
         const int max_n = std::min(free, m);
         if (max_n < 1) continue;
-        const int after = static_cast<int>(e.stages.size());
+        const int after = e.depth;
         const int k = WarmupDepth(opt.memory_schedule, 0, after + 1, M);
         const int k_deeper =
             opt.deeper_schedule ? WarmupDepth(*opt.deeper_schedule, 0, after + 1, M) : k;
+        const size_t lat_size = after > 0 ? 2 + e.lat.size() : 1;
+        full.resize(2 + lat_size);
+        std::copy(e.lat.begin(), e.lat.end(), full.begin() + 4);
+        const std::span<const LatencyStage> lat(full.data() + 2, lat_size);
         for (int n : counts(max_n)) {
-          std::vector<std::vector<int>> seen;
           const int samples = SamplesPerReplica(m, n);
-          for (const auto& [policy, server_order] : placements) {
-            auto take = place(e.usage, n, policy, server_order);
-            if (!take || std::find(seen.begin(), seen.end(), *take) != seen.end()) continue;
-            seen.push_back(*take);
-            std::vector<int> devs = devices_of(e.usage, *take);
-            const double t_after =
-                after > 0 ? cost.TransferMs(last, m, devs, e.stages[0].devices) : 0;
+          for (size_t pi = 0; pi < placements.size(); ++pi) {
+            const auto& [policy, server_order] = placements[pi];
+            std::vector<int>& take = takes[pi];
+            valid[pi] = place_into(e.usage, n, policy, server_order, take);
+            if (!valid[pi]) continue;
+            bool again = false;
+            for (size_t q = 0; q < pi && !again; ++q) again = valid[q] && takes[q] == take;
+            if (again) continue;
+            devices_into(e.usage, take, devs);
+            const double t_after = after > 0 ? cost.TransferMs(last, m, devs, e.devices) : 0;
+            if (after > 0) full[3] = {t_after, t_after, 0.0, 0.0};
             usage = e.usage;
-            for (size_t s = 0; s < usage.size(); ++s) usage[s] += (*take)[s];
+            for (size_t s = 0; s < usage.size(); ++s) usage[s] += take[s];
             const int free_after = free - n;
-            const int id = id_of(key_of(usage));
-            std::vector<Head>& head_of = heads[usage];
-            if (head_of.empty()) head_of.resize(nb);
-            auto& ms_of = head_ms[usage];
-            auto known = std::find_if(ms_of.begin(), ms_of.end(),
-                                      [&](const auto& x) { return x.first == devs; });
-            if (known == ms_of.end())
-              known = ms_of.insert(ms_of.end(), {devs, std::vector(nb, -1.0)});
-            std::vector<double>& head_to_devs = known->second;
+            const int id = keys.IdOf(usage);
+            UsageMemo* um = nullptr;                 // looked up when first needed
+            std::vector<double>* head_to = nullptr;  // um->head_to[devs]
+            std::vector<double>* ar = nullptr;       // allreduce_ms[devs]
             for (int ip = i - 1; ip >= 0; --ip) {
               const int first = block_first(ip);
               StageCost c;
@@ -198,10 +258,12 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                 if (opt.enforce_memory && rc.stat + k_deeper * rc.act > device_memory)
                   ++local.deeper_misfits;
                 if (n > 1) {
-                  std::vector<double>& ar = allreduce_ms[devs];
-                  if (ar.empty()) ar.assign(nb, -1.0);
-                  if (ar[ip] < 0) ar[ip] = cost.AllReduceMs(first, last, devs);
-                  c.allreduce_ms = ar[ip];
+                  if (!ar) {
+                    ar = &allreduce_ms[devs];
+                    if (ar->empty()) ar->assign(nb, -1.0);
+                  }
+                  if ((*ar)[ip] < 0) (*ar)[ip] = cost.AllReduceMs(first, last, devs);
+                  c.allreduce_ms = (*ar)[ip];
                 }
               } else {
                 c = EvaluateStage(cost, first, last, devs, m, k);
@@ -209,42 +271,44 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                 if (opt.enforce_memory && opt.deeper_schedule) ++local.deeper_misfits;
               }
               ++local.transitions;
-              lat.clear();
-              lat.push_back({c.forward_ms, c.backward_ms, c.allreduce_ms, c.update_ms});
-              if (after > 0) {
-                lat.push_back({t_after, t_after, 0.0, 0.0});
-                lat.insert(lat.end(), e.lat.begin(), e.lat.end());
-              }
+              const LatencyStage stage{c.forward_ms, c.backward_ms, c.allreduce_ms, c.update_ms};
+              full[2] = stage;
               const double peak = std::max(e.peak_memory, c.memory_bytes);
               if (ip == 0) {  // a complete plan
                 double l = ComputeLatency(lat, M).latency_ms;
                 if (l >= threshold) continue;
-                Complete done{l, order++, {}, peak};
-                done.stages.reserve(after + 1);
-                done.stages.push_back({first, last, devs});
-                done.stages.insert(done.stages.end(), e.stages.begin(), e.stages.end());
-                complete.push_back(std::move(done));
+                complete.push_back({l, order++, first, last, devs, node, peak});
                 if (static_cast<int>(complete.size()) >= 4 * opt.top_k + 16) trim();
                 continue;
               }
               if (free_after == 0) continue;  // no device left for the layers before
               // The paper's T_PL: the layers before form one stage on the free devices.
-              Head& head = head_of[ip];
-              if (head.devices.empty()) {
-                auto head_take =
-                    place(usage, std::min(free_after, m), PlacementPolicy::kFreshFirst, 0);
-                if (head_take) head.devices = devices_of(usage, *head_take);
-                StageCost hc =
-                    EvaluateStage(cost, 0, first - 1, head.devices, m, 0, false, false, uniform);
-                head.cost = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms, hc.update_ms};
+              if (!um) {
+                um = &by_usage[usage];
+                if (um->head_devices.empty()) {
+                  auto head_take =
+                      place(usage, std::min(free_after, m), PlacementPolicy::kFreshFirst, 0);
+                  DAPPLE_CHECK(head_take.has_value());
+                  um->head_devices = devices_of(usage, *head_take);
+                  um->head_cost.resize(nb);
+                  um->have_cost.assign(nb, 0);
+                }
               }
-              if (head_to_devs[ip] < 0)
-                head_to_devs[ip] = cost.TransferMs(first - 1, m, head.devices, devs);
-              const double ht = head_to_devs[ip];
-              full.clear();
-              full.push_back(head.cost);
-              full.push_back({ht, ht, 0.0, 0.0});
-              full.insert(full.end(), lat.begin(), lat.end());
+              if (!um->have_cost[ip]) {
+                StageCost hc = EvaluateStage(cost, 0, first - 1, um->head_devices, m, 0, false,
+                                             false, uniform);
+                um->head_cost[ip] = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms, hc.update_ms};
+                um->have_cost[ip] = 1;
+              }
+              if (!head_to) {
+                head_to = &um->head_to[devs];
+                if (head_to->empty()) head_to->assign(nb, -1.0);
+              }
+              if ((*head_to)[ip] < 0)
+                (*head_to)[ip] = cost.TransferMs(first - 1, m, um->head_devices, devs);
+              const double ht = (*head_to)[ip];
+              full[0] = um->head_cost[ip];
+              full[1] = {ht, ht, 0.0, 0.0};
               const double score = ComputeLatency(full, M).latency_ms;
               if (static_cast<int>(memo[ip].size()) <= id) memo[ip].resize(id + 1);
               std::vector<Entry>& kept = memo[ip][id];
@@ -252,16 +316,9 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                 continue;
               auto pos = std::upper_bound(kept.begin(), kept.end(), score,
                                           [](double v, const Entry& x) { return v < x.score; });
-              pos = kept.insert(pos, Entry{});
+              kept.insert(pos, Entry{score, node, first, last, n, static_cast<int>(pi), stage,
+                                     t_after, peak});
               if (static_cast<int>(kept.size()) > per_state) kept.pop_back();
-              Entry& ne = *pos;
-              ne.score = score;
-              ne.usage = usage;
-              ne.stages.clear();
-              ne.stages.push_back({first, last, devs});
-              ne.stages.insert(ne.stages.end(), e.stages.begin(), e.stages.end());
-              ne.lat = lat;
-              ne.peak_memory = peak;
             }
           }
         }
@@ -285,11 +342,16 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
     p.num_micro_batches = M;
     p.global_batch_size = m * M;
     p.schedule = opt.memory_schedule;
-    for (SuffixStage& s : c.stages) {
+    StagePlan front;
+    front.first_layer = c.first;
+    front.last_layer = c.last;
+    front.devices = std::move(c.devices);
+    p.stages.push_back(std::move(front));
+    for (int at = c.next; at > 0; at = nodes[at].next) {
       StagePlan sp;
-      sp.first_layer = s.first;
-      sp.last_layer = s.last;
-      sp.devices = std::move(s.devices);
+      sp.first_layer = nodes[at].first;
+      sp.last_layer = nodes[at].last;
+      sp.devices = nodes[at].devices;
       p.stages.push_back(std::move(sp));
     }
     out.push_back(std::move(cand));

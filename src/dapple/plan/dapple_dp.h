@@ -46,8 +46,9 @@ struct DpStats {
 };
 
 // The DP runs backwards over layer blocks: state (i, u) = the layers from block i on are
-// planned as stages on devices with per-server usage u (u is summarised as a sorted
-// multiset when all servers are identical), keeping the suffixes whose score is smallest.
+// planned as stages on devices with per-server usage u (u is summarised as the multiset of
+// usages when all servers are identical: Note [Canonical usage states] in dp_state.h),
+// keeping the suffixes whose score is smallest.
 // The score is L of the suffix plus a head stage made of all layers before block i on the
 // free devices (at most m of them), as the paper's T_PL. A transition prepends one stage
 // (a block range, a replica count n <= m, a placement policy). Going backwards makes each

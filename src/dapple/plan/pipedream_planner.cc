@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "dapple/common/error.h"
@@ -35,20 +36,18 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
   // where its device range starts inside a server, not on which server: cache them.
   const bool symmetric = IdenticalServers(cluster);
   const bool uniform = UniformDevices(cost);
-  // stage_cache[(ip * (D + 1) + n) * server_size + offset], K = 0; transfer_cache by
-  // (n, next stage's n, offset).
-  std::vector<StageCost> stage_cache;
-  std::vector<char> stage_known;
-  std::map<std::tuple<int, int, int>, double> transfer_cache;
-  if (symmetric) {
-    stage_cache.resize(static_cast<size_t>(nb) * (D + 1) * server_size);
-    stage_known.resize(stage_cache.size());
-  }
+  // stage_cache[(ip * (D + 1) + n) * server_size + offset], K = 0 (a hash table: the
+  // replica counts are few, a dense table on 8192 devices was 80 MB to clear per m);
+  // transfer_cache by (n, next stage's n, offset), for every block end at once: asked in
+  // a row with the same devices, the cost model sums them from one walk over the slices
+  // (Note [Split-concat by link] in the analytic model), where one walk per block was most
+  // of PipeDream's time on 8192 devices.
+  std::unordered_map<size_t, StageCost> stage_cache;
+  std::map<std::tuple<int, int, int>, std::vector<double>> transfer_cache;
   std::vector<double> act(nb);
   for (int i = nb; i >= 1; --i) {
     const int last = ends[i - 1];
-    std::fill(stage_known.begin(), stage_known.end(), 0);
-    transfer_cache.clear();
+    stage_cache.clear();
     for (int d = 0; d < D; ++d) {
       if (best[i][d] >= inf) continue;
       // At most this many stages can follow, each on a block and a device of its own.
@@ -56,20 +55,33 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
       const int k = WarmupDepth(ScheduleKind::kDappleA, 0, after + 1, M);
       const int max_n = std::min(D - d, m);
       for (int n : ReplicaCounts(max_n, server_size)) {
-        devs.clear();
-        for (int x = D - d - n; x < D - d; ++x) devs.push_back(x);
-        to.clear();  // the devices of the stage after
-        if (d > 0)
-          for (int x = D - d; x < D - d + from[i][d].second; ++x) to.push_back(x);
+        // The stage's devices and those of the stage after, listed only when a cost is not
+        // cached (on 8192 devices listing them for every (d, n) was most of the time).
+        bool listed = false;
+        auto list = [&] {
+          if (listed) return;
+          listed = true;
+          devs.clear();
+          for (int x = D - d - n; x < D - d; ++x) devs.push_back(x);
+          to.clear();
+          if (d > 0)
+            for (int x = D - d; x < D - d + from[i][d].second; ++x) to.push_back(x);
+        };
         double transfer = 0;
         const int offset = (D - d - n) % server_size;
         if (d > 0 && symmetric) {
           auto key = std::make_tuple(n, from[i][d].second, offset);
           auto it = transfer_cache.find(key);
-          if (it == transfer_cache.end())
-            it = transfer_cache.emplace(key, 2 * cost.TransferMs(last, m, devs, to)).first;
-          transfer = it->second;
+          if (it == transfer_cache.end()) {
+            list();
+            std::vector<double> by_block(nb + 1);
+            for (int b = 1; b <= nb; ++b)
+              by_block[b] = 2 * cost.TransferMs(ends[b - 1], m, devs, to);
+            it = transfer_cache.emplace(key, std::move(by_block)).first;
+          }
+          transfer = it->second[i];
         } else if (d > 0) {
+          list();
           transfer = 2 * cost.TransferMs(last, m, devs, to);
         }
         const double act_samples = SamplesPerReplica(m, n);
@@ -80,14 +92,18 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
           StageCost c;
           if (symmetric) {
             size_t key = (static_cast<size_t>(ip) * (D + 1) + n) * server_size + offset;
-            if (!stage_known[key]) {
-              stage_cache[key] =
-                  EvaluateStage(cost, first, last, devs, m, 0, false, false, uniform);
-              stage_known[key] = 1;
+            auto it = stage_cache.find(key);
+            if (it == stage_cache.end()) {
+              list();
+              it = stage_cache
+                       .emplace(key,
+                                EvaluateStage(cost, first, last, devs, m, 0, false, false, uniform))
+                       .first;
             }
-            c = stage_cache[key];
+            c = it->second;
             c.memory_bytes += k * act[ip];
           } else {
+            list();
             c = EvaluateStage(cost, first, last, devs, m, k, false, false, uniform);
           }
           if (enforce_memory && !c.fits()) continue;

@@ -7,7 +7,7 @@
 
 namespace dapple {
 
-int PivotStage(const std::vector<LatencyStage>& st, int num_micro_batches) {
+int PivotStage(std::span<const LatencyStage> st, int num_micro_batches) {
   const int n = static_cast<int>(st.size());
   DAPPLE_CHECK(n > 0 && num_micro_batches >= 1);
   const double m1 = num_micro_batches - 1;
@@ -26,7 +26,7 @@ int PivotStage(const std::vector<LatencyStage>& st, int num_micro_batches) {
   return q;
 }
 
-PipelineLatency ComputeLatency(const std::vector<LatencyStage>& st, int num_micro_batches) {
+PipelineLatency ComputeLatency(std::span<const LatencyStage> st, int num_micro_batches) {
   PipelineLatency r;
   const int n = static_cast<int>(st.size());
   const int q = PivotStage(st, num_micro_batches);

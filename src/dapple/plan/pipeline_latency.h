@@ -2,6 +2,7 @@
 // over a list of stages in which every cross-stage transfer is a stage of its own.
 #pragma once
 
+#include <span>
 #include <vector>
 
 namespace dapple {
@@ -27,12 +28,16 @@ struct PipelineLatency {
 // The pivot stage Q: start with Q = S-1; for s = S-2 down to 0, with
 // l1 = (M-1)(F_s+B_s) and l2 = (M-1)(F_Q+B_Q) + sum_{s<s'<Q}(F_s'+B_s'), Q = s if l1 > l2.
 // REQUIRES: stages non-empty, num_micro_batches >= 1.
-int PivotStage(const std::vector<LatencyStage>& stages, int num_micro_batches);
+int PivotStage(std::span<const LatencyStage> stages, int num_micro_batches);
 
 // L with E_s = sum_{a=s..Q} B_a for s <= Q and E_s = -sum_{a=Q+1..s-1} B_a for s > Q
 // (the corrected form of the paper's formula), and each stage's optimizer update U_s after
 // its allreduce (the paper's iteration ends at the last update; it has no U_s). O(S).
-PipelineLatency ComputeLatency(const std::vector<LatencyStage>& stages, int num_micro_batches);
+PipelineLatency ComputeLatency(std::span<const LatencyStage> stages, int num_micro_batches);
+inline PipelineLatency ComputeLatency(const std::vector<LatencyStage>& stages,
+                                      int num_micro_batches) {
+  return ComputeLatency(std::span<const LatencyStage>(stages), num_micro_batches);
+}
 
 // The latency stage list of compute stages with the transfer after each one in between:
 // c0, t0, c1, t1, ..., c_{S-1}. REQUIRES: transfer_ms.size() == compute.size() - 1.

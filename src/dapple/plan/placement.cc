@@ -49,13 +49,15 @@ int BestFit(const std::vector<int>& order, const std::vector<int>& free, int n) 
 
 }  // namespace
 
-std::optional<std::vector<int>> PlaceCounts(const Cluster& cluster, const std::vector<int>& usage,
-                                            int n, PlacementPolicy policy) {
+bool PlaceCountsInto(const Cluster& cluster, const std::vector<int>& usage, int n,
+                     PlacementPolicy policy, std::vector<int>& take) {
   const int servers = cluster.num_servers();
   DAPPLE_CHECK(static_cast<int>(usage.size()) == servers && n >= 1);
-  std::vector<int> free(servers);
+  thread_local std::vector<int> free, fresh, partial;  // scratch: no allocation per call
+  free.resize(servers);
+  fresh.clear();
+  partial.clear();
   int total_free = 0;
-  std::vector<int> fresh, partial;
   for (int s = 0; s < servers; ++s) {
     free[s] = cluster.servers[s].devices - usage[s];
     DAPPLE_CHECK(free[s] >= 0);
@@ -63,20 +65,20 @@ std::optional<std::vector<int>> PlaceCounts(const Cluster& cluster, const std::v
     if (free[s] == 0) continue;
     (usage[s] == 0 ? fresh : partial).push_back(s);
   }
-  if (total_free < n) return std::nullopt;
-  std::vector<int> take(servers, 0);
+  if (total_free < n) return false;
+  take.assign(servers, 0);
   int need = n;
   switch (policy) {
     case PlacementPolicy::kFreshFirst: {
       for (int s : fresh) {
         if (free[s] >= n) {  // the whole stage inside one fresh server
           take[s] = n;
-          return take;
+          return true;
         }
       }
       if (int s = BestFit(partial, free, n); s >= 0) {  // or inside a partly used one
         take[s] = n;
-        return take;
+        return true;
       }
       FillInOrder(fresh, free, take, need);
       FillInOrder(partial, free, take, need);
@@ -85,7 +87,7 @@ std::optional<std::vector<int>> PlaceCounts(const Cluster& cluster, const std::v
     case PlacementPolicy::kAppendFirst:
       if (int s = BestFit(partial, free, n); s >= 0) {
         take[s] = n;
-        return take;
+        return true;
       }
       FillInOrder(partial, free, take, need);
       FillInOrder(fresh, free, take, need);
@@ -116,18 +118,31 @@ std::optional<std::vector<int>> PlaceCounts(const Cluster& cluster, const std::v
     }
   }
   DAPPLE_CHECK(need == 0);
+  return true;
+}
+
+std::optional<std::vector<int>> PlaceCounts(const Cluster& cluster, const std::vector<int>& usage,
+                                            int n, PlacementPolicy policy) {
+  std::vector<int> take;
+  if (!PlaceCountsInto(cluster, usage, n, policy, take)) return std::nullopt;
   return take;
 }
 
 std::vector<int> DevicesOf(const Cluster& cluster, const std::vector<int>& usage,
                            const std::vector<int>& take) {
   std::vector<int> devices;
+  DevicesOf(cluster, usage, take, devices);
+  return devices;
+}
+
+void DevicesOf(const Cluster& cluster, const std::vector<int>& usage, const std::vector<int>& take,
+               std::vector<int>& devices) {
+  devices.clear();
   for (int s = 0, server_first = 0; s < cluster.num_servers(); ++s) {
     const int first = server_first + usage[s];
     for (int k = 0; k < take[s]; ++k) devices.push_back(first + k);
     server_first += cluster.servers[s].devices;  // FirstDeviceOf(s + 1), without its O(s) scan
   }
-  return devices;
 }
 
 bool IdenticalServers(const Cluster& c) {

@@ -33,10 +33,18 @@ std::vector<PlacementPolicy> AllPlacementPolicies();
 std::optional<std::vector<int>> PlaceCounts(const Cluster& cluster, const std::vector<int>& usage,
                                             int n, PlacementPolicy policy);
 
+// PlaceCounts into `take`; false (take unspecified) when fewer than n are free. Allocates
+// nothing once `take` has its size: the DP places millions of stages.
+bool PlaceCountsInto(const Cluster& cluster, const std::vector<int>& usage, int n,
+                     PlacementPolicy policy, std::vector<int>& take);
+
 // The device ids of `take[s]` devices on each server after the `usage[s]` taken ones,
 // server by server, ascending.
 std::vector<int> DevicesOf(const Cluster& cluster, const std::vector<int>& usage,
                            const std::vector<int>& take);
+// The same into `devices` (replacing its contents).
+void DevicesOf(const Cluster& cluster, const std::vector<int>& usage, const std::vector<int>& take,
+               std::vector<int>& devices);
 
 // True when every server has the same device count, memory and speed, so that servers
 // are interchangeable for the planners' search.

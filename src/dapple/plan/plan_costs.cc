@@ -85,14 +85,15 @@ PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
   const int v = plan.virtual_stages, G = plan.num_device_groups();
   // Whether the plan's devices are alike (UniformDevices over them only): then each
   // stage is costed from its first replica and its last (EvaluateStage's `uniform`).
+  // Devices of one kind (CostModel::DeviceKind) are alike without asking.
   bool uniform = true;
   {
     const int d0 = plan.stages[0].devices.at(0), n = cost.num_layers() - 1;
     const double pbs = cost.profile_batch_size();
     for (const StagePlan& st : plan.stages)
       for (int d : st.devices)
-        uniform = uniform &&
-                  (d == d0 || (cost.ForwardMs(0, n, pbs, d) == cost.ForwardMs(0, n, pbs, d0) &&
+        uniform = uniform && (d == d0 || cost.DeviceKind(d) == cost.DeviceKind(d0) ||
+                              (cost.ForwardMs(0, n, pbs, d) == cost.ForwardMs(0, n, pbs, d0) &&
                                cost.BackwardMs(0, n, pbs, d) == cost.BackwardMs(0, n, pbs, d0) &&
                                cost.UpdateMs(0, n, d) == cost.UpdateMs(0, n, d0) &&
                                cost.DeviceMemoryBytes(d) == cost.DeviceMemoryBytes(d0)));
@@ -154,6 +155,26 @@ bool CanRecompute(const std::vector<bool>& forward_timed, int first, int last) {
   for (int l = first; l <= last; ++l)
     if (forward_timed[l]) return true;
   return false;
+}
+
+double PipelineLowerBound(const Plan& plan, const PlanCosts& costs) {
+  if (plan.virtual_stages > 1) return 0;
+  const bool split = SplitsBackward(plan.schedule);
+  const int M = plan.num_micro_batches;
+  auto tail = [](const StageCost& c) { return c.allreduce_exposed_ms + c.update_ms; };
+  const double first_tail = costs.stages.empty() ? 0.0 : tail(costs.stages[0]);
+  double lb = 0, start = 0, back = 0;  // sum_{k<s} (F_k + T_k); sum_{k<s} B_k unless split
+  for (size_t s = 0; s < costs.stages.size(); ++s) {
+    const StageCost& c = costs.stages[s];
+    // After its last backward, the stage's own allreduce and update; unless split, the
+    // last gradient's way back to stage 0, then stage 0's.
+    const double after = std::max(tail(c), split ? 0.0 : back + first_tail);
+    lb = std::max(lb, start + M * (c.forward_ms + c.backward_ms) + after);
+    start += c.forward_ms;
+    if (!split) back += c.backward_ms;
+    if (s < costs.transfer_ms.size()) start += costs.transfer_ms[s];
+  }
+  return lb;
 }
 
 double IterationLowerBound(const PlanCosts& costs, int num_micro_batches) {

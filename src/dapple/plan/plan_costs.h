@@ -71,4 +71,14 @@ double SplitBackwardMs(const CostModel& cost, int first, int last, const std::ve
 
 double IterationLowerBound(const PlanCosts& costs, int num_micro_batches);
 
+// Another lower bound of the simulated iteration time, through the pipeline: stage s
+// cannot start before the first micro-batch's forwards and transfers before it,
+// sum_{k<s} (F_k + T_k), then its slowest replica is busy M (F_s + B_s), and then come its
+// own allreduce (the exposed part) and update, and (unless the backward is split into I
+// and W, whose last W need not come last) the gradient of its last backward still passes
+// every stage before it, sum_{k<s} B_k, before stage 0's allreduce and update. The
+// maximum over s; 0 for interleaved plans (v > 1). Used to skip simulations that cannot
+// win.
+double PipelineLowerBound(const Plan& plan, const PlanCosts& costs);
+
 }  // namespace dapple

@@ -141,6 +141,30 @@ void OfferInterleaving(const Context& c, Selection& sel, PlanResult& result) {
 
 }  // namespace
 
+// Note [One memo for several planner calls]
+// What a planner call keeps in internal::Shared depends only on the problem (profile,
+// cluster, cost model, global batch, rescore_top_k) and on its own key: a DP's result on
+// (m, warm-up depths, memory enforced), PipeDream's partition on (m, memory enforced), a
+// simulation on the plan (SimKey). So calls on one problem may share it, whichever planner
+// or schedule each runs, and each gets what it would have computed itself. The one
+// exception is dapple-b's DP, which a call reuses from dapple-a's when no stage would
+// decide differently (proposals.cc): it returns the same plans either way.
+PlanningMemo::PlanningMemo() : shared_(std::make_unique<Shared>()) {}
+PlanningMemo::~PlanningMemo() = default;
+
+Shared& PlanningMemo::For(const Profile& profile, const Cluster& cluster, const CostModel& cost,
+                          int global_batch, int rescore_top_k) {
+  const void* problem[3] = {&profile, &cluster, &cost};
+  if (!std::equal(problem, problem + 3, problem_) || global_batch != global_batch_ ||
+      rescore_top_k != top_k_) {
+    shared_ = std::make_unique<Shared>();
+    std::copy(problem, problem + 3, problem_);
+    global_batch_ = global_batch;
+    top_k_ = rescore_top_k;
+  }
+  return *shared_;
+}
+
 PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const CostModel& cost,
                       int global_batch, const PlannerOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -154,7 +178,10 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
   DAPPLE_CHECK(cost.num_devices() == cluster.num_devices());
   if (options.rescore_top_k < 1) ThrowInput("rescore_top_k must be at least 1");
 
-  Shared shared;
+  Shared own;
+  Shared& shared =
+      options.memo ? options.memo->For(profile, cluster, cost, global_batch, options.rescore_top_k)
+                   : own;
   Context c{profile, cluster, cost, global_batch, options, {}, {}, &shared};
   if (options.micro_batch_size) {
     int m = *options.micro_batch_size;

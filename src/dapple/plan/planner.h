@@ -2,6 +2,7 @@
 // scored by the same simulator. "No feasible plan" is an ordinary result, not an error.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,34 @@
 #include "dapple/format/profile.h"
 
 namespace dapple {
+
+namespace internal {
+struct Shared;
+}
+
+// Work that RunPlanner calls on one problem share (Note [One memo for several planner
+// calls] in planner.cc): the DP's results per micro-batch size and warm-up depths,
+// PipeDream's partitions, and the simulator's results by plan. `dapple plan` plans with
+// DAPPLE, then with each baseline and each schedule family: with one memo for all of them
+// each DP runs once. A memo serves calls with the same profile, cluster and cost model
+// (the same objects) and the same global batch and rescore_top_k; a call on another
+// problem empties it first. Calls may not run at the same time on one memo.
+class PlanningMemo {
+ public:
+  PlanningMemo();
+  ~PlanningMemo();
+  PlanningMemo(const PlanningMemo&) = delete;
+  PlanningMemo& operator=(const PlanningMemo&) = delete;
+
+  // The shared work for this problem (emptied when it is not the last call's problem).
+  internal::Shared& For(const Profile& profile, const Cluster& cluster, const CostModel& cost,
+                        int global_batch, int rescore_top_k);
+
+ private:
+  std::unique_ptr<internal::Shared> shared_;
+  const void* problem_[3] = {nullptr, nullptr, nullptr};
+  int global_batch_ = 0, top_k_ = 0;
+};
 
 struct PlannerOptions {
   std::string planner = "dapple";        // dapple, dp, straight, gpipe, pipedream, exhaustive
@@ -26,6 +55,9 @@ struct PlannerOptions {
   // The DAPPLE planner offers interleaved 1F1B on its winner's device groups (Note
   // [Interleaving a plan]) unless the schedule is fixed to another family; false: never.
   bool interleave = true;
+  // Shares the DPs, partitions and simulations with other calls on the same problem
+  // (PlanningMemo); null: this call's own. The plan is the same either way.
+  PlanningMemo* memo = nullptr;
 };
 
 struct PlanResult {

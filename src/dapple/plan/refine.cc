@@ -28,8 +28,8 @@
 
 namespace dapple {
 
-bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost,
-                          const std::vector<bool>& forward_timed) {
+bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed,
+                          PlanCosts* costs) {
   plan.recompute = false;
   for (StagePlan& st : plan.stages) st.recompute = false;
   PlanCosts pc = EvaluatePlan(plan, cost);
@@ -40,6 +40,7 @@ bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost,
         !pc.stages[s].fits() && CanRecompute(forward_timed, st.first_layer, st.last_layer);
     any = any || st.recompute;
   }
+  if (costs) *costs = std::move(pc);
   return any;
 }
 
@@ -85,7 +86,7 @@ struct Search {
       std::vector<Item> items;
       const double now_ms = cur.sim.iteration_ms;
       for (size_t i = 0; i < ns.size(); ++i) {
-        PlanCosts pc = EvaluatePlan(ns[i].plan, cost);
+        const PlanCosts& pc = ns[i].costs;
         if (!pc.fits) continue;
         const double lb = IterationLowerBound(pc, ns[i].plan.num_micro_batches);
         if (lb >= now_ms) continue;
@@ -95,6 +96,13 @@ struct Search {
                        [](const Item& a, const Item& b) { return a.estimate < b.estimate; });
       if (static_cast<int>(items.size()) > o.simulations_per_round)
         items.resize(o.simulations_per_round);
+      // Those whose PipelineLowerBound says they cannot be faster are not simulated: they
+      // would not be taken, and which are listed (the first simulations_per_round by
+      // estimate) stays as it was.
+      std::erase_if(items, [&](const Item& it) {
+        const internal::Neighbour& n = ns[it.index];
+        return PipelineLowerBound(n.plan, n.costs) >= now_ms * (1 - 1e-9);
+      });
       std::vector<const Plan*> plans;
       for (const Item& it : items) plans.push_back(&ns[it.index].plan);
       std::vector<std::optional<Scored>> scored(plans.size());

@@ -10,6 +10,7 @@
 #include "dapple/cost/cost_model.h"
 #include "dapple/format/cluster.h"
 #include "dapple/format/plan.h"
+#include "dapple/plan/plan_costs.h"
 #include "dapple/plan/rescoring.h"
 
 namespace dapple {
@@ -55,8 +56,10 @@ RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
 // own flag. Returns whether some stage re-computes. Re-computation is a memory tool: the
 // simulator may find a plan faster with it where it fits without (a later backward can
 // shift a contended transfer), but the planners never propose it for that.
-bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost,
-                          const std::vector<bool>& forward_timed);
+// `costs`, when given, receives EvaluatePlan of the plan without any re-computation (which
+// is `plan`'s own costs when this returns false).
+bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed,
+                          PlanCosts* costs = nullptr);
 
 }  // namespace dapple
 

@@ -53,9 +53,11 @@ void KeepFastestFirst(const Ctx& c, std::vector<int>& devices) {
 void Add(Ctx& c, std::vector<Neighbour>& out, Plan p, const char* move) {
   if (!FitMicroBatch(p, c.o.sizes)) return;
   for (StagePlan& s : p.stages) KeepFastestFirst(c, s.devices);
-  RecomputeWhereNeeded(p, c.cost, c.o.forward_timed);
+  PlanCosts costs;
+  if (RecomputeWhereNeeded(p, c.cost, c.o.forward_timed, &costs))
+    costs = EvaluatePlan(p, c.cost);  // what it evaluated was without re-computation
   p.estimate.reset();
-  out.push_back({std::move(p), move});
+  out.push_back({std::move(p), move, std::move(costs)});
 }
 
 // The unused device that suits a stage on `devices` best: one on a server the stage

@@ -6,6 +6,7 @@
 #include "dapple/cost/cost_model.h"
 #include "dapple/format/cluster.h"
 #include "dapple/format/plan.h"
+#include "dapple/plan/plan_costs.h"
 #include "dapple/plan/refine.h"
 
 namespace dapple::internal {
@@ -13,6 +14,7 @@ namespace dapple::internal {
 struct Neighbour {
   Plan plan;
   const char* move;  // a RefineStep::move name
+  PlanCosts costs;   // EvaluatePlan(plan, cost)
 };
 
 // The neighbours of `plan`, each valid for `cluster` (stages cover the layers in order,

@@ -33,6 +33,8 @@ Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel&
   for (Item& it : items) {
     if (sel.best && it.lb > sel.best->sim.iteration_ms) break;
     const Plan& plan = proposals[it.index].plan;
+    // Nor one that the pipeline's bound proves slower than the best (plan_costs.h).
+    if (sel.best && PipelineLowerBound(plan, it.costs) > sel.best->sim.iteration_ms) continue;
     SimResult r = cache ? cache->Simulate(plan, cost)
                         : SimulatePlan(plan, cost, SimOptions{.record_timeline = false});
     ++sel.simulated;

@@ -1,0 +1,49 @@
+// The DP's state keys (Note [Canonical usage states]): which per-server usages the DAPPLE DP
+// treats as one state, as small ids in hash tables.
+#pragma once
+
+#include <cstddef>
+#include <unordered_map>
+#include <vector>
+
+#include "dapple/format/cluster.h"
+
+namespace dapple {
+
+// A hash of a vector of ints (for the DP's tables keyed by usages and device lists).
+struct IntsHash {
+  size_t operator()(const std::vector<int>& v) const;
+};
+
+// Note [Canonical usage states]
+// A DP state is "the layers from block i on are planned, on the devices taken as `usage`
+// (devices per server)". When all servers are identical (IdenticalServers), servers are
+// interchangeable and states whose usages are permutations of each other are one state:
+// the key is the histogram "how many servers have k devices taken", k = 0..server size,
+// which is server size + 1 ints whatever the server count (a sorted usage vector is the
+// same multiset, but 1024 ints long on 1024 servers). Otherwise the key is the usage
+// vector itself. The DP keeps, per key, the suffixes with the best scores; the suffix's
+// own usage (which servers) is kept with it, since placement and transfers depend on it.
+// Ids are handed out in the order keys are first seen, so that the DP visits states in
+// an order that does not depend on hashing.
+class UsageKeys {
+ public:
+  explicit UsageKeys(const Cluster& cluster);
+
+  // The canonical key of `usage` (size num_servers).
+  std::vector<int> KeyOf(const std::vector<int>& usage) const;
+
+  // The id of the state of `usage`: 0, 1, 2, ... in the order their keys are first seen.
+  int IdOf(const std::vector<int>& usage);
+
+  size_t size() const { return ids_.size(); }
+  bool symmetric() const { return symmetric_; }
+
+ private:
+  bool symmetric_ = false;
+  int server_size_ = 0;
+  std::unordered_map<std::vector<int>, int, IntsHash> ids_;
+  std::vector<int> key_;  // scratch of IdOf
+};
+
+}  // namespace dapple
