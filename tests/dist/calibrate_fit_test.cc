@@ -172,5 +172,34 @@ TEST(ServerSpeedsTest, ServersOfUnequalSizesAndOneServer) {
   EXPECT_DOUBLE_EQ(v[0], 1.0);
 }
 
+// On one machine, ranks whose loop times are more than kUnalikeCoresRatio apart get a note
+// in the summary (cores that are not alike); closer ones do not.
+TEST(CalibrationSummaryTest, NamesCoresThatAreNotAlike) {
+  CalibrationResult r;
+  r.cluster.name = "local";
+  r.cluster.servers = {{2, std::nullopt}};
+  r.cluster.device = {4e9, 1.0};
+  r.hosts = {"vm", "vm"};
+  r.server_of_rank = {0, 0};
+  r.one_machine = true;
+  r.cluster.shared_compute = 1.6;
+  ComputeSpeed k;
+  k.kernel = "matmul";
+  k.alone_s = 0.098;
+  k.together_by_rank_s = {0.144, 0.102};
+  k.together_s = 0.123;
+  r.compute = k;
+  std::string s = CalibrationSummary(r);
+  EXPECT_NE(s.find("note: the ranks ran the loop up to 1.41x apart (rank 0 144.0 ms, rank 1 "
+                   "102.0 ms): this machine's cores are not alike"),
+            std::string::npos)
+      << s;
+  r.compute->together_by_rank_s = {0.110, 0.100};  // 1.1x: alike
+  EXPECT_EQ(CalibrationSummary(r).find("not alike"), std::string::npos);
+  r.compute->together_by_rank_s = {0.144, 0.102};
+  r.one_machine = false;  // across machines: per-server speeds instead (ServerSpeeds)
+  EXPECT_EQ(CalibrationSummary(r).find("not alike"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace dapple

@@ -108,9 +108,9 @@ TEST_F(CalibrateLocalTest, TwoLocalProcessesMakeAOneServerCluster) {
             cal["compute"]["delivery_s"].get<double>());
   EXPECT_EQ(cal["compute"]["link_latency_s"].get<double>(), c.intra_server.latency_s);
   ASSERT_TRUE(c.shared_compute_wake_s.has_value()) << r.output;
-  EXPECT_DOUBLE_EQ(*c.shared_compute_wake_s,
-                   std::max(0.0, cal["compute"]["delivery_s"].get<double>() -
-                                     c.intra_server.latency_s));
+  EXPECT_DOUBLE_EQ(
+      *c.shared_compute_wake_s,
+      std::max(0.0, cal["compute"]["delivery_s"].get<double>() - c.intra_server.latency_s));
   EXPECT_NE(r.output.find("a rank that waits for a message wakes"), std::string::npos) << r.output;
   EXPECT_TRUE(cal["compute"]["intra_allreduce_load"].is_null()) << "nobody computes meanwhile";
 }
@@ -143,9 +143,9 @@ TEST_F(CalibrateLocalTest, ThreeRanksMeasureTheComputeAStreamTakes) {
   EXPECT_GT(compute["delivery_s"].get<double>(), 0);
   EXPECT_GT(compute["busy_delivery_s"].get<double>(), 0);
   ASSERT_TRUE(c.shared_compute_wake_s.has_value()) << r.output;
-  EXPECT_DOUBLE_EQ(*c.shared_compute_wake_s,
-                   std::max(0.0, compute["busy_delivery_s"].get<double>() -
-                                     c.intra_server.latency_s));
+  EXPECT_DOUBLE_EQ(
+      *c.shared_compute_wake_s,
+      std::max(0.0, compute["busy_delivery_s"].get<double>() - c.intra_server.latency_s));
   EXPECT_LT(*c.shared_compute_wake_s, 1.0);
   EXPECT_NE(r.output.find("a rank that waits for a message wakes"), std::string::npos) << r.output;
   // Note [Allreduce load]: ranks 0 and 1 allreduce while rank 2 computes; record only.

@@ -69,7 +69,7 @@ struct ComputeSpeed {
   double alone_s = 0;     // rank 0's loop, the other ranks idle
   double together_s = 0;  // the mean over ranks of the same loop, every rank running it
   std::vector<double> together_by_rank_s;  // each rank's median of it (Note [Per-server speeds])
-  double speed = 1;       // alone_s / together_s
+  double speed = 1;                        // alone_s / together_s
   // Note [Resume cost] in calibration_steps.cc: a chunk of the loop run in a token ring
   // (one rank computing at a time) against the same chunk alone; >= 0.
   int chunk_iterations = 0;

@@ -11,6 +11,7 @@
 
 #include "dapple/calibrate/calibration.h"
 #include "dapple/calibrate/calibration_steps.h"
+#include "dapple/calibrate/server_speeds.h"
 #include "dapple/common/error.h"
 
 namespace dapple {
@@ -314,13 +315,25 @@ std::string CalibrationSummary(const CalibrationResult& r) {
           "{:.2f} ms in a token ring; shared_compute_resume_s)\n",
           *r.cluster.shared_compute, r.compute->resume_s * 1e6, r.compute->chunk_iterations,
           r.compute->chunk_alone_s * 1e3, r.compute->chunk_ring_s * 1e3);
+    if (r.one_machine && r.compute->together_by_rank_s.size() >= 2) {
+      const std::vector<double>& t = r.compute->together_by_rank_s;
+      const auto [fast, slow] = std::minmax_element(t.begin(), t.end());
+      if (*slow > *fast * kUnalikeCoresRatio)
+        s += fmt::format(
+            "note: the ranks ran the loop up to {:.2f}x apart (rank {} {:.1f} ms, rank {} {:.1f} "
+            "ms): this machine's cores are not alike; a profile takes the speed of the core it "
+            "ran on, and the slowest rank sets a step's pace, where the cluster charges their "
+            "mean (shared_compute)\n",
+            *slow / *fast, slow - t.begin(), *slow * 1e3, fast - t.begin(), *fast * 1e3);
+    }
     if (r.cluster.shared_compute_wake_s) {
       const ComputeSpeed& k = *r.compute;
       const std::string rings =
           k.busy_tokens > 1
-              ? fmt::format("{:.2f} ms from send to wake-up with {} tokens in the ring while the "
-                            "others compute, {:.2f} ms with one",
-                            k.busy_delivery_s * 1e3, k.busy_tokens, k.delivery_s * 1e3)
+              ? fmt::format(
+                    "{:.2f} ms from send to wake-up with {} tokens in the ring while the "
+                    "others compute, {:.2f} ms with one",
+                    k.busy_delivery_s * 1e3, k.busy_tokens, k.delivery_s * 1e3)
               : fmt::format("{:.2f} ms from send to wake-up in a token ring", k.delivery_s * 1e3);
       s += fmt::format(
           "a rank that waits for a message wakes {:.0f} us after the link's latency ({}, "

@@ -17,8 +17,7 @@ namespace dapple {
 // cores instead (shared_compute), and every device gets speed 1: this function is not used.
 std::vector<double> ServerSpeeds(double alone_s, const std::vector<double>& together_by_rank_s,
                                  const std::vector<int>& server_of_rank, double tolerance) {
-  DAPPLE_CHECK(!together_by_rank_s.empty() &&
-               together_by_rank_s.size() == server_of_rank.size());
+  DAPPLE_CHECK(!together_by_rank_s.empty() && together_by_rank_s.size() == server_of_rank.size());
   const int servers = *std::max_element(server_of_rank.begin(), server_of_rank.end()) + 1;
   std::vector<double> sum(servers, 0.0);
   std::vector<int> ranks(servers, 0);
