@@ -283,18 +283,19 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
     c.name = o.name;
     int num_servers = *std::max_element(server.begin(), server.end()) + 1;
     c.servers.assign(num_servers, ServerSpec{0, std::nullopt});
-    // Note [Per-server speeds] (server_speeds.cc): one speed unless the servers differ.
-    std::vector<double> speeds(num_servers, o.speed);
+    // The device speed of each server: the one given (--speed), else measured. Note
+    // [Compute speed under concurrency]: on one machine the devices share its cores, which
+    // the simulator models itself (shared_compute), and each device alone runs as the
+    // profile's did: 1. Across machines, Note [Per-server speeds] (server_speeds.cc): one
+    // speed unless the servers differ.
+    std::vector<double> speeds(num_servers, r.compute ? 1.0 : o.speed);
     if (r.compute && !r.one_machine)
       speeds = ServerSpeeds(r.compute->alone_s, r.compute->together_by_rank_s, server);
     for (int s : server) ++c.servers[s].devices;
     for (int s = 0; s < num_servers; ++s) {
       int first = c.FirstDeviceOf(s);
       double mem = o.memory_bytes > 0 ? o.memory_bytes : memory[first] / c.servers[s].devices;
-      // Note [Compute speed under concurrency]: on one machine the devices share its
-      // cores, which the simulator models itself (shared_compute); each device alone runs
-      // as the profile's did.
-      DeviceSpec d{mem, r.compute && r.one_machine ? 1.0 : speeds[s]};
+      DeviceSpec d{mem, speeds[s]};
       for (int i = 0; i < world; ++i)  // the largest of the server's ranks
         if (server[i] == s)
           d.process_memory_bytes = std::max(d.process_memory_bytes, r.resident_bytes[i]);

@@ -107,8 +107,8 @@ std::vector<TimingSample> MeasureAllReduce(Communicator& comm, const std::string
 // every receive a device waits at (shared_compute_wake_s).
 // Even with cores free (2 ranks, where the one-token ring is the busy ring: the other rank
 // is the sender) a process that slept a few milliseconds wakes slower than one in a quick
-// ping-pong (the link fit's): here 0.19 ms from send to wake-up against a 0.04 ms latency,
-// as the quickstart's traces showed between its two stages (0.18-0.21 ms). Before, the
+// ping-pong (the link fit's): here 0.17-0.21 ms from send to wake-up against a 0.04 ms
+// latency, as a two-stage MLP's traces showed between its stages (0.18-0.21 ms). Before, the
 // busy ring was measured against the one-token ring, which left that part out and gave
 // 2 ranks no wake-up cost at all.
 namespace {
