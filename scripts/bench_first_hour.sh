@@ -13,6 +13,18 @@ dapple=${DAPPLE:-build/tools/dapple/dapple}
 out=out/first-hour
 mkdir -p "$out"
 load() { echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"; }
+# The same Python loop pinned to each core in turn: a virtual machine's cores need not run
+# alike (Note [Devices as cores] in src/dapple/common/core_sets.h).
+cores() {
+  local line="core speeds (s for one loop):"
+  for c in $(seq 0 $(( $(nproc) - 1 ))); do
+    line+=" cpu$c $(taskset -c "$c" /usr/bin/python3 -c 'import time
+t = time.perf_counter(); s = 0
+for i in range(3000000): s += i * i
+print(f"{time.perf_counter() - t:.2f}")')"
+  done
+  echo "$line"
+}
 
 echo "== calibrate (reused while this machine's cache is current)"
 "$dapple" calibrate | tail -n 1
@@ -27,6 +39,7 @@ for shape in "1024 256" "256 64"; do
   "$dapple" plan --profile "$out/mlp-$hidden-profile.json" --cluster local --global-batch "$gbs" \
     --no-baselines -o "$out/mlp-$hidden-plan.json" >/dev/null
   n=$(( $(nproc) > 2 ? $(nproc) : 2 ))  # the devices of `local`, as the quickstart trains
+  cores
   load
   "$dapple" train "${mlp[@]}" --plan "$out/mlp-$hidden-plan.json" --data fashion-mnist \
     --steps "$qs_steps" --nproc "$n" --optimizer adam --lr 0.001 --quiet |
@@ -35,6 +48,7 @@ for shape in "1024 256" "256 64"; do
 done
 
 echo "== GPT walkthrough: profile --batch 8, plan --global-batch 32, train --nproc 2 --data kjv"
+cores
 "$dapple" profile --model gpt --batch 8 -o "$out/gpt-profile.json" >/dev/null
 "$dapple" plan --profile "$out/gpt-profile.json" --cluster local --global-batch 32 \
   -o "$out/gpt-plan.json" >/dev/null

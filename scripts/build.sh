@@ -9,7 +9,12 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 # -O2 rather than CMake's -O3 for Release: what the tests were always run at, and 7% less
 # compile time per libtorch file.
-cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
+# Note [Unity builds] (CMakeLists.txt): a new build folder compiles each target in batches of
+# files, about half the time of a clean build on 2 cores; an existing one keeps its setting
+# (-DDAPPLE_UNITY=OFF turns it off for editing one file at a time).
+unity=()
+[ -f build/CMakeCache.txt ] || unity=(-DDAPPLE_UNITY=ON)
+cmake -G Ninja -S . -B build "${unity[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
   "$@" >/dev/null
 # shellcheck disable=SC2086  # a list of targets
 ninja -C build -j"$jobs" ${DAPPLE_BUILD_TARGETS:-}

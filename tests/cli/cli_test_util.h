@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 
+#include "output_lines.h"
+
 namespace dapple::testing {
 
 struct CliRun {

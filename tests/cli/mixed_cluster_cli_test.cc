@@ -36,11 +36,7 @@ class MixedClusterCli : public testing::CliTest {
   }
 };
 
-int Lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
+using testing::Lines;
 
 TEST_F(MixedClusterCli, BadServerDeviceIsOneLineAndExitTwo) {
   const std::string plan = "plan --profile " + Vgg() + " --global-batch 64 --cluster ";

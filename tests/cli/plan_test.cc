@@ -30,11 +30,7 @@ class PlanCli : public testing::CliTest {
   }
 };
 
-int Lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
+using testing::Lines;
 
 TEST_F(PlanCli, Bert48OnPaperAIsWrittenAndSimulated) {
   fs::path plan = dir_ / "plan.json";

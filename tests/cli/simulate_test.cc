@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 
+#include "cli/cli_test_util.h"
+
 namespace dapple {
 namespace {
 
@@ -31,7 +33,7 @@ std::string Slurp(const fs::path& p) {
   return ss.str();
 }
 
-int Lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+using testing::Lines;
 
 // Two stages of BERT-48 (53 layers), one per paper-a server, m = 8, M = 8.
 constexpr const char* kPlan = R"({"format": "dapple-plan/1", "global_batch_size": 64,

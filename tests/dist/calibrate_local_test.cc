@@ -9,6 +9,7 @@
 #include "dapple/format/cluster.h"
 #include "dapple/runtime/launcher.h"
 #include "dist/netns_test_util.h"
+#include "output_lines.h"
 
 namespace dapple::testing {
 namespace {
@@ -28,11 +29,6 @@ class CalibrateLocalTest : public ::testing::Test {
   const std::string quick_ = "--max-bytes 16MiB --repeats 5";
 };
 
-int CountLines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
 
 TEST_F(CalibrateLocalTest, TwoLocalProcessesMakeAOneServerCluster) {
   fs::path out = dir_ / "local.json";
@@ -223,7 +219,7 @@ TEST_F(CalibrateLocalTest, UnreachablePeerExitsTwoWithOneLine) {
                   "--timeout 2 --budget 1",
                   port, DAPPLE_BINARY, out.string()));
   EXPECT_EQ(r.rc, 2) << r.output;
-  EXPECT_EQ(CountLines(r.output), 1) << r.output;
+  EXPECT_EQ(Lines(r.output), 1) << r.output;
   EXPECT_NE(r.output.find(fmt::format("127.0.0.1:{}", port)), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(out));
 }

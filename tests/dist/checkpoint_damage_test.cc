@@ -14,7 +14,7 @@
 namespace dapple::testing {
 namespace {
 
-std::string Flags(const fs::path& ckpt, const fs::path& plan, int steps, int timeout_s = 30) {
+std::string DamageFlags(const fs::path& ckpt, const fs::path& plan, int steps, int timeout_s = 30) {
   return std::string("train ") + kMlpFlags +
          " --dtype float64 --data synthetic --seed 5 --optimizer sgd --lr 0.05 --log-json " +
          "--timeout-s " + std::to_string(timeout_s) + " --nproc 2 --plan " + plan.string() +
@@ -43,10 +43,10 @@ class CheckpointDamage : public ::testing::Test {
     dir_ = TestDir("ckpt_damage");
     plan_ = WritePlan(dir_, "a",
                       PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 2, 4, "dapple-a"));
-    full_ = RunDapple(Flags(dir_ / "full", plan_, 6), dir_);
+    full_ = RunDapple(DamageFlags(dir_ / "full", plan_, 6), dir_);
     ASSERT_EQ(full_.exit_code, 0) << full_.err;
     ASSERT_EQ(full_.Losses().size(), 6u);
-    RunResult half = RunDapple(Flags(dir_ / "ckpt", plan_, 4) + " --checkpoint-every 2", dir_);
+    RunResult half = RunDapple(DamageFlags(dir_ / "ckpt", plan_, 4) + " --checkpoint-every 2", dir_);
     ASSERT_EQ(half.exit_code, 0) << half.err;
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -69,7 +69,7 @@ TEST_F(CheckpointDamage, MetaKeepsEachFilesSizeAndCrc32) {
 TEST_F(CheckpointDamage, CorruptedNewestFallsBackToThePreviousOne) {
   const fs::path bad = dir_ / "ckpt" / "step-4" / "fc2.pt";
   FlipAByte(bad);  // same size, other bytes
-  RunResult r = RunDapple(Flags(dir_ / "ckpt", plan_, 6) + " --resume", dir_);
+  RunResult r = RunDapple(DamageFlags(dir_ / "ckpt", plan_, 6) + " --resume", dir_);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find(bad.string() + ": CRC-32"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("falling back"), std::string::npos) << r.err;
@@ -82,7 +82,7 @@ TEST_F(CheckpointDamage, CorruptedNewestFallsBackToThePreviousOne) {
 TEST_F(CheckpointDamage, NothingIntactIsOneLineExitTwo) {
   fs::resize_file(dir_ / "ckpt" / "step-4" / "head.pt", 10);  // truncated
   FlipAByte(dir_ / "ckpt" / "step-2" / "fc0.pt");
-  RunResult r = RunDapple(Flags(dir_ / "ckpt", plan_, 6) + " --resume", dir_);
+  RunResult r = RunDapple(DamageFlags(dir_ / "ckpt", plan_, 6) + " --resume", dir_);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("step-4/head.pt: 10 bytes"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("no intact checkpoint to resume from"), std::string::npos) << r.err;
@@ -90,7 +90,7 @@ TEST_F(CheckpointDamage, NothingIntactIsOneLineExitTwo) {
 
 TEST_F(CheckpointDamage, KeepCheckpointsKeepsTheNewest) {
   RunResult r = RunDapple(
-      Flags(dir_ / "kept", plan_, 5) + " --checkpoint-every 1 --keep-checkpoints 2", dir_);
+      DamageFlags(dir_ / "kept", plan_, 5) + " --checkpoint-every 1 --keep-checkpoints 2", dir_);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (int s = 1; s <= 3; ++s) EXPECT_FALSE(fs::exists(dir_ / "kept" / fmt::format("step-{}", s)));
   EXPECT_TRUE(fs::exists(dir_ / "kept" / "step-4" / "meta.json"));
@@ -102,12 +102,12 @@ TEST_F(CheckpointDamage, KeepCheckpointsKeepsTheNewest) {
 TEST_F(CheckpointDamage, KilledWhileSavingKeepsThePreviousCheckpoint) {
   const fs::path ckpt = dir_ / "killed";
   // The survivor waits for the dead rank's confirmation until its timeout: keep it short.
-  RunResult killed = RunDapple(Flags(ckpt, plan_, 6, 3) + " --checkpoint-every 2", dir_,
+  RunResult killed = RunDapple(DamageFlags(ckpt, plan_, 6, 3) + " --checkpoint-every 2", dir_,
                                "DAPPLE_TEST_DIE_IN_SAVE=1:4");
   EXPECT_NE(killed.exit_code, 0);
   EXPECT_EQ(Slurp(ckpt / "latest"), "step-2\n");
   EXPECT_FALSE(fs::exists(ckpt / "step-4" / "meta.json"));
-  RunResult r = RunDapple(Flags(ckpt, plan_, 6) + " --resume", dir_);
+  RunResult r = RunDapple(DamageFlags(ckpt, plan_, 6) + " --resume", dir_);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto want = full_.Losses(), got = r.Losses();
   ASSERT_EQ(got.size(), 4u) << r.out;
@@ -116,7 +116,7 @@ TEST_F(CheckpointDamage, KilledWhileSavingKeepsThePreviousCheckpoint) {
 
 // A checkpoint of another model is refused in one line naming its meta.json.
 TEST_F(CheckpointDamage, AnotherModelsCheckpointIsOneLineExitTwo) {
-  std::string flags = Flags(dir_ / "ckpt", plan_, 6) + " --resume";
+  std::string flags = DamageFlags(dir_ / "ckpt", plan_, 6) + " --resume";
   flags.replace(flags.find("--opt layers=3"), 14, "--opt layers=2");
   fs::path plan2 =
       WritePlan(dir_, "b", PlanJson({{"fc0", "fc0", {0}}, {"fc1", "head", {1}}}, 2, 4, "dapple-a"));

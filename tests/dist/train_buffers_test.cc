@@ -22,7 +22,7 @@ std::vector<std::string> ResNetLayers() {
   return names;
 }
 
-std::string Flags(const fs::path& ckpt, int steps) {
+std::string BuffersFlags(const fs::path& ckpt, int steps) {
   return std::string("train ") + kResNetFlags +
          " --dtype float64 --data synthetic --seed 5 --optimizer sgd --lr 0.05 --log-json"
          " --timeout-s 60 --steps " +
@@ -37,11 +37,11 @@ TEST(TrainBuffers, BatchNormStatisticsSurviveAResumeUnderAHybridPlan) {
       dir, "plan",
       PlanJson({{"stem", "layer2.3", {0, 1}}, {"layer3.0", "head", {2}}}, 4, 2, "dapple-a"));
   const std::string run = " --plan " + plan.string() + " --nproc 3";
-  RunResult full = RunDapple(Flags(dir / "full", 4) + run, dir);
+  RunResult full = RunDapple(BuffersFlags(dir / "full", 4) + run, dir);
   ASSERT_EQ(full.exit_code, 0) << full.err;
-  RunResult half = RunDapple(Flags(dir / "half", 2) + run, dir);
+  RunResult half = RunDapple(BuffersFlags(dir / "half", 2) + run, dir);
   ASSERT_EQ(half.exit_code, 0) << half.err;
-  RunResult rest = RunDapple(Flags(dir / "half", 4) + " --resume" + run, dir);
+  RunResult rest = RunDapple(BuffersFlags(dir / "half", 4) + " --resume" + run, dir);
   ASSERT_EQ(rest.exit_code, 0) << rest.err;
 
   const auto layers = ResNetLayers();

@@ -19,7 +19,7 @@ struct PlanCase {
   int m, M;
 };
 
-const std::vector<PlanCase>& Cases() {
+const std::vector<PlanCase>& EquivalenceCases() {
   static const std::vector<PlanCase> cases = {
       {"dp2", {{"fc0", "head", {0, 1}}}, 4, 2},
       {"pipe2", {{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 2, 4},
@@ -43,7 +43,7 @@ std::string CommonFlags(const fs::path& ckpt) {
 }
 
 // The single-process run of global batch `gbs` (one stage, one device, M = 1), cached.
-const RunResult& Reference(int gbs, fs::path* ckpt) {
+const RunResult& EquivalenceReference(int gbs, fs::path* ckpt) {
   static std::map<int, std::pair<RunResult, fs::path>> cache;
   auto it = cache.find(gbs);
   if (it == cache.end()) {
@@ -76,13 +76,13 @@ double DistanceFromInitial(const fs::path& step_dir) {
 class TrainEquivalence : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
 
 TEST_P(TrainEquivalence, MatchesSingleProcessAndHoldsKsActivations) {
-  const PlanCase& c = Cases()[std::get<0>(GetParam())];
+  const PlanCase& c = EquivalenceCases()[std::get<0>(GetParam())];
   const std::string schedule = std::get<1>(GetParam());
   int world = 0;
   for (const auto& s : c.stages) world += static_cast<int>(s.devices.size());
 
   fs::path ref_ckpt;
-  const RunResult& ref = Reference(c.m * c.M, &ref_ckpt);
+  const RunResult& ref = EquivalenceReference(c.m * c.M, &ref_ckpt);
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
 
   fs::path dir = TestDir(c.name + "_" + schedule);
@@ -123,7 +123,7 @@ TEST_P(TrainEquivalence, MatchesSingleProcessAndHoldsKsActivations) {
 // commits checkpoints and writes the trace). Training is unchanged.
 TEST(TrainIdleRanks, PlanOnTwoOfFourProcessesMatchesSingleProcess) {
   fs::path ref_ckpt;
-  const RunResult& ref = Reference(8, &ref_ckpt);
+  const RunResult& ref = EquivalenceReference(8, &ref_ckpt);
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
   fs::path dir = TestDir("idle_ranks");
   fs::path plan = WritePlan(
@@ -165,7 +165,7 @@ INSTANTIATE_TEST_SUITE_P(Plans, TrainEquivalence,
                                             ::testing::Values("gpipe", "dapple-a", "dapple-b",
                                                               "zb-h1")),
                          [](const auto& info) {
-                           std::string n = Cases()[std::get<0>(info.param)].name + "_" +
+                           std::string n = EquivalenceCases()[std::get<0>(info.param)].name + "_" +
                                            std::get<1>(info.param);
                            for (char& ch : n)
                              if (ch == '-') ch = '_';

@@ -17,7 +17,7 @@
 namespace dapple::testing {
 namespace {
 
-struct Reference {
+struct EvalReference {
   double loss = 0, accuracy = 0;
   int64_t samples = 0;
 };
@@ -25,7 +25,7 @@ struct Reference {
 // Loads every layer of `model` from the checkpoint after `steps` steps in `dir` and evaluates
 // the first `n` held-out samples of `data` in one process: the mean loss and the fraction of
 // argmax predictions (per sample or per token) equal to the targets.
-Reference Evaluate(Model& model, const fs::path& dir, int64_t steps, const std::string& data,
+EvalReference Evaluate(Model& model, const fs::path& dir, int64_t steps, const std::string& data,
                    int64_t n, const fs::path& cache) {
   for (auto& l : model.layers) {
     LoadLayer(CheckpointStepDir(dir, steps), l.name, *l.module, nullptr, OptimizerKind::kSgd);
@@ -35,17 +35,11 @@ Reference Evaluate(Model& model, const fs::path& dir, int64_t steps, const std::
   torch::NoGradGuard no_grad;
   torch::Tensor x = test.inputs.narrow(0, 0, n), y = test.targets.narrow(0, 0, n);
   torch::Tensor out = model.Forward(x);
-  Reference r;
+  EvalReference r;
   r.samples = n;
   r.loss = model.loss(out, y).item<double>();
   r.accuracy = out.argmax(-1).eq(y).to(torch::kFloat64).mean().item<double>();
   return r;
-}
-
-nlohmann::json EvalLine(const RunResult& r) {
-  for (const auto& j : r.lines)
-    if (j.contains("eval")) return j["eval"];
-  return {};
 }
 
 // Trains `flags` on a 2-stage plan twice (with --eval and no checkpoint folder; without
@@ -69,14 +63,14 @@ void CheckEvaluation(const std::string& name, const std::string& model_name,
   fs::path ckpt = dir / "ckpt";
   RunResult saved = RunDapple(common + " --checkpoint-dir " + ckpt.string(), dir);
   ASSERT_EQ(saved.exit_code, 0) << saved.err;
-  EXPECT_TRUE(EvalLine(saved).is_null()) << "no --eval, no evaluation";
+  EXPECT_TRUE(saved.Eval().is_null()) << "no --eval, no evaluation";
 
-  nlohmann::json e = EvalLine(evaluated);
+  nlohmann::json e = evaluated.Eval();
   ASSERT_TRUE(e.is_object()) << evaluated.out;
   EXPECT_EQ(e["data"], data);
   EXPECT_EQ(e["test_samples"].get<int64_t>(), n);
   Model model = BuildModel(model_name, options, 0);
-  Reference ref = Evaluate(model, ckpt, 6, data, n, cache);
+  EvalReference ref = Evaluate(model, ckpt, 6, data, n, cache);
   EXPECT_NEAR(e["loss"].get<double>(), ref.loss, 1e-5 * std::max(1.0, ref.loss));
   EXPECT_NEAR(e["accuracy"].get<double>(), ref.accuracy, 1e-9);
   if (language_model) {

@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "train_test_util.h"
+#include "output_lines.h"
 
 namespace dapple::testing {
 namespace {
@@ -20,11 +21,6 @@ fs::path TwoStagePlan(const fs::path& dir) {
                    PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1, 2}}}, 4, 4, "dapple-a"));
 }
 
-int CountLines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
 
 // The seconds in every "failed or timed out after X s" / "failed after X s" of `err`: how
 // long the failing chain of waits waited (Note [One deadline per wait chain]).
@@ -76,7 +72,7 @@ TEST(TrainFailure, WorldSizeMismatchIsOneLineExit2) {
   fs::path dir = TestDir("world");
   RunResult r = RunDapple(Base() + " --nproc 2 --plan " + TwoStagePlan(dir).string(), dir);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("uses 3 devices but the job has 2 processes"), std::string::npos) << r.err;
   fs::remove_all(dir);
 }
@@ -87,7 +83,7 @@ TEST(TrainFailure, PlanLayersNotTheModelsIsOneLineExit2) {
       dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"block2", "head", {1}}}, 2, 2, "gpipe"));
   RunResult r = RunDapple(Base() + " --nproc 2 --plan " + plan.string(), dir);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("'block2' is not a layer of model mlp"), std::string::npos) << r.err;
 
   // A plan for a model with more layers (by index): names the counts.
@@ -96,7 +92,7 @@ TEST(TrainFailure, PlanLayersNotTheModelsIsOneLineExit2) {
   plan = WritePlan(dir, "plan7", j.dump());
   r = RunDapple(Base() + " --plan " + plan.string(), dir);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
   fs::remove_all(dir);
 }
 
@@ -109,7 +105,7 @@ TEST(TrainFailure, PlanWithTooManyMessageTagsIsOneLineExit2) {
                                       "dapple-a"));
   RunResult r = RunDapple(Base() + " --nproc 1024 --plan " + plan.string(), dir);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("num_micro_batches"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("message tags"), std::string::npos) << r.err;
   fs::remove_all(dir);
@@ -124,7 +120,7 @@ TEST(TrainFailure, CudaDeviceWithoutTransportIsRefusedAtStart) {
     if (launch.empty()) env += " WORLD_SIZE=3 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1";
     RunResult r = RunDapple(Base() + launch + " --plan " + TwoStagePlan(dir).string(), dir, env);
     EXPECT_EQ(r.exit_code, 2) << launch;
-    EXPECT_EQ(CountLines(r.err), 1) << r.err;
+    EXPECT_EQ(Lines(r.err), 1) << r.err;
     EXPECT_NE(r.err.find("no CUDA transport"), std::string::npos) << r.err;
   }
   fs::remove_all(dir);
@@ -136,7 +132,7 @@ TEST(TrainFailure, UnreachableRendezvousIsOneLineExit2) {
   RunResult r = RunDapple(Base() + " --timeout-s 2 --plan " + TwoStagePlan(dir).string(), dir,
                           "WORLD_SIZE=3 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("cannot reach the rendezvous"), std::string::npos) << r.err;
   fs::remove_all(dir);
 }

@@ -15,8 +15,8 @@
 namespace dapple::testing {
 namespace {
 
-// Flags of every run but the step count.
-std::string Flags(const fs::path& ckpt, int steps) {
+// InterleavedFlags of every run but the step count.
+std::string InterleavedFlags(const fs::path& ckpt, int steps) {
   return std::string(kMlpFlags) +
          " --dtype float64 --data synthetic --seed 7 --optimizer sgd --lr 0.1 --momentum 0.9 "
          "--log-json --timeout-s 30 --checkpoint-dir " +
@@ -34,13 +34,13 @@ fs::path WriteChunkedPlan(const fs::path& dir, const std::vector<StageSpec>& sta
 }
 
 // The single-process run of global batch `gbs` over 3 steps (one stage, M = 1), cached.
-const RunResult& Reference(int gbs, fs::path* ckpt) {
+const RunResult& InterleavedReference(int gbs, fs::path* ckpt) {
   static std::map<int, std::pair<RunResult, fs::path>> cache;
   auto it = cache.find(gbs);
   if (it == cache.end()) {
     fs::path dir = TestDir("iref" + std::to_string(gbs));
     fs::path plan = WritePlan(dir, "plan", PlanJson({{"fc0", "head", {0}}}, gbs, 1, "gpipe"));
-    RunResult r = RunDapple("train " + Flags(dir / "ckpt", 3) + " --plan " + plan.string(), dir);
+    RunResult r = RunDapple("train " + InterleavedFlags(dir / "ckpt", 3) + " --plan " + plan.string(), dir);
     it = cache.emplace(gbs, std::make_pair(r, dir / "ckpt")).first;
   }
   *ckpt = it->second.second;
@@ -50,7 +50,7 @@ const RunResult& Reference(int gbs, fs::path* ckpt) {
 void ExpectSameAsReference(const RunResult& r, const fs::path& ckpt, int gbs,
                            size_t losses_from = 0) {
   fs::path ref_ckpt;
-  const RunResult& ref = Reference(gbs, &ref_ckpt);
+  const RunResult& ref = InterleavedReference(gbs, &ref_ckpt);
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
   EXPECT_LT(MaxRelativeDifference(ckpt / "step-3", ref_ckpt / "step-3", kMlpLayers), 1e-10);
   auto losses = r.Losses(), ref_losses = ref.Losses();
@@ -70,7 +70,7 @@ struct ChunkCase {
 
 class TrainInterleaved : public ::testing::TestWithParam<int> {};
 
-const std::vector<ChunkCase>& Cases() {
+const std::vector<ChunkCase>& ChunkCases() {
   static const std::vector<ChunkCase> cases = {
       // S = 2, v = 2: rank 0 holds fc0 and fc2, rank 1 fc1 and head.
       {"s2v2",
@@ -99,13 +99,13 @@ const std::vector<ChunkCase>& Cases() {
 }
 
 TEST_P(TrainInterleaved, MatchesSingleProcessAndHoldsPeakInFlight) {
-  const ChunkCase& c = Cases()[GetParam()];
+  const ChunkCase& c = ChunkCases()[GetParam()];
   const int S = 2, v = 2;
   int world = 0;
   for (int g = 0; g < S; ++g) world += static_cast<int>(c.chunks[g].devices.size());
   fs::path dir = TestDir("interleaved_" + c.name);
   fs::path plan = WriteChunkedPlan(dir, c.chunks, c.m, c.M, v, c.overlap);
-  RunResult r = RunDapple("train " + Flags(dir / "ckpt", 3) + " --plan " + plan.string() +
+  RunResult r = RunDapple("train " + InterleavedFlags(dir / "ckpt", 3) + " --plan " + plan.string() +
                               " --nproc " + std::to_string(world) + c.flags,
                           dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -121,7 +121,7 @@ TEST_P(TrainInterleaved, MatchesSingleProcessAndHoldsPeakInFlight) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Plans, TrainInterleaved, ::testing::Range(0, 3),
-                         [](const auto& info) { return Cases()[info.param].name; });
+                         [](const auto& info) { return ChunkCases()[info.param].name; });
 
 // Checkpoints are per layer: 2 steps under one plan, the third resumed under the other.
 void ResumeAcross(bool interleaved_first) {
@@ -137,10 +137,10 @@ void ResumeAcross(bool interleaved_first) {
   fs::path second = interleaved_first ? WriteChunkedPlan(b, plain, 2, 4, 1)
                                       : WriteChunkedPlan(b, chunked, 2, 4, 2);
   RunResult r1 =
-      RunDapple("train " + Flags(dir / "ckpt", 2) + " --plan " + first.string() + " --nproc 2", a);
+      RunDapple("train " + InterleavedFlags(dir / "ckpt", 2) + " --plan " + first.string() + " --nproc 2", a);
   ASSERT_EQ(r1.exit_code, 0) << r1.out << r1.err;
   RunResult r2 = RunDapple(
-      "train " + Flags(dir / "ckpt", 3) + " --plan " + second.string() + " --nproc 2 --resume", b);
+      "train " + InterleavedFlags(dir / "ckpt", 3) + " --plan " + second.string() + " --nproc 2 --resume", b);
   ASSERT_EQ(r2.exit_code, 0) << r2.out << r2.err;
   ExpectSameAsReference(r2, dir / "ckpt", 8, /*losses_from=*/2);
   fs::remove_all(dir);
@@ -148,12 +148,6 @@ void ResumeAcross(bool interleaved_first) {
 
 TEST(TrainInterleavedResume, InterleavedCheckpointResumesUnderDappleA) { ResumeAcross(true); }
 TEST(TrainInterleavedResume, DappleACheckpointResumesUnderInterleaved) { ResumeAcross(false); }
-
-nlohmann::json EvalLine(const RunResult& r) {
-  for (const auto& j : r.lines)
-    if (j.contains("eval")) return j["eval"];
-  return {};
-}
 
 // --eval runs the held-out set through the chunks (virtual stage 0 on group 0, 1 on group 1,
 // 2 back on group 0, ...) and gives what one process gives after the same training: 300
@@ -166,13 +160,13 @@ TEST(TrainInterleavedEval, HeldOutLossEqualsOneProcess) {
       {{"fc0", "fc0", {0}}, {"fc1", "fc1", {1, 2}}, {"fc2", "fc2", {0}}, {"head", "head", {1, 2}}},
       3, 4, 2);
   RunResult r = RunDapple(
-      "train " + Flags(dir / "ckpt", 3) + " --plan " + plan.string() + " --nproc 3" + eval, dir);
+      "train " + InterleavedFlags(dir / "ckpt", 3) + " --plan " + plan.string() + " --nproc 3" + eval, dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   fs::path one = WritePlan(dir, "one", PlanJson({{"fc0", "head", {0}}}, 12, 1, "gpipe"));
   RunResult ref =
-      RunDapple("train " + Flags(dir / "ckpt1", 3) + " --plan " + one.string() + eval, dir);
+      RunDapple("train " + InterleavedFlags(dir / "ckpt1", 3) + " --plan " + one.string() + eval, dir);
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
-  nlohmann::json e = EvalLine(r), want = EvalLine(ref);
+  nlohmann::json e = r.Eval(), want = ref.Eval();
   ASSERT_TRUE(e.is_object()) << r.out;
   ASSERT_TRUE(want.is_object()) << ref.out;
   EXPECT_EQ(e["test_samples"].get<int64_t>(), 300);

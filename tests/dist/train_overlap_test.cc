@@ -14,7 +14,7 @@ namespace {
 // About 52 bytes: every MLP layer (at least 28 float64 parameters) is a bucket of its own.
 constexpr const char* kTinyBuckets = " --bucket-mb 0.00005";
 
-std::string Flags(const fs::path& dir) {
+std::string OverlapFlags(const fs::path& dir) {
   return std::string(kMlpFlags) +
          " --dtype float64 --data synthetic --seed 7 --steps 3 --optimizer sgd --lr 0.1 "
          "--momentum 0.9 --log-json --timeout-s 30 --checkpoint-dir " +
@@ -22,13 +22,13 @@ std::string Flags(const fs::path& dir) {
 }
 
 // Single-process run of global batch `gbs`, cached; returns its checkpoint folder.
-fs::path Reference(int gbs) {
+fs::path OverlapReference(int gbs) {
   static std::map<int, fs::path> cache;
   auto it = cache.find(gbs);
   if (it != cache.end()) return it->second;
   fs::path dir = TestDir("overlap_ref" + std::to_string(gbs));
   fs::path plan = WritePlan(dir, "plan", PlanJson({{"fc0", "head", {0}}}, gbs, 1, "gpipe"));
-  RunResult r = RunDapple("train " + Flags(dir) + " --plan " + plan.string(), dir);
+  RunResult r = RunDapple("train " + OverlapFlags(dir) + " --plan " + plan.string(), dir);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return cache.emplace(gbs, dir / "ckpt").first->second;
 }
@@ -40,7 +40,7 @@ struct OverlapCase {
   std::string extra;  // train flags
 };
 
-const std::vector<OverlapCase>& Cases() {
+const std::vector<OverlapCase>& OverlapCases() {
   static const std::vector<OverlapCase> cases = {
       {"dp2_tiny", {{"fc0", "head", {0, 1}}}, 4, 2, kTinyBuckets},
       {"dp2_no_overlap", {{"fc0", "head", {0, 1}}}, 4, 2, " --no-overlap"},
@@ -67,13 +67,13 @@ const std::vector<OverlapCase>& Cases() {
 class TrainOverlap : public ::testing::TestWithParam<int> {};
 
 TEST_P(TrainOverlap, MatchesSingleProcess) {
-  const OverlapCase& c = Cases()[GetParam()];
+  const OverlapCase& c = OverlapCases()[GetParam()];
   int world = 0;
   for (const auto& s : c.stages) world += static_cast<int>(s.devices.size());
-  fs::path ref = Reference(c.m * c.M);
+  fs::path ref = OverlapReference(c.m * c.M);
   fs::path dir = TestDir(c.name);
   fs::path plan = WritePlan(dir, "plan", PlanJson(c.stages, c.m, c.M, "dapple-b"));
-  RunResult r = RunDapple("train " + Flags(dir) + " --plan " + plan.string() + " --nproc " +
+  RunResult r = RunDapple("train " + OverlapFlags(dir) + " --plan " + plan.string() + " --nproc " +
                               std::to_string(world) + c.extra,
                           dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -83,7 +83,7 @@ TEST_P(TrainOverlap, MatchesSingleProcess) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Plans, TrainOverlap, ::testing::Range(0, 6),
-                         [](const auto& info) { return Cases()[info.param].name; });
+                         [](const auto& info) { return OverlapCases()[info.param].name; });
 
 // The "AR b<k>" events of every rank in a measured trace, by rank; and each rank's last B.
 struct TraceFacts {
@@ -110,7 +110,7 @@ TraceFacts ReadTrace(const fs::path& path) {
 TEST(TrainOverlapTrace, BucketsAppearAndStartInsideTheLastBackward) {
   fs::path dir = TestDir("overlap_trace");
   fs::path plan = WritePlan(dir, "plan", PlanJson({{"fc0", "head", {0, 1}}}, 4, 2, "dapple-b"));
-  const std::string base = "train " + Flags(dir) + " --plan " + plan.string() + " --nproc 2";
+  const std::string base = "train " + OverlapFlags(dir) + " --plan " + plan.string() + " --nproc 2";
   RunResult r = RunDapple(base + kTinyBuckets + " --trace " + (dir / "on.json").string(), dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   TraceFacts on = ReadTrace(dir / "on.json");

@@ -13,7 +13,7 @@ namespace dapple::testing {
 namespace {
 
 // The command of every run here; no --checkpoint-dir when `ckpt` is empty.
-std::string Flags(const fs::path& ckpt, const fs::path& plan) {
+std::string RestartFlags(const fs::path& ckpt, const fs::path& plan) {
   return std::string("train ") + kMlpFlags +
          " --dtype float64 --data synthetic --seed 3 --optimizer adam --lr 0.05 --log-json "
          "--timeout-s 30 --steps 6 --nproc 2 --plan " +
@@ -26,7 +26,7 @@ class TrainRestart : public ::testing::Test {
     dir_ = TestDir("restart");
     plan_ = WritePlan(dir_, "a",
                       PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 2, 4, "dapple-a"));
-    full_ = RunDapple(Flags(dir_ / "full", plan_), dir_);
+    full_ = RunDapple(RestartFlags(dir_ / "full", plan_), dir_);
     ASSERT_EQ(full_.exit_code, 0) << full_.err;
     ASSERT_EQ(full_.Losses().size(), 6u);
   }
@@ -50,7 +50,7 @@ TEST_F(TrainRestart, ResumesFromTheNewestCheckpointBitIdentically) {
   // Rank 1 dies in the 4th step: the checkpoint of step 2 is the newest, 3 steps were done
   // (synchronous saves: an asynchronous one may still be in flight when the rank dies).
   RunResult r = RunDapple(
-      Flags(dir_ / "ckpt", plan_) + " --checkpoint-every 2 --sync-checkpoints --max-restarts 1",
+      RestartFlags(dir_ / "ckpt", plan_) + " --checkpoint-every 2 --sync-checkpoints --max-restarts 1",
       dir_, "DAPPLE_TEST_DIE_AT=1:3");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("rank 1 of 2 failed (killed by signal 9)"), std::string::npos) << r.err;
@@ -65,7 +65,7 @@ TEST_F(TrainRestart, ResumesFromTheNewestCheckpointBitIdentically) {
 }
 
 TEST_F(TrainRestart, WithoutACheckpointOfThisRunItStartsAgain) {
-  RunResult r = RunDapple(Flags(dir_ / "ckpt", plan_) + " --checkpoint-every 4 --max-restarts 2",
+  RunResult r = RunDapple(RestartFlags(dir_ / "ckpt", plan_) + " --checkpoint-every 4 --max-restarts 2",
                           dir_, "DAPPLE_TEST_DIE_AT=1:1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("restart 1 of 2 after rank 1 failed (killed by signal 9): starting again "
@@ -76,26 +76,26 @@ TEST_F(TrainRestart, WithoutACheckpointOfThisRunItStartsAgain) {
 }
 
 TEST_F(TrainRestart, BadRequestsAreOneLineExitTwo) {
-  RunResult r = RunDapple(Flags("", plan_) + " --max-restarts 1", dir_);
+  RunResult r = RunDapple(RestartFlags("", plan_) + " --max-restarts 1", dir_);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--max-restarts needs --checkpoint-dir"), std::string::npos) << r.err;
-  r = RunDapple(Flags(dir_ / "ckpt", plan_) + " --max-restarts -1", dir_);
+  r = RunDapple(RestartFlags(dir_ / "ckpt", plan_) + " --max-restarts -1", dir_);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--max-restarts -1: must be 0 or more"), std::string::npos) << r.err;
-  r = RunDapple(Flags(dir_ / "ckpt", plan_) + " --max-restarts 2 --elastic", dir_);
+  r = RunDapple(RestartFlags(dir_ / "ckpt", plan_) + " --max-restarts 2 --elastic", dir_);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--elastic needs --profile and --cluster"), std::string::npos) << r.err;
   // A profile of another model: refused before anything starts.
   const std::string vgg =
       (fs::path(DAPPLE_SOURCE_DIR) / "data/profiles/dapple/vgg-19-pbs-32.txt").string();
-  r = RunDapple(Flags(dir_ / "ckpt", plan_) + " --max-restarts 2 --elastic --profile " + vgg +
+  r = RunDapple(RestartFlags(dir_ / "ckpt", plan_) + " --max-restarts 2 --elastic --profile " + vgg +
                     " --cluster paper-a",
                 dir_);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--profile " + vgg + ": layers ["), std::string::npos) << r.err;
   // One process, lost for good: no device is left to plan for.
   fs::path one = WritePlan(dir_, "one", PlanJson({{"fc0", "head", {0}}}, 2, 4, "dapple-a"));
-  std::string flags = Flags(dir_ / "ckpt1", one) + " --checkpoint-every 2 --max-restarts 3 " +
+  std::string flags = RestartFlags(dir_ / "ckpt1", one) + " --checkpoint-every 2 --max-restarts 3 " +
                       "--elastic --profile " + (dir_ / "profile.json").string() +
                       " --cluster paper-a";
   flags.replace(flags.find("--nproc 2"), 9, "--nproc 1");

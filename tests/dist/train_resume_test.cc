@@ -7,7 +7,7 @@
 namespace dapple::testing {
 namespace {
 
-std::string Flags(const fs::path& ckpt, int steps, const std::string& optimizer) {
+std::string ResumeFlags(const fs::path& ckpt, int steps, const std::string& optimizer) {
   return std::string("train ") + kMlpFlags +
          " --dtype float64 --data synthetic --seed 3 --optimizer " + optimizer +
          " --lr 0.05 --log-json --timeout-s 30 --steps " + std::to_string(steps) +
@@ -28,20 +28,20 @@ TEST_P(TrainResume, SameLossesUnderSameAndDifferentPlan) {
                          "gpipe"));
 
   RunResult full =
-      RunDapple(Flags(dir / "full", 4, optimizer) + " --plan " + a.string() + " --nproc 2", dir);
+      RunDapple(ResumeFlags(dir / "full", 4, optimizer) + " --plan " + a.string() + " --nproc 2", dir);
   ASSERT_EQ(full.exit_code, 0) << full.err;
   auto want = full.Losses();
   ASSERT_EQ(want.size(), 4u);
 
   RunResult half =
-      RunDapple(Flags(dir / "half", 2, optimizer) + " --plan " + a.string() + " --nproc 2", dir);
+      RunDapple(ResumeFlags(dir / "half", 2, optimizer) + " --plan " + a.string() + " --nproc 2", dir);
   ASSERT_EQ(half.exit_code, 0) << half.err;
   ASSERT_TRUE(fs::exists(dir / "half" / "step-2" / "fc0.pt"));
   fs::copy(dir / "half", dir / "half2", fs::copy_options::recursive);
 
   // Same plan: bit-identical continuation.
   RunResult same = RunDapple(
-      Flags(dir / "half", 4, optimizer) + " --resume --plan " + a.string() + " --nproc 2", dir);
+      ResumeFlags(dir / "half", 4, optimizer) + " --resume --plan " + a.string() + " --nproc 2", dir);
   ASSERT_EQ(same.exit_code, 0) << same.err;
   auto got = same.Losses();
   ASSERT_EQ(got.size(), 2u);
@@ -50,7 +50,7 @@ TEST_P(TrainResume, SameLossesUnderSameAndDifferentPlan) {
 
   // Different plan (4 processes, other micro-batching and schedule): same to rounding.
   RunResult other = RunDapple(
-      Flags(dir / "half2", 4, optimizer) + " --resume --plan " + b.string() + " --nproc 4", dir);
+      ResumeFlags(dir / "half2", 4, optimizer) + " --resume --plan " + b.string() + " --nproc 4", dir);
   ASSERT_EQ(other.exit_code, 0) << other.err;
   got = other.Losses();
   ASSERT_EQ(got.size(), 2u);
@@ -69,7 +69,7 @@ TEST(TrainResumeAuto, ARetryLoopStartsFreshThenResumes) {
   fs::path plan =
       WritePlan(dir, "a", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 2, 4, "dapple-a"));
   RunResult full =
-      RunDapple(Flags(dir / "full", 6, "adam") + " --plan " + plan.string() + " --nproc 2", dir);
+      RunDapple(ResumeFlags(dir / "full", 6, "adam") + " --plan " + plan.string() + " --nproc 2", dir);
   ASSERT_EQ(full.exit_code, 0) << full.err;
   auto want = full.Losses();
   ASSERT_EQ(want.size(), 6u);
@@ -77,7 +77,7 @@ TEST(TrainResumeAuto, ARetryLoopStartsFreshThenResumes) {
   // Synchronous saves: the checkpoint of step 2 is committed before step 3 starts (an
   // asynchronous one may still be in flight when rank 1 dies, Note [Asynchronous
   // checkpoints]).
-  const std::string cmd = Flags(dir / "ckpt", 6, "adam") +
+  const std::string cmd = ResumeFlags(dir / "ckpt", 6, "adam") +
                           " --checkpoint-every 2 --sync-checkpoints --resume auto --plan " +
                           plan.string() + " --nproc 2";
   // First attempt: no checkpoint yet, so it starts fresh; rank 1 dies during step 3, after
@@ -102,7 +102,7 @@ TEST(TrainResumeAuto, ARetryLoopStartsFreshThenResumes) {
 
   // Any other value is bad input.
   RunResult bad = RunDapple(
-      Flags(dir / "ckpt", 6, "adam") + " --resume sometimes --plan " + plan.string() + " --nproc 2",
+      ResumeFlags(dir / "ckpt", 6, "adam") + " --resume sometimes --plan " + plan.string() + " --nproc 2",
       dir);
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--resume sometimes"), std::string::npos) << bad.err;
@@ -121,15 +121,15 @@ TEST(TrainResume, ZbH1ResumesFromACheckpoint) {
                 PlanJson({{"fc0", "fc0", {0}}, {"fc1", "fc2", {1, 2}}, {"head", "head", {3}}}, 2, 4,
                          "zb-h1"));
   RunResult full =
-      RunDapple(Flags(dir / "full", 4, "adam") + " --plan " + a.string() + " --nproc 2", dir);
+      RunDapple(ResumeFlags(dir / "full", 4, "adam") + " --plan " + a.string() + " --nproc 2", dir);
   ASSERT_EQ(full.exit_code, 0) << full.err;
   auto want = full.Losses();
   ASSERT_EQ(want.size(), 4u);
   RunResult half =
-      RunDapple(Flags(dir / "zb", 2, "adam") + " --plan " + zb.string() + " --nproc 4", dir);
+      RunDapple(ResumeFlags(dir / "zb", 2, "adam") + " --plan " + zb.string() + " --nproc 4", dir);
   ASSERT_EQ(half.exit_code, 0) << half.err;
   RunResult rest = RunDapple(
-      Flags(dir / "zb", 4, "adam") + " --resume --plan " + zb.string() + " --nproc 4", dir);
+      ResumeFlags(dir / "zb", 4, "adam") + " --resume --plan " + zb.string() + " --nproc 4", dir);
   ASSERT_EQ(rest.exit_code, 0) << rest.err;
   auto got = rest.Losses();
   ASSERT_EQ(got.size(), 2u);

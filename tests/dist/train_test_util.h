@@ -84,6 +84,12 @@ struct RunResult {
       if (j.contains("summary")) return j["summary"];
     return {};
   }
+  // The "eval" object of the --eval line; null when there is none.
+  nlohmann::json Eval() const {
+    for (const auto& j : lines)
+      if (j.contains("eval")) return j["eval"];
+    return {};
+  }
 };
 
 inline std::string Slurp(const fs::path& p) {

@@ -13,11 +13,12 @@
 #include "dapple/runtime/launcher.h"
 #include "dist/netns_test_util.h"
 #include "train_test_util.h"
+#include "output_lines.h"
 
 namespace dapple::testing {
 namespace {
 
-std::string Flags(const fs::path& ckpt, int timeout_s = 30) {
+std::string TwoServerFlags(const fs::path& ckpt, int timeout_s = 30) {
   return std::string(kMlpFlags) +
          " --dtype float64 --data synthetic --seed 7 --steps 3 --optimizer sgd --lr 0.1 "
          "--momentum 0.9 --log-json --timeout-s " +
@@ -36,7 +37,7 @@ fs::path ReferenceCheckpoint(std::vector<double>* losses) {
   if (ckpt.empty()) {
     fs::path dir = TestDir("two_server_ref");
     fs::path plan = WritePlan(dir, "plan", PlanJson({{"fc0", "head", {0}}}, 8, 1, "gpipe"));
-    RunResult r = RunDapple("train " + Flags(dir / "ckpt") + " --plan " + plan.string(), dir);
+    RunResult r = RunDapple("train " + TwoServerFlags(dir / "ckpt") + " --plan " + plan.string(), dir);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     ckpt = dir / "ckpt";
     ref_losses = r.Losses();
@@ -69,18 +70,13 @@ std::vector<double> Losses(const std::string& out) {
   return l;
 }
 
-int CountLines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
 
 TEST(TrainNodes, TwoLaunchersOnTheLoopbackEqualOneProcess) {
   fs::path dir = TestDir("two_nodes");
   fs::path plan = WritePlan(dir, "plan", CrossingPlan());
   int port = PickFreePort();
   std::string common = fmt::format("{} train {} --plan {} --nproc 2 --nnodes 2 --master-port {}",
-                                   DAPPLE_BINARY, Flags(dir / "ckpt"), plan.string(), port);
+                                   DAPPLE_BINARY, TwoServerFlags(dir / "ckpt"), plan.string(), port);
   // Node 1 in the background, node 0 (rank 0 prints the log) in the foreground.
   CommandResult r = RunCommand(
       fmt::format("{0} --node-rank 1 > {1}/n1.log 2>&1 & {0} --node-rank 0 2>{1}/n0.err; rc=$?; "
@@ -93,11 +89,11 @@ TEST(TrainNodes, TwoLaunchersOnTheLoopbackEqualOneProcess) {
 TEST(TrainNodes, PlanOfMoreDevicesThanNnodesTimesNprocIsOneLineExit2) {
   fs::path dir = TestDir("nodes_mismatch");
   fs::path plan = WritePlan(dir, "plan", CrossingPlan());  // 4 devices
-  RunResult r = RunDapple("train " + Flags(dir / "ckpt") + " --plan " + plan.string() +
+  RunResult r = RunDapple("train " + TwoServerFlags(dir / "ckpt") + " --plan " + plan.string() +
                               " --nproc 1 --nnodes 2 --node-rank 0 --master-port 29500",
                           dir);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("the plan uses 4 devices but the job has 2 processes (--nnodes 2 x "
                        "--nproc 1)"),
             std::string::npos)
@@ -107,7 +103,7 @@ TEST(TrainNodes, PlanOfMoreDevicesThanNnodesTimesNprocIsOneLineExit2) {
 TEST(TrainNodes, BadNodeOptionsExit2) {
   fs::path dir = TestDir("nodes_bad");
   fs::path plan = WritePlan(dir, "plan", CrossingPlan());
-  std::string base = "train " + Flags(dir / "ckpt") + " --plan " + plan.string();
+  std::string base = "train " + TwoServerFlags(dir / "ckpt") + " --plan " + plan.string();
   RunResult r = RunDapple(base + " --nproc 2 --nnodes 2 --node-rank 2 --master-port 29500", dir);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--node-rank 2 must be below --nnodes 2"), std::string::npos) << r.err;
@@ -143,7 +139,7 @@ TEST_F(TrainTwoServerTest, HybridAcrossTheLinkEqualsOneProcess) {
   fs::path dir = TestDir("two_server");
   fs::path plan = WritePlan(dir, "plan", CrossingPlan());
   fs::path trace = dir / "trace.json";
-  CommandResult r = RunTwoServer("", fmt::format("{} --plan {} --trace {}", Flags(dir / "ckpt"),
+  CommandResult r = RunTwoServer("", fmt::format("{} --plan {} --trace {}", TwoServerFlags(dir / "ckpt"),
                                                  plan.string(), trace.string()));
   if (r.rc == 4) GTEST_SKIP() << r.output;
   ASSERT_EQ(r.rc, 0) << r.output;
@@ -163,7 +159,7 @@ TEST_F(TrainTwoServerTest, RankDyingOnServerOneStopsTheJobAndCleansUp) {
   fs::path dir = TestDir("two_server_die");
   fs::path plan = WritePlan(dir, "plan", CrossingPlan());
   CommandResult r = RunTwoServer(
-      "DAPPLE_TEST_DIE_AT=3:1", fmt::format("{} --plan {}", Flags(dir / "ckpt", 5), plan.string()));
+      "DAPPLE_TEST_DIE_AT=3:1", fmt::format("{} --plan {}", TwoServerFlags(dir / "ckpt", 5), plan.string()));
   if (r.rc == 4) GTEST_SKIP() << r.output;
   EXPECT_NE(r.rc, 0) << r.output;
   EXPECT_NE(r.output.find("rank 3 of 4 failed"), std::string::npos) << r.output;

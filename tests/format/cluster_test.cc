@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-std::string ErrorOf(const std::string& json) {
+std::string ClusterErrorOf(const std::string& json) {
   try {
     ParseClusterJson(json, "c.json");
   } catch (const InputError& e) {
@@ -143,7 +143,7 @@ TEST(Cluster, BadAllReduceFields) {
   auto with = [&](const char* link, const char* field, Json v) {
     Json j = base;
     j[link][field] = v;
-    return ErrorOf(j.dump());
+    return ClusterErrorOf(j.dump());
   };
   EXPECT_THAT(with("intra_server", "allreduce_bandwidth_bytes_per_s", 0),
               HasSubstr("c.json.intra_server.allreduce_bandwidth_bytes_per_s: must be positive"));
@@ -179,9 +179,9 @@ TEST(Cluster, SharedComputeIsOptionalPositiveAndRoundTrips) {
   EXPECT_EQ(*d.shared_compute, 1.75);
   Json j = Json::parse(ClusterToJsonText(c));
   j["shared_compute"] = 0;
-  EXPECT_THAT(ErrorOf(j.dump()), HasSubstr("c.json.shared_compute: must be positive"));
+  EXPECT_THAT(ClusterErrorOf(j.dump()), HasSubstr("c.json.shared_compute: must be positive"));
   j["shared_compute"] = "two";
-  EXPECT_THAT(ErrorOf(j.dump()), HasSubstr("c.json.shared_compute: expected a number"));
+  EXPECT_THAT(ClusterErrorOf(j.dump()), HasSubstr("c.json.shared_compute: expected a number"));
   // The resume cost: round trip, range, and only with shared_compute.
   c.shared_compute_resume_s = 0.0004;
   Cluster e = ParseClusterJson(ClusterToJsonText(c), "c.json");
@@ -189,12 +189,12 @@ TEST(Cluster, SharedComputeIsOptionalPositiveAndRoundTrips) {
   EXPECT_EQ(*e.shared_compute_resume_s, 0.0004);
   Json k = Json::parse(ClusterToJsonText(c));
   k["shared_compute_resume_s"] = -1;
-  EXPECT_THAT(ErrorOf(k.dump()), HasSubstr("c.json.shared_compute_resume_s: must not be negative"));
+  EXPECT_THAT(ClusterErrorOf(k.dump()), HasSubstr("c.json.shared_compute_resume_s: must not be negative"));
   k["shared_compute_resume_s"] = 2;
-  EXPECT_THAT(ErrorOf(k.dump()), HasSubstr("shared_compute_resume_s: must be in [0, 1) seconds"));
+  EXPECT_THAT(ClusterErrorOf(k.dump()), HasSubstr("shared_compute_resume_s: must be in [0, 1) seconds"));
   k["shared_compute_resume_s"] = 0.001;
   k.erase("shared_compute");
-  EXPECT_THAT(ErrorOf(k.dump()), HasSubstr("shared_compute_resume_s is given without"));
+  EXPECT_THAT(ClusterErrorOf(k.dump()), HasSubstr("shared_compute_resume_s is given without"));
   // The wake-up cost: the same rules.
   c.shared_compute_wake_s = 0.0013;
   Cluster w = ParseClusterJson(ClusterToJsonText(c), "c.json");
@@ -202,13 +202,13 @@ TEST(Cluster, SharedComputeIsOptionalPositiveAndRoundTrips) {
   EXPECT_EQ(*w.shared_compute_wake_s, 0.0013);
   Json m = Json::parse(ClusterToJsonText(c));
   m["shared_compute_wake_s"] = -0.5;
-  EXPECT_THAT(ErrorOf(m.dump()), HasSubstr("c.json.shared_compute_wake_s: must not be negative"));
+  EXPECT_THAT(ClusterErrorOf(m.dump()), HasSubstr("c.json.shared_compute_wake_s: must not be negative"));
   m["shared_compute_wake_s"] = 1.5;
-  EXPECT_THAT(ErrorOf(m.dump()), HasSubstr("shared_compute_wake_s: must be in [0, 1) seconds"));
+  EXPECT_THAT(ClusterErrorOf(m.dump()), HasSubstr("shared_compute_wake_s: must be in [0, 1) seconds"));
   m["shared_compute_wake_s"] = 0.001;
   m.erase("shared_compute");
   m.erase("shared_compute_resume_s");
-  EXPECT_THAT(ErrorOf(m.dump()), HasSubstr("shared_compute_wake_s is given without"));
+  EXPECT_THAT(ClusterErrorOf(m.dump()), HasSubstr("shared_compute_wake_s is given without"));
   c.shared_compute_wake_s.reset();
   // A link's compute load: round trip and range.
   c.inter_server.compute_load = 0.25;
@@ -218,10 +218,10 @@ TEST(Cluster, SharedComputeIsOptionalPositiveAndRoundTrips) {
   EXPECT_FALSE(f.intra_server.compute_load.has_value());
   Json g = Json::parse(ClusterToJsonText(c));
   g["inter_server"]["compute_load"] = -0.5;
-  EXPECT_THAT(ErrorOf(g.dump()),
+  EXPECT_THAT(ClusterErrorOf(g.dump()),
               HasSubstr("c.json.inter_server.compute_load: must not be negative"));
   g["inter_server"]["compute_load"] = 100;
-  EXPECT_THAT(ErrorOf(g.dump()), HasSubstr("inter_server.compute_load: at most 64 devices"));
+  EXPECT_THAT(ClusterErrorOf(g.dump()), HasSubstr("inter_server.compute_load: at most 64 devices"));
 }
 
 TEST(Cluster, ProcessMemoryIsOptionalPerDeviceAndRoundTrips) {
@@ -243,9 +243,9 @@ TEST(Cluster, BadInput) {
   auto with = [&](auto edit) {
     Json j = base;
     edit(j);
-    return ErrorOf(j.dump());
+    return ClusterErrorOf(j.dump());
   };
-  EXPECT_THAT(ErrorOf("{\"format\": "), HasSubstr("c.json: malformed JSON"));
+  EXPECT_THAT(ClusterErrorOf("{\"format\": "), HasSubstr("c.json: malformed JSON"));
   EXPECT_THAT(with([](Json& j) { j.erase("servers"); }), HasSubstr("c.json.servers: missing"));
   EXPECT_THAT(with([](Json& j) { j["servers"][1]["devices"] = -2; }),
               HasSubstr("c.json.servers[1].devices: must be positive"));
@@ -278,7 +278,7 @@ TEST(Cluster, BadServerDevice) {
   auto with = [&](auto edit) {
     Json j = base;
     edit(j);
-    return ErrorOf(j.dump());
+    return ClusterErrorOf(j.dump());
   };
   EXPECT_EQ(with([](Json&) {}), "(no error)");
   EXPECT_THAT(with([](Json& j) { j["servers"][1]["device"]["speed"] = 0; }),

@@ -38,7 +38,7 @@ Plan Interleaved() {
   return plan;
 }
 
-std::string ValidateError(const Plan& plan, int layers = 8) {
+std::string InterleavedValidateError(const Plan& plan, int layers = 8) {
   try {
     ValidatePlan(plan, Layers(layers), ClusterPreset("paper-a"), "plan.json");
   } catch (const InputError& e) {
@@ -49,7 +49,7 @@ std::string ValidateError(const Plan& plan, int layers = 8) {
 
 TEST(InterleavedPlan, RoundTripsAndCountsDevicesOnce) {
   Plan plan = Interleaved();
-  EXPECT_EQ(ValidateError(plan), "(no error)");
+  EXPECT_EQ(InterleavedValidateError(plan), "(no error)");
   EXPECT_EQ(plan.num_stages(), 4);
   EXPECT_EQ(plan.num_device_groups(), 2);
   EXPECT_EQ(plan.num_devices(), 3);
@@ -69,38 +69,38 @@ TEST(InterleavedPlan, RoundTripsAndCountsDevicesOnce) {
 TEST(InterleavedPlan, BadChunksNameTheField) {
   Plan p = Interleaved();
   p.virtual_stages = 3;  // 4 entries are not 3 chunks of S groups
-  EXPECT_EQ(ValidateError(p),
+  EXPECT_EQ(InterleavedValidateError(p),
             "plan.json: virtual_stages: 3 chunks per device group do not divide the 4 entries of "
             "stages (S groups x v chunks)");
   p = Interleaved();
-  EXPECT_EQ(ValidateError(p, 3),
+  EXPECT_EQ(InterleavedValidateError(p, 3),
             "plan.json: virtual_stages: 2 x 2 chunks but the profile has only 3 layers");
   p = Interleaved();
   p.schedule = ScheduleKind::kDappleA;
-  EXPECT_EQ(ValidateError(p),
+  EXPECT_EQ(InterleavedValidateError(p),
             "plan.json: virtual_stages: 2 chunks per stage need schedule 'interleaved', not "
             "'dapple-a'");
   p = Interleaved();
   p.num_micro_batches = 3;
   p.micro_batch_size = 8;
   p.global_batch_size = 24;
-  EXPECT_THAT(ValidateError(p),
+  EXPECT_THAT(InterleavedValidateError(p),
               HasSubstr("plan.json: num_micro_batches: 3 is not a multiple of the 2 stages"));
   p.num_micro_batches = 1;
   p.global_batch_size = 8;
-  EXPECT_THAT(ValidateError(p), HasSubstr("plan.json: num_micro_batches: 1 micro-batches are "
+  EXPECT_THAT(InterleavedValidateError(p), HasSubstr("plan.json: num_micro_batches: 1 micro-batches are "
                                           "fewer than the 2 stages"));
   p = Interleaved();
   p.stages[3].devices = {9};
-  EXPECT_EQ(ValidateError(p),
+  EXPECT_EQ(InterleavedValidateError(p),
             "plan.json: stages[3].devices: chunk 3 runs on the devices of chunk 1 "
             "(virtual_stages 2: chunk k on those of chunk k mod 2)");
   p = Interleaved();
   p.stages[1].devices = {1};  // shared by the two groups
-  EXPECT_THAT(ValidateError(p), HasSubstr("stages[1].devices[0]: device 1 is already used"));
+  EXPECT_THAT(InterleavedValidateError(p), HasSubstr("stages[1].devices[0]: device 1 is already used"));
   p = Interleaved();
   p.stages[2].last_layer = 6;  // chunks must still cover the layers in order
-  EXPECT_THAT(ValidateError(p), HasSubstr("stages[3].first_layer: 6 but stage 2 ended at layer 6"));
+  EXPECT_THAT(InterleavedValidateError(p), HasSubstr("stages[3].first_layer: 6 but stage 2 ended at layer 6"));
   EXPECT_THAT(
       [] {
         ParsePlanJson(R"({"format": "dapple-plan/1", "global_batch_size": 8,

@@ -32,7 +32,7 @@ TEST(MessageTags, CountIsOneMoreThanTheLargestTagAndTagsAreUnique) {
   }
 }
 
-Plan TwoStages(int num_micro_batches) {
+Plan TwoStagePlan(int num_micro_batches) {
   Plan p;
   p.micro_batch_size = 1;
   p.num_micro_batches = num_micro_batches;
@@ -45,8 +45,8 @@ TEST(MessageTags, TheLimitIsTwoToThe31) {
   // 2 stages, 1024 micro-batches, 1024 processes: 2 x 1 x 2^10 x 2^20 = 2^31 tags, the
   // largest 2^31 - 1: just fits. One micro-batch more does not.
   EXPECT_EQ(MessageTagCount(2, 1024, 1024), kMessageTagLimit);
-  EXPECT_FALSE(MessageTagError(TwoStages(1024), 1024));
-  auto why = MessageTagError(TwoStages(1025), 1024);
+  EXPECT_FALSE(MessageTagError(TwoStagePlan(1024), 1024));
+  auto why = MessageTagError(TwoStagePlan(1025), 1024);
   ASSERT_TRUE(why);
   EXPECT_NE(why->find("num_micro_batches"), std::string::npos) << *why;
   EXPECT_NE(why->find("2^31"), std::string::npos) << *why;

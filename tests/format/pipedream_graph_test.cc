@@ -28,7 +28,7 @@ std::vector<std::string> Ids(const Profile& p) {
   return ids;
 }
 
-std::string ErrorOf(const std::string& text, const std::string& source = "g.txt") {
+std::string GraphErrorOf(const std::string& text, const std::string& source = "g.txt") {
   try {
     ParsePipeDreamGraph(text, source, 4);
   } catch (const InputError& e) {
@@ -156,33 +156,33 @@ TEST(PipeDreamGraph, CutBytesOnBranchingGraph) {
 
 TEST(PipeDreamGraph, CycleIsAnError) {
   std::string text = Node("a") + Node("b") + Node("c") + "\ta -- b\n\tb -- c\n\tc -- b\n";
-  std::string err = ErrorOf(text, "cyc.txt");
+  std::string err = GraphErrorOf(text, "cyc.txt");
   EXPECT_THAT(err, HasSubstr("cyc.txt"));
   EXPECT_THAT(err, HasSubstr("cycle"));
   EXPECT_THAT(err, ::testing::AnyOf(HasSubstr("'b'"), HasSubstr("'c'")));
-  EXPECT_THAT(ErrorOf(Node("a") + "\ta -- a\n"), HasSubstr("cycle through node 'a'"));
+  EXPECT_THAT(GraphErrorOf(Node("a") + "\ta -- a\n"), HasSubstr("cycle through node 'a'"));
 }
 
 TEST(PipeDreamGraph, BadLinesNameFileAndLine) {
-  EXPECT_THAT(ErrorOf(Node("a") + "garbage\n", "bad.txt"), HasSubstr("bad.txt:2:"));
-  EXPECT_THAT(ErrorOf(Node("a") + "\n" +
+  EXPECT_THAT(GraphErrorOf(Node("a") + "garbage\n", "bad.txt"), HasSubstr("bad.txt:2:"));
+  EXPECT_THAT(GraphErrorOf(Node("a") + "\n" +
                       "b -- x -- forward_compute_time=abc, "
                       "backward_compute_time=1, activation_size=1, "
                       "parameter_size=1\n"),
               HasSubstr("g.txt:3: forward_compute_time: 'abc'"));
-  EXPECT_THAT(ErrorOf("a -- x -- forward_compute_time=1, backward_compute_time=1, "
+  EXPECT_THAT(GraphErrorOf("a -- x -- forward_compute_time=1, backward_compute_time=1, "
                       "activation_size=1\n"),
               HasSubstr("g.txt:1: parameter_size is missing"));
-  EXPECT_THAT(ErrorOf("a -- x -- forward_compute_time=-1, backward_compute_time=1, "
+  EXPECT_THAT(GraphErrorOf("a -- x -- forward_compute_time=-1, backward_compute_time=1, "
                       "activation_size=1, parameter_size=1\n"),
               HasSubstr("g.txt:1:"));
-  EXPECT_THAT(ErrorOf("a -- x -- forward_compute_time=1, backward_compute_time=1, "
+  EXPECT_THAT(GraphErrorOf("a -- x -- forward_compute_time=1, backward_compute_time=1, "
                       "activation_size=[1; x], parameter_size=1\n"),
               HasSubstr("g.txt:1: activation_size"));
-  EXPECT_THAT(ErrorOf(Node("a") + "\ta -- nowhere\n"), HasSubstr("g.txt:2:"));
-  EXPECT_THAT(ErrorOf(Node("a") + "\ta -- b -- c\n"), HasSubstr("g.txt:2:"));
-  EXPECT_THAT(ErrorOf(Node("a") + Node("a")), HasSubstr("g.txt:2: node 'a' is defined twice"));
-  EXPECT_THAT(ErrorOf(""), HasSubstr("no nodes"));
+  EXPECT_THAT(GraphErrorOf(Node("a") + "\ta -- nowhere\n"), HasSubstr("g.txt:2:"));
+  EXPECT_THAT(GraphErrorOf(Node("a") + "\ta -- b -- c\n"), HasSubstr("g.txt:2:"));
+  EXPECT_THAT(GraphErrorOf(Node("a") + Node("a")), HasSubstr("g.txt:2: node 'a' is defined twice"));
+  EXPECT_THAT(GraphErrorOf(""), HasSubstr("no nodes"));
 }
 
 TEST(PipeDreamGraph, WriterRoundTrips) {

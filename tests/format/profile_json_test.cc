@@ -42,7 +42,7 @@ Profile SmallProfile() {
   return p;
 }
 
-std::string ErrorOf(const std::string& json) {
+std::string ProfileErrorOf(const std::string& json) {
   try {
     ParseProfileJson(json, "p.json");
   } catch (const InputError& e) {
@@ -93,9 +93,9 @@ TEST(ProfileJson, UpdateMsIsOptionalAndWrittenOnlyWhenSet) {
 TEST(ProfileJson, BadUpdateMs) {
   Json j = Json::parse(ProfileToJsonText(SmallProfile()));
   j["layers"][1]["update_ms"] = -0.5;
-  EXPECT_THAT(ErrorOf(j.dump()), HasSubstr("p.json.layers[1].update_ms: must not be negative"));
+  EXPECT_THAT(ProfileErrorOf(j.dump()), HasSubstr("p.json.layers[1].update_ms: must not be negative"));
   j["layers"][1]["update_ms"] = "fast";
-  EXPECT_THAT(ErrorOf(j.dump()), HasSubstr("p.json.layers[1].update_ms: expected a number"));
+  EXPECT_THAT(ProfileErrorOf(j.dump()), HasSubstr("p.json.layers[1].update_ms: expected a number"));
   // JSON has no inf or NaN; a profile built in code is checked by ValidateProfile.
   Profile p = SmallProfile();
   p.layers[2].update_ms = std::numeric_limits<double>::infinity();
@@ -141,10 +141,10 @@ TEST(ProfileJson, CutBytesChainAndGraph) {
 }
 
 TEST(ProfileJson, MalformedJson) {
-  EXPECT_THAT(ErrorOf("{\"format\": \"dapple-profile/1\", "), HasSubstr("p.json: malformed JSON"));
-  EXPECT_THAT(ErrorOf("[1, 2]"), HasSubstr("p.json"));
+  EXPECT_THAT(ProfileErrorOf("{\"format\": \"dapple-profile/1\", "), HasSubstr("p.json: malformed JSON"));
+  EXPECT_THAT(ProfileErrorOf("[1, 2]"), HasSubstr("p.json"));
   // A number beyond double is nlohmann's out_of_range, not a parse_error (found by fuzzing).
-  EXPECT_THAT(ErrorOf("{\"format\": 1e999}"), HasSubstr("p.json: malformed JSON"));
+  EXPECT_THAT(ProfileErrorOf("{\"format\": 1e999}"), HasSubstr("p.json: malformed JSON"));
 }
 
 TEST(ProfileJson, MissingNegativeAndInconsistentFields) {
@@ -152,7 +152,7 @@ TEST(ProfileJson, MissingNegativeAndInconsistentFields) {
   auto with = [&](auto edit) {
     Json j = base;
     edit(j);
-    return ErrorOf(j.dump());
+    return ProfileErrorOf(j.dump());
   };
   EXPECT_THAT(with([](Json& j) { j["layers"][0].erase("forward_ms"); }),
               HasSubstr("p.json.layers[0].forward_ms: missing"));

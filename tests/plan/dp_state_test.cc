@@ -19,7 +19,7 @@
 namespace dapple {
 namespace {
 
-Cluster Servers(int servers, int devices) {
+Cluster AlikeServers(int servers, int devices) {
   Cluster c;
   c.name = "test";
   c.servers.assign(servers, ServerSpec{devices, std::nullopt});
@@ -27,7 +27,7 @@ Cluster Servers(int servers, int devices) {
 }
 
 TEST(UsageKeys, PermutedUsagesAreOneStateOnIdenticalServers) {
-  UsageKeys keys(Servers(4, 4));
+  UsageKeys keys(AlikeServers(4, 4));
   ASSERT_TRUE(keys.symmetric());
   const int a = keys.IdOf({1, 0, 3, 0});
   EXPECT_EQ(a, 0);
@@ -41,7 +41,7 @@ TEST(UsageKeys, PermutedUsagesAreOneStateOnIdenticalServers) {
 }
 
 TEST(UsageKeys, ServersOfDifferentDevicesAreNotInterchangeable) {
-  Cluster c = Servers(2, 4);
+  Cluster c = AlikeServers(2, 4);
   DeviceSpec fast = c.device;
   fast.speed = 2;
   c.servers[0].device = fast;
@@ -59,7 +59,7 @@ TEST(UsageKeys, ServersOfDifferentDevicesAreNotInterchangeable) {
 TEST(UsageKeys, IdsEqualTheSortedMultisetReference) {
   std::mt19937 rng(7);
   for (bool mixed : {false, true}) {
-    Cluster c = Servers(6, 4);
+    Cluster c = AlikeServers(6, 4);
     if (mixed) {
       DeviceSpec slow = c.device;
       slow.speed = 0.5;

@@ -47,7 +47,7 @@ struct TwoSpeeds {
   Cluster cluster;
 };
 
-constexpr int kGlobalBatch = 32;
+constexpr int kMixedGlobalBatch = 32;
 
 // Each device's share of the model's compute per iteration: a stage's layers' forward and
 // backward at speed 1, times the share of each micro-batch its replica computes.
@@ -73,13 +73,13 @@ std::vector<double> WorkPerDevice(const Plan& p, const Profile& profile, int num
 TEST(MixedDevicesPlanner, MoreWorkOnTheFasterDevices) {
   TwoSpeeds slow(1.0, 0);
   AnalyticCostModel slow_cost(slow.profile, slow.cluster);
-  PlanResult all_slow = RunPlanner(slow.profile, slow.cluster, slow_cost, kGlobalBatch, {});
+  PlanResult all_slow = RunPlanner(slow.profile, slow.cluster, slow_cost, kMixedGlobalBatch, {});
   ASSERT_TRUE(all_slow.plan) << all_slow.reason;
   for (int fast_server : {0, 1}) {
     SCOPED_TRACE(fmt::format("the fast server is server {}", fast_server));
     TwoSpeeds mixed(2.0, fast_server);
     AnalyticCostModel cost(mixed.profile, mixed.cluster);
-    PlanResult r = RunPlanner(mixed.profile, mixed.cluster, cost, kGlobalBatch, {});
+    PlanResult r = RunPlanner(mixed.profile, mixed.cluster, cost, kMixedGlobalBatch, {});
     ASSERT_TRUE(r.plan) << r.reason;
     const std::string json = PlanToJsonText(*r.plan);
     std::vector<double> work = WorkPerDevice(*r.plan, mixed.profile, 4);
@@ -109,7 +109,7 @@ TEST(MixedDevicesPlanner, DpDoesNotDependOnTheServerOrder) {
       SCOPED_TRACE(fmt::format("speed {}, m = {}", speed, m));
       DpOptions o;
       o.micro_batch_size = m;
-      o.num_micro_batches = kGlobalBatch / m;
+      o.num_micro_batches = kMixedGlobalBatch / m;
       std::vector<DpCandidate> ca = DappleDp(cost_a, a.cluster, o);
       std::vector<DpCandidate> cb = DappleDp(cost_b, b.cluster, o);
       ASSERT_FALSE(ca.empty());
@@ -129,9 +129,9 @@ TEST(MixedDevicesPlanner, RefinementMovesKeepTheFastestFirstAndSwapBothWays) {
   AnalyticCostModel cost(mixed.profile, mixed.cluster);
   Plan p;
   p.planner = "test";
-  p.global_batch_size = kGlobalBatch;
+  p.global_batch_size = kMixedGlobalBatch;
   p.micro_batch_size = 4;
-  p.num_micro_batches = kGlobalBatch / 4;
+  p.num_micro_batches = kMixedGlobalBatch / 4;
   p.stages = {StagePlan{0, 5, "l0", "l5", {2, 0}}, StagePlan{6, 11, "l6", "l11", {1}}};
   RefineOptions options;
   options.sizes = {1, 2, 4, 8};
@@ -152,9 +152,9 @@ TEST(MixedDevicesPlanner, RefinementMovesKeepTheFastestFirstAndSwapBothWays) {
 
 // Fewer problems under the sanitizers: the statistics are the regular build's business.
 #ifdef DAPPLE_SANITIZED
-constexpr int kProblems = 8;
+constexpr int kMixedProblems = 8;
 #else
-constexpr int kProblems = 60;
+constexpr int kMixedProblems = 60;
 #endif
 
 // The DAPPLE planner (the DP, and the DP with the refinement) against the exhaustive
@@ -163,7 +163,7 @@ constexpr int kProblems = 60;
 TEST(MixedDevicesPlanner, NearExhaustiveOnRandomMixedProblems) {
   int compared = 0, within5 = 0, dp_within5 = 0;
   double worst = 1, dp_worst = 1;
-  for (int seed = 1; seed <= kProblems; ++seed) {
+  for (int seed = 1; seed <= kMixedProblems; ++seed) {
     std::unique_ptr<testing::RandomProblem> owner = testing::MakeRandomMixedProblem(seed);
     testing::RandomProblem& p = *owner;
     SCOPED_TRACE(p.description);
@@ -208,7 +208,7 @@ TEST(MixedDevicesPlanner, NearExhaustiveOnRandomMixedProblems) {
       "mixed devices: %d problems with a plan; within 5%% of the optimum: DAPPLE %d (worst "
       "%.4f), the DP alone %d (worst %.4f)\n",
       compared, within5, worst, dp_within5, dp_worst);
-  ASSERT_GT(compared, kProblems / 2);
+  ASSERT_GT(compared, kMixedProblems / 2);
 #ifndef DAPPLE_SANITIZED
   EXPECT_GE(within5, 0.95 * compared);
 #endif

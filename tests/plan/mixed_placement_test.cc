@@ -9,7 +9,7 @@
 namespace dapple {
 namespace {
 
-// Servers of `sizes` devices; speeds[s] > 0 overrides server s's device speed.
+// MixedServers of `sizes` devices; speeds[s] > 0 overrides server s's device speed.
 Cluster Mixed(std::vector<int> sizes, std::vector<double> speeds) {
   Cluster c;
   c.name = "mixed";
@@ -20,7 +20,7 @@ Cluster Mixed(std::vector<int> sizes, std::vector<double> speeds) {
   return c;
 }
 
-std::vector<std::vector<int>> Servers(const std::vector<ServerOrder>& orders) {
+std::vector<std::vector<int>> MixedServers(const std::vector<ServerOrder>& orders) {
   std::vector<std::vector<int>> out;
   for (const ServerOrder& o : orders) out.push_back(o.servers);
   return out;
@@ -35,7 +35,7 @@ TEST(MixedPlacement, KindsAreRankedFastestFirstWhateverTheListing) {
   EXPECT_EQ(kinds[1].servers, std::vector<int>{3});
   EXPECT_EQ(kinds[2].servers, (std::vector<int>{0, 2}));
   EXPECT_TRUE(MixedDevices(c));
-  EXPECT_EQ(Servers(ServerOrders(c)),
+  EXPECT_EQ(MixedServers(ServerOrders(c)),
             (std::vector<std::vector<int>>{{1, 3, 0, 2}, {3, 1, 0, 2}, {0, 2, 1, 3}}));
   // Memory breaks ties of speed: more memory first.
   Cluster m = Mixed({1, 1}, {1, 1});
@@ -45,7 +45,7 @@ TEST(MixedPlacement, KindsAreRankedFastestFirstWhateverTheListing) {
   Cluster u = Mixed({2, 2}, {1, 1});
   u.servers[1].device = DeviceSpec{16e9, 1};  // an override equal to the default
   EXPECT_FALSE(MixedDevices(u));
-  EXPECT_EQ(Servers(ServerOrders(u)), (std::vector<std::vector<int>>{{0, 1}}));
+  EXPECT_EQ(MixedServers(ServerOrders(u)), (std::vector<std::vector<int>>{{0, 1}}));
 }
 
 TEST(MixedPlacement, PoliciesFollowTheOrder) {

@@ -14,11 +14,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::MakePlan;
 
-const TimelineEvent* Find(const Timeline& t, int track, const std::string& name) {
-  for (const TimelineEvent& e : t.events)
-    if (e.device == track && e.name == name) return &e;
-  return nullptr;
-}
+using testing::FindEvent;
 
 // Stage 0 (layer 0) on devices 0 and 1, stage 1 (layer 1) on device 2; m = 2, M = 2,
 // dapple-a; transfers 0.5 ms without shared resources; allreduce 3 ms.
@@ -62,7 +58,7 @@ TEST_F(TwoToOne, Times) {
   EXPECT_EQ(t.device_labels[3], "link stage 0 -> 1 (activations)");
   EXPECT_EQ(t.device_labels[4], "link stage 1 -> 0 (gradients)");
   auto expect = [&](int track, const char* name, double start, double end) {
-    const TimelineEvent* e = Find(t, track, name);
+    const TimelineEvent* e = FindEvent(t, track, name);
     ASSERT_NE(e, nullptr) << track << " " << name;
     EXPECT_DOUBLE_EQ(e->start_ms, start) << track << " " << name;
     EXPECT_DOUBLE_EQ(e->end_ms, end) << track << " " << name;
@@ -168,12 +164,12 @@ TEST(Simulator, OneToThreeWithLinkContention) {
   EXPECT_DOUBLE_EQ(r.bubble_fraction, 10.0 / 19.0);
   EXPECT_DOUBLE_EQ(r.speedup, 36.0 / 19.0);
   const Timeline& t = r.timeline;
-  EXPECT_DOUBLE_EQ(Find(t, 4, "SA1")->start_ms, 3);
-  EXPECT_DOUBLE_EQ(Find(t, 4, "SA2")->start_ms, 5);
-  EXPECT_DOUBLE_EQ(Find(t, 5, "SG2")->start_ms, 14);
-  EXPECT_DOUBLE_EQ(Find(t, 0, "B0")->start_ms, 12);
-  EXPECT_DOUBLE_EQ(Find(t, 3, "F2")->start_ms, 7);
-  EXPECT_DOUBLE_EQ(Find(t, 0, "STEP")->end_ms, 18);
+  EXPECT_DOUBLE_EQ(FindEvent(t, 4, "SA1")->start_ms, 3);
+  EXPECT_DOUBLE_EQ(FindEvent(t, 4, "SA2")->start_ms, 5);
+  EXPECT_DOUBLE_EQ(FindEvent(t, 5, "SG2")->start_ms, 14);
+  EXPECT_DOUBLE_EQ(FindEvent(t, 0, "B0")->start_ms, 12);
+  EXPECT_DOUBLE_EQ(FindEvent(t, 3, "F2")->start_ms, 7);
+  EXPECT_DOUBLE_EQ(FindEvent(t, 0, "STEP")->end_ms, 18);
 
   // Without the shared link the transfers overlap and everything moves earlier.
   cost.transfer_resources.clear();
@@ -195,10 +191,10 @@ TEST(Simulator, TiesGoToTheLowerBoundary) {
   SimResult r = SimulatePlan(plan, cost);
   const Timeline& t = r.timeline;
   const int act0 = 3, act1 = 4;  // link tracks after the 3 devices
-  EXPECT_DOUBLE_EQ(Find(t, act0, "SA0")->start_ms, 2);
-  EXPECT_DOUBLE_EQ(Find(t, act0, "SA1")->start_ms, 4);
-  EXPECT_DOUBLE_EQ(Find(t, act1, "SA0")->start_ms, 5);
-  EXPECT_DOUBLE_EQ(Find(t, 2, "F0")->start_ms, 6);
+  EXPECT_DOUBLE_EQ(FindEvent(t, act0, "SA0")->start_ms, 2);
+  EXPECT_DOUBLE_EQ(FindEvent(t, act0, "SA1")->start_ms, 4);
+  EXPECT_DOUBLE_EQ(FindEvent(t, act1, "SA0")->start_ms, 5);
+  EXPECT_DOUBLE_EQ(FindEvent(t, 2, "F0")->start_ms, 6);
 }
 
 TEST(Simulator, DeadlockThrowsNamingTheBlockedInstructions) {

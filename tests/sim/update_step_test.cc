@@ -12,7 +12,7 @@ namespace dapple {
 namespace {
 
 using testing::MakePlan;
-constexpr auto Find = testing::FindEvent;
+using testing::FindEvent;
 
 // One stage, data parallel on 2 devices (the second at half speed): whatever the schedule,
 // micro-batches and overlap, the iteration grows by exactly the slowest replica's update,
@@ -36,8 +36,8 @@ TEST(UpdateStep, OneStageGrowsByTheLargestUpdate) {
         EXPECT_DOUBLE_EQ(after.devices[0].busy_ms, before.devices[0].busy_ms + 1.25);
         EXPECT_DOUBLE_EQ(after.devices[1].busy_ms, before.devices[1].busy_ms + 2.5);
         for (int d = 0; d < 2; ++d) {
-          const TimelineEvent* ar = Find(after.timeline, d, "AR");
-          const TimelineEvent* step = Find(after.timeline, d, "STEP");
+          const TimelineEvent* ar = FindEvent(after.timeline, d, "AR");
+          const TimelineEvent* step = FindEvent(after.timeline, d, "STEP");
           ASSERT_NE(ar, nullptr);
           ASSERT_NE(step, nullptr);
           EXPECT_EQ(step->category, "step");
@@ -70,12 +70,12 @@ TEST(UpdateStep, PerStageInAPipeline) {
   EXPECT_DOUBLE_EQ(r.devices[2].busy_ms, 12 + 4);
   EXPECT_DOUBLE_EQ(r.devices[2].bubble_ms, 21 - 16);
   for (int d : {0, 1}) {
-    const TimelineEvent* step = Find(r.timeline, d, "STEP");
+    const TimelineEvent* step = FindEvent(r.timeline, d, "STEP");
     ASSERT_NE(step, nullptr);
     EXPECT_DOUBLE_EQ(step->start_ms, 19);
     EXPECT_DOUBLE_EQ(step->end_ms, 21);
   }
-  const TimelineEvent* step2 = Find(r.timeline, 2, "STEP");
+  const TimelineEvent* step2 = FindEvent(r.timeline, 2, "STEP");
   ASSERT_NE(step2, nullptr);
   EXPECT_DOUBLE_EQ(step2->start_ms, 13.5);
   EXPECT_DOUBLE_EQ(step2->end_ms, 17.5);
@@ -97,7 +97,7 @@ TEST(UpdateStep, StepIsTheLastEventOfEveryDevice) {
   SimResult r = SimulatePlan(plan, cost);
   const double expected[] = {1, 5, 5, 4};
   for (int d = 0; d < 4; ++d) {
-    const TimelineEvent* step = Find(r.timeline, d, "STEP");
+    const TimelineEvent* step = FindEvent(r.timeline, d, "STEP");
     ASSERT_NE(step, nullptr) << d;
     EXPECT_DOUBLE_EQ(step->end_ms - step->start_ms, expected[d]) << d;
     for (const TimelineEvent& e : r.timeline.events) {

@@ -53,6 +53,36 @@ TEST(Profiler, TinyMlpProfileIsValidAndExact) {
   EXPECT_EQ(p.metadata.at("libtorch").rfind("1.", 0), 0u);
 }
 
+// Note [Slowest device core]: timed on each device's core in turn; the calling thread gets
+// its cores back, also when a core set cannot be used.
+TEST(Profiler, TimesOnEveryDeviceCoreAndGivesTheThreadItsCoresBack) {
+  Model m = BuildModel("mlp", {{"input", "20"}, {"hidden", "32"}, {"layers", "2"}}, 1);
+  const CoreSet allowed = AllowedCores();
+  ASSERT_FALSE(allowed.empty());
+  ProfilerOptions o = Quick(8);
+  o.core_sets = {{allowed.front()}, {allowed.back()}};
+  Profile p = ProfileModel(m, o);
+  ValidateProfile(p, "test");
+  for (const auto& l : p.layers) EXPECT_GT(l.forward_ms, 0);
+  EXPECT_EQ(p.metadata.at("cores").rfind(FormatCores({allowed.front()}) + " | " +
+                                             FormatCores({allowed.back()}),
+                                         0),
+            0u);
+  EXPECT_EQ(AllowedCores(), allowed);
+  Profile one = ProfileModel(m, Quick(8));
+  EXPECT_EQ(one.metadata.count("cores"), 0u);  // one set or none: no rounds
+
+  o.core_sets = {{allowed.front()}, {100000}};  // beyond any CPU set
+  try {
+    ProfileModel(m, o);
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot run on cores 100000"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(AllowedCores(), allowed);
+}
+
 // Note [Cold caches]: the same layers and sizes, timed after a 64 MiB write; the metadata says
 // so. (Which is faster is a benchmark's question: scripts/predicted_vs_measured.sh.)
 TEST(Profiler, ColdCachesChangeOnlyTheTiming) {

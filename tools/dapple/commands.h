@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace dapple {
 
@@ -19,5 +20,10 @@ void AddExportCommand(CLI::App& app);
 // A callback that wants a specific non-zero exit code without an error message (for
 // example a launcher relaying a child's failure) sets it here.
 int& CommandExitCode();
+
+// `s` cut to `n` characters, its last two "..", for a table's column. REQUIRES: n >= 2.
+inline std::string Shorten(const std::string& s, size_t n) {
+  return s.size() <= n ? s : s.substr(0, n - 2) + "..";
+}
 
 }  // namespace dapple

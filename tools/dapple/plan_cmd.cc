@@ -52,10 +52,6 @@ std::string ServersOf(const Cluster& c, const std::vector<int>& devices) {
   return IdRanges(servers);
 }
 
-std::string Shorten(const std::string& s, size_t n) {
-  return s.size() <= n ? s : s.substr(0, n - 2) + "..";
-}
-
 // One line per planner of the comparison.
 struct Row {
   std::string planner;

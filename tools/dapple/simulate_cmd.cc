@@ -35,10 +35,6 @@ struct SimulateArgs {
   bool no_overlap = false;
 };
 
-std::string Shorten(const std::string& s, size_t n) {
-  return s.size() <= n ? s : s.substr(0, n - 2) + "..";
-}
-
 // An output file's folder must exist before anything runs, so a bad path fails before
 // any output is written.
 void CheckOutputPath(const std::optional<std::string>& path, const char* flag) {

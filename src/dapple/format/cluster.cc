@@ -12,7 +12,7 @@
 namespace dapple {
 namespace {
 
-constexpr const char* kFormat = "dapple-cluster/1";
+constexpr const char* kClusterFormat = "dapple-cluster/1";
 
 // The `local` preset's link: shared memory between processes of one machine. A documented
 // constant, not a measurement (a calibration step may replace it).
@@ -161,7 +161,7 @@ void ValidateCluster(const Cluster& c, const std::string& source) {
 Cluster ParseClusterJson(const std::string& text, const std::string& source) {
   Json j = format_internal::ParseJsonText(text, source);
   JsonField root(j, source);
-  format_internal::ExpectFormat(root, kFormat);
+  format_internal::ExpectFormat(root, kClusterFormat);
   Cluster c;
   c.name = root.Has("name") ? root["name"].String() : std::filesystem::path(source).stem().string();
   JsonField servers = root["servers"];
@@ -204,7 +204,7 @@ Cluster ReadClusterJson(const std::filesystem::path& path) {
 
 std::string ClusterToJsonText(const Cluster& c) {
   nlohmann::ordered_json root;
-  root["format"] = kFormat;
+  root["format"] = kClusterFormat;
   root["name"] = c.name;
   nlohmann::ordered_json servers = nlohmann::ordered_json::array();
   for (const ServerSpec& s : c.servers) {

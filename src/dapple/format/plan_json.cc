@@ -7,7 +7,7 @@
 namespace dapple {
 namespace {
 
-constexpr const char* kFormat = "dapple-plan/1";
+constexpr const char* kPlanFormat = "dapple-plan/1";
 
 StagePlan ReadStage(const JsonField& f) {
   f.ExpectObject();
@@ -48,7 +48,7 @@ PlanEstimate ReadEstimate(const JsonField& f) {
 Plan ParsePlanJson(const std::string& text, const std::string& source) {
   Json j = format_internal::ParseJsonText(text, source);
   JsonField root(j, source);
-  format_internal::ExpectFormat(root, kFormat);
+  format_internal::ExpectFormat(root, kPlanFormat);
   Plan plan;
   plan.planner = root.Has("planner") ? root["planner"].String() : "hand";
   // Any two of GBS, m and M give the third; all three must agree (checked by ValidatePlan).
@@ -98,7 +98,7 @@ Plan ReadPlanJson(const std::filesystem::path& path) {
 std::string PlanToJsonText(const Plan& plan) {
   using OJson = nlohmann::ordered_json;
   OJson root;
-  root["format"] = kFormat;
+  root["format"] = kPlanFormat;
   root["planner"] = plan.planner;
   root["global_batch_size"] = plan.global_batch_size;
   root["micro_batch_size"] = plan.micro_batch_size;

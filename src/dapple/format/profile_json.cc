@@ -9,7 +9,7 @@
 namespace dapple {
 namespace {
 
-constexpr const char* kFormat = "dapple-profile/1";
+constexpr const char* kProfileFormat = "dapple-profile/1";
 
 std::vector<double> ReadNumbers(const JsonField& f) {
   std::vector<double> out;
@@ -46,7 +46,7 @@ LayerProfile ReadLayer(const JsonField& l) {
 Profile ParseProfileJson(const std::string& text, const std::string& source) {
   Json j = format_internal::ParseJsonText(text, source);
   JsonField root(j, source);
-  format_internal::ExpectFormat(root, kFormat);
+  format_internal::ExpectFormat(root, kProfileFormat);
   Profile p;
   p.model = root.Has("model") ? root["model"].String() : "";
   p.device = root.Has("device") ? root["device"].String() : "";
@@ -98,7 +98,7 @@ Profile ReadProfileJson(const std::filesystem::path& path) {
 std::string ProfileToJsonText(const Profile& p) {
   using OJson = nlohmann::ordered_json;
   OJson root;
-  root["format"] = kFormat;
+  root["format"] = kProfileFormat;
   root["model"] = p.model;
   root["device"] = p.device;
   root["batch_size"] = p.batch_size;

@@ -27,7 +27,7 @@ struct BertSizes {
   int64_t hidden, heads, layers, seq, vocab, classes, ffn;
 };
 
-BertSizes Read(const OptionReader& o) {
+BertSizes ReadBertSizes(const OptionReader& o) {
   BertSizes s{o.Int("hidden"), o.Int("heads"),   o.NonNegativeInt("layers"), o.Int("seq"),
               o.Int("vocab"),  o.Int("classes"), o.NonNegativeInt("ffn")};
   if (s.ffn == 0) s.ffn = 4 * s.hidden;
@@ -47,7 +47,7 @@ LayerRecipe Recipe(std::string name, Args... args) {
 }
 
 ZooModel BuildBert(const OptionReader& o) {
-  BertSizes s = Read(o);
+  BertSizes s = ReadBertSizes(o);
   ZooModel z;
   Model& m = z.model;
   z.layers.push_back(Recipe<EmbeddingLayerImpl>("embed", s.vocab, s.seq, s.hidden, true));
@@ -68,7 +68,7 @@ ZooModel BuildBert(const OptionReader& o) {
 }
 
 int64_t CountBert(const OptionReader& o) {
-  BertSizes s = Read(o);
+  BertSizes s = ReadBertSizes(o);
   int64_t h = s.hidden;
   return s.vocab * h + s.seq * h + 2 * h + s.layers * BlockParameters(h, s.ffn) + h * h + h +
          h * s.classes + s.classes;

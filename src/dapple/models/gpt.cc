@@ -27,7 +27,7 @@ struct GptSizes {
   int64_t hidden, heads, layers, seq, vocab, ffn;
 };
 
-GptSizes Read(const OptionReader& o) {
+GptSizes ReadGptSizes(const OptionReader& o) {
   GptSizes s{o.Int("hidden"), o.Int("heads"), o.NonNegativeInt("layers"),
              o.Int("seq"),    o.Int("vocab"), o.NonNegativeInt("ffn")};
   if (s.ffn == 0) s.ffn = 4 * s.hidden;
@@ -37,7 +37,7 @@ GptSizes Read(const OptionReader& o) {
 }
 
 ZooModel BuildGpt(const OptionReader& o) {
-  GptSizes s = Read(o);
+  GptSizes s = ReadGptSizes(o);
   ZooModel z;
   Model& m = z.model;
   z.layers.push_back({"embed", [s] {
@@ -71,7 +71,7 @@ ZooModel BuildGpt(const OptionReader& o) {
 }
 
 int64_t CountGpt(const OptionReader& o) {
-  GptSizes s = Read(o);
+  GptSizes s = ReadGptSizes(o);
   int64_t h = s.hidden;
   return s.vocab * h + s.seq * h + s.layers * BlockParameters(h, s.ffn) + 2 * h + h * s.vocab +
          s.vocab;

@@ -85,7 +85,7 @@ struct ResNetSizes {
   bool norm;
 };
 
-ResNetSizes Read(const OptionReader& o) {
+ResNetSizes ReadResNetSizes(const OptionReader& o) {
   ResNetSizes s{o.Positive("width"), o.Int("image"), o.Int("channels"), o.Int("classes"),
                 o.Choice("norm", {"batch", "none"}) == "batch"};
   if (s.image < 8) ThrowInput("model resnet50: option image: must be at least 8, got {}", s.image);
@@ -93,7 +93,7 @@ ResNetSizes Read(const OptionReader& o) {
 }
 
 ZooModel BuildResNet(const OptionReader& o) {
-  ResNetSizes s = Read(o);
+  ResNetSizes s = ReadResNetSizes(o);
   ZooModel z;
   Model& m = z.model;
   int64_t in = Scaled(64, s.width);
@@ -124,7 +124,7 @@ ZooModel BuildResNet(const OptionReader& o) {
 }
 
 int64_t CountResNet(const OptionReader& o) {
-  ResNetSizes s = Read(o);
+  ResNetSizes s = ReadResNetSizes(o);
   int64_t bn = s.norm ? 2 : 0;  // weight and bias per channel (running stats are buffers)
   auto conv = [&](int64_t in, int64_t out, int64_t k) { return in * out * k * k + bn * out; };
   int64_t in = Scaled(64, s.width);

@@ -55,14 +55,14 @@ struct VggSizes {
   int64_t final_side() const { return image >> 5; }  // five 2x2 pools
 };
 
-VggSizes Read(const OptionReader& o) {
+VggSizes ReadVggSizes(const OptionReader& o) {
   VggSizes s{o.Positive("width"), o.Int("image"), o.Int("channels"), o.Int("classes"), o.Int("fc")};
   if (s.image < 32) ThrowInput("model vgg19: option image: must be at least 32, got {}", s.image);
   return s;
 }
 
 ZooModel BuildVgg(const OptionReader& o) {
-  VggSizes s = Read(o);
+  VggSizes s = ReadVggSizes(o);
   ZooModel z;
   Model& m = z.model;
   int64_t in = s.channels, block = 1, index = 1;
@@ -95,7 +95,7 @@ ZooModel BuildVgg(const OptionReader& o) {
 }
 
 int64_t CountVgg(const OptionReader& o) {
-  VggSizes s = Read(o);
+  VggSizes s = ReadVggSizes(o);
   int64_t count = 0, in = s.channels;
   for (auto [out, pool] : kConvs) {
     int64_t c = Scaled(out, s.width);

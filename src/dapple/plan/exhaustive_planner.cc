@@ -13,8 +13,8 @@
 namespace dapple {
 namespace {
 
-struct Search {
-  Search(const CostModel& c, const Cluster& cl, ExhaustiveResult* r)
+struct ExhaustiveSearch {
+  ExhaustiveSearch(const CostModel& c, const Cluster& cl, ExhaustiveResult* r)
       : cost(c), cluster(cl), identical(IdenticalServers(cl)), result(r) {
     usage.assign(cl.num_servers(), 0);
   }
@@ -134,7 +134,7 @@ ExhaustiveResult ExhaustivePlan(const CostModel& cost, const Cluster& cluster, i
   for (int m : micro_batch_sizes) {
     if (m < 1 || global_batch % m != 0) continue;
     for (ScheduleKind kind : schedules) {
-      Search search(cost, cluster, &result);
+      ExhaustiveSearch search(cost, cluster, &result);
       search.m = m;
       search.M = global_batch / m;
       search.schedule = kind;

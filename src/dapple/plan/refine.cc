@@ -61,7 +61,7 @@ void ScoreBatch(const std::vector<const Plan*>& plans, size_t begin, size_t end,
               [&](size_t k) { one(begin + k); });
 }
 
-struct Search {
+struct ClimbSearch {
   const CostModel& cost;
   const Cluster& cluster;
   const RefineOptions& o;
@@ -135,7 +135,7 @@ RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
                     const Cluster& cluster, const RefineOptions& options) {
   DAPPLE_CHECK(!starts.empty());
   const auto begin = Clock::now();
-  Search search{cost, cluster, options,
+  ClimbSearch search{cost, cluster, options,
                 begin + std::chrono::duration_cast<Clock::duration>(
                             std::chrono::duration<double>(std::max(0.0, options.seconds))),
                 options.threads > 0

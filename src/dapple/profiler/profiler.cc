@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
+#include "dapple/common/core_sets.h"
 #include "dapple/common/error.h"
 #include "dapple/common/machine.h"
 #include "dapple/cpu/blas_env.h"
@@ -199,6 +201,46 @@ std::string OptimizerDescription(const OptimizerOptions& o) {
   return fmt::format("lr {}, weight decay {}", o.lr, wd);
 }
 
+// The slower of two measurements, time by time (sizes are the same on every core).
+LayerTimes Slower(LayerTimes a, const LayerTimes& b) {
+  a.forward_ms = std::max(a.forward_ms, b.forward_ms);
+  a.backward_ms = std::max(a.backward_ms, b.backward_ms);
+  a.input_ms = std::max(a.input_ms, b.input_ms);
+  a.weight_ms = std::max(a.weight_ms, b.weight_ms);
+  return a;
+}
+double Slower(double a, double b) { return std::max(a, b); }
+
+// Note [Slowest device core]: with ProfilerOptions::core_sets, `measure` runs once with the
+// calling thread on each set in turn, layer by layer (so that a core whose speed drifts over
+// minutes is sampled close in time to the others), and the slowest is kept: synchronous data
+// parallelism and a balanced pipeline wait for their slowest device.
+template <typename T, typename Measure>
+T OnSlowestCore(const ProfilerOptions& o, Measure measure) {
+  if (o.core_sets.size() < 2) return measure();
+  std::optional<T> slowest;
+  for (const CoreSet& set : o.core_sets) {
+    if (!PinCallingThread(set)) ThrowInput("profile: cannot run on cores {}", FormatCores(set));
+    T t = measure();
+    slowest = slowest ? Slower(*slowest, t) : t;
+  }
+  return *slowest;
+}
+
+// Gives the calling thread back the cores it had (the profiler moves it between cores).
+class CoresRestorer {
+ public:
+  CoresRestorer() : cores_(AllowedCores()) {}
+  ~CoresRestorer() {
+    if (!cores_.empty()) (void)PinCallingThread(cores_);
+  }
+  CoresRestorer(const CoresRestorer&) = delete;
+  CoresRestorer& operator=(const CoresRestorer&) = delete;
+
+ private:
+  CoreSet cores_;
+};
+
 // Times every layer at batch size `batch`.
 std::vector<LayerTimes> ProfileAtBatch(const Model& m, int batch, const ProfilerOptions& o,
                                        int step, int steps) {
@@ -210,7 +252,8 @@ std::vector<LayerTimes> ProfileAtBatch(const Model& m, int batch, const Profiler
       std::fprintf(stderr, "\rprofile %s: batch %d (%d/%d), layer %d/%d %-24s", m.name.c_str(),
                    batch, step, steps, i + 1, m.num_layers(), m.layers[i].name.c_str());
     LayerRunner runner(m, i, x, data.targets);
-    times.push_back(runner.Measure(o.warmup, o.repeat, o.cold_caches));
+    times.push_back(OnSlowestCore<LayerTimes>(
+        o, [&] { return runner.Measure(o.warmup, o.repeat, o.cold_caches); }));
     torch::NoGradGuard no_grad;
     x = m.ForwardActivations(x, i, i);
   }
@@ -239,6 +282,7 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
 
   for (auto& layer : m.layers) layer.module->train();
+  CoresRestorer restore_cores;
   Profile p;
   p.model = m.name;
   p.batch_size = o.batch_size;
@@ -277,7 +321,7 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
       std::fprintf(stderr, "\rprofile %s: %s update, layer %d/%d %-24s", m.name.c_str(),
                    ToString(o.optimizer.kind).c_str(), i + 1, m.num_layers(),
                    m.layers[i].name.c_str());
-    p.layers[i].update_ms = MeasureUpdateMs(m, i, o);
+    p.layers[i].update_ms = OnSlowestCore<double>(o, [&] { return MeasureUpdateMs(m, i, o); });
   }
   if (o.progress) std::fprintf(stderr, "\rprofile %s: done%60s\n", m.name.c_str(), "");
   if (by_batch) p.batch_sizes = sizes;
@@ -302,6 +346,11 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
                  "median of repeat optimizer step + zero_grad per layer, on parameter copies "
                  "with gradients of ones, caches evicted before each (64 MiB written)"},
                 {"input_seed", std::to_string(o.seed)}};
+  if (o.core_sets.size() >= 2) {
+    std::string sets;
+    for (const CoreSet& set : o.core_sets) sets += (sets.empty() ? "" : " | ") + FormatCores(set);
+    p.metadata["cores"] = sets + " (every time the slowest of these cores' medians)";
+  }
   p.settings =
       ProfileSettings{threads, sizes, ToString(o.optimizer.kind), o.cold_caches, ThisMachine()};
   ValidateProfile(p, "profile of " + m.name);

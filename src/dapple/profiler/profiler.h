@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "dapple/common/core_sets.h"
 #include "dapple/format/profile.h"
 #include "dapple/models/model.h"
 #include "dapple/runtime/optimizer.h"
@@ -22,6 +23,11 @@ struct ProfilerOptions {
   // so that a layer's weights come from memory, as when other stages' processes share the
   // machine's caches.
   bool cold_caches = false;
+  // Note [Slowest device core] (profiler.cc): when two or more are given, every time is
+  // measured with the calling thread on each of these core sets in turn (one per device,
+  // common/core_sets.h) and the slowest is kept. Meant for one compute thread per device:
+  // libtorch's other threads stay where they are.
+  std::vector<CoreSet> core_sets;
   // The optimizer whose update update_ms times (dapple train's default: SGD, momentum 0.9).
   OptimizerOptions optimizer;
 };

@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -18,6 +19,7 @@
 #include <optional>
 #include <thread>
 
+#include "dapple/common/core_sets.h"
 #include "dapple/common/error.h"
 #include "dapple/common/machine.h"
 #include "dapple/common/openblas_core.h"
@@ -79,7 +81,9 @@ std::vector<std::string> ChildEnv(const std::map<std::string, std::string>& set)
   return env;
 }
 
-pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+// `cores`: the child's cores (Note [Devices as cores]); null to inherit the launcher's.
+pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+            const cpu_set_t* cores) {
   std::vector<char*> a, e;
   for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
   a.push_back(nullptr);
@@ -88,6 +92,8 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
   pid_t pid = fork();
   if (pid < 0) throw Error(fmt::format("launcher: fork failed: {}", std::strerror(errno)));
   if (pid == 0) {
+    // A failed pin leaves the child on the launcher's cores: it still runs, only unpinned.
+    if (cores) (void)sched_setaffinity(0, sizeof(*cores), cores);
     execve(a[0], a.data(), e.data());
     // Only async-signal-safe calls between fork and exec/_exit.
     const char msg[] = "dapple launcher: exec failed\n";
@@ -140,7 +146,8 @@ int LaunchLocal(const LaunchOptions& o, int* failed_rank, double* stop_seconds) 
   const int world = o.nproc_per_node * o.nnodes;
   // The profiler's default threads are these (common/machine.h), so profiles time layers as
   // the training processes run them.
-  std::string threads = std::to_string(ThreadsPerProcess(ThisMachine().cores, o.nproc_per_node));
+  const int default_threads = ThreadsPerProcess(ThisMachine().cores, o.nproc_per_node);
+  std::string threads = std::to_string(default_threads);
 
   std::map<std::string, std::string> common = o.extra_env;
   common["WORLD_SIZE"] = std::to_string(world);
@@ -161,6 +168,22 @@ int LaunchLocal(const LaunchOptions& o, int* failed_rank, double* stop_seconds) 
   if (!std::getenv("OMP_NUM_THREADS")) common["OMP_NUM_THREADS"] = threads;
   if (!std::getenv("OPENBLAS_NUM_THREADS")) common["OPENBLAS_NUM_THREADS"] = threads;
 
+  // Note [Devices as cores]: local rank i runs on the i-th set of the allowed cores, as
+  // many as its compute threads, when they all fit without sharing.
+  std::vector<cpu_set_t> pins;
+  if (o.pin_cores) {
+    int t = default_threads;
+    if (const char* omp = std::getenv("OMP_NUM_THREADS")) t = std::max(1, std::atoi(omp));
+    if (auto sets = DeviceCoreSets(o.nproc_per_node, t)) {
+      for (const CoreSet& set : *sets) {
+        cpu_set_t c;
+        CPU_ZERO(&c);
+        for (int core : set) CPU_SET(core, &c);
+        pins.push_back(c);
+      }
+    }
+  }
+
   struct sigaction fwd {
   }, old_int{}, old_term{};
   fwd.sa_handler = ForwardSignal;
@@ -174,7 +197,7 @@ int LaunchLocal(const LaunchOptions& o, int* failed_rank, double* stop_seconds) 
       auto env = common;
       env["RANK"] = std::to_string(o.node_rank * o.nproc_per_node + i);
       env["LOCAL_RANK"] = std::to_string(i);
-      pids.push_back(Spawn(o.argv, ChildEnv(env)));
+      pids.push_back(Spawn(o.argv, ChildEnv(env), pins.empty() ? nullptr : &pins[i]));
       g_children[i] = pids.back();
       g_num_children = i + 1;
     }

@@ -26,6 +26,9 @@ struct LaunchOptions {
   // After the first failure, the others get this long to exit on their own (and report
   // what they were waiting on) before the SIGTERM.
   std::chrono::milliseconds term_delay{0};
+  // Note [Devices as cores] (common/core_sets.h): pin local rank i to the i-th set of the
+  // allowed cores when every process's threads fit (and DAPPLE_PIN_CORES is not 0).
+  bool pin_cores = true;
 };
 
 // Starts nproc_per_node processes of `argv` with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,

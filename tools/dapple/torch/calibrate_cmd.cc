@@ -93,7 +93,7 @@ std::vector<std::string> ChildArgv(const CalibrateArgs& a) {
   return v;
 }
 
-int Launch(const CalibrateArgs& a, std::optional<double> busy_cores) {
+int LaunchCalibration(const CalibrateArgs& a, std::optional<double> busy_cores) {
   LaunchOptions o = MakeLaunchOptions("calibrate", a.launch, ChildArgv(a));
   if (busy_cores) o.extra_env[kBusyCoresEnv] = fmt::format("{}", *busy_cores);
   return LaunchLocal(o);
@@ -257,7 +257,7 @@ void AddCalibrateCommand(CLI::App& app) {
         ThrowInput("calibrate: a job of {} nodes needs -o (only one machine is `local`)",
                    args->launch.nnodes);
       if (!busy) busy = BusyCores(kBusyWindow);
-      CommandExitCode() = Launch(*args, busy);
+      CommandExitCode() = LaunchCalibration(*args, busy);
       return;
     }
     RunRank(*args);

@@ -19,7 +19,7 @@ struct ExportArgs {
   int64_t step = -1;
 };
 
-void Run(const ExportArgs& a) {
+void RunExport(const ExportArgs& a) {
   std::filesystem::path step_dir;
   if (a.step >= 0) {
     step_dir = CheckpointStepDir(a.checkpoint, a.step);
@@ -51,7 +51,7 @@ void AddExportCommand(CLI::App& app) {
       ->required();
   cmd->add_option("--step", a->step, "The checkpoint after this step (default: the newest)");
   cmd->add_option("-o,--output", a->output, "Output TorchScript file")->required();
-  cmd->callback([a] { Run(*a); });
+  cmd->callback([a] { RunExport(*a); });
 }
 
 }  // namespace dapple

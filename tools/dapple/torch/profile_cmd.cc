@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "dapple/common/core_sets.h"
 #include "dapple/common/error.h"
 #include "dapple/common/machine.h"
 #include "dapple/common/malloc_tuning.h"
@@ -70,7 +71,7 @@ std::vector<int> ParseBatches(const std::string& text) {
   return sizes;
 }
 
-void Run(const ProfileArgs& a, const std::vector<std::string>& extras) {
+void RunProfile(const ProfileArgs& a, const std::vector<std::string>& extras) {
   if (a.batch <= 0) ThrowInput("--batch: must be a positive integer, got {}", a.batch);
   if (a.format != "json" && a.format != "pipedream")
     ThrowInput("--format: expected json or pipedream, got '{}'", a.format);
@@ -109,7 +110,12 @@ void Run(const ProfileArgs& a, const std::vector<std::string>& extras) {
   // training process of the local cluster gets, so that the plan's times are the training's.
   const int devices = LoadLocalCluster().cluster.num_devices();
   const int cores = ThisMachine().cores;
-  int threads = SetComputeThreads(a.threads > 0 ? a.threads : ThreadsPerProcess(cores, devices));
+  const int want = a.threads > 0 ? a.threads : ThreadsPerProcess(cores, devices);
+  // Note [Devices as cores] (common/core_sets.h): each of the devices runs on its own core,
+  // as `dapple train`'s launcher pins them, and the profile keeps the slowest core's times.
+  if (want == 1 && devices > 1)
+    if (auto sets = DeviceCoreSets(devices, 1)) po.core_sets = *sets;
+  int threads = SetComputeThreads(want);
   torch::Dtype dtype = a.dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
   Model model = LoadModel(source, a.seed, dtype);
   Profile p = ProfileModel(model, po);
@@ -127,6 +133,12 @@ void Run(const ProfileArgs& a, const std::vector<std::string>& extras) {
       "forward %.3f ms + backward %.3f ms, %s update %.3f ms -> %s\n",
       a.model.c_str(), p.num_layers(), static_cast<long long>(model.ParameterCount()), a.batch,
       threads, OpenBlasCoreType().c_str(), fwd, bwd, a.optimizer.c_str(), update, a.output.c_str());
+  if (!po.core_sets.empty()) {
+    std::vector<std::string> sets;
+    for (const CoreSet& set : po.core_sets) sets.push_back(FormatCores(set));
+    std::printf("  every time is the slowest of the %zu devices' cores (%s), as training runs\n",
+                sets.size(), fmt::format("{}", fmt::join(sets, " | ")).c_str());
+  }
 }
 
 std::string ModelHelp() {
@@ -181,7 +193,7 @@ void AddProfileCommand(CLI::App& app) {
   cmd->add_option("--format", a->format, "json (dapple-profile/1) | pipedream")
       ->capture_default_str();
   cmd->allow_extras();
-  cmd->callback([a, cmd] { Run(*a, cmd->remaining()); });
+  cmd->callback([a, cmd] { RunProfile(*a, cmd->remaining()); });
 }
 
 }  // namespace dapple

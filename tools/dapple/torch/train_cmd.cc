@@ -111,7 +111,7 @@ std::shared_ptr<const ElasticPlanner> MakePlanner(const TrainArgs& a, const Plan
   return std::make_shared<const ElasticPlanner>(in, layers, world);
 }
 
-int Launch(TrainArgs& a) {
+int LaunchTraining(TrainArgs& a) {
   // One clear line for a bad plan, before any process starts: every node checks that the
   // job has the processes the plan needs, so no node starts ranks the others lack. Ranks
   // the plan leaves out idle (RunTraining). Under --elastic the ranks plan for fewer
@@ -152,12 +152,12 @@ int Launch(TrainArgs& a) {
   return LaunchWithRestarts(lo, restarts);
 }
 
-void Run(TrainArgs& a) {
+void RunTrainCommand(TrainArgs& a) {
   Finish(a);
   SetOpenBlasCoreTypeIfUnset();  // before the first torch computation
   KeepFreedMemoryForReuse();     // Note [Freed memory stays]
   if (a.launch.nproc > 0) {
-    int code = Launch(a);
+    int code = LaunchTraining(a);
     CommandExitCode() = code == 0 ? 0 : (code > 255 ? 1 : code);
     return;
   }
@@ -281,7 +281,7 @@ void AddTrainCommand(CLI::App& app) {
   cmd->allow_extras();
   cmd->callback([a, cmd] {
     for (const auto& w : cmd->remaining()) a->model_extras.push_back(w);
-    Run(*a);
+    RunTrainCommand(*a);
   });
 }
 
