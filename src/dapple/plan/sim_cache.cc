@@ -48,11 +48,8 @@ SimResult SimCache::Simulate(const Plan& plan, const CostModel& cost) {
   const int groups = plan.num_device_groups();
   std::vector<int> shape = {static_cast<int>(plan.schedule), groups, plan.num_micro_batches,
                             plan.virtual_stages};
-  std::vector<int> replicas;
-  for (int s = 0; s < groups; ++s) {
-    replicas.push_back(plan.stages[s].replicas());
-    shape.push_back(replicas.back() > 1);  // LowerComms adds AR where > 1
-  }
+  const size_t common = shape.size();
+  for (int s = 0; s < groups; ++s) shape.push_back(plan.stages[s].replicas() > 1);
   std::shared_ptr<const Schedule> lowered;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -60,11 +57,30 @@ SimResult SimCache::Simulate(const Plan& plan, const CostModel& cost) {
     if (it != lowered_.end()) lowered = it->second;
   }
   if (!lowered) {
-    lowered = std::make_shared<const Schedule>(
-        LowerComms(MakeSchedule(plan.schedule, groups, plan.num_micro_batches, plan.virtual_stages),
-                   replicas));
+    // A stage's lowered list depends on the schedule, S, M, v and whether the stage has
+    // replicas (LowerComms adds AR then): copied from the lists of no stage replicated and
+    // of every stage replicated, lowered once per (schedule, S, M, v).
+    std::vector<int> key(shape.begin(), shape.begin() + common);
+    std::shared_ptr<const Variants> both;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = variants_.find(key);
+      if (it != variants_.end()) both = it->second;
+    }
+    if (!both) {
+      Schedule compute =
+          MakeSchedule(plan.schedule, groups, plan.num_micro_batches, plan.virtual_stages);
+      auto made = std::make_shared<Variants>();
+      made->single = LowerComms(compute, std::vector<int>(groups, 1));
+      made->replicated = LowerComms(compute, std::vector<int>(groups, 2));
+      std::lock_guard<std::mutex> lock(mu_);
+      both = variants_.try_emplace(key, std::move(made)).first->second;
+    }
+    auto made = std::make_shared<Schedule>(both->single);
+    for (int s = 0; s < groups; ++s)
+      if (shape[common + s]) made->programs[s] = both->replicated.programs[s];
     std::lock_guard<std::mutex> lock(mu_);
-    lowered = lowered_.try_emplace(std::move(shape), lowered).first->second;
+    lowered = lowered_.try_emplace(std::move(shape), std::move(made)).first->second;
   }
   SimResult r = dapple::Simulate(plan, *lowered, cost, SimOptions{.record_timeline = false});
   std::lock_guard<std::mutex> lock(mu_);

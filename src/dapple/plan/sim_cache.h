@@ -36,6 +36,11 @@ class SimCache {
   mutable std::mutex mu_;
   std::unordered_map<std::string, SimResult> results_;
   std::map<std::vector<int>, std::shared_ptr<const Schedule>> lowered_;
+  // Per (schedule, S, M, v): the lowered lists with no stage replicated and with all.
+  struct Variants {
+    Schedule single, replicated;
+  };
+  std::map<std::vector<int>, std::shared_ptr<const Variants>> variants_;
   long long hits_ = 0, misses_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "dapple/common/error.h"
+#include "dapple/sim/link_log.h"
 
 namespace dapple::internal {
 namespace {
@@ -15,6 +16,20 @@ namespace {
 // global time `now_`, but everything it produces (a transfer becoming ready) is stamped with
 // its clock, which is >= now_ when it was woken, so events never arrive in the past. Only
 // transfers that hold resources need the global clock, to decide who gets a link first.
+//
+// Note [Transfers that never meet]
+// The global clock and the event queue are there for transfers that compete for a link;
+// most of a planner's simulations have none that do. So a run without a timeline first
+// takes every transfer as free to start when it is ready (like one that holds no resource)
+// and logs when each held its links (LinkLog), checking it against the transfers logged
+// so far that share a resource with it. If no two met (one started before the other
+// finished, or both at once), that run is what the event queue would have run: the queue starts a
+// ready transfer at once when its links are free and no other waiting transfer wants them, ready
+// times and the devices' clocks are the same arithmetic either way, and a finish frees its links
+// before a transfer ready at that instant looks at them (finishes go first). By induction over time
+// the two runs agree. Otherwise the event queue runs the setup again from the start. Either way the
+// result is the same to the last bit (tests/sim/contention_free_test.cc). The first pass costs no
+// queue operation and stops at the first meeting.
 
 struct DeviceState {
   double clock = 0;
@@ -31,16 +46,18 @@ struct Transfer {
   double start = -1;   // when it got its resources
   double finish = -1;  // < 0 until finished
   int arrived = 0;     // senders that executed their send
+  int route = 0;       // set once ready: RouteOf(id)
+  // Set once ready: its place among transfers ready at the same time (boundary, then
+  // micro-batch, then activations before gradients), (boundary * M + mb) * 2 + direction.
+  long long rank = 0;
 };
 
+// A transfer that finishes (frees its links) at `time`.
 struct Event {
   double time;
   int transfer;
-  bool ready;  // true: the transfer became ready; false: it finished
   bool operator>(const Event& o) const {
-    if (time != o.time) return time > o.time;
-    if (ready != o.ready) return ready > o.ready;  // finishes (freeing links) first
-    return transfer > o.transfer;
+    return time != o.time ? time > o.time : transfer > o.transfer;
   }
 };
 
@@ -54,13 +71,18 @@ struct Scratch {
   std::vector<int> ar_arrived;
   std::vector<double> ar_ready;
   std::vector<char> resource_busy;
-  std::vector<int> runnable, waiting;
-  std::vector<Event> queue;  // a min-heap under std::greater<Event>
+  std::vector<int> runnable;
+  // Transfers that hold resources, ready (now or later) and not started, in priority order:
+  // ready time, then rank (Transfer::rank).
+  std::vector<int> waiting;
+  std::vector<Event> queue;  // finishes: a min-heap under std::greater<Event>
+  LinkLog links;             // the contention-free pass's
 };
 
 class Engine {
  public:
-  Engine(const EngineSetup& s, Scratch& scratch)
+  // `contention_free`: the pass of Note [Transfers that never meet].
+  Engine(const EngineSetup& s, Scratch& scratch, bool contention_free)
       : s_(s),
         S_(s.num_stages),
         M_(s.num_micro_batches),
@@ -74,7 +96,9 @@ class Engine {
         resource_busy_(scratch.resource_busy),
         runnable_(scratch.runnable),
         waiting_(scratch.waiting),
-        queue_(scratch.queue) {
+        queue_(scratch.queue),
+        links_(scratch.links),
+        contention_free_(contention_free) {
     dev_.assign(s.devices.size(), DeviceState{});
     xfer_.assign(2 * std::max(V_ - 1, 0) * M_, Transfer{});
     last_bwd_start_.assign(s.devices.size() * s.num_chunks, 0.0);
@@ -86,6 +110,7 @@ class Engine {
     waiting_.clear();
     queue_.clear();
     exposed_.assign(S_, 0.0);
+    if (contention_free_) links_.Reset(s, M_);
     if (!s.op_scale.empty()) {
       DAPPLE_CHECK(s.op_scale.size() == s.devices.size());
       intervals_.resize(s.devices.size());
@@ -97,27 +122,47 @@ class Engine {
     }
   }
 
-  EngineResult Run() {
+  // Runs the setup. False when the contention-free pass found transfers that met on a
+  // link, or blocked devices (the event queue's run then tells which); the event queue's
+  // run throws on blocked devices instead.
+  bool Run() {
     for (int d = static_cast<int>(dev_.size()) - 1; d >= 0; --d) runnable_.push_back(d);
     while (true) {
       while (!runnable_.empty()) {
         int d = runnable_.back();
         runnable_.pop_back();
         RunDevice(d);
+        if (met_) return false;
       }
       if (!queue_.empty() && queue_.front().time <= now_) {
         std::pop_heap(queue_.begin(), queue_.end(), std::greater<Event>());
         Event e = queue_.back();
         queue_.pop_back();
-        e.ready ? Enqueue(e.transfer) : Finish(e.transfer, e.time);
+        Finish(e.transfer, e.time);
         continue;
       }
       if (StartWaiting()) continue;
-      if (queue_.empty()) break;
-      now_ = queue_.front().time;
+      // The next instant: a finish, or the first waiting transfer that is not ready yet.
+      auto later = std::partition_point(waiting_.begin(), waiting_.end(),
+                                        [&](int t) { return xfer_[t].ready <= now_; });
+      if (later != waiting_.end() &&
+          (queue_.empty() || xfer_[*later].ready <= queue_.front().time)) {
+        now_ = xfer_[*later].ready;
+        waiting_dirty_ = true;
+      } else if (!queue_.empty()) {
+        now_ = queue_.front().time;
+      } else {
+        break;
+      }
     }
+    if (contention_free_) return AllFinished();
     CheckAllFinished();
+    return true;
+  }
+
+  EngineResult Result() {
     EngineResult r;
+    r.link_contention = !contention_free_;
     r.devices.resize(dev_.size());
     for (size_t d = 0; d < dev_.size(); ++d) {
       r.devices[d] = {dev_[d].clock, dev_[d].busy, dev_[d].peak_bytes, dev_[d].peak_in_flight};
@@ -136,9 +181,8 @@ class Engine {
   int ActId(int boundary, int mb) const { return boundary * M_ + mb; }
   int GradId(int boundary, int mb) const { return (V_ - 1 + boundary) * M_ + mb; }
   int RouteOf(int id) const { return id / M_; }
-  // Stage (device group) whose devices receive transfer `id`.
-  int ReceiverStage(int id) const {
-    int route = RouteOf(id);
+  // Stage (device group) whose devices receive the transfers of `route`.
+  int ReceiverStageOf(int route) const {
     return (route < V_ - 1 ? route + 1 : route - (V_ - 1)) % S_;
   }
 
@@ -317,36 +361,45 @@ class Engine {
     Transfer& x = xfer_[id];
     x.ready = std::max(x.ready, clock);
     if (++x.arrived != senders) return;
-    const EngineRoute& route = s_.routes[RouteOf(id)];
+    const int r = RouteOf(id);
+    x.route = r;
+    const EngineRoute& route = s_.routes[r];
     if (route.resources.empty()) {  // nothing to contend for: it runs as soon as it is ready
       x.start = x.ready;
       Finish(id, x.ready + route.ms);
+    } else if (contention_free_) {  // Note [Transfers that never meet]
+      x.start = x.ready;
+      met_ = met_ || !links_.Add(r, x.start, x.start + route.ms);
+      Finish(id, x.start + route.ms);
     } else {
-      Push({x.ready, id, true});
+      const int dir = r >= V_ - 1;
+      x.rank = (static_cast<long long>(r - dir * (V_ - 1)) * M_ + (id - r * M_)) * 2 + dir;
+      Enqueue(id);
     }
   }
 
-  // Adds a ready transfer to the waiting list, kept in priority order: ready time, then
-  // boundary, then micro-batch, then activations before gradients.
+  // Adds a transfer that holds resources, once ready (it may be ready only later than
+  // now_), to the waiting list in priority order.
   void Enqueue(int id) {
-    auto key = [this](int t) {
-      int route = RouteOf(t), dir = route >= V_ - 1;
-      return std::make_tuple(xfer_[t].ready, route - dir * (V_ - 1), t % M_, dir);
-    };
-    auto it = std::upper_bound(waiting_.begin(), waiting_.end(), id,
-                               [&](int a, int b) { return key(a) < key(b); });
+    const Transfer& x = xfer_[id];
+    auto it = std::upper_bound(waiting_.begin(), waiting_.end(), id, [&](int, int t) {
+      const Transfer& y = xfer_[t];
+      return x.ready != y.ready ? x.ready < y.ready : x.rank < y.rank;
+    });
     waiting_.insert(it, id);
-    waiting_dirty_ = true;
+    waiting_dirty_ = waiting_dirty_ || x.ready <= now_;
   }
 
-  // Starts, at now_, every waiting transfer whose resources are all free, in priority order.
+  // Starts, at now_, every waiting transfer ready by then whose resources are all free, in
+  // priority order.
   bool StartWaiting() {
-    if (!waiting_dirty_) return false;  // nothing freed or added since the last pass
+    if (!waiting_dirty_) return false;  // nothing freed or come ready since the last pass
     waiting_dirty_ = false;
     bool started = false;
     for (size_t i = 0; i < waiting_.size();) {
       int id = waiting_[i];
-      const EngineRoute& route = s_.routes[RouteOf(id)];
+      if (xfer_[id].ready > now_) break;
+      const EngineRoute& route = s_.routes[xfer_[id].route];
       bool free = true;
       for (int r : route.resources) free = free && !resource_busy_[r];
       if (!free) {
@@ -355,7 +408,7 @@ class Engine {
       }
       for (int r : route.resources) resource_busy_[r] = 1;
       xfer_[id].start = now_;
-      Push({now_ + route.ms, id, false});
+      Push({now_ + route.ms, id});
       waiting_.erase(waiting_.begin() + i);
       started = true;
     }
@@ -366,7 +419,7 @@ class Engine {
   void Finish(int id, double end) {
     Transfer& x = xfer_[id];
     x.finish = end;
-    const int route = RouteOf(id);
+    const int route = x.route;
     Load(x.start, end, s_.routes[route].load);
     for (int r : s_.routes[route].resources) resource_busy_[r] = 0;
     waiting_dirty_ = waiting_dirty_ || !s_.routes[route].resources.empty();
@@ -376,12 +429,18 @@ class Engine {
       Instruction in{act ? Op::kSendAct : Op::kSendGrad, id % M_, from / S_};
       Record(static_cast<int>(dev_.size()) + route, in, "transfer", x.start, end, from);
     }
-    const EngineStage& st = s_.stages[ReceiverStage(id)];
+    const EngineStage& st = s_.stages[ReceiverStageOf(route)];
     for (int r = st.first_device; r < st.first_device + st.replicas; ++r) {
       if (dev_[r].blocked_on != id) continue;
       dev_[r].blocked_on = -1;
       runnable_.push_back(r);
     }
+  }
+
+  bool AllFinished() const {
+    for (size_t d = 0; d < dev_.size(); ++d)
+      if (dev_[d].pc < s_.stages[s_.devices[d].stage].length) return false;
+    return true;
   }
 
   void CheckAllFinished() const {
@@ -416,6 +475,9 @@ class Engine {
   std::vector<int>& runnable_;
   std::vector<int>& waiting_;
   std::vector<Event>& queue_;
+  LinkLog& links_;
+  const bool contention_free_;
+  bool met_ = false;  // the contention-free pass found transfers that met on a link
   std::vector<TimelineEvent> events_;
   std::vector<double> exposed_;  // per stage, for EngineResult::allreduce_exposed_ms
   std::vector<std::vector<std::pair<double, double>>> intervals_;  // with op_scale
@@ -426,9 +488,15 @@ class Engine {
 
 }  // namespace
 
-EngineResult RunEngine(const EngineSetup& setup) {
+EngineResult RunEngine(const EngineSetup& setup, bool event_queue_only) {
   thread_local Scratch scratch;
-  return Engine(setup, scratch).Run();
+  if (!setup.record_timeline && !event_queue_only) {
+    Engine first(setup, scratch, /*contention_free=*/true);
+    if (first.Run()) return first.Result();
+  }
+  Engine engine(setup, scratch, /*contention_free=*/false);
+  engine.Run();
+  return engine.Result();
 }
 
 }  // namespace dapple::internal

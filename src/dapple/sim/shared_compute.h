@@ -10,6 +10,8 @@ namespace dapple::internal {
 
 // Runs `setup` until the stretches settle (at most a few dozen runs) and returns the last
 // run, with setup.op_scale holding the stretches it used. REQUIRES: shared_compute > 0.
-EngineResult RunWithSharedCompute(EngineSetup& setup, double shared_compute);
+// `event_queue_only` as RunEngine's.
+EngineResult RunWithSharedCompute(EngineSetup& setup, double shared_compute,
+                                  bool event_queue_only = false);
 
 }  // namespace dapple::internal

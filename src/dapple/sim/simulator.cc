@@ -123,6 +123,23 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
       ed.stage = s;
       ed.replica = j;
       ed.first_cost = static_cast<int>(setup.costs.size());
+      // A replica of the kind of the one before with a slice of the same size costs the
+      // same (CostModel::DeviceKind): its costs are copied (wide stages of the planner).
+      if (j > 0 && cost.DeviceKind(dev) == cost.DeviceKind(sp.devices[j - 1]) &&
+          SliceOf(plan.micro_batch_size, es.replicas, j - 1).size() ==
+              SliceOf(plan.micro_batch_size, es.replicas, j).size()) {
+        const internal::EngineDevice& before = setup.devices.back();
+        for (int c = 0; c < v; ++c) {
+          const internal::EngineChunkCost same = setup.costs[before.first_cost + c];
+          setup.costs.push_back(same);
+        }
+        ed.step_ms = before.step_ms;
+        for (size_t k = 0; k < es.bucket_ms.size(); ++k)
+          es.bucket_ready_ms[k * es.replicas + j] = es.bucket_ready_ms[k * es.replicas + j - 1];
+        recompute_extra.push_back(recompute_extra.back());
+        setup.devices.push_back(ed);
+        continue;
+      }
       double extra = 0;
       int bucket = 0;  // buckets in allreduce order: chunk v-1's first
       for (int c = 0; c < v; ++c) setup.costs.emplace_back();
@@ -205,7 +222,8 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
       setup.stages[s].allreduce_load = cost.AllReduceComputeLoad(plan.stages[s].devices);
   }
   internal::EngineResult run =
-      shared > 0 ? internal::RunWithSharedCompute(setup, shared) : internal::RunEngine(setup);
+      shared > 0 ? internal::RunWithSharedCompute(setup, shared, options.event_queue_only)
+                 : internal::RunEngine(setup, options.event_queue_only);
 
   const int D = static_cast<int>(setup.devices.size());
   for (const auto& d : run.devices) result.iteration_ms = std::max(result.iteration_ms, d.end_ms);
@@ -231,6 +249,7 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
                        ? cost.SingleDeviceMs(plan.global_batch_size) / result.iteration_ms
                        : 0;
   result.instructions = run.instructions;
+  result.link_contention = run.link_contention;
   // A group's exposed allreduce goes on its first chunk.
   for (int s = 0; s < S; ++s) result.stages[s].allreduce_exposed_ms = run.allreduce_exposed_ms[s];
   if (options.record_timeline) {
