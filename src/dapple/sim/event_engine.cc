@@ -6,7 +6,6 @@
 #include <functional>
 
 #include "dapple/common/error.h"
-#include "dapple/sim/link_log.h"
 
 namespace dapple::internal {
 namespace {
@@ -16,20 +15,12 @@ namespace {
 // global time `now_`, but everything it produces (a transfer becoming ready) is stamped with
 // its clock, which is >= now_ when it was woken, so events never arrive in the past. Only
 // transfers that hold resources need the global clock, to decide who gets a link first.
-//
-// Note [Transfers that never meet]
-// The global clock and the event queue are there for transfers that compete for a link;
-// most of a planner's simulations have none that do. So a run without a timeline first
-// takes every transfer as free to start when it is ready (like one that holds no resource)
-// and logs when each held its links (LinkLog), checking it against the transfers logged
-// so far that share a resource with it. If no two met (one started before the other
-// finished, or both at once), that run is what the event queue would have run: the queue starts a
-// ready transfer at once when its links are free and no other waiting transfer wants them, ready
-// times and the devices' clocks are the same arithmetic either way, and a finish frees its links
-// before a transfer ready at that instant looks at them (finishes go first). By induction over time
-// the two runs agree. Otherwise the event queue runs the setup again from the start. Either way the
-// result is the same to the last bit (tests/sim/contention_free_test.cc). The first pass costs no
-// queue operation and stops at the first meeting.
+// Such a transfer joins the waiting list as soon as its last sender sent it, even when it
+// is ready only after now_: the list is in priority order, ready time first, so a pass
+// over it stops at the first transfer not ready yet, whose ready time is the next instant
+// unless a finish comes first. The event heap holds only finishes. (At an instant, every
+// finish is processed before the pass, as when ready times were events of their own that
+// came after the finishes of the same instant.)
 
 struct DeviceState {
   double clock = 0;
@@ -76,13 +67,11 @@ struct Scratch {
   // ready time, then rank (Transfer::rank).
   std::vector<int> waiting;
   std::vector<Event> queue;  // finishes: a min-heap under std::greater<Event>
-  LinkLog links;             // the contention-free pass's
 };
 
 class Engine {
  public:
-  // `contention_free`: the pass of Note [Transfers that never meet].
-  Engine(const EngineSetup& s, Scratch& scratch, bool contention_free)
+  Engine(const EngineSetup& s, Scratch& scratch)
       : s_(s),
         S_(s.num_stages),
         M_(s.num_micro_batches),
@@ -96,9 +85,7 @@ class Engine {
         resource_busy_(scratch.resource_busy),
         runnable_(scratch.runnable),
         waiting_(scratch.waiting),
-        queue_(scratch.queue),
-        links_(scratch.links),
-        contention_free_(contention_free) {
+        queue_(scratch.queue) {
     dev_.assign(s.devices.size(), DeviceState{});
     xfer_.assign(2 * std::max(V_ - 1, 0) * M_, Transfer{});
     last_bwd_start_.assign(s.devices.size() * s.num_chunks, 0.0);
@@ -110,7 +97,6 @@ class Engine {
     waiting_.clear();
     queue_.clear();
     exposed_.assign(S_, 0.0);
-    if (contention_free_) links_.Reset(s, M_);
     if (!s.op_scale.empty()) {
       DAPPLE_CHECK(s.op_scale.size() == s.devices.size());
       intervals_.resize(s.devices.size());
@@ -122,17 +108,13 @@ class Engine {
     }
   }
 
-  // Runs the setup. False when the contention-free pass found transfers that met on a
-  // link, or blocked devices (the event queue's run then tells which); the event queue's
-  // run throws on blocked devices instead.
-  bool Run() {
+  EngineResult Run() {
     for (int d = static_cast<int>(dev_.size()) - 1; d >= 0; --d) runnable_.push_back(d);
     while (true) {
       while (!runnable_.empty()) {
         int d = runnable_.back();
         runnable_.pop_back();
         RunDevice(d);
-        if (met_) return false;
       }
       if (!queue_.empty() && queue_.front().time <= now_) {
         std::pop_heap(queue_.begin(), queue_.end(), std::greater<Event>());
@@ -155,14 +137,8 @@ class Engine {
         break;
       }
     }
-    if (contention_free_) return AllFinished();
     CheckAllFinished();
-    return true;
-  }
-
-  EngineResult Result() {
     EngineResult r;
-    r.link_contention = !contention_free_;
     r.devices.resize(dev_.size());
     for (size_t d = 0; d < dev_.size(); ++d) {
       r.devices[d] = {dev_[d].clock, dev_[d].busy, dev_[d].peak_bytes, dev_[d].peak_in_flight};
@@ -367,10 +343,6 @@ class Engine {
     if (route.resources.empty()) {  // nothing to contend for: it runs as soon as it is ready
       x.start = x.ready;
       Finish(id, x.ready + route.ms);
-    } else if (contention_free_) {  // Note [Transfers that never meet]
-      x.start = x.ready;
-      met_ = met_ || !links_.Add(r, x.start, x.start + route.ms);
-      Finish(id, x.start + route.ms);
     } else {
       const int dir = r >= V_ - 1;
       x.rank = (static_cast<long long>(r - dir * (V_ - 1)) * M_ + (id - r * M_)) * 2 + dir;
@@ -437,12 +409,6 @@ class Engine {
     }
   }
 
-  bool AllFinished() const {
-    for (size_t d = 0; d < dev_.size(); ++d)
-      if (dev_[d].pc < s_.stages[s_.devices[d].stage].length) return false;
-    return true;
-  }
-
   void CheckAllFinished() const {
     std::string blocked;
     int shown = 0, count = 0;
@@ -475,9 +441,6 @@ class Engine {
   std::vector<int>& runnable_;
   std::vector<int>& waiting_;
   std::vector<Event>& queue_;
-  LinkLog& links_;
-  const bool contention_free_;
-  bool met_ = false;  // the contention-free pass found transfers that met on a link
   std::vector<TimelineEvent> events_;
   std::vector<double> exposed_;  // per stage, for EngineResult::allreduce_exposed_ms
   std::vector<std::vector<std::pair<double, double>>> intervals_;  // with op_scale
@@ -488,15 +451,9 @@ class Engine {
 
 }  // namespace
 
-EngineResult RunEngine(const EngineSetup& setup, bool event_queue_only) {
+EngineResult RunEngine(const EngineSetup& setup) {
   thread_local Scratch scratch;
-  if (!setup.record_timeline && !event_queue_only) {
-    Engine first(setup, scratch, /*contention_free=*/true);
-    if (first.Run()) return first.Result();
-  }
-  Engine engine(setup, scratch, /*contention_free=*/false);
-  engine.Run();
-  return engine.Result();
+  return Engine(setup, scratch).Run();
 }
 
 }  // namespace dapple::internal

@@ -89,9 +89,6 @@ struct EngineDeviceResult {
 
 struct EngineResult {
   std::vector<EngineDeviceResult> devices;
-  // Whether transfers met on a link (Note [Transfers that never meet] in event_engine.cc):
-  // then the event queue decided who went first; otherwise the contention-free pass alone.
-  bool link_contention = false;
   // Compute events on tracks 0..D-1 (device index); transfers on track D + route.
   std::vector<TimelineEvent> events;
   long long instructions = 0;
@@ -107,9 +104,7 @@ struct EngineResult {
 };
 
 // Runs the setup to the end. Throws dapple::Error naming every blocked device (stage,
-// replica, pc, instruction) when the lists deadlock. Without a timeline it first runs the
-// contention-free pass (Note [Transfers that never meet]) and keeps it when no two transfers
-// met on a link; `event_queue_only` skips that pass (tests compare both ways).
-EngineResult RunEngine(const EngineSetup& setup, bool event_queue_only = false);
+// replica, pc, instruction) when the lists deadlock.
+EngineResult RunEngine(const EngineSetup& setup);
 
 }  // namespace dapple::internal

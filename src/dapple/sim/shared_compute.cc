@@ -63,8 +63,7 @@ class Concurrency {
 
 }  // namespace
 
-EngineResult RunWithSharedCompute(EngineSetup& setup, double shared_compute,
-                                  bool event_queue_only) {
+EngineResult RunWithSharedCompute(EngineSetup& setup, double shared_compute) {
   DAPPLE_CHECK(shared_compute > 0);
   const bool record = setup.record_timeline;
   setup.record_timeline = false;
@@ -72,7 +71,7 @@ EngineResult RunWithSharedCompute(EngineSetup& setup, double shared_compute,
   for (size_t d = 0; d < setup.devices.size(); ++d)
     setup.op_scale[d].assign(setup.stages[setup.devices[d].stage].length, 1.0);
   for (int run = 0; run < kMaxRuns; ++run) {
-    EngineResult r = RunEngine(setup, event_queue_only);
+    EngineResult r = RunEngine(setup);
     Concurrency c(r.compute_intervals, r.comm_load);
     double change = 0;
     for (size_t d = 0; d < setup.devices.size(); ++d) {
@@ -89,7 +88,7 @@ EngineResult RunWithSharedCompute(EngineSetup& setup, double shared_compute,
     if (change < kSettled) break;
   }
   setup.record_timeline = record;
-  return RunEngine(setup, event_queue_only);
+  return RunEngine(setup);
 }
 
 }  // namespace dapple::internal

@@ -10,8 +10,6 @@ namespace dapple::internal {
 
 // Runs `setup` until the stretches settle (at most a few dozen runs) and returns the last
 // run, with setup.op_scale holding the stretches it used. REQUIRES: shared_compute > 0.
-// `event_queue_only` as RunEngine's.
-EngineResult RunWithSharedCompute(EngineSetup& setup, double shared_compute,
-                                  bool event_queue_only = false);
+EngineResult RunWithSharedCompute(EngineSetup& setup, double shared_compute);
 
 }  // namespace dapple::internal

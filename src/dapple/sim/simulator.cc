@@ -222,8 +222,7 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
       setup.stages[s].allreduce_load = cost.AllReduceComputeLoad(plan.stages[s].devices);
   }
   internal::EngineResult run =
-      shared > 0 ? internal::RunWithSharedCompute(setup, shared, options.event_queue_only)
-                 : internal::RunEngine(setup, options.event_queue_only);
+      shared > 0 ? internal::RunWithSharedCompute(setup, shared) : internal::RunEngine(setup);
 
   const int D = static_cast<int>(setup.devices.size());
   for (const auto& d : run.devices) result.iteration_ms = std::max(result.iteration_ms, d.end_ms);
@@ -249,7 +248,6 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
                        ? cost.SingleDeviceMs(plan.global_batch_size) / result.iteration_ms
                        : 0;
   result.instructions = run.instructions;
-  result.link_contention = run.link_contention;
   // A group's exposed allreduce goes on its first chunk.
   for (int s = 0; s < S; ++s) result.stages[s].allreduce_exposed_ms = run.allreduce_exposed_ms[s];
   if (options.record_timeline) {

@@ -14,9 +14,6 @@ namespace dapple {
 
 struct SimOptions {
   bool record_timeline = true;  // off in the planner's inner loop
-  // Always run the event queue, without the contention-free pass first (Note [Transfers
-  // that never meet] in event_engine.cc): the same result, slower; for tests.
-  bool event_queue_only = false;
 };
 
 struct DeviceStats {
@@ -54,9 +51,6 @@ struct SimResult {
   std::vector<StageStats> stages;
   Timeline timeline;           // empty events unless record_timeline
   long long instructions = 0;  // executed (for the benchmark)
-  // Whether transfers met on a link, so that the event queue decided who went first (or
-  // event_queue_only); false when the contention-free pass alone ran.
-  bool link_contention = false;
 };
 
 // Runs `lowered` (from LowerComms) for `plan`. Throws Error when the schedule deadlocks.
