@@ -196,9 +196,12 @@ double AnalyticCostModel::AllReduceMs(int first, int last, const std::vector<int
   const int r = static_cast<int>(devices.size());
   if (r <= 1) return 0;
   bool spans = false;
+  const int nd = num_devices();  // once: a virtual call per device shows on big clusters
+  DAPPLE_CHECK(devices[0] >= 0 && devices[0] < nd, "device out of range");
+  const int first_server = server_of_[devices[0]];
   for (int d : devices) {
-    DAPPLE_CHECK(d >= 0 && d < num_devices(), "device out of range");
-    spans = spans || server_of_[d] != server_of_[devices[0]];
+    DAPPLE_CHECK(d >= 0 && d < nd, "device out of range");
+    spans = spans || server_of_[d] != first_server;
   }
   // The slowest link of the ring: the inter-server one as soon as the ring leaves a server
   // (the slower of both kinds, as the ring also has hops inside servers).
