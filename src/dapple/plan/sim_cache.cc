@@ -44,45 +44,39 @@ SimResult SimCache::Simulate(const Plan& plan, const CostModel& cost) {
     }
     ++misses_;
   }
-  // The lowered schedule, as SimulatePlan makes it.
+  // The lowered schedule, as SimulatePlan makes it: a stage's list depends only on the
+  // schedule, S, M, v and whether the stage has replicas (LowerComms adds AR before STEP
+  // then), so the memo keeps, per (schedule, S, M, v), the lists without AR and with it.
   const int groups = plan.num_device_groups();
-  std::vector<int> shape = {static_cast<int>(plan.schedule), groups, plan.num_micro_batches,
-                            plan.virtual_stages};
-  const size_t common = shape.size();
-  for (int s = 0; s < groups; ++s) shape.push_back(plan.stages[s].replicas() > 1);
-  std::shared_ptr<const Schedule> lowered;
-  {
+  const std::vector<int> shape = {static_cast<int>(plan.schedule), groups, plan.num_micro_batches,
+                                  plan.virtual_stages};
+  bool any_replicated = false;
+  for (int s = 0; s < groups; ++s) any_replicated = any_replicated || plan.stages[s].replicas() > 1;
+  auto find = [&](const auto& memo) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = lowered_.find(shape);
-    if (it != lowered_.end()) lowered = it->second;
-  }
-  if (!lowered) {
-    // A stage's lowered list depends on the schedule, S, M, v and whether the stage has
-    // replicas (LowerComms adds AR then): copied from the lists of no stage replicated and
-    // of every stage replicated, lowered once per (schedule, S, M, v).
-    std::vector<int> key(shape.begin(), shape.begin() + common);
-    std::shared_ptr<const Variants> both;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = variants_.find(key);
-      if (it != variants_.end()) both = it->second;
-    }
-    if (!both) {
-      Schedule compute =
-          MakeSchedule(plan.schedule, groups, plan.num_micro_batches, plan.virtual_stages);
-      auto made = std::make_shared<Variants>();
-      made->single = LowerComms(compute, std::vector<int>(groups, 1));
-      made->replicated = LowerComms(compute, std::vector<int>(groups, 2));
-      std::lock_guard<std::mutex> lock(mu_);
-      both = variants_.try_emplace(key, std::move(made)).first->second;
-    }
-    auto made = std::make_shared<Schedule>(both->single);
-    for (int s = 0; s < groups; ++s)
-      if (shape[common + s]) made->programs[s] = both->replicated.programs[s];
+    auto it = memo.find(shape);
+    return it == memo.end() ? nullptr : it->second;
+  };
+  std::shared_ptr<const Schedule> single = find(single_), replicated;
+  if (!single) {
+    auto made = std::make_shared<const Schedule>(
+        LowerComms(MakeSchedule(plan.schedule, groups, plan.num_micro_batches, plan.virtual_stages),
+                   std::vector<int>(groups, 1)));
     std::lock_guard<std::mutex> lock(mu_);
-    lowered = lowered_.try_emplace(std::move(shape), std::move(made)).first->second;
+    single = single_.try_emplace(shape, std::move(made)).first->second;
   }
-  SimResult r = dapple::Simulate(plan, *lowered, cost, SimOptions{.record_timeline = false});
+  if (any_replicated && !(replicated = find(replicated_))) {
+    auto made = std::make_shared<Schedule>(*single);
+    for (std::vector<Instruction>& p : made->programs)
+      p.insert(p.end() - 1, Instruction{Op::kAllReduceGrads, -1, 0});
+    std::lock_guard<std::mutex> lock(mu_);
+    replicated = replicated_.try_emplace(shape, std::move(made)).first->second;
+  }
+  ScheduleView view{single->num_stages, single->num_micro_batches, single->num_chunks, {}};
+  for (int s = 0; s < groups; ++s)
+    view.programs.push_back(plan.stages[s].replicas() > 1 ? &replicated->programs[s]
+                                                          : &single->programs[s]);
+  SimResult r = dapple::Simulate(plan, view, cost, SimOptions{.record_timeline = false});
   std::lock_guard<std::mutex> lock(mu_);
   return results_.try_emplace(std::move(key), std::move(r)).first->second;
 }
