@@ -46,33 +46,45 @@ SimResult SimCache::Simulate(const Plan& plan, const CostModel& cost) {
   }
   // The lowered schedule, as SimulatePlan makes it: a stage's list depends only on the
   // schedule, S, M, v and whether the stage has replicas (LowerComms adds AR before STEP
-  // then), so the memo keeps, per (schedule, S, M, v), the lists without AR and with it.
+  // then), so the memo keeps, per (schedule, S, M, v), the lists without AR and with it,
+  // each made when a plan first needs it.
   const int groups = plan.num_device_groups();
   const std::vector<int> shape = {static_cast<int>(plan.schedule), groups, plan.num_micro_batches,
                                   plan.virtual_stages};
-  bool any_replicated = false;
-  for (int s = 0; s < groups; ++s) any_replicated = any_replicated || plan.stages[s].replicas() > 1;
+  bool any_single = false, any_replicated = false;
+  for (int s = 0; s < groups; ++s) {
+    any_single = any_single || plan.stages[s].replicas() == 1;
+    any_replicated = any_replicated || plan.stages[s].replicas() > 1;
+  }
   auto find = [&](const auto& memo) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = memo.find(shape);
     return it == memo.end() ? nullptr : it->second;
   };
-  std::shared_ptr<const Schedule> single = find(single_), replicated;
-  if (!single) {
-    auto made = std::make_shared<const Schedule>(
-        LowerComms(MakeSchedule(plan.schedule, groups, plan.num_micro_batches, plan.virtual_stages),
-                   std::vector<int>(groups, 1)));
+  std::shared_ptr<const Schedule> single = find(single_), replicated = find(replicated_);
+  auto make = [&](bool with_ar) {
+    const std::shared_ptr<const Schedule>& other = with_ar ? single : replicated;
+    std::shared_ptr<Schedule> made;
+    if (other) {  // the other's lists with AR put in before STEP, or taken out
+      made = std::make_shared<Schedule>(*other);
+      for (std::vector<Instruction>& p : made->programs) {
+        if (with_ar)
+          p.insert(p.end() - 1, Instruction{Op::kAllReduceGrads, -1, 0});
+        else
+          p.erase(p.end() - 2);
+      }
+    } else {
+      made = std::make_shared<Schedule>(LowerComms(
+          MakeSchedule(plan.schedule, groups, plan.num_micro_batches, plan.virtual_stages),
+          std::vector<int>(groups, with_ar ? 2 : 1)));
+    }
     std::lock_guard<std::mutex> lock(mu_);
-    single = single_.try_emplace(shape, std::move(made)).first->second;
-  }
-  if (any_replicated && !(replicated = find(replicated_))) {
-    auto made = std::make_shared<Schedule>(*single);
-    for (std::vector<Instruction>& p : made->programs)
-      p.insert(p.end() - 1, Instruction{Op::kAllReduceGrads, -1, 0});
-    std::lock_guard<std::mutex> lock(mu_);
-    replicated = replicated_.try_emplace(shape, std::move(made)).first->second;
-  }
-  ScheduleView view{single->num_stages, single->num_micro_batches, single->num_chunks, {}};
+    return (with_ar ? replicated_ : single_).try_emplace(shape, std::move(made)).first->second;
+  };
+  if (any_single && !single) single = make(false);
+  if (any_replicated && !replicated) replicated = make(true);
+  const Schedule& some = single ? *single : *replicated;
+  ScheduleView view{some.num_stages, some.num_micro_batches, some.num_chunks, {}};
   for (int s = 0; s < groups; ++s)
     view.programs.push_back(plan.stages[s].replicas() > 1 ? &replicated->programs[s]
                                                           : &single->programs[s]);
