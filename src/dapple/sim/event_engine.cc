@@ -38,9 +38,20 @@ struct Transfer {
   double finish = -1;  // < 0 until finished
   int arrived = 0;     // senders that executed their send
   int route = 0;       // set once ready: RouteOf(id)
-  // Set once ready: its place among transfers ready at the same time (boundary, then
-  // micro-batch, then activations before gradients), (boundary * M + mb) * 2 + direction.
-  long long rank = 0;
+};
+
+// A transfer in the waiting list, with what the list is ordered by (so that keeping it in
+// order reads no Transfer): its ready time, then its rank among transfers ready at the same
+// time (boundary, then micro-batch, then activations before gradients), (boundary * M +
+// mb) * 2 + direction.
+struct Waiting {
+  double ready;
+  long long rank;
+  int id;
+  int route;
+  bool operator<(const Waiting& o) const {
+    return ready != o.ready ? ready < o.ready : rank < o.rank;
+  }
 };
 
 // A transfer that finishes (frees its links) at `time`.
@@ -63,9 +74,8 @@ struct Scratch {
   std::vector<double> ar_ready;
   std::vector<char> resource_busy;
   std::vector<int> runnable;
-  // Transfers that hold resources, ready (now or later) and not started, in priority order:
-  // ready time, then rank (Transfer::rank).
-  std::vector<int> waiting;
+  // Transfers that hold resources, ready (now or later) and not started, in priority order.
+  std::vector<Waiting> waiting;
   std::vector<Event> queue;  // finishes: a min-heap under std::greater<Event>
 };
 
@@ -126,10 +136,9 @@ class Engine {
       if (StartWaiting()) continue;
       // The next instant: a finish, or the first waiting transfer that is not ready yet.
       auto later = std::partition_point(waiting_.begin(), waiting_.end(),
-                                        [&](int t) { return xfer_[t].ready <= now_; });
-      if (later != waiting_.end() &&
-          (queue_.empty() || xfer_[*later].ready <= queue_.front().time)) {
-        now_ = xfer_[*later].ready;
+                                        [&](const Waiting& w) { return w.ready <= now_; });
+      if (later != waiting_.end() && (queue_.empty() || later->ready <= queue_.front().time)) {
+        now_ = later->ready;
         waiting_dirty_ = true;
       } else if (!queue_.empty()) {
         now_ = queue_.front().time;
@@ -345,21 +354,16 @@ class Engine {
       Finish(id, x.ready + route.ms);
     } else {
       const int dir = r >= V_ - 1;
-      x.rank = (static_cast<long long>(r - dir * (V_ - 1)) * M_ + (id - r * M_)) * 2 + dir;
-      Enqueue(id);
+      Enqueue({x.ready, (static_cast<long long>(r - dir * (V_ - 1)) * M_ + (id - r * M_)) * 2 + dir,
+               id, r});
     }
   }
 
   // Adds a transfer that holds resources, once ready (it may be ready only later than
   // now_), to the waiting list in priority order.
-  void Enqueue(int id) {
-    const Transfer& x = xfer_[id];
-    auto it = std::upper_bound(waiting_.begin(), waiting_.end(), id, [&](int, int t) {
-      const Transfer& y = xfer_[t];
-      return x.ready != y.ready ? x.ready < y.ready : x.rank < y.rank;
-    });
-    waiting_.insert(it, id);
-    waiting_dirty_ = waiting_dirty_ || x.ready <= now_;
+  void Enqueue(const Waiting& w) {
+    waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), w), w);
+    waiting_dirty_ = waiting_dirty_ || w.ready <= now_;
   }
 
   // Starts, at now_, every waiting transfer ready by then whose resources are all free, in
@@ -369,9 +373,10 @@ class Engine {
     waiting_dirty_ = false;
     bool started = false;
     for (size_t i = 0; i < waiting_.size();) {
-      int id = waiting_[i];
-      if (xfer_[id].ready > now_) break;
-      const EngineRoute& route = s_.routes[xfer_[id].route];
+      const Waiting& w = waiting_[i];
+      if (w.ready > now_) break;
+      const int id = w.id;
+      const EngineRoute& route = s_.routes[w.route];
       bool free = true;
       for (int r : route.resources) free = free && !resource_busy_[r];
       if (!free) {
@@ -439,7 +444,7 @@ class Engine {
   std::vector<double>& ar_ready_;
   std::vector<char>& resource_busy_;
   std::vector<int>& runnable_;
-  std::vector<int>& waiting_;
+  std::vector<Waiting>& waiting_;
   std::vector<Event>& queue_;
   std::vector<TimelineEvent> events_;
   std::vector<double> exposed_;  // per stage, for EngineResult::allreduce_exposed_ms
