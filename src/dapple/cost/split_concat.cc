@@ -94,9 +94,15 @@ double AnalyticCostModel::SplitConcatMs(int last, double micro_batch, const std:
   }
   // Both splits are ordered sample ranges: walk them together, O(rf + rt) pairs, calling
   // message(samples, sender j, receiver k) for each that moves samples.
+  // SliceOf's sizes without its divisions per step: n / parts and n % parts once.
+  const int64_t base_f = m / rf, extra_f = m % rf, base_t = m / rt, extra_t = m % rt;
+  auto slice = [](int64_t base, int64_t extra, int part) {
+    const int64_t begin = part * base + (part < extra ? part : extra);
+    return SampleRange{begin, begin + base + (part < extra ? 1 : 0)};
+  };
   auto walk = [&](auto&& message) {
     for (int j = 0, k = 0; j < rf && k < rt;) {
-      SampleRange a = SliceOf(m, rf, j), b = SliceOf(m, rt, k);
+      SampleRange a = slice(base_f, extra_f, j), b = slice(base_t, extra_t, k);
       int64_t samples = Overlap(a, b);
       if (samples > 0 && from[j] != to[k]) message(samples, j, k);  // feeding itself: none
       if (a.end <= b.end) ++j;

@@ -31,8 +31,18 @@ Plan BalancedPipelinePlan(const CostModel& cost, const Cluster& cluster, MicroBa
   DAPPLE_CHECK(stages >= 1);
   const double m = mb.micro_batch_size;
   // Stage s runs on device s; its compute is that device's time.
+  // Devices of one kind cost the same (CostModel::DeviceKind): when the stages' devices
+  // are all of device 0's kind, each layer range is asked once.
+  bool alike = true;
+  for (int k = 1; k < stages; ++k) alike = alike && cost.DeviceKind(k) == cost.DeviceKind(0);
+  std::vector<double> asked(alike ? static_cast<size_t>(n) * n : 0, -1.0);
   auto work = [&](int first, int last, int device) {
-    return cost.ForwardMs(first, last, m, device) + cost.BackwardMs(first, last, m, device);
+    double* known = alike ? &asked[static_cast<size_t>(first) * n + last] : nullptr;
+    if (known && *known >= 0) return *known;
+    const double w =
+        cost.ForwardMs(first, last, m, device) + cost.BackwardMs(first, last, m, device);
+    if (known) *known = w;
+    return w;
   };
   // best[k][j]: smallest max stage work for layers 0..j in k+1 stages; cut[k][j]: the last
   // layer of stage k-1. Linear partition, O(S N^2).

@@ -228,8 +228,8 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
             for (size_t q = 0; q < pi && !again; ++q) again = valid[q] && takes[q] == take;
             if (again) continue;
             devices_into(e.usage, take, devs);
-            const double t_after = after > 0 ? cost.TransferMs(last, m, devs, e.devices) : 0;
-            if (after > 0) full[3] = {t_after, t_after, 0.0, 0.0};
+            // The transfer to the suffix, asked once a range of blocks fits (none may).
+            double t_after = after > 0 ? -1.0 : 0.0;
             usage = e.usage;
             for (size_t s = 0; s < usage.size(); ++s) usage[s] += take[s];
             const int free_after = free - n;
@@ -271,6 +271,10 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                 if (opt.enforce_memory && opt.deeper_schedule) ++local.deeper_misfits;
               }
               ++local.transitions;
+              if (t_after < 0) {
+                t_after = cost.TransferMs(last, m, devs, e.devices);
+                full[3] = {t_after, t_after, 0.0, 0.0};
+              }
               const LatencyStage stage{c.forward_ms, c.backward_ms, c.allreduce_ms, c.update_ms};
               full[2] = stage;
               const double peak = std::max(e.peak_memory, c.memory_bytes);

@@ -48,14 +48,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Simulates plans[i] for i in [begin, end) on up to `threads` threads; scored[i] is empty
-// when the plan does not fit memory.
-void ScoreBatch(const std::vector<const Plan*>& plans, size_t begin, size_t end,
+// Simulates plans[i] for i in [begin, end) on up to `threads` threads (each fits by its
+// costs); scored[i] is empty when the simulator's peak does not fit memory.
+void ScoreBatch(const std::vector<const internal::Neighbour*>& plans, size_t begin, size_t end,
                 const CostModel& cost, int threads, SimCache* cache,
                 std::vector<std::optional<Scored>>& scored) {
   auto one = [&](size_t i) {
-    Selection sel = SelectFastest({Proposal{*plans[i], ""}}, cost, false, cache);
-    if (sel.best) scored[i] = std::move(*sel.best);
+    scored[i] = ScoreFitting(plans[i]->plan, plans[i]->costs, cost, cache);
   };
   ParallelFor(end - begin, static_cast<size_t>(std::max(threads, 1)),
               [&](size_t k) { one(begin + k); });
@@ -103,8 +102,8 @@ struct ClimbSearch {
         const internal::Neighbour& n = ns[it.index];
         return PipelineLowerBound(n.plan, n.costs) >= now_ms * (1 - 1e-9);
       });
-      std::vector<const Plan*> plans;
-      for (const Item& it : items) plans.push_back(&ns[it.index].plan);
+      std::vector<const internal::Neighbour*> plans;
+      for (const Item& it : items) plans.push_back(&ns[it.index]);
       std::vector<std::optional<Scored>> scored(plans.size());
       std::optional<size_t> taken;
       for (size_t begin = 0; begin < plans.size() && !taken;) {

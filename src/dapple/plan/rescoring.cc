@@ -7,6 +7,15 @@
 #include "dapple/common/error.h"
 
 namespace dapple {
+namespace {
+
+// Whether every device's simulated peak fits its memory.
+bool SimulatedFits(const SimResult& r, const CostModel& cost);
+// A simulated plan with its estimate filled: time, speedup, L, pivot, peak memory.
+Scored MakeScored(const Plan& plan, const std::string& origin, SimResult r, PlanCosts costs,
+                  const CostModel& cost);
+
+}  // namespace
 
 Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel& cost,
                         bool ignore_memory, SimCache* cache) {
@@ -38,41 +47,62 @@ Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel&
     SimResult r = cache ? cache->Simulate(plan, cost)
                         : SimulatePlan(plan, cost, SimOptions{.record_timeline = false});
     ++sel.simulated;
-    if (!ignore_memory) {
-      bool fits = true;
-      for (const DeviceStats& d : r.devices)
-        fits = fits && d.peak_memory_bytes <= cost.DeviceMemoryBytes(d.device) * (1 + 1e-12);
-      if (!fits) {
-        if (leanest == 0 || it.costs.peak_memory_bytes < leanest)
-          leanest = it.costs.peak_memory_bytes;
-        continue;
-      }
+    if (!ignore_memory && !SimulatedFits(r, cost)) {
+      if (leanest == 0 || it.costs.peak_memory_bytes < leanest)
+        leanest = it.costs.peak_memory_bytes;
+      continue;
     }
     bool better = !sel.best || r.iteration_ms < sel.best->sim.iteration_ms ||
                   (r.iteration_ms == sel.best->sim.iteration_ms && it.index < best_index);
     if (!better) continue;
     best_index = it.index;
-    Scored s{plan, proposals[it.index].origin, std::move(r), std::move(it.costs)};
-    PlanEstimate e;
-    e.iteration_ms = s.sim.iteration_ms;
-    e.speedup = s.sim.speedup;
-    e.bubble_fraction = s.sim.bubble_fraction;
-    e.latency_ms = s.costs.latency.latency_ms;
-    e.pivot_stage = s.costs.pivot_stage;
-    e.stage_peak_memory_bytes.assign(plan.num_stages(), 0.0);
-    for (int st = 0; st < plan.num_stages(); ++st)
-      e.stage_peak_memory_bytes[st] = s.costs.stages[st].memory_bytes;
-    for (const DeviceStats& d : s.sim.devices) {
-      if (d.stage >= 0 && d.stage < plan.num_stages())
-        e.stage_peak_memory_bytes[d.stage] =
-            std::max(e.stage_peak_memory_bytes[d.stage], d.peak_memory_bytes);
-      e.process_memory_bytes = std::max(e.process_memory_bytes, cost.ProcessMemoryBytes(d.device));
-    }
-    s.plan.estimate = std::move(e);
-    sel.best = std::move(s);
+    sel.best =
+        MakeScored(plan, proposals[it.index].origin, std::move(r), std::move(it.costs), cost);
   }
   sel.leanest_unfit_memory_bytes = leanest;
   return sel;
 }
+
+std::optional<Scored> ScoreFitting(const Plan& plan, PlanCosts costs, const CostModel& cost,
+                                   SimCache* cache) {
+  DAPPLE_CHECK(costs.fits);
+  SimResult r = cache ? cache->Simulate(plan, cost)
+                      : SimulatePlan(plan, cost, SimOptions{.record_timeline = false});
+  if (!SimulatedFits(r, cost)) return std::nullopt;
+  return MakeScored(plan, "", std::move(r), std::move(costs), cost);
+}
+
+namespace {
+
+bool SimulatedFits(const SimResult& r, const CostModel& cost) {
+  bool fits = true;
+  for (const DeviceStats& d : r.devices)
+    fits = fits && d.peak_memory_bytes <= cost.DeviceMemoryBytes(d.device) * (1 + 1e-12);
+  return fits;
+}
+
+Scored MakeScored(const Plan& plan, const std::string& origin, SimResult r, PlanCosts costs,
+                  const CostModel& cost) {
+  Scored s{plan, origin, std::move(r), std::move(costs)};
+  PlanEstimate e;
+  e.iteration_ms = s.sim.iteration_ms;
+  e.speedup = s.sim.speedup;
+  e.bubble_fraction = s.sim.bubble_fraction;
+  e.latency_ms = s.costs.latency.latency_ms;
+  e.pivot_stage = s.costs.pivot_stage;
+  e.stage_peak_memory_bytes.assign(plan.num_stages(), 0.0);
+  for (int st = 0; st < plan.num_stages(); ++st)
+    e.stage_peak_memory_bytes[st] = s.costs.stages[st].memory_bytes;
+  for (const DeviceStats& d : s.sim.devices) {
+    if (d.stage >= 0 && d.stage < plan.num_stages())
+      e.stage_peak_memory_bytes[d.stage] =
+          std::max(e.stage_peak_memory_bytes[d.stage], d.peak_memory_bytes);
+    e.process_memory_bytes = std::max(e.process_memory_bytes, cost.ProcessMemoryBytes(d.device));
+  }
+  s.plan.estimate = std::move(e);
+  return s;
+}
+
+}  // namespace
 
 }  // namespace dapple

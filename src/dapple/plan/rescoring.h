@@ -40,4 +40,9 @@ struct Selection {
 Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel& cost,
                         bool ignore_memory = false, SimCache* cache = nullptr);
 
+// SelectFastest of the one proposal `plan` (origin "") whose EvaluatePlan is `costs`,
+// which must fit: the plan scored, or nothing when the simulator's peak does not fit.
+std::optional<Scored> ScoreFitting(const Plan& plan, PlanCosts costs, const CostModel& cost,
+                                   SimCache* cache = nullptr);
+
 }  // namespace dapple

@@ -44,29 +44,51 @@ SimResult SimCache::Simulate(const Plan& plan, const CostModel& cost) {
     }
     ++misses_;
   }
-  // The lowered schedule, as SimulatePlan makes it.
+  // The lowered schedule, as SimulatePlan makes it: a stage's list depends only on the
+  // schedule, S, M, v and whether the stage has replicas (LowerComms adds AR before STEP
+  // then), so the memo keeps, per (schedule, S, M, v), the lists without AR and with it,
+  // each made when a plan first needs it.
   const int groups = plan.num_device_groups();
-  std::vector<int> shape = {static_cast<int>(plan.schedule), groups, plan.num_micro_batches,
-                            plan.virtual_stages};
-  std::vector<int> replicas;
+  const std::vector<int> shape = {static_cast<int>(plan.schedule), groups, plan.num_micro_batches,
+                                  plan.virtual_stages};
+  bool any_single = false, any_replicated = false;
   for (int s = 0; s < groups; ++s) {
-    replicas.push_back(plan.stages[s].replicas());
-    shape.push_back(replicas.back() > 1);  // LowerComms adds AR where > 1
+    any_single = any_single || plan.stages[s].replicas() == 1;
+    any_replicated = any_replicated || plan.stages[s].replicas() > 1;
   }
-  std::shared_ptr<const Schedule> lowered;
-  {
+  auto find = [&](const auto& memo) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = lowered_.find(shape);
-    if (it != lowered_.end()) lowered = it->second;
-  }
-  if (!lowered) {
-    lowered = std::make_shared<const Schedule>(
-        LowerComms(MakeSchedule(plan.schedule, groups, plan.num_micro_batches, plan.virtual_stages),
-                   replicas));
+    auto it = memo.find(shape);
+    return it == memo.end() ? nullptr : it->second;
+  };
+  std::shared_ptr<const Schedule> single = find(single_), replicated = find(replicated_);
+  auto make = [&](bool with_ar) {
+    const std::shared_ptr<const Schedule>& other = with_ar ? single : replicated;
+    std::shared_ptr<Schedule> made;
+    if (other) {  // the other's lists with AR put in before STEP, or taken out
+      made = std::make_shared<Schedule>(*other);
+      for (std::vector<Instruction>& p : made->programs) {
+        if (with_ar)
+          p.insert(p.end() - 1, Instruction{Op::kAllReduceGrads, -1, 0});
+        else
+          p.erase(p.end() - 2);
+      }
+    } else {
+      made = std::make_shared<Schedule>(LowerComms(
+          MakeSchedule(plan.schedule, groups, plan.num_micro_batches, plan.virtual_stages),
+          std::vector<int>(groups, with_ar ? 2 : 1)));
+    }
     std::lock_guard<std::mutex> lock(mu_);
-    lowered = lowered_.try_emplace(std::move(shape), lowered).first->second;
-  }
-  SimResult r = dapple::Simulate(plan, *lowered, cost, SimOptions{.record_timeline = false});
+    return (with_ar ? replicated_ : single_).try_emplace(shape, std::move(made)).first->second;
+  };
+  if (any_single && !single) single = make(false);
+  if (any_replicated && !replicated) replicated = make(true);
+  const Schedule& some = single ? *single : *replicated;
+  ScheduleView view{some.num_stages, some.num_micro_batches, some.num_chunks, {}};
+  for (int s = 0; s < groups; ++s)
+    view.programs.push_back(plan.stages[s].replicas() > 1 ? &replicated->programs[s]
+                                                          : &single->programs[s]);
+  SimResult r = dapple::Simulate(plan, view, cost, SimOptions{.record_timeline = false});
   std::lock_guard<std::mutex> lock(mu_);
   return results_.try_emplace(std::move(key), std::move(r)).first->second;
 }

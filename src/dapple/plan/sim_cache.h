@@ -26,8 +26,8 @@ class SimCache {
  public:
   // SimulatePlan(plan, cost, {.record_timeline = false}), or the stored result of a plan
   // with the same SimKey. Two threads asking for one new plan may both simulate it (the
-  // results are equal); the first stored is kept. The lowered schedule is memoized too: it
-  // depends only on the schedule, S, M, v and which stages are replicated.
+  // results are equal); the first stored is kept. The lowered lists are memoized too: a
+  // stage's depends only on the schedule, S, M, v and whether it is replicated.
   SimResult Simulate(const Plan& plan, const CostModel& cost);
   long long hits() const;
   long long misses() const;
@@ -35,7 +35,9 @@ class SimCache {
  private:
   mutable std::mutex mu_;
   std::unordered_map<std::string, SimResult> results_;
-  std::map<std::vector<int>, std::shared_ptr<const Schedule>> lowered_;
+  // Per (schedule, S, M, v): the lowered lists with no stage replicated, and with every
+  // stage (AR before STEP), made when a plan first needs them.
+  std::map<std::vector<int>, std::shared_ptr<const Schedule>> single_, replicated_;
   long long hits_ = 0, misses_ = 0;
 };
 

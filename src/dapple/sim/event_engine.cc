@@ -15,6 +15,12 @@ namespace {
 // global time `now_`, but everything it produces (a transfer becoming ready) is stamped with
 // its clock, which is >= now_ when it was woken, so events never arrive in the past. Only
 // transfers that hold resources need the global clock, to decide who gets a link first.
+// Such a transfer joins the waiting list as soon as its last sender sent it, even when it
+// is ready only after now_: the list is in priority order, ready time first, so a pass
+// over it stops at the first transfer not ready yet, whose ready time is the next instant
+// unless a finish comes first. The event heap holds only finishes. (At an instant, every
+// finish is processed before the pass, as when ready times were events of their own that
+// came after the finishes of the same instant.)
 
 struct DeviceState {
   double clock = 0;
@@ -31,16 +37,29 @@ struct Transfer {
   double start = -1;   // when it got its resources
   double finish = -1;  // < 0 until finished
   int arrived = 0;     // senders that executed their send
+  int route = 0;       // set once ready: RouteOf(id)
 };
 
+// A transfer in the waiting list, with what the list is ordered by (so that keeping it in
+// order reads no Transfer): its ready time, then its rank among transfers ready at the same
+// time (boundary, then micro-batch, then activations before gradients), (boundary * M +
+// mb) * 2 + direction.
+struct Waiting {
+  double ready;
+  long long rank;
+  int id;
+  int route;
+  bool operator<(const Waiting& o) const {
+    return ready != o.ready ? ready < o.ready : rank < o.rank;
+  }
+};
+
+// A transfer that finishes (frees its links) at `time`.
 struct Event {
   double time;
   int transfer;
-  bool ready;  // true: the transfer became ready; false: it finished
   bool operator>(const Event& o) const {
-    if (time != o.time) return time > o.time;
-    if (ready != o.ready) return ready > o.ready;  // finishes (freeing links) first
-    return transfer > o.transfer;
+    return time != o.time ? time > o.time : transfer > o.transfer;
   }
 };
 
@@ -54,8 +73,10 @@ struct Scratch {
   std::vector<int> ar_arrived;
   std::vector<double> ar_ready;
   std::vector<char> resource_busy;
-  std::vector<int> runnable, waiting;
-  std::vector<Event> queue;  // a min-heap under std::greater<Event>
+  std::vector<int> runnable;
+  // Transfers that hold resources, ready (now or later) and not started, in priority order.
+  std::vector<Waiting> waiting;
+  std::vector<Event> queue;  // finishes: a min-heap under std::greater<Event>
 };
 
 class Engine {
@@ -109,12 +130,21 @@ class Engine {
         std::pop_heap(queue_.begin(), queue_.end(), std::greater<Event>());
         Event e = queue_.back();
         queue_.pop_back();
-        e.ready ? Enqueue(e.transfer) : Finish(e.transfer, e.time);
+        Finish(e.transfer, e.time);
         continue;
       }
       if (StartWaiting()) continue;
-      if (queue_.empty()) break;
-      now_ = queue_.front().time;
+      // The next instant: a finish, or the first waiting transfer that is not ready yet.
+      auto later = std::partition_point(waiting_.begin(), waiting_.end(),
+                                        [&](const Waiting& w) { return w.ready <= now_; });
+      if (later != waiting_.end() && (queue_.empty() || later->ready <= queue_.front().time)) {
+        now_ = later->ready;
+        waiting_dirty_ = true;
+      } else if (!queue_.empty()) {
+        now_ = queue_.front().time;
+      } else {
+        break;
+      }
     }
     CheckAllFinished();
     EngineResult r;
@@ -136,9 +166,8 @@ class Engine {
   int ActId(int boundary, int mb) const { return boundary * M_ + mb; }
   int GradId(int boundary, int mb) const { return (V_ - 1 + boundary) * M_ + mb; }
   int RouteOf(int id) const { return id / M_; }
-  // Stage (device group) whose devices receive transfer `id`.
-  int ReceiverStage(int id) const {
-    int route = RouteOf(id);
+  // Stage (device group) whose devices receive the transfers of `route`.
+  int ReceiverStageOf(int route) const {
     return (route < V_ - 1 ? route + 1 : route - (V_ - 1)) % S_;
   }
 
@@ -317,36 +346,37 @@ class Engine {
     Transfer& x = xfer_[id];
     x.ready = std::max(x.ready, clock);
     if (++x.arrived != senders) return;
-    const EngineRoute& route = s_.routes[RouteOf(id)];
+    const int r = RouteOf(id);
+    x.route = r;
+    const EngineRoute& route = s_.routes[r];
     if (route.resources.empty()) {  // nothing to contend for: it runs as soon as it is ready
       x.start = x.ready;
       Finish(id, x.ready + route.ms);
     } else {
-      Push({x.ready, id, true});
+      const int dir = r >= V_ - 1;
+      Enqueue({x.ready, (static_cast<long long>(r - dir * (V_ - 1)) * M_ + (id - r * M_)) * 2 + dir,
+               id, r});
     }
   }
 
-  // Adds a ready transfer to the waiting list, kept in priority order: ready time, then
-  // boundary, then micro-batch, then activations before gradients.
-  void Enqueue(int id) {
-    auto key = [this](int t) {
-      int route = RouteOf(t), dir = route >= V_ - 1;
-      return std::make_tuple(xfer_[t].ready, route - dir * (V_ - 1), t % M_, dir);
-    };
-    auto it = std::upper_bound(waiting_.begin(), waiting_.end(), id,
-                               [&](int a, int b) { return key(a) < key(b); });
-    waiting_.insert(it, id);
-    waiting_dirty_ = true;
+  // Adds a transfer that holds resources, once ready (it may be ready only later than
+  // now_), to the waiting list in priority order.
+  void Enqueue(const Waiting& w) {
+    waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), w), w);
+    waiting_dirty_ = waiting_dirty_ || w.ready <= now_;
   }
 
-  // Starts, at now_, every waiting transfer whose resources are all free, in priority order.
+  // Starts, at now_, every waiting transfer ready by then whose resources are all free, in
+  // priority order.
   bool StartWaiting() {
-    if (!waiting_dirty_) return false;  // nothing freed or added since the last pass
+    if (!waiting_dirty_) return false;  // nothing freed or come ready since the last pass
     waiting_dirty_ = false;
     bool started = false;
     for (size_t i = 0; i < waiting_.size();) {
-      int id = waiting_[i];
-      const EngineRoute& route = s_.routes[RouteOf(id)];
+      const Waiting& w = waiting_[i];
+      if (w.ready > now_) break;
+      const int id = w.id;
+      const EngineRoute& route = s_.routes[w.route];
       bool free = true;
       for (int r : route.resources) free = free && !resource_busy_[r];
       if (!free) {
@@ -355,7 +385,7 @@ class Engine {
       }
       for (int r : route.resources) resource_busy_[r] = 1;
       xfer_[id].start = now_;
-      Push({now_ + route.ms, id, false});
+      Push({now_ + route.ms, id});
       waiting_.erase(waiting_.begin() + i);
       started = true;
     }
@@ -366,7 +396,7 @@ class Engine {
   void Finish(int id, double end) {
     Transfer& x = xfer_[id];
     x.finish = end;
-    const int route = RouteOf(id);
+    const int route = x.route;
     Load(x.start, end, s_.routes[route].load);
     for (int r : s_.routes[route].resources) resource_busy_[r] = 0;
     waiting_dirty_ = waiting_dirty_ || !s_.routes[route].resources.empty();
@@ -376,7 +406,7 @@ class Engine {
       Instruction in{act ? Op::kSendAct : Op::kSendGrad, id % M_, from / S_};
       Record(static_cast<int>(dev_.size()) + route, in, "transfer", x.start, end, from);
     }
-    const EngineStage& st = s_.stages[ReceiverStage(id)];
+    const EngineStage& st = s_.stages[ReceiverStageOf(route)];
     for (int r = st.first_device; r < st.first_device + st.replicas; ++r) {
       if (dev_[r].blocked_on != id) continue;
       dev_[r].blocked_on = -1;
@@ -414,7 +444,7 @@ class Engine {
   std::vector<double>& ar_ready_;
   std::vector<char>& resource_busy_;
   std::vector<int>& runnable_;
-  std::vector<int>& waiting_;
+  std::vector<Waiting>& waiting_;
   std::vector<Event>& queue_;
   std::vector<TimelineEvent> events_;
   std::vector<double> exposed_;  // per stage, for EngineResult::allreduce_exposed_ms

@@ -20,7 +20,7 @@ namespace {
 // Memory safety of the engine, which indexes by micro-batch and neighbour: every
 // micro-batch in range, communication only towards an existing neighbour. Deeper
 // soundness (pairing, deadlock) is FindScheduleError's job; a deadlock still throws.
-void CheckShape(const Plan& plan, const Schedule& lowered) {
+void CheckShape(const Plan& plan, const ScheduleView& lowered) {
   DAPPLE_CHECK(lowered.num_stages * lowered.num_chunks == plan.num_stages(),
                "schedule and plan stages differ");
   DAPPLE_CHECK(lowered.num_chunks == plan.virtual_stages, "schedule and plan chunks differ");
@@ -28,10 +28,10 @@ void CheckShape(const Plan& plan, const Schedule& lowered) {
   DAPPLE_CHECK(lowered.num_micro_batches == plan.num_micro_batches,
                "schedule and plan micro-batches differ");
   const int S = lowered.num_stages, M = lowered.num_micro_batches;
-  const int V = lowered.num_virtual_stages();
+  const int V = lowered.num_stages * lowered.num_chunks;
   for (int s = 0; s < S; ++s) {
-    for (const Instruction& in : lowered.programs[s]) {
-      const int vs = lowered.VirtualStage(s, in.chunk);
+    for (const Instruction& in : *lowered.programs[s]) {
+      const int vs = in.chunk * S + s;
       bool ok = in.chunk >= 0 && in.chunk < lowered.num_chunks;
       switch (in.op) {
         case Op::kForward:
@@ -66,6 +66,13 @@ int Dense(std::unordered_map<int, int>& ids, int id) {
 
 SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& cost,
                    const SimOptions& options) {
+  ScheduleView view{lowered.num_stages, lowered.num_micro_batches, lowered.num_chunks, {}};
+  for (const std::vector<Instruction>& p : lowered.programs) view.programs.push_back(&p);
+  return Simulate(plan, view, cost, options);
+}
+
+SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
+                   const SimOptions& options) {
   CheckShape(plan, lowered);
   // S device groups of v chunks each; plan.stages[c * S + g] is chunk c of group g
   // (Note [Chunks] in schedule.h). With v = 1 the groups are the plan's stages.
@@ -85,12 +92,13 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
     const StagePlan& sp = plan.stages[s];
     if (sp.devices.empty()) ThrowInput("plan: stage {} has no devices", s);
     internal::EngineStage& es = setup.stages[s];
-    es.program = lowered.programs[s].data();
-    es.length = static_cast<int>(lowered.programs[s].size());
+    const std::vector<Instruction>& program = *lowered.programs[s];
+    es.program = program.data();
+    es.length = static_cast<int>(program.size());
     es.first_device = static_cast<int>(setup.devices.size());
     es.replicas = sp.replicas();
     // In the split schedules the last weight gradients come from a W, not a B.
-    const bool split = std::any_of(lowered.programs[s].begin(), lowered.programs[s].end(),
+    const bool split = std::any_of(program.begin(), program.end(),
                                    [](const Instruction& in) { return in.op == Op::kWeightGrad; });
     const bool overlap = plan.allreduce_overlap && es.replicas > 1;
     // Per chunk, from the last one down: the backward reaches the lower chunks last, so
@@ -123,6 +131,23 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
       ed.stage = s;
       ed.replica = j;
       ed.first_cost = static_cast<int>(setup.costs.size());
+      // A replica of the kind of the one before with a slice of the same size costs the
+      // same (CostModel::DeviceKind): its costs are copied (wide stages of the planner).
+      if (j > 0 && cost.DeviceKind(dev) == cost.DeviceKind(sp.devices[j - 1]) &&
+          SliceOf(plan.micro_batch_size, es.replicas, j - 1).size() ==
+              SliceOf(plan.micro_batch_size, es.replicas, j).size()) {
+        const internal::EngineDevice& before = setup.devices.back();
+        for (int c = 0; c < v; ++c) {
+          const internal::EngineChunkCost same = setup.costs[before.first_cost + c];
+          setup.costs.push_back(same);
+        }
+        ed.step_ms = before.step_ms;
+        for (size_t k = 0; k < es.bucket_ms.size(); ++k)
+          es.bucket_ready_ms[k * es.replicas + j] = es.bucket_ready_ms[k * es.replicas + j - 1];
+        recompute_extra.push_back(recompute_extra.back());
+        setup.devices.push_back(ed);
+        continue;
+      }
       double extra = 0;
       int bucket = 0;  // buckets in allreduce order: chunk v-1's first
       for (int c = 0; c < v; ++c) setup.costs.emplace_back();

@@ -56,6 +56,18 @@ struct SimResult {
 // Runs `lowered` (from LowerComms) for `plan`. Throws Error when the schedule deadlocks.
 SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& cost,
                    const SimOptions& options = {});
+
+// A lowered schedule whose stage lists are held elsewhere (each must outlive the call), so
+// that schedules which share lists need not copy them: the planner's memo keeps each
+// stage's list once per schedule, S, M, v and whether the stage has replicas.
+struct ScheduleView {
+  int num_stages = 0;
+  int num_micro_batches = 0;
+  int num_chunks = 1;
+  std::vector<const std::vector<Instruction>*> programs;  // [stage]
+};
+SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
+                   const SimOptions& options = {});
 // Builds plan.schedule's schedule, lowers it and runs it.
 SimResult SimulatePlan(const Plan& plan, const CostModel& cost, const SimOptions& options = {});
 
