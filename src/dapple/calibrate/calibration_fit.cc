@@ -321,9 +321,9 @@ std::string CalibrationSummary(const CalibrationResult& r) {
       if (*slow > *fast * kUnalikeCoresRatio)
         s += fmt::format(
             "note: the ranks ran the loop up to {:.2f}x apart (rank {} {:.1f} ms, rank {} {:.1f} "
-            "ms): this machine's cores are not alike; a profile takes the speed of the core it "
-            "ran on, and the slowest rank sets a step's pace, where the cluster charges their "
-            "mean (shared_compute)\n",
+            "ms): this machine's cores are not alike; the slowest rank sets a step's pace, so "
+            "`dapple profile` keeps the slowest device core's times (Note [Devices as cores]; "
+            "not with DAPPLE_PIN_CORES=0)\n",
             *slow / *fast, slow - t.begin(), *slow * 1e3, fast - t.begin(), *fast * 1e3);
     }
     if (r.cluster.shared_compute_wake_s) {
