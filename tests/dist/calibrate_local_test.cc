@@ -29,7 +29,6 @@ class CalibrateLocalTest : public ::testing::Test {
   const std::string quick_ = "--max-bytes 16MiB --repeats 5";
 };
 
-
 TEST_F(CalibrateLocalTest, TwoLocalProcessesMakeAOneServerCluster) {
   fs::path out = dir_ / "local.json";
   CommandResult r = RunCommand(fmt::format("{} calibrate --nproc 2 -o {} {} --name here",

@@ -46,7 +46,8 @@ class CheckpointDamage : public ::testing::Test {
     full_ = RunDapple(DamageFlags(dir_ / "full", plan_, 6), dir_);
     ASSERT_EQ(full_.exit_code, 0) << full_.err;
     ASSERT_EQ(full_.Losses().size(), 6u);
-    RunResult half = RunDapple(DamageFlags(dir_ / "ckpt", plan_, 4) + " --checkpoint-every 2", dir_);
+    RunResult half =
+        RunDapple(DamageFlags(dir_ / "ckpt", plan_, 4) + " --checkpoint-every 2", dir_);
     ASSERT_EQ(half.exit_code, 0) << half.err;
   }
   void TearDown() override { fs::remove_all(dir_); }

@@ -26,7 +26,7 @@ struct EvalReference {
 // the first `n` held-out samples of `data` in one process: the mean loss and the fraction of
 // argmax predictions (per sample or per token) equal to the targets.
 EvalReference Evaluate(Model& model, const fs::path& dir, int64_t steps, const std::string& data,
-                   int64_t n, const fs::path& cache) {
+                       int64_t n, const fs::path& cache) {
   for (auto& l : model.layers) {
     LoadLayer(CheckpointStepDir(dir, steps), l.name, *l.module, nullptr, OptimizerKind::kSgd);
     l.module->eval();

@@ -6,8 +6,8 @@
 #include <chrono>
 #include <regex>
 
-#include "train_test_util.h"
 #include "output_lines.h"
+#include "train_test_util.h"
 
 namespace dapple::testing {
 namespace {
@@ -20,7 +20,6 @@ fs::path TwoStagePlan(const fs::path& dir) {
   return WritePlan(dir, "plan",
                    PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1, 2}}}, 4, 4, "dapple-a"));
 }
-
 
 // The seconds in every "failed or timed out after X s" / "failed after X s" of `err`: how
 // long the failing chain of waits waited (Note [One deadline per wait chain]).
@@ -100,9 +99,8 @@ TEST(TrainFailure, PlanWithTooManyMessageTagsIsOneLineExit2) {
   // 2 stages x 1025 micro-batches on 1024 processes: 2 x 1025 x 1024^2 tags > 2^31. Refused
   // when the plan is loaded, before any process starts.
   fs::path dir = TestDir("tags");
-  fs::path plan =
-      WritePlan(dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 1, 1025,
-                                      "dapple-a"));
+  fs::path plan = WritePlan(
+      dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 1, 1025, "dapple-a"));
   RunResult r = RunDapple(Base() + " --nproc 1024 --plan " + plan.string(), dir);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(Lines(r.err), 1) << r.err;

@@ -40,7 +40,8 @@ const RunResult& InterleavedReference(int gbs, fs::path* ckpt) {
   if (it == cache.end()) {
     fs::path dir = TestDir("iref" + std::to_string(gbs));
     fs::path plan = WritePlan(dir, "plan", PlanJson({{"fc0", "head", {0}}}, gbs, 1, "gpipe"));
-    RunResult r = RunDapple("train " + InterleavedFlags(dir / "ckpt", 3) + " --plan " + plan.string(), dir);
+    RunResult r =
+        RunDapple("train " + InterleavedFlags(dir / "ckpt", 3) + " --plan " + plan.string(), dir);
     it = cache.emplace(gbs, std::make_pair(r, dir / "ckpt")).first;
   }
   *ckpt = it->second.second;
@@ -105,8 +106,8 @@ TEST_P(TrainInterleaved, MatchesSingleProcessAndHoldsPeakInFlight) {
   for (int g = 0; g < S; ++g) world += static_cast<int>(c.chunks[g].devices.size());
   fs::path dir = TestDir("interleaved_" + c.name);
   fs::path plan = WriteChunkedPlan(dir, c.chunks, c.m, c.M, v, c.overlap);
-  RunResult r = RunDapple("train " + InterleavedFlags(dir / "ckpt", 3) + " --plan " + plan.string() +
-                              " --nproc " + std::to_string(world) + c.flags,
+  RunResult r = RunDapple("train " + InterleavedFlags(dir / "ckpt", 3) + " --plan " +
+                              plan.string() + " --nproc " + std::to_string(world) + c.flags,
                           dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   ExpectSameAsReference(r, dir / "ckpt", c.m * c.M);
@@ -136,11 +137,12 @@ void ResumeAcross(bool interleaved_first) {
                                      : WriteChunkedPlan(a, plain, 2, 4, 1);
   fs::path second = interleaved_first ? WriteChunkedPlan(b, plain, 2, 4, 1)
                                       : WriteChunkedPlan(b, chunked, 2, 4, 2);
-  RunResult r1 =
-      RunDapple("train " + InterleavedFlags(dir / "ckpt", 2) + " --plan " + first.string() + " --nproc 2", a);
+  RunResult r1 = RunDapple(
+      "train " + InterleavedFlags(dir / "ckpt", 2) + " --plan " + first.string() + " --nproc 2", a);
   ASSERT_EQ(r1.exit_code, 0) << r1.out << r1.err;
-  RunResult r2 = RunDapple(
-      "train " + InterleavedFlags(dir / "ckpt", 3) + " --plan " + second.string() + " --nproc 2 --resume", b);
+  RunResult r2 = RunDapple("train " + InterleavedFlags(dir / "ckpt", 3) + " --plan " +
+                               second.string() + " --nproc 2 --resume",
+                           b);
   ASSERT_EQ(r2.exit_code, 0) << r2.out << r2.err;
   ExpectSameAsReference(r2, dir / "ckpt", 8, /*losses_from=*/2);
   fs::remove_all(dir);
@@ -159,12 +161,13 @@ TEST(TrainInterleavedEval, HeldOutLossEqualsOneProcess) {
       dir,
       {{"fc0", "fc0", {0}}, {"fc1", "fc1", {1, 2}}, {"fc2", "fc2", {0}}, {"head", "head", {1, 2}}},
       3, 4, 2);
-  RunResult r = RunDapple(
-      "train " + InterleavedFlags(dir / "ckpt", 3) + " --plan " + plan.string() + " --nproc 3" + eval, dir);
+  RunResult r = RunDapple("train " + InterleavedFlags(dir / "ckpt", 3) + " --plan " +
+                              plan.string() + " --nproc 3" + eval,
+                          dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   fs::path one = WritePlan(dir, "one", PlanJson({{"fc0", "head", {0}}}, 12, 1, "gpipe"));
-  RunResult ref =
-      RunDapple("train " + InterleavedFlags(dir / "ckpt1", 3) + " --plan " + one.string() + eval, dir);
+  RunResult ref = RunDapple(
+      "train " + InterleavedFlags(dir / "ckpt1", 3) + " --plan " + one.string() + eval, dir);
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
   nlohmann::json e = r.Eval(), want = ref.Eval();
   ASSERT_TRUE(e.is_object()) << r.out;

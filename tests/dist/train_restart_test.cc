@@ -49,9 +49,9 @@ class TrainRestart : public ::testing::Test {
 TEST_F(TrainRestart, ResumesFromTheNewestCheckpointBitIdentically) {
   // Rank 1 dies in the 4th step: the checkpoint of step 2 is the newest, 3 steps were done
   // (synchronous saves: an asynchronous one may still be in flight when the rank dies).
-  RunResult r = RunDapple(
-      RestartFlags(dir_ / "ckpt", plan_) + " --checkpoint-every 2 --sync-checkpoints --max-restarts 1",
-      dir_, "DAPPLE_TEST_DIE_AT=1:3");
+  RunResult r = RunDapple(RestartFlags(dir_ / "ckpt", plan_) +
+                              " --checkpoint-every 2 --sync-checkpoints --max-restarts 1",
+                          dir_, "DAPPLE_TEST_DIE_AT=1:3");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("rank 1 of 2 failed (killed by signal 9)"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("restart 1 of 1 after rank 1 failed (killed by signal 9): resuming from "
@@ -65,8 +65,9 @@ TEST_F(TrainRestart, ResumesFromTheNewestCheckpointBitIdentically) {
 }
 
 TEST_F(TrainRestart, WithoutACheckpointOfThisRunItStartsAgain) {
-  RunResult r = RunDapple(RestartFlags(dir_ / "ckpt", plan_) + " --checkpoint-every 4 --max-restarts 2",
-                          dir_, "DAPPLE_TEST_DIE_AT=1:1");
+  RunResult r =
+      RunDapple(RestartFlags(dir_ / "ckpt", plan_) + " --checkpoint-every 4 --max-restarts 2", dir_,
+                "DAPPLE_TEST_DIE_AT=1:1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("restart 1 of 2 after rank 1 failed (killed by signal 9): starting again "
                        "from step 0 (no checkpoint of this run yet), 1 completed step replayed"),
@@ -88,16 +89,16 @@ TEST_F(TrainRestart, BadRequestsAreOneLineExitTwo) {
   // A profile of another model: refused before anything starts.
   const std::string vgg =
       (fs::path(DAPPLE_SOURCE_DIR) / "data/profiles/dapple/vgg-19-pbs-32.txt").string();
-  r = RunDapple(RestartFlags(dir_ / "ckpt", plan_) + " --max-restarts 2 --elastic --profile " + vgg +
-                    " --cluster paper-a",
+  r = RunDapple(RestartFlags(dir_ / "ckpt", plan_) + " --max-restarts 2 --elastic --profile " +
+                    vgg + " --cluster paper-a",
                 dir_);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--profile " + vgg + ": layers ["), std::string::npos) << r.err;
   // One process, lost for good: no device is left to plan for.
   fs::path one = WritePlan(dir_, "one", PlanJson({{"fc0", "head", {0}}}, 2, 4, "dapple-a"));
-  std::string flags = RestartFlags(dir_ / "ckpt1", one) + " --checkpoint-every 2 --max-restarts 3 " +
-                      "--elastic --profile " + (dir_ / "profile.json").string() +
-                      " --cluster paper-a";
+  std::string flags = RestartFlags(dir_ / "ckpt1", one) +
+                      " --checkpoint-every 2 --max-restarts 3 " + "--elastic --profile " +
+                      (dir_ / "profile.json").string() + " --cluster paper-a";
   flags.replace(flags.find("--nproc 2"), 9, "--nproc 1");
   std::string layers;
   for (const std::string& l : kMlpLayers)

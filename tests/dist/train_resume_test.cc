@@ -27,21 +27,22 @@ TEST_P(TrainResume, SameLossesUnderSameAndDifferentPlan) {
                 PlanJson({{"fc0", "fc0", {0}}, {"fc1", "fc2", {1, 2}}, {"head", "head", {3}}}, 4, 2,
                          "gpipe"));
 
-  RunResult full =
-      RunDapple(ResumeFlags(dir / "full", 4, optimizer) + " --plan " + a.string() + " --nproc 2", dir);
+  RunResult full = RunDapple(
+      ResumeFlags(dir / "full", 4, optimizer) + " --plan " + a.string() + " --nproc 2", dir);
   ASSERT_EQ(full.exit_code, 0) << full.err;
   auto want = full.Losses();
   ASSERT_EQ(want.size(), 4u);
 
-  RunResult half =
-      RunDapple(ResumeFlags(dir / "half", 2, optimizer) + " --plan " + a.string() + " --nproc 2", dir);
+  RunResult half = RunDapple(
+      ResumeFlags(dir / "half", 2, optimizer) + " --plan " + a.string() + " --nproc 2", dir);
   ASSERT_EQ(half.exit_code, 0) << half.err;
   ASSERT_TRUE(fs::exists(dir / "half" / "step-2" / "fc0.pt"));
   fs::copy(dir / "half", dir / "half2", fs::copy_options::recursive);
 
   // Same plan: bit-identical continuation.
   RunResult same = RunDapple(
-      ResumeFlags(dir / "half", 4, optimizer) + " --resume --plan " + a.string() + " --nproc 2", dir);
+      ResumeFlags(dir / "half", 4, optimizer) + " --resume --plan " + a.string() + " --nproc 2",
+      dir);
   ASSERT_EQ(same.exit_code, 0) << same.err;
   auto got = same.Losses();
   ASSERT_EQ(got.size(), 2u);
@@ -50,7 +51,8 @@ TEST_P(TrainResume, SameLossesUnderSameAndDifferentPlan) {
 
   // Different plan (4 processes, other micro-batching and schedule): same to rounding.
   RunResult other = RunDapple(
-      ResumeFlags(dir / "half2", 4, optimizer) + " --resume --plan " + b.string() + " --nproc 4", dir);
+      ResumeFlags(dir / "half2", 4, optimizer) + " --resume --plan " + b.string() + " --nproc 4",
+      dir);
   ASSERT_EQ(other.exit_code, 0) << other.err;
   got = other.Losses();
   ASSERT_EQ(got.size(), 2u);
@@ -68,8 +70,8 @@ TEST(TrainResumeAuto, ARetryLoopStartsFreshThenResumes) {
   fs::path dir = TestDir("resume_auto");
   fs::path plan =
       WritePlan(dir, "a", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 2, 4, "dapple-a"));
-  RunResult full =
-      RunDapple(ResumeFlags(dir / "full", 6, "adam") + " --plan " + plan.string() + " --nproc 2", dir);
+  RunResult full = RunDapple(
+      ResumeFlags(dir / "full", 6, "adam") + " --plan " + plan.string() + " --nproc 2", dir);
   ASSERT_EQ(full.exit_code, 0) << full.err;
   auto want = full.Losses();
   ASSERT_EQ(want.size(), 6u);
@@ -101,9 +103,9 @@ TEST(TrainResumeAuto, ARetryLoopStartsFreshThenResumes) {
   EXPECT_EQ(MaxRelativeDifference(dir / "ckpt" / "step-6", dir / "full" / "step-6", kMlpLayers), 0);
 
   // Any other value is bad input.
-  RunResult bad = RunDapple(
-      ResumeFlags(dir / "ckpt", 6, "adam") + " --resume sometimes --plan " + plan.string() + " --nproc 2",
-      dir);
+  RunResult bad = RunDapple(ResumeFlags(dir / "ckpt", 6, "adam") + " --resume sometimes --plan " +
+                                plan.string() + " --nproc 2",
+                            dir);
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--resume sometimes"), std::string::npos) << bad.err;
   fs::remove_all(dir);

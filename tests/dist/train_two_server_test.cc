@@ -12,8 +12,8 @@
 
 #include "dapple/runtime/launcher.h"
 #include "dist/netns_test_util.h"
-#include "train_test_util.h"
 #include "output_lines.h"
+#include "train_test_util.h"
 
 namespace dapple::testing {
 namespace {
@@ -37,7 +37,8 @@ fs::path ReferenceCheckpoint(std::vector<double>* losses) {
   if (ckpt.empty()) {
     fs::path dir = TestDir("two_server_ref");
     fs::path plan = WritePlan(dir, "plan", PlanJson({{"fc0", "head", {0}}}, 8, 1, "gpipe"));
-    RunResult r = RunDapple("train " + TwoServerFlags(dir / "ckpt") + " --plan " + plan.string(), dir);
+    RunResult r =
+        RunDapple("train " + TwoServerFlags(dir / "ckpt") + " --plan " + plan.string(), dir);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     ckpt = dir / "ckpt";
     ref_losses = r.Losses();
@@ -70,13 +71,13 @@ std::vector<double> Losses(const std::string& out) {
   return l;
 }
 
-
 TEST(TrainNodes, TwoLaunchersOnTheLoopbackEqualOneProcess) {
   fs::path dir = TestDir("two_nodes");
   fs::path plan = WritePlan(dir, "plan", CrossingPlan());
   int port = PickFreePort();
-  std::string common = fmt::format("{} train {} --plan {} --nproc 2 --nnodes 2 --master-port {}",
-                                   DAPPLE_BINARY, TwoServerFlags(dir / "ckpt"), plan.string(), port);
+  std::string common =
+      fmt::format("{} train {} --plan {} --nproc 2 --nnodes 2 --master-port {}", DAPPLE_BINARY,
+                  TwoServerFlags(dir / "ckpt"), plan.string(), port);
   // Node 1 in the background, node 0 (rank 0 prints the log) in the foreground.
   CommandResult r = RunCommand(
       fmt::format("{0} --node-rank 1 > {1}/n1.log 2>&1 & {0} --node-rank 0 2>{1}/n0.err; rc=$?; "
@@ -139,8 +140,9 @@ TEST_F(TrainTwoServerTest, HybridAcrossTheLinkEqualsOneProcess) {
   fs::path dir = TestDir("two_server");
   fs::path plan = WritePlan(dir, "plan", CrossingPlan());
   fs::path trace = dir / "trace.json";
-  CommandResult r = RunTwoServer("", fmt::format("{} --plan {} --trace {}", TwoServerFlags(dir / "ckpt"),
-                                                 plan.string(), trace.string()));
+  CommandResult r =
+      RunTwoServer("", fmt::format("{} --plan {} --trace {}", TwoServerFlags(dir / "ckpt"),
+                                   plan.string(), trace.string()));
   if (r.rc == 4) GTEST_SKIP() << r.output;
   ASSERT_EQ(r.rc, 0) << r.output;
   ExpectNamespacesGone();
@@ -158,8 +160,9 @@ TEST_F(TrainTwoServerTest, HybridAcrossTheLinkEqualsOneProcess) {
 TEST_F(TrainTwoServerTest, RankDyingOnServerOneStopsTheJobAndCleansUp) {
   fs::path dir = TestDir("two_server_die");
   fs::path plan = WritePlan(dir, "plan", CrossingPlan());
-  CommandResult r = RunTwoServer(
-      "DAPPLE_TEST_DIE_AT=3:1", fmt::format("{} --plan {}", TwoServerFlags(dir / "ckpt", 5), plan.string()));
+  CommandResult r =
+      RunTwoServer("DAPPLE_TEST_DIE_AT=3:1",
+                   fmt::format("{} --plan {}", TwoServerFlags(dir / "ckpt", 5), plan.string()));
   if (r.rc == 4) GTEST_SKIP() << r.output;
   EXPECT_NE(r.rc, 0) << r.output;
   EXPECT_NE(r.output.find("rank 3 of 4 failed"), std::string::npos) << r.output;

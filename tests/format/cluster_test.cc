@@ -189,9 +189,11 @@ TEST(Cluster, SharedComputeIsOptionalPositiveAndRoundTrips) {
   EXPECT_EQ(*e.shared_compute_resume_s, 0.0004);
   Json k = Json::parse(ClusterToJsonText(c));
   k["shared_compute_resume_s"] = -1;
-  EXPECT_THAT(ClusterErrorOf(k.dump()), HasSubstr("c.json.shared_compute_resume_s: must not be negative"));
+  EXPECT_THAT(ClusterErrorOf(k.dump()),
+              HasSubstr("c.json.shared_compute_resume_s: must not be negative"));
   k["shared_compute_resume_s"] = 2;
-  EXPECT_THAT(ClusterErrorOf(k.dump()), HasSubstr("shared_compute_resume_s: must be in [0, 1) seconds"));
+  EXPECT_THAT(ClusterErrorOf(k.dump()),
+              HasSubstr("shared_compute_resume_s: must be in [0, 1) seconds"));
   k["shared_compute_resume_s"] = 0.001;
   k.erase("shared_compute");
   EXPECT_THAT(ClusterErrorOf(k.dump()), HasSubstr("shared_compute_resume_s is given without"));
@@ -202,9 +204,11 @@ TEST(Cluster, SharedComputeIsOptionalPositiveAndRoundTrips) {
   EXPECT_EQ(*w.shared_compute_wake_s, 0.0013);
   Json m = Json::parse(ClusterToJsonText(c));
   m["shared_compute_wake_s"] = -0.5;
-  EXPECT_THAT(ClusterErrorOf(m.dump()), HasSubstr("c.json.shared_compute_wake_s: must not be negative"));
+  EXPECT_THAT(ClusterErrorOf(m.dump()),
+              HasSubstr("c.json.shared_compute_wake_s: must not be negative"));
   m["shared_compute_wake_s"] = 1.5;
-  EXPECT_THAT(ClusterErrorOf(m.dump()), HasSubstr("shared_compute_wake_s: must be in [0, 1) seconds"));
+  EXPECT_THAT(ClusterErrorOf(m.dump()),
+              HasSubstr("shared_compute_wake_s: must be in [0, 1) seconds"));
   m["shared_compute_wake_s"] = 0.001;
   m.erase("shared_compute");
   m.erase("shared_compute_resume_s");

@@ -88,8 +88,9 @@ TEST(InterleavedPlan, BadChunksNameTheField) {
               HasSubstr("plan.json: num_micro_batches: 3 is not a multiple of the 2 stages"));
   p.num_micro_batches = 1;
   p.global_batch_size = 8;
-  EXPECT_THAT(InterleavedValidateError(p), HasSubstr("plan.json: num_micro_batches: 1 micro-batches are "
-                                          "fewer than the 2 stages"));
+  EXPECT_THAT(InterleavedValidateError(p),
+              HasSubstr("plan.json: num_micro_batches: 1 micro-batches are "
+                        "fewer than the 2 stages"));
   p = Interleaved();
   p.stages[3].devices = {9};
   EXPECT_EQ(InterleavedValidateError(p),
@@ -97,10 +98,12 @@ TEST(InterleavedPlan, BadChunksNameTheField) {
             "(virtual_stages 2: chunk k on those of chunk k mod 2)");
   p = Interleaved();
   p.stages[1].devices = {1};  // shared by the two groups
-  EXPECT_THAT(InterleavedValidateError(p), HasSubstr("stages[1].devices[0]: device 1 is already used"));
+  EXPECT_THAT(InterleavedValidateError(p),
+              HasSubstr("stages[1].devices[0]: device 1 is already used"));
   p = Interleaved();
   p.stages[2].last_layer = 6;  // chunks must still cover the layers in order
-  EXPECT_THAT(InterleavedValidateError(p), HasSubstr("stages[3].first_layer: 6 but stage 2 ended at layer 6"));
+  EXPECT_THAT(InterleavedValidateError(p),
+              HasSubstr("stages[3].first_layer: 6 but stage 2 ended at layer 6"));
   EXPECT_THAT(
       [] {
         ParsePlanJson(R"({"format": "dapple-plan/1", "global_batch_size": 8,

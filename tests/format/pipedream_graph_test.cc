@@ -166,18 +166,18 @@ TEST(PipeDreamGraph, CycleIsAnError) {
 TEST(PipeDreamGraph, BadLinesNameFileAndLine) {
   EXPECT_THAT(GraphErrorOf(Node("a") + "garbage\n", "bad.txt"), HasSubstr("bad.txt:2:"));
   EXPECT_THAT(GraphErrorOf(Node("a") + "\n" +
-                      "b -- x -- forward_compute_time=abc, "
-                      "backward_compute_time=1, activation_size=1, "
-                      "parameter_size=1\n"),
+                           "b -- x -- forward_compute_time=abc, "
+                           "backward_compute_time=1, activation_size=1, "
+                           "parameter_size=1\n"),
               HasSubstr("g.txt:3: forward_compute_time: 'abc'"));
   EXPECT_THAT(GraphErrorOf("a -- x -- forward_compute_time=1, backward_compute_time=1, "
-                      "activation_size=1\n"),
+                           "activation_size=1\n"),
               HasSubstr("g.txt:1: parameter_size is missing"));
   EXPECT_THAT(GraphErrorOf("a -- x -- forward_compute_time=-1, backward_compute_time=1, "
-                      "activation_size=1, parameter_size=1\n"),
+                           "activation_size=1, parameter_size=1\n"),
               HasSubstr("g.txt:1:"));
   EXPECT_THAT(GraphErrorOf("a -- x -- forward_compute_time=1, backward_compute_time=1, "
-                      "activation_size=[1; x], parameter_size=1\n"),
+                           "activation_size=[1; x], parameter_size=1\n"),
               HasSubstr("g.txt:1: activation_size"));
   EXPECT_THAT(GraphErrorOf(Node("a") + "\ta -- nowhere\n"), HasSubstr("g.txt:2:"));
   EXPECT_THAT(GraphErrorOf(Node("a") + "\ta -- b -- c\n"), HasSubstr("g.txt:2:"));

@@ -93,7 +93,8 @@ TEST(ProfileJson, UpdateMsIsOptionalAndWrittenOnlyWhenSet) {
 TEST(ProfileJson, BadUpdateMs) {
   Json j = Json::parse(ProfileToJsonText(SmallProfile()));
   j["layers"][1]["update_ms"] = -0.5;
-  EXPECT_THAT(ProfileErrorOf(j.dump()), HasSubstr("p.json.layers[1].update_ms: must not be negative"));
+  EXPECT_THAT(ProfileErrorOf(j.dump()),
+              HasSubstr("p.json.layers[1].update_ms: must not be negative"));
   j["layers"][1]["update_ms"] = "fast";
   EXPECT_THAT(ProfileErrorOf(j.dump()), HasSubstr("p.json.layers[1].update_ms: expected a number"));
   // JSON has no inf or NaN; a profile built in code is checked by ValidateProfile.
@@ -141,7 +142,8 @@ TEST(ProfileJson, CutBytesChainAndGraph) {
 }
 
 TEST(ProfileJson, MalformedJson) {
-  EXPECT_THAT(ProfileErrorOf("{\"format\": \"dapple-profile/1\", "), HasSubstr("p.json: malformed JSON"));
+  EXPECT_THAT(ProfileErrorOf("{\"format\": \"dapple-profile/1\", "),
+              HasSubstr("p.json: malformed JSON"));
   EXPECT_THAT(ProfileErrorOf("[1, 2]"), HasSubstr("p.json"));
   // A number beyond double is nlohmann's out_of_range, not a parse_error (found by fuzzing).
   EXPECT_THAT(ProfileErrorOf("{\"format\": 1e999}"), HasSubstr("p.json: malformed JSON"));

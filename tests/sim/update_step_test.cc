@@ -11,8 +11,8 @@
 namespace dapple {
 namespace {
 
-using testing::MakePlan;
 using testing::FindEvent;
+using testing::MakePlan;
 
 // One stage, data parallel on 2 devices (the second at half speed): whatever the schedule,
 // micro-batches and overlap, the iteration grows by exactly the slowest replica's update,

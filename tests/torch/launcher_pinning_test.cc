@@ -29,8 +29,8 @@ std::vector<std::string> ChildCores(int nproc, bool pin) {
   o.master_port = PickFreePort();
   o.pin_cores = pin;
   o.argv = {"/bin/sh", "-c",
-            "sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status > \"" +
-                dir.string() + "/$LOCAL_RANK\""};
+            "sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status > \"" + dir.string() +
+                "/$LOCAL_RANK\""};
   EXPECT_EQ(LaunchLocal(o), 0);
   std::vector<std::string> out;
   for (int i = 0; i < nproc; ++i) {

@@ -64,9 +64,8 @@ TEST(Profiler, TimesOnEveryDeviceCoreAndGivesTheThreadItsCoresBack) {
   Profile p = ProfileModel(m, o);
   ValidateProfile(p, "test");
   for (const auto& l : p.layers) EXPECT_GT(l.forward_ms, 0);
-  EXPECT_EQ(p.metadata.at("cores").rfind(FormatCores({allowed.front()}) + " | " +
-                                             FormatCores({allowed.back()}),
-                                         0),
+  EXPECT_EQ(p.metadata.at("cores").rfind(
+                FormatCores({allowed.front()}) + " | " + FormatCores({allowed.back()}), 0),
             0u);
   EXPECT_EQ(AllowedCores(), allowed);
   Profile one = ProfileModel(m, Quick(8));
@@ -107,8 +106,7 @@ TEST(Profiler, ColdCachesChangeOnlyTheTiming) {
 TEST(Profiler, UpdateMsForLayersWithParameters) {
   Model m = BuildModel("mlp", {{"input", "20"}, {"hidden", "32"}, {"layers", "2"}}, 1);
   // A parameter-free layer in between (no zoo model has one).
-  m.layers.insert(m.layers.begin() + 1,
-                  MakeLayer("relu", torch::nn::AnyModule(torch::nn::ReLU())));
+  m.layers.insert(m.layers.begin() + 1, MakeLayer("relu", torch::nn::AnyModule(torch::nn::ReLU())));
   std::vector<torch::Tensor> before;
   for (const torch::Tensor& t : m.Parameters(0, m.num_layers() - 1)) before.push_back(t.clone());
   for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam}) {

@@ -28,8 +28,7 @@ bool CorePinningEnabled() {
   return !(s == "0" || s == "off" || s == "false" || s == "no");
 }
 
-std::optional<std::vector<CoreSet>> SplitCores(const CoreSet& allowed, int processes,
-                                               int threads) {
+std::optional<std::vector<CoreSet>> SplitCores(const CoreSet& allowed, int processes, int threads) {
   DAPPLE_CHECK(processes >= 1 && threads >= 1);
   if (static_cast<size_t>(processes) * static_cast<size_t>(threads) > allowed.size())
     return std::nullopt;

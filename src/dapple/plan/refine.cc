@@ -135,11 +135,11 @@ RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
   DAPPLE_CHECK(!starts.empty());
   const auto begin = Clock::now();
   ClimbSearch search{cost, cluster, options,
-                begin + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(std::max(0.0, options.seconds))),
-                options.threads > 0
-                    ? options.threads
-                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
+                     begin + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(std::max(0.0, options.seconds))),
+                     options.threads > 0
+                         ? options.threads
+                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
   RefineResult result;
   bool have = false;
   for (size_t i = 0; i < starts.size(); ++i) {

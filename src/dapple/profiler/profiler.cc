@@ -124,8 +124,7 @@ class LayerRunner {
                               /*allow_unused=*/true);
       auto b = Clock::now();
       if (!y.empty() && !params.empty())
-        torch::autograd::backward(y, grad, /*retain_graph=*/false, /*create_graph=*/false,
-                                  params);
+        torch::autograd::backward(y, grad, /*retain_graph=*/false, /*create_graph=*/false, params);
       auto c = Clock::now();
       if (r >= warmup) {
         in_ms.push_back(Ms(a, b));
