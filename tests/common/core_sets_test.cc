@@ -30,6 +30,7 @@ TEST(CoreSets, FormatListsRanges) {
   EXPECT_EQ(FormatCores({5}), "5");
   EXPECT_EQ(FormatCores({0, 2, 4}), "0,2,4");
   EXPECT_EQ(FormatCores({}), "");
+  EXPECT_EQ(FormatCoreSets({{0, 1}, {2, 3}}), "0-1 | 2-3");
 }
 
 TEST(CoreSets, PinnedThreadRunsOnlyOnItsCore) {

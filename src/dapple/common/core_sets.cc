@@ -63,4 +63,10 @@ std::string FormatCores(const CoreSet& cores) {
   return out;
 }
 
+std::string FormatCoreSets(const std::vector<CoreSet>& sets) {
+  std::string out;
+  for (const CoreSet& set : sets) out += (out.empty() ? "" : " | ") + FormatCores(set);
+  return out;
+}
+
 }  // namespace dapple

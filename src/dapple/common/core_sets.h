@@ -39,4 +39,7 @@ bool PinCallingThread(const CoreSet& cores);
 // "0-3,6" style list of a core set, as taskset prints it.
 std::string FormatCores(const CoreSet& cores);
 
+// The sets of several devices, "0-1 | 2-3".
+std::string FormatCoreSets(const std::vector<CoreSet>& sets);
+
 }  // namespace dapple

@@ -9,6 +9,11 @@
 namespace dapple {
 namespace {
 
+// The plan's simulation without a timeline, from `cache` when there is one.
+SimResult SimulateWithCache(const Plan& plan, const CostModel& cost, SimCache* cache) {
+  return cache ? cache->Simulate(plan, cost)
+               : SimulatePlan(plan, cost, SimOptions{.record_timeline = false});
+}
 // Whether every device's simulated peak fits its memory.
 bool SimulatedFits(const SimResult& r, const CostModel& cost);
 // A simulated plan with its estimate filled: time, speedup, L, pivot, peak memory.
@@ -44,8 +49,7 @@ Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel&
     const Plan& plan = proposals[it.index].plan;
     // Nor one that the pipeline's bound proves slower than the best (plan_costs.h).
     if (sel.best && PipelineLowerBound(plan, it.costs) > sel.best->sim.iteration_ms) continue;
-    SimResult r = cache ? cache->Simulate(plan, cost)
-                        : SimulatePlan(plan, cost, SimOptions{.record_timeline = false});
+    SimResult r = SimulateWithCache(plan, cost, cache);
     ++sel.simulated;
     if (!ignore_memory && !SimulatedFits(r, cost)) {
       if (leanest == 0 || it.costs.peak_memory_bytes < leanest)
@@ -66,8 +70,7 @@ Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel&
 std::optional<Scored> ScoreFitting(const Plan& plan, PlanCosts costs, const CostModel& cost,
                                    SimCache* cache) {
   DAPPLE_CHECK(costs.fits);
-  SimResult r = cache ? cache->Simulate(plan, cost)
-                      : SimulatePlan(plan, cost, SimOptions{.record_timeline = false});
+  SimResult r = SimulateWithCache(plan, cost, cache);
   if (!SimulatedFits(r, cost)) return std::nullopt;
   return MakeScored(plan, "", std::move(r), std::move(costs), cost);
 }

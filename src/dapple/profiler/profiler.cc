@@ -345,11 +345,9 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
                  "median of repeat optimizer step + zero_grad per layer, on parameter copies "
                  "with gradients of ones, caches evicted before each (64 MiB written)"},
                 {"input_seed", std::to_string(o.seed)}};
-  if (o.core_sets.size() >= 2) {
-    std::string sets;
-    for (const CoreSet& set : o.core_sets) sets += (sets.empty() ? "" : " | ") + FormatCores(set);
-    p.metadata["cores"] = sets + " (every time the slowest of these cores' medians)";
-  }
+  if (o.core_sets.size() >= 2)
+    p.metadata["cores"] =
+        FormatCoreSets(o.core_sets) + " (every time the slowest of these cores' medians)";
   p.settings =
       ProfileSettings{threads, sizes, ToString(o.optimizer.kind), o.cold_caches, ThisMachine()};
   ValidateProfile(p, "profile of " + m.name);

@@ -4,7 +4,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -83,7 +82,7 @@ std::vector<std::string> ChildEnv(const std::map<std::string, std::string>& set)
 
 // `cores`: the child's cores (Note [Devices as cores]); null to inherit the launcher's.
 pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-            const cpu_set_t* cores) {
+            const CoreSet* cores) {
   std::vector<char*> a, e;
   for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
   a.push_back(nullptr);
@@ -93,7 +92,8 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
   if (pid < 0) throw Error(fmt::format("launcher: fork failed: {}", std::strerror(errno)));
   if (pid == 0) {
     // A failed pin leaves the child on the launcher's cores: it still runs, only unpinned.
-    if (cores) (void)sched_setaffinity(0, sizeof(*cores), cores);
+    // (PinCallingThread only reads the set and makes one system call: safe after fork.)
+    if (cores) (void)PinCallingThread(*cores);
     execve(a[0], a.data(), e.data());
     // Only async-signal-safe calls between fork and exec/_exit.
     const char msg[] = "dapple launcher: exec failed\n";
@@ -170,18 +170,11 @@ int LaunchLocal(const LaunchOptions& o, int* failed_rank, double* stop_seconds) 
 
   // Note [Devices as cores]: local rank i runs on the i-th set of the allowed cores, as
   // many as its compute threads, when they all fit without sharing.
-  std::vector<cpu_set_t> pins;
+  std::vector<CoreSet> pins;
   if (o.pin_cores) {
     int t = default_threads;
     if (const char* omp = std::getenv("OMP_NUM_THREADS")) t = std::max(1, std::atoi(omp));
-    if (auto sets = DeviceCoreSets(o.nproc_per_node, t)) {
-      for (const CoreSet& set : *sets) {
-        cpu_set_t c;
-        CPU_ZERO(&c);
-        for (int core : set) CPU_SET(core, &c);
-        pins.push_back(c);
-      }
-    }
+    if (auto sets = DeviceCoreSets(o.nproc_per_node, t)) pins = std::move(*sets);
   }
 
   struct sigaction fwd {

@@ -133,12 +133,9 @@ void RunProfile(const ProfileArgs& a, const std::vector<std::string>& extras) {
       "forward %.3f ms + backward %.3f ms, %s update %.3f ms -> %s\n",
       a.model.c_str(), p.num_layers(), static_cast<long long>(model.ParameterCount()), a.batch,
       threads, OpenBlasCoreType().c_str(), fwd, bwd, a.optimizer.c_str(), update, a.output.c_str());
-  if (!po.core_sets.empty()) {
-    std::vector<std::string> sets;
-    for (const CoreSet& set : po.core_sets) sets.push_back(FormatCores(set));
+  if (!po.core_sets.empty())
     std::printf("  every time is the slowest of the %zu devices' cores (%s), as training runs\n",
-                sets.size(), fmt::format("{}", fmt::join(sets, " | ")).c_str());
-  }
+                po.core_sets.size(), FormatCoreSets(po.core_sets).c_str());
 }
 
 std::string ModelHelp() {
