@@ -13,6 +13,15 @@ void Put(std::string& key, int v) {
   key.append(bytes, sizeof v);
 }
 
+// Interleaved 1F1B with one chunk lowers to dapple-b's lists (Note [Interleaved 1F1B]), so
+// both simulate alike: `dapple plan`'s interleaved row climbs through the plans the
+// dapple-b search simulated already.
+ScheduleKind SimulatedKind(const Plan& plan) {
+  return plan.schedule == ScheduleKind::kInterleaved && plan.virtual_stages == 1
+             ? ScheduleKind::kDappleB
+             : plan.schedule;
+}
+
 }  // namespace
 
 std::string SimKey(const Plan& plan) {
@@ -21,7 +30,7 @@ std::string SimKey(const Plan& plan) {
   Put(key, plan.micro_batch_size);
   Put(key, plan.num_micro_batches);
   Put(key, plan.global_batch_size);
-  Put(key, static_cast<int>(plan.schedule));
+  Put(key, static_cast<int>(SimulatedKind(plan)));
   Put(key, plan.virtual_stages);
   Put(key, (plan.recompute ? 1 : 0) | (plan.allreduce_overlap ? 2 : 0));
   for (const StagePlan& st : plan.stages) {
@@ -49,7 +58,8 @@ SimResult SimCache::Simulate(const Plan& plan, const CostModel& cost) {
   // then), so the memo keeps, per (schedule, S, M, v), the lists without AR and with it,
   // each made when a plan first needs it.
   const int groups = plan.num_device_groups();
-  const std::vector<int> shape = {static_cast<int>(plan.schedule), groups, plan.num_micro_batches,
+  const ScheduleKind kind = SimulatedKind(plan);
+  const std::vector<int> shape = {static_cast<int>(kind), groups, plan.num_micro_batches,
                                   plan.virtual_stages};
   bool any_single = false, any_replicated = false;
   for (int s = 0; s < groups; ++s) {
@@ -75,7 +85,7 @@ SimResult SimCache::Simulate(const Plan& plan, const CostModel& cost) {
       }
     } else {
       made = std::make_shared<Schedule>(LowerComms(
-          MakeSchedule(plan.schedule, groups, plan.num_micro_batches, plan.virtual_stages),
+          MakeSchedule(kind, groups, plan.num_micro_batches, plan.virtual_stages),
           std::vector<int>(groups, with_ar ? 2 : 1)));
     }
     std::lock_guard<std::mutex> lock(mu_);

@@ -17,7 +17,7 @@ namespace dapple {
 
 // Everything of `plan` that the simulator reads (stages, devices, re-computation, m, M, the
 // global batch, schedule, chunks, overlap), as a string; equal keys simulate equally on one cost
-// model.
+// model. Interleaved with one chunk has dapple-b's key: its lists are dapple-b's.
 std::string SimKey(const Plan& plan);
 
 // Thread-safe. One cache per cost model: results are only valid for the model they were
