@@ -40,8 +40,7 @@ using internal::Shared;
 // Re-computation is searched on the stages whose layers have forward times in the profile;
 // when no proposal fits even with it where needed, the proposals made without the memory
 // limit are tried with it.
-RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& proposals,
-                               int threads = 0) {
+RefineOptions RefineOptionsFor(const Context& c, int threads) {
   RefineOptions ro;
   ro.threads = threads;
   ro.sizes = c.sizes;
@@ -49,10 +48,64 @@ RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& pr
   ro.seconds = c.options.refine_seconds;
   ro.forward_timed = ForwardTimed(c.profile);
   ro.cache = &c.shared->sims;
-  RefinedSelection r = SelectAndRefine(proposals, {}, c.cost, c.cluster, ro);
-  if (!r.best && CanRecompute(ro.forward_timed, 0, c.profile.num_layers() - 1))
-    r = SelectAndRefine(proposals, Propose(c, /*enforce_memory=*/false), c.cost, c.cluster, ro);
-  return r;
+  return ro;
+}
+
+// SelectRefined's starts: when none fits, those of the proposals made without the memory
+// limit, re-computing where they need it.
+RefineStarts SelectedStarts(const Context& c, const std::vector<Proposal>& proposals,
+                            const RefineOptions& ro) {
+  RefineStarts starts = SelectStarts(proposals, {}, c.cost, ro);
+  if (starts.starts.empty() && CanRecompute(ro.forward_timed, 0, c.profile.num_layers() - 1))
+    starts = SelectStarts(proposals, Propose(c, /*enforce_memory=*/false), c.cost, ro);
+  return starts;
+}
+
+RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& proposals) {
+  const RefineOptions ro = RefineOptionsFor(c, 0);
+  const RefineStarts starts = SelectedStarts(c, proposals, ro);
+  if (starts.starts.empty()) return Refined(starts, {});
+  return Refined(starts, Refine(starts.starts, c.cost, c.cluster, ro));
+}
+
+// Each family's SelectRefined, the families' climbs on the machine's cores together: three
+// families on two cores, one search per thread, left a core idle while the last family
+// climbed alone. The climbs (up to three per family) are independent given their starts;
+// they run as one list of tasks, the largest simulations first (M x S of the start), and
+// are gathered by family and start, so the result does not depend on timing.
+std::vector<RefinedSelection> SelectRefinedFamilies(
+    const Context& c, const std::vector<std::vector<Proposal>>& families) {
+  const size_t F = families.size();
+  std::vector<RefineOptions> options(F);
+  std::vector<RefineStarts> starts(F);
+  ParallelFor(F, 0, [&](size_t f) {
+    const Context fc = Family(c, c.schedules[f]);
+    options[f] = RefineOptionsFor(fc, /*threads=*/1);
+    starts[f] = SelectedStarts(fc, families[f], options[f]);
+  });
+  std::vector<std::pair<size_t, size_t>> tasks;  // (family, start)
+  for (size_t f = 0; f < F; ++f)
+    for (size_t i = 0; i < starts[f].starts.size(); ++i) tasks.push_back({f, i});
+  auto size = [&](const std::pair<size_t, size_t>& t) {
+    const Plan& p = starts[t.first].starts[t.second].plan;
+    return static_cast<long long>(p.num_micro_batches) * p.num_stages();
+  };
+  std::stable_sort(tasks.begin(), tasks.end(),
+                   [&](const auto& a, const auto& b) { return size(a) > size(b); });
+  std::vector<RefineResult> climbs(tasks.size());
+  ParallelFor(tasks.size(), 0, [&](size_t t) {
+    const auto [f, i] = tasks[t];
+    climbs[t] = Refine({starts[f].starts[i]}, c.cost, c.cluster, options[f]);
+  });
+  std::vector<RefinedSelection> found(F);
+  for (size_t f = 0; f < F; ++f) {
+    std::vector<RefineResult> mine(starts[f].starts.size());
+    for (size_t t = 0; t < tasks.size(); ++t)
+      if (tasks[t].first == f) mine[tasks[t].second] = std::move(climbs[t]);
+    found[f] =
+        mine.empty() ? Refined(starts[f], {}) : Refined(starts[f], FastestClimb(std::move(mine)));
+  }
+  return found;
 }
 
 // Note [Never slower with more schedules]
@@ -72,12 +125,7 @@ Selection SearchSchedules(const Context& c, const std::vector<std::vector<Propos
   Selection sel;
   std::vector<Scored> winners;
   std::vector<std::vector<RefineStep>> steps;
-  // The families' searches are independent: one thread each (each simulating on its own),
-  // gathered in schedule order.
-  std::vector<RefinedSelection> found(families.size());
-  ParallelFor(families.size(), 0, [&](size_t f) {
-    found[f] = SelectRefined(Family(c, c.schedules[f]), families[f], /*threads=*/1);
-  });
+  std::vector<RefinedSelection> found = SelectRefinedFamilies(c, families);
   for (size_t f = 0; f < found.size(); ++f) {
     RefinedSelection& r = found[f];
     if (r.best) {  // what RunPlanner with this schedule fixed returns
@@ -106,13 +154,7 @@ Selection SearchSchedules(const Context& c, const std::vector<std::vector<Propos
   });
   std::vector<Scored> starts;
   for (size_t i : order) starts.push_back(winners[i]);
-  RefineOptions ro;
-  ro.sizes = c.sizes;
-  ro.schedules = c.schedules;
-  ro.seconds = c.options.refine_seconds;
-  ro.forward_timed = ForwardTimed(c.profile);
-  ro.cache = &c.shared->sims;
-  RefineResult mixed = Refine(starts, c.cost, c.cluster, ro);
+  RefineResult mixed = Refine(starts, c.cost, c.cluster, RefineOptionsFor(c, 0));
   sel.simulated += mixed.simulated;
   result.refine_out_of_time = result.refine_out_of_time || mixed.out_of_time;
   const size_t from = order[mixed.start];  // the family whose winner the climb began at

@@ -51,10 +51,10 @@ using Clock = std::chrono::steady_clock;
 // Simulates plans[i] for i in [begin, end) on up to `threads` threads (each fits by its
 // costs); scored[i] is empty when the simulator's peak does not fit memory.
 void ScoreBatch(const std::vector<const internal::Neighbour*>& plans, size_t begin, size_t end,
-                const CostModel& cost, int threads, SimCache* cache,
+                const CostModel& cost, int threads, SimCache* cache, double stop_above_ms,
                 std::vector<std::optional<Scored>>& scored) {
   auto one = [&](size_t i) {
-    scored[i] = ScoreFitting(plans[i]->plan, plans[i]->costs, cost, cache);
+    scored[i] = ScoreFitting(plans[i]->plan, plans[i]->costs, cost, cache, stop_above_ms);
   };
   ParallelFor(end - begin, static_cast<size_t>(std::max(threads, 1)),
               [&](size_t k) { one(begin + k); });
@@ -112,7 +112,9 @@ struct ClimbSearch {
           break;
         }
         const size_t end = std::min(plans.size(), begin + static_cast<size_t>(threads));
-        ScoreBatch(plans, begin, end, cost, threads, o.cache, scored);
+        // A neighbour is taken only when faster than now_ms (1 - 1e-9): the runs may stop
+        // once they prove it is not (Note [Stopping above a time] in sim/stop_bound.cc).
+        ScoreBatch(plans, begin, end, cost, threads, o.cache, now_ms * (1 - 1e-9), scored);
         simulated += static_cast<long long>(end - begin);
         for (size_t i = begin; i < end && !taken; ++i)
           if (scored[i] && scored[i]->sim.iteration_ms < now_ms * (1 - 1e-9)) taken = i;
@@ -140,19 +142,30 @@ RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
                      options.threads > 0
                          ? options.threads
                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
-  RefineResult result;
-  bool have = false;
-  for (size_t i = 0; i < starts.size(); ++i) {
-    auto [end, steps] = search.Run(starts[i]);
-    if (!have || end.sim.iteration_ms < result.best.sim.iteration_ms) {
-      result.best = std::move(end);
-      result.steps = std::move(steps);
-      result.start = i;
-      have = true;
-    }
+  std::vector<RefineResult> climbs;
+  for (const Scored& start : starts) {
+    const long long before = search.simulated;
+    auto [end, steps] = search.Run(start);
+    climbs.push_back(
+        {std::move(end), std::move(steps), 0, search.simulated - before, search.out_of_time});
   }
-  result.simulated = search.simulated;
-  result.out_of_time = search.out_of_time;
+  return FastestClimb(std::move(climbs));
+}
+
+RefineResult FastestClimb(std::vector<RefineResult> climbs) {
+  DAPPLE_CHECK(!climbs.empty());
+  size_t best = 0;
+  long long simulated = 0;
+  bool out_of_time = false;
+  for (size_t i = 0; i < climbs.size(); ++i) {
+    if (climbs[i].best.sim.iteration_ms < climbs[best].best.sim.iteration_ms) best = i;
+    simulated += climbs[i].simulated;
+    out_of_time = out_of_time || climbs[i].out_of_time;
+  }
+  RefineResult result = std::move(climbs[best]);
+  result.start = best;
+  result.simulated = simulated;
+  result.out_of_time = out_of_time;
   return result;
 }
 

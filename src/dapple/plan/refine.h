@@ -49,6 +49,11 @@ struct RefineResult {
 // The outcome is deterministic unless the time budget runs out. REQUIRES: starts non-empty.
 RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
                     const Cluster& cluster, const RefineOptions& options);
+// Refine's answer from its climbs run one start at a time (climbs[i]: Refine of starts[i]
+// alone), as Refine picks it: the fastest end, ties to the earlier start; the simulations
+// summed, out of time if any climb was. Callers that run climbs on threads of their own
+// gather them with it. REQUIRES: climbs non-empty.
+RefineResult FastestClimb(std::vector<RefineResult> climbs);
 
 // Re-computation where a plan needs it, and nowhere else: sets `recompute` on each stage
 // of `plan` that does not fit its devices' memory without it (per EvaluatePlan's memory
@@ -81,5 +86,18 @@ RefinedSelection SelectAndRefine(const std::vector<Proposal>& proposals,
                                  const std::vector<Proposal>& loose, const CostModel& cost,
                                  const Cluster& cluster, const RefineOptions& options,
                                  int max_starts = 3);
+
+// SelectAndRefine in its two steps, for a caller that runs the climbs of several searches
+// on its own threads: the starts (fastest first, at most `max_starts`) and the simulations
+// it took to pick them; then the selection from the starts and Refine's result on them
+// (`r` is ignored when there is no start).
+struct RefineStarts {
+  std::vector<Scored> starts;
+  long long simulated = 0;
+};
+RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
+                          const std::vector<Proposal>& loose, const CostModel& cost,
+                          const RefineOptions& options, int max_starts = 3);
+RefinedSelection Refined(const RefineStarts& starts, const RefineResult& r);
 
 }  // namespace dapple

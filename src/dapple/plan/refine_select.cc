@@ -7,11 +7,10 @@
 
 namespace dapple {
 
-RefinedSelection SelectAndRefine(const std::vector<Proposal>& proposals,
-                                 const std::vector<Proposal>& loose, const CostModel& cost,
-                                 const Cluster& cluster, const RefineOptions& options,
-                                 int max_starts) {
-  RefinedSelection out;
+RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
+                          const std::vector<Proposal>& loose, const CostModel& cost,
+                          const RefineOptions& options, int max_starts) {
+  RefineStarts out;
   // Groups by origin, in order of first appearance; re-computing variants in groups of
   // their own.
   std::vector<std::string> order;
@@ -38,23 +37,36 @@ RefinedSelection SelectAndRefine(const std::vector<Proposal>& proposals,
   if (may_recompute)
     for (const Proposal& p : loose) add_recomputing(p);
 
-  std::vector<Scored> starts;
+  std::vector<Scored>& starts = out.starts;
   for (const std::string& origin : order) {
     Selection sel = SelectFastest(groups[origin], cost, false, options.cache);
     out.simulated += sel.simulated;
     if (sel.best) starts.push_back(std::move(*sel.best));
   }
-  if (starts.empty()) return out;
   std::stable_sort(starts.begin(), starts.end(), [](const Scored& a, const Scored& b) {
     return a.sim.iteration_ms < b.sim.iteration_ms;
   });
   if (static_cast<int>(starts.size()) > max_starts) starts.resize(max_starts);
-  RefineResult r = Refine(starts, cost, cluster, options);
-  out.best = std::move(r.best);
-  out.steps = std::move(r.steps);
-  out.simulated += r.simulated;
+  return out;
+}
+
+RefinedSelection Refined(const RefineStarts& starts, const RefineResult& r) {
+  RefinedSelection out;
+  out.simulated = starts.simulated + r.simulated;
+  if (starts.starts.empty()) return out;
+  out.best = r.best;
+  out.steps = r.steps;
   out.out_of_time = r.out_of_time;
   return out;
+}
+
+RefinedSelection SelectAndRefine(const std::vector<Proposal>& proposals,
+                                 const std::vector<Proposal>& loose, const CostModel& cost,
+                                 const Cluster& cluster, const RefineOptions& options,
+                                 int max_starts) {
+  RefineStarts starts = SelectStarts(proposals, loose, cost, options, max_starts);
+  if (starts.starts.empty()) return Refined(starts, {});
+  return Refined(starts, Refine(starts.starts, cost, cluster, options));
 }
 
 }  // namespace dapple

@@ -9,10 +9,13 @@
 namespace dapple {
 namespace {
 
-// The plan's simulation without a timeline, from `cache` when there is one.
-SimResult SimulateWithCache(const Plan& plan, const CostModel& cost, SimCache* cache) {
-  return cache ? cache->Simulate(plan, cost)
-               : SimulatePlan(plan, cost, SimOptions{.record_timeline = false});
+// The plan's simulation without a timeline, from `cache` when there is one; it may stop
+// once it proves the plan slower than stop_above_ms.
+SimResult SimulateWithCache(const Plan& plan, const CostModel& cost, SimCache* cache,
+                            double stop_above_ms) {
+  return cache ? cache->Simulate(plan, cost, stop_above_ms)
+               : SimulatePlan(plan, cost,
+                              SimOptions{.record_timeline = false, .stop_above_ms = stop_above_ms});
 }
 // Whether every device's simulated peak fits its memory.
 bool SimulatedFits(const SimResult& r, const CostModel& cost);
@@ -49,8 +52,12 @@ Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel&
     const Plan& plan = proposals[it.index].plan;
     // Nor one that the pipeline's bound proves slower than the best (plan_costs.h).
     if (sel.best && PipelineLowerBound(plan, it.costs) > sel.best->sim.iteration_ms) continue;
-    SimResult r = SimulateWithCache(plan, cost, cache);
+    // A plan slower than the best cannot win: its run may stop once that is proved.
+    SimResult r = SimulateWithCache(
+        plan, cost, cache,
+        sel.best ? sel.best->sim.iteration_ms : std::numeric_limits<double>::infinity());
     ++sel.simulated;
+    if (r.stopped) continue;
     if (!ignore_memory && !SimulatedFits(r, cost)) {
       if (leanest == 0 || it.costs.peak_memory_bytes < leanest)
         leanest = it.costs.peak_memory_bytes;
@@ -68,10 +75,10 @@ Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel&
 }
 
 std::optional<Scored> ScoreFitting(const Plan& plan, PlanCosts costs, const CostModel& cost,
-                                   SimCache* cache) {
+                                   SimCache* cache, double stop_above_ms) {
   DAPPLE_CHECK(costs.fits);
-  SimResult r = SimulateWithCache(plan, cost, cache);
-  if (!SimulatedFits(r, cost)) return std::nullopt;
+  SimResult r = SimulateWithCache(plan, cost, cache, stop_above_ms);
+  if (r.stopped || !SimulatedFits(r, cost)) return std::nullopt;
   return MakeScored(plan, "", std::move(r), std::move(costs), cost);
 }
 

@@ -3,6 +3,7 @@
 // time until no remaining one can win.
 #pragma once
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,8 +42,10 @@ Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel&
                         bool ignore_memory = false, SimCache* cache = nullptr);
 
 // SelectFastest of the one proposal `plan` (origin "") whose EvaluatePlan is `costs`,
-// which must fit: the plan scored, or nothing when the simulator's peak does not fit.
+// which must fit: the plan scored, or nothing when the simulator's peak does not fit or
+// when the simulation proved it slower than `stop_above_ms` (SimOptions).
 std::optional<Scored> ScoreFitting(const Plan& plan, PlanCosts costs, const CostModel& cost,
-                                   SimCache* cache = nullptr);
+                                   SimCache* cache = nullptr,
+                                   double stop_above_ms = std::numeric_limits<double>::infinity());
 
 }  // namespace dapple

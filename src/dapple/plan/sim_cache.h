@@ -3,6 +3,7 @@
 // (Note [Never slower with more schedules] in planner.cc) score many of the same plans.
 #pragma once
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,7 +29,10 @@ class SimCache {
   // with the same SimKey. Two threads asking for one new plan may both simulate it (the
   // results are equal); the first stored is kept. The lowered lists are memoized too: a
   // stage's depends only on the schedule, S, M, v and whether it is replicated.
-  SimResult Simulate(const Plan& plan, const CostModel& cost);
+  // With stop_above_ms (SimOptions): the run may stop once it proves the plan slower; a
+  // stopped result is kept too and serves a later call whose stop_above_ms it exceeds.
+  SimResult Simulate(const Plan& plan, const CostModel& cost,
+                     double stop_above_ms = std::numeric_limits<double>::infinity());
   long long hits() const;
   long long misses() const;
 

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 
 #include "dapple/common/error.h"
+#include "dapple/sim/stop_bound.h"
 
 namespace dapple::internal {
 namespace {
@@ -22,8 +24,8 @@ namespace {
 // finish is processed before the pass, as when ready times were events of their own that
 // came after the finishes of the same instant.)
 
-struct DeviceState {
-  double clock = 0;
+// clock, done and last_backward_end (DeviceProgress) are what StopBound reads.
+struct DeviceState : DeviceProgress {
   double busy = 0;
   double bytes = 0, peak_bytes = 0;
   int in_flight = 0, peak_in_flight = 0;
@@ -77,6 +79,7 @@ struct Scratch {
   // Transfers that hold resources, ready (now or later) and not started, in priority order.
   std::vector<Waiting> waiting;
   std::vector<Event> queue;  // finishes: a min-heap under std::greater<Event>
+  StopBound bound;           // with stop_above_ms (Note [Stopping above a time] in stop_bound.cc)
 };
 
 class Engine {
@@ -95,7 +98,9 @@ class Engine {
         resource_busy_(scratch.resource_busy),
         runnable_(scratch.runnable),
         waiting_(scratch.waiting),
-        queue_(scratch.queue) {
+        queue_(scratch.queue),
+        bound_(scratch.bound),
+        stopping_(s.stop_above_ms < std::numeric_limits<double>::infinity() && s.op_scale.empty()) {
     dev_.assign(s.devices.size(), DeviceState{});
     xfer_.assign(2 * std::max(V_ - 1, 0) * M_, Transfer{});
     last_bwd_start_.assign(s.devices.size() * s.num_chunks, 0.0);
@@ -107,6 +112,7 @@ class Engine {
     waiting_.clear();
     queue_.clear();
     exposed_.assign(S_, 0.0);
+    if (stopping_) bound_.Prepare(s);
     if (!s.op_scale.empty()) {
       DAPPLE_CHECK(s.op_scale.size() == s.devices.size());
       intervals_.resize(s.devices.size());
@@ -125,6 +131,17 @@ class Engine {
         int d = runnable_.back();
         runnable_.pop_back();
         RunDevice(d);
+        // Every `devices` times a device stops running: O(1) per stop on average.
+        if (stopping_ && ++stops_ % dev_.size() == 0) {
+          const double bound =
+              bound_.Bound([&](int k) -> const DeviceProgress& { return dev_[k]; });
+          if (bound > s_.stop_above_ms * (1 + 1e-9)) {
+            EngineResult r;
+            r.stopped = true;
+            r.bound_ms = bound;
+            return r;
+          }
+        }
       }
       if (!queue_.empty() && queue_.front().time <= now_) {
         std::pop_heap(queue_.begin(), queue_.end(), std::greater<Event>());
@@ -210,6 +227,7 @@ class Engine {
       switch (in.op) {
         case Op::kForward: {
           const double ms = cost.forward_ms * Scale(d, pc) + Resume(dv, clock);
+          dv.done += cost.forward_ms;
           if (s_.record_timeline) Record(d, in, "forward", clock, clock + ms, vs);
           Interval(d, pc, clock, clock + ms);
           clock += ms;
@@ -229,6 +247,7 @@ class Engine {
                               : in.op == Op::kInputGrad ? cost.input_grad_ms
                                                         : cost.weight_grad_ms;
           const double ms = base * Scale(d, pc) + Resume(dv, clock);
+          dv.done += base;
           if (in.op != Op::kInputGrad) {
             last_bwd_start_[d * s_.num_chunks + in.chunk] = clock;
             last_bwd_scale_[d * s_.num_chunks + in.chunk] = Scale(d, pc);
@@ -239,6 +258,7 @@ class Engine {
           clock += ms;
           dv.compute_end = clock;
           dv.busy += ms;
+          if (stopping_ && bound_.IsLastBackward(d, pc)) dv.last_backward_end = clock;
           if (in.op != Op::kInputGrad) {
             dv.bytes -= cost.bytes_per_micro_batch;
             --dv.in_flight;
@@ -291,6 +311,7 @@ class Engine {
           ar_ready_[stage] = 0;
           for (int r = st.first_device; r < st.first_device + st.replicas; ++r) {
             if (s_.record_timeline) Record(r, in, "allreduce", start, end, stage);
+            if (st.bucket_ms.empty()) dev_[r].done += st.allreduce_ms;
             if (r == d) continue;
             dev_[r].clock = end;
             dev_[r].pc = pc + 1;
@@ -301,6 +322,7 @@ class Engine {
         }
         case Op::kOptimizerStep: {
           const double ms = cfg.step_ms * Scale(d, pc);
+          dv.done += cfg.step_ms;
           if (s_.record_timeline) Record(d, in, "step", clock, clock + ms, cfg.stage);
           Interval(d, pc, clock, clock + ms);
           clock += ms;
@@ -446,6 +468,9 @@ class Engine {
   std::vector<int>& runnable_;
   std::vector<Waiting>& waiting_;
   std::vector<Event>& queue_;
+  StopBound& bound_;
+  const bool stopping_;  // Note [Stopping above a time] in stop_bound.cc
+  size_t stops_ = 0;     // times a device stopped running, when stopping
   std::vector<TimelineEvent> events_;
   std::vector<double> exposed_;  // per stage, for EngineResult::allreduce_exposed_ms
   std::vector<std::vector<std::pair<double, double>>> intervals_;  // with op_scale

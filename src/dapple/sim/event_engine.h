@@ -3,6 +3,7 @@
 // Internal to dapple_sim: Simulate() builds the EngineSetup from a plan and a cost model.
 #pragma once
 
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,6 +79,10 @@ struct EngineSetup {
   // A device that waits at a receive goes on wake_ms after the transfer finished (Note
   // [Waking up on shared cores] in event_engine.cc); one that finds it finished pays nothing.
   double wake_ms = 0;
+  // Note [Stopping above a time]: when finite (and op_scale is empty), the run may stop as
+  // soon as it proves that a device ends later than stop_above_ms; EngineResult::stopped
+  // then says so and nothing else of the result is filled.
+  double stop_above_ms = std::numeric_limits<double>::infinity();
 };
 
 struct EngineDeviceResult {
@@ -92,6 +97,10 @@ struct EngineResult {
   // Compute events on tracks 0..D-1 (device index); transfers on track D + route.
   std::vector<TimelineEvent> events;
   long long instructions = 0;
+  // With stop_above_ms: whether the run stopped early, and a lower bound of the time the
+  // last device would have ended (> stop_above_ms).
+  bool stopped = false;
+  double bound_ms = 0;
   // Per stage: how long its replicas waited at AR after the last of them reached it.
   std::vector<double> allreduce_exposed_ms;
   // With op_scale: [d][pc] = (start, end) of each compute instruction, (0, 0) elsewhere.

@@ -17,9 +17,7 @@
 namespace dapple {
 namespace {
 
-// Memory safety of the engine, which indexes by micro-batch and neighbour: every
-// micro-batch in range, communication only towards an existing neighbour. Deeper
-// soundness (pairing, deadlock) is FindScheduleError's job; a deadlock still throws.
+// The plan and the lists agree on S, v and M, and the lists are simulable (CheckSimulable).
 void CheckShape(const Plan& plan, const ScheduleView& lowered) {
   DAPPLE_CHECK(lowered.num_stages * lowered.num_chunks == plan.num_stages(),
                "schedule and plan stages differ");
@@ -27,6 +25,17 @@ void CheckShape(const Plan& plan, const ScheduleView& lowered) {
   DAPPLE_CHECK(static_cast<int>(lowered.programs.size()) == lowered.num_stages);
   DAPPLE_CHECK(lowered.num_micro_batches == plan.num_micro_batches,
                "schedule and plan micro-batches differ");
+  if (!lowered.instructions_checked) CheckSimulable(lowered);
+}
+
+// Dense ids for the cost model's opaque resource ids.
+int Dense(std::unordered_map<int, int>& ids, int id) {
+  return ids.emplace(id, static_cast<int>(ids.size())).first->second;
+}
+
+}  // namespace
+
+void CheckSimulable(const ScheduleView& lowered) {
   const int S = lowered.num_stages, M = lowered.num_micro_batches;
   const int V = lowered.num_stages * lowered.num_chunks;
   for (int s = 0; s < S; ++s) {
@@ -57,13 +66,6 @@ void CheckShape(const Plan& plan, const ScheduleView& lowered) {
   }
 }
 
-// Dense ids for the cost model's opaque resource ids.
-int Dense(std::unordered_map<int, int>& ids, int id) {
-  return ids.emplace(id, static_cast<int>(ids.size())).first->second;
-}
-
-}  // namespace
-
 SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& cost,
                    const SimOptions& options) {
   ScheduleView view{lowered.num_stages, lowered.num_micro_batches, lowered.num_chunks, {}};
@@ -84,6 +86,7 @@ SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostMode
   setup.num_micro_batches = M;
   setup.num_chunks = v;
   setup.record_timeline = options.record_timeline;
+  if (!options.record_timeline) setup.stop_above_ms = options.stop_above_ms;
   setup.stages.resize(S);
   SimResult result;
   result.stages.resize(V);
@@ -232,6 +235,11 @@ SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostMode
   internal::EngineResult run =
       shared > 0 ? internal::RunWithSharedCompute(setup, shared) : internal::RunEngine(setup);
 
+  if (run.stopped) {
+    result.stopped = true;
+    result.iteration_ms = run.bound_ms;
+    return result;
+  }
   const int D = static_cast<int>(setup.devices.size());
   for (const auto& d : run.devices) result.iteration_ms = std::max(result.iteration_ms, d.end_ms);
   result.devices.resize(D);

@@ -2,6 +2,7 @@
 // plan on a cost model and reports time, bubbles, memory and the timeline.
 #pragma once
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,12 @@ namespace dapple {
 
 struct SimOptions {
   bool record_timeline = true;  // off in the planner's inner loop
+  // For a planner that only needs to know whether the plan is faster than some time: when
+  // finite, the run may stop as soon as it proves the iteration takes longer than this
+  // (Note [Stopping above a time] in event_engine.cc). The result then has `stopped` set
+  // and iteration_ms a lower bound of the time (> stop_above_ms), nothing else. Ignored
+  // with shared compute (CostModel::SharedCompute) and with a timeline.
+  double stop_above_ms = std::numeric_limits<double>::infinity();
 };
 
 struct DeviceStats {
@@ -51,6 +58,9 @@ struct SimResult {
   std::vector<StageStats> stages;
   Timeline timeline;           // empty events unless record_timeline
   long long instructions = 0;  // executed (for the benchmark)
+  // SimOptions::stop_above_ms: the run stopped once it proved iteration_ms (then a lower
+  // bound) above it; the other fields are not filled.
+  bool stopped = false;
 };
 
 // Runs `lowered` (from LowerComms) for `plan`. Throws Error when the schedule deadlocks.
@@ -65,9 +75,18 @@ struct ScheduleView {
   int num_micro_batches = 0;
   int num_chunks = 1;
   std::vector<const std::vector<Instruction>*> programs;  // [stage]
+  // The caller checked every list's instructions against this shape already (the
+  // planner's memo, once per list): Simulate skips that pass over them.
+  bool instructions_checked = false;
 };
 SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
                    const SimOptions& options = {});
+// Memory safety of the engine, which indexes by micro-batch and neighbour: throws Error
+// unless every micro-batch and chunk of `lowered` is in range and every transfer goes to
+// an existing neighbour. Simulate checks it before each run unless the view says it was
+// (ScheduleView::instructions_checked). Deeper soundness (pairing, deadlock) is
+// FindScheduleError's job; a deadlock still throws.
+void CheckSimulable(const ScheduleView& lowered);
 // Builds plan.schedule's schedule, lowers it and runs it.
 SimResult SimulatePlan(const Plan& plan, const CostModel& cost, const SimOptions& options = {});
 

@@ -1,0 +1,115 @@
+// SimOptions::stop_above_ms (Note [Stopping above a time] in sim/stop_bound.cc): the bound a
+// run stops with never exceeds the time the whole run gives, so a run asked whether a plan
+// is faster than its own time (plus 1e-6) never stops and gives that time, and one asked
+// about less stops with a bound between the two. On the DP's candidates of random problems
+// (fake costs, the analytic model, mixed devices) with every schedule (interleaved with two
+// chunks too), with and without re-computation and allreduce overlap; and through the
+// planner's memo, which keeps a stopped run only for the questions it answers.
+#include <gtest/gtest.h>
+
+#include "dapple/plan/dapple_dp.h"
+#include "dapple/plan/interleaving.h"
+#include "dapple/plan/planner.h"
+#include "dapple/plan/sim_cache.h"
+#include "dapple/sim/simulator.h"
+#include "random_mixed_problems.h"
+#include "random_problems.h"
+
+namespace dapple {
+namespace {
+
+SimResult RunStopping(const Plan& plan, const CostModel& cost, double stop_above_ms) {
+  return SimulatePlan(plan, cost,
+                      SimOptions{.record_timeline = false, .stop_above_ms = stop_above_ms});
+}
+
+// The plans checked: each DP candidate of the problem under every schedule, with overlap
+// and re-computation on or off, and its two-chunk interleaving where there is one.
+std::vector<Plan> PlansOf(const testing::RandomProblem& p) {
+  std::vector<Plan> plans;
+  for (int m : MicroBatchSizes(p.global_batch)) {
+    DpOptions o;
+    o.micro_batch_size = m;
+    o.num_micro_batches = p.global_batch / m;
+    o.enforce_memory = false;
+    for (const DpCandidate& cand : DappleDp(*p.cost, p.cluster, o)) {
+      for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::kDappleA, ScheduleKind::kDappleB,
+                             ScheduleKind::kZbH1, ScheduleKind::kInterleaved}) {
+        for (int variant = 0; variant < 4; ++variant) {
+          Plan plan = cand.plan;
+          plan.schedule = k;
+          plan.allreduce_overlap = variant & 1;
+          plan.stages.back().recompute = variant & 2;  // the fake times every forward
+          plans.push_back(plan);
+        }
+      }
+      for (const Proposal& q : InterleavedProposals(cand.plan, *p.cost, {m}, p.global_batch))
+        if (q.plan.virtual_stages == 2) plans.push_back(q.plan);
+    }
+  }
+  return plans;
+}
+
+TEST(StopAbove, TheBoundNeverExceedsTheWholeRun) {
+  int checked = 0, stopped_below = 0, stopped_half = 0, chunked = 0;
+  for (unsigned seed = 0; seed < 24; ++seed) {
+    auto p = seed % 3 == 0   ? testing::MakeRandomProblem(seed)
+             : seed % 3 == 1 ? testing::MakeRandomAnalyticProblem(seed)
+                             : testing::MakeRandomMixedProblem(seed);
+    for (const Plan& plan : PlansOf(*p)) {
+      const SimResult whole = SimulatePlan(plan, *p->cost, SimOptions{.record_timeline = false});
+      const double t = whole.iteration_ms;
+      const std::string what = p->description + ", " + ToString(plan.schedule) + ", m " +
+                               std::to_string(plan.micro_batch_size) + ", " +
+                               std::to_string(plan.num_stages()) + " stages";
+      ASSERT_FALSE(whole.stopped) << what;
+      const SimResult above = RunStopping(plan, *p->cost, t * (1 + 1e-6));
+      ASSERT_FALSE(above.stopped) << what << ": stopped at " << above.iteration_ms
+                                  << " above its time " << t;
+      ASSERT_EQ(above.iteration_ms, t) << what;
+      ASSERT_EQ(above.devices.size(), whole.devices.size()) << what;
+      for (double f : {0.999, 0.5}) {
+        const SimResult below = RunStopping(plan, *p->cost, t * f);
+        if (!below.stopped) {
+          ASSERT_EQ(below.iteration_ms, t) << what;
+          continue;
+        }
+        ASSERT_GT(below.iteration_ms, t * f) << what;
+        ASSERT_LE(below.iteration_ms, t * (1 + 1e-12)) << what;
+        (f < 0.9 ? stopped_half : stopped_below) += 1;
+      }
+      chunked += plan.virtual_stages > 1;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 2000);
+  EXPECT_GT(chunked, 20);
+  // It stops at all: most runs asked about half their time stop (the others end before
+  // the engine's next look at the bound).
+  EXPECT_GT(stopped_half, checked / 2);
+  EXPECT_GT(stopped_below, 0);
+}
+
+TEST(StopAbove, TheMemoKeepsAStoppedRunOnlyForWhatItAnswers) {
+  auto p = testing::MakeRandomAnalyticProblem(4);
+  std::vector<Plan> plans = PlansOf(*p);
+  ASSERT_FALSE(plans.empty());
+  const Plan& plan = plans.front();
+  const double t = SimulatePlan(plan, *p->cost).iteration_ms;
+  SimCache cache;
+  const SimResult low = cache.Simulate(plan, *p->cost, t / 4);
+  ASSERT_TRUE(low.stopped);
+  // A question the stopped run answers (its bound is above it) is answered from the memo.
+  EXPECT_TRUE(cache.Simulate(plan, *p->cost, t / 8).stopped);
+  EXPECT_EQ(cache.hits(), 1);
+  // A whole run is simulated anew, kept, and then answers every question.
+  const SimResult whole = cache.Simulate(plan, *p->cost);
+  EXPECT_FALSE(whole.stopped);
+  EXPECT_EQ(whole.iteration_ms, t);
+  EXPECT_EQ(cache.misses(), 2);
+  EXPECT_FALSE(cache.Simulate(plan, *p->cost, t / 4).stopped);
+  EXPECT_EQ(cache.hits(), 2);
+}
+
+}  // namespace
+}  // namespace dapple
