@@ -108,6 +108,39 @@ std::vector<RefinedSelection> SelectRefinedFamilies(
   return found;
 }
 
+// Note [Interleaving a plan] (interleaving.cc): the winner's device groups with v chunks
+// each, at every micro-batch size, against the winner itself (which wins ties).
+void OfferInterleaving(const Context& c, Selection& sel, PlanResult& result) {
+  std::vector<Proposal> proposals = {{sel.best->plan, sel.best->origin}};
+  for (Proposal& p : InterleavedProposals(sel.best->plan, c.cost, c.sizes, c.global_batch)) {
+    p.plan.allreduce_overlap = c.options.allreduce_overlap;
+    if (!MessageTagError(p.plan, c.cluster.num_devices())) proposals.push_back(std::move(p));
+  }
+  if (proposals.size() == 1) return;
+  Selection alt = SelectFastest(proposals, c.cost, false, &c.shared->sims);
+  sel.simulated += alt.simulated;
+  if (!alt.best || alt.best->sim.iteration_ms >= sel.best->sim.iteration_ms) return;
+  result.refine_moves.push_back(fmt::format("interleave v={}", alt.best->plan.virtual_stages));
+  alt.best->origin = sel.best->origin;
+  sel.best = std::move(alt.best);
+}
+
+// Fills a family's result from its search `r` and its final selection `sel` (r's winner,
+// or the interleaving offered on it, whose move OfferInterleaving recorded already).
+void FillFamily(PlanResult& fr, const RefinedSelection& r, const Selection& sel, const Context& c) {
+  std::vector<std::string> offered = std::move(fr.refine_moves);
+  fr.refine_moves.clear();
+  for (const RefineStep& st : r.steps) fr.refine_moves.push_back(st.move);
+  fr.refine_moves.insert(fr.refine_moves.end(), offered.begin(), offered.end());
+  fr.plan = sel.best->plan;
+  fr.plan->planner = c.options.planner;
+  fr.plan->global_batch_size = c.global_batch;
+  ResolvePlanLayers(*fr.plan, c.profile, "planner");
+  fr.origin = sel.best->origin;
+  fr.refine_out_of_time = r.out_of_time;
+  fr.plans_simulated = sel.simulated;
+}
+
 // Note [Never slower with more schedules]
 // Hill climbing with more schedules among its moves can settle in another local optimum
 // than the climb with fewer (AmoebaNet-6 on paper-b at GBS 128: 412.5 ms with dapple-a,
@@ -126,19 +159,24 @@ Selection SearchSchedules(const Context& c, const std::vector<std::vector<Propos
   std::vector<Scored> winners;
   std::vector<std::vector<RefineStep>> steps;
   std::vector<RefinedSelection> found = SelectRefinedFamilies(c, families);
+  PlanResult interleaved;
   for (size_t f = 0; f < found.size(); ++f) {
     RefinedSelection& r = found[f];
     if (r.best) {  // what RunPlanner with this schedule fixed returns
       PlanResult& fr = result.families.emplace_back();
       fr.family = c.schedules[f];
-      fr.plan = r.best->plan;
-      fr.plan->planner = c.options.planner;
-      fr.plan->global_batch_size = c.global_batch;
-      ResolvePlanLayers(*fr.plan, c.profile, "planner");
-      fr.origin = r.best->origin;
-      for (const RefineStep& st : r.steps) fr.refine_moves.push_back(st.move);
-      fr.refine_out_of_time = r.out_of_time;
-      fr.plans_simulated = r.simulated;
+      FillFamily(fr, r, Selection{r.best, r.simulated, 0}, c);
+    }
+    // Interleaved with one chunk is dapple-b (its lists are dapple-b's, and so are its
+    // warm-up depths, proposals and moves), so `--schedule interleaved` searches as
+    // dapple-b does and then offers chunks on that winner: its family is recorded from
+    // dapple-b's, and `dapple plan`'s interleaved row needs no search of its own.
+    if (r.best && c.schedules[f] == ScheduleKind::kDappleB && c.options.interleave) {
+      Selection one{r.best, r.simulated, 0};
+      one.best->plan.schedule = ScheduleKind::kInterleaved;
+      interleaved.family = ScheduleKind::kInterleaved;
+      OfferInterleaving(Family(c, ScheduleKind::kInterleaved), one, interleaved);
+      FillFamily(interleaved, r, one, c);
     }
     sel.simulated += r.simulated;
     result.refine_out_of_time = result.refine_out_of_time || r.out_of_time;
@@ -146,6 +184,7 @@ Selection SearchSchedules(const Context& c, const std::vector<std::vector<Propos
     winners.push_back(std::move(*r.best));
     steps.push_back(std::move(r.steps));
   }
+  if (interleaved.plan) result.families.push_back(std::move(interleaved));
   if (winners.empty()) return sel;
   std::vector<size_t> order(winners.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -162,23 +201,6 @@ Selection SearchSchedules(const Context& c, const std::vector<std::vector<Propos
   for (const RefineStep& st : mixed.steps) result.refine_moves.push_back(st.move);
   sel.best = std::move(mixed.best);
   return sel;
-}
-
-// Note [Interleaving a plan] (interleaving.cc): the winner's device groups with v chunks
-// each, at every micro-batch size, against the winner itself (which wins ties).
-void OfferInterleaving(const Context& c, Selection& sel, PlanResult& result) {
-  std::vector<Proposal> proposals = {{sel.best->plan, sel.best->origin}};
-  for (Proposal& p : InterleavedProposals(sel.best->plan, c.cost, c.sizes, c.global_batch)) {
-    p.plan.allreduce_overlap = c.options.allreduce_overlap;
-    if (!MessageTagError(p.plan, c.cluster.num_devices())) proposals.push_back(std::move(p));
-  }
-  if (proposals.size() == 1) return;
-  Selection alt = SelectFastest(proposals, c.cost, false, &c.shared->sims);
-  sel.simulated += alt.simulated;
-  if (!alt.best || alt.best->sim.iteration_ms >= sel.best->sim.iteration_ms) return;
-  result.refine_moves.push_back(fmt::format("interleave v={}", alt.best->plan.virtual_stages));
-  alt.best->origin = sel.best->origin;
-  sel.best = std::move(alt.best);
 }
 
 }  // namespace
