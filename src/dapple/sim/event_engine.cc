@@ -8,6 +8,7 @@
 
 #include "dapple/common/error.h"
 #include "dapple/sim/stop_bound.h"
+#include "dapple/sim/waiting_transfers.h"
 
 namespace dapple::internal {
 namespace {
@@ -18,11 +19,11 @@ namespace {
 // its clock, which is >= now_ when it was woken, so events never arrive in the past. Only
 // transfers that hold resources need the global clock, to decide who gets a link first.
 // Such a transfer joins the waiting list as soon as its last sender sent it, even when it
-// is ready only after now_: the list is in priority order, ready time first, so a pass
-// over it stops at the first transfer not ready yet, whose ready time is the next instant
-// unless a finish comes first. The event heap holds only finishes. (At an instant, every
-// finish is processed before the pass, as when ready times were events of their own that
-// came after the finishes of the same instant.)
+// is ready only after now_: the list is in priority order, ready time first (Note
+// [Due and future transfers] in waiting_transfers.h), so the earliest ready time after
+// now_ is the next instant unless a finish comes first. The event heap holds only finishes. (At an
+// instant, every finish is processed before the pass, as when ready times were events of their own
+// that came after the finishes of the same instant.)
 
 // clock, done and last_backward_end (DeviceProgress) are what StopBound reads.
 struct DeviceState : DeviceProgress {
@@ -40,20 +41,6 @@ struct Transfer {
   double finish = -1;  // < 0 until finished
   int arrived = 0;     // senders that executed their send
   int route = 0;       // set once ready: RouteOf(id)
-};
-
-// A transfer in the waiting list, with what the list is ordered by (so that keeping it in
-// order reads no Transfer): its ready time, then its rank among transfers ready at the same
-// time (boundary, then micro-batch, then activations before gradients), (boundary * M +
-// mb) * 2 + direction.
-struct Waiting {
-  double ready;
-  long long rank;
-  int id;
-  int route;
-  bool operator<(const Waiting& o) const {
-    return ready != o.ready ? ready < o.ready : rank < o.rank;
-  }
 };
 
 // A transfer that finishes (frees its links) at `time`.
@@ -76,8 +63,8 @@ struct Scratch {
   std::vector<double> ar_ready;
   std::vector<char> resource_busy;
   std::vector<int> runnable;
-  // Transfers that hold resources, ready (now or later) and not started, in priority order.
-  std::vector<Waiting> waiting;
+  // Transfers that hold resources, ready (now or later) and not started.
+  WaitingTransfers waiting;
   std::vector<Event> queue;  // finishes: a min-heap under std::greater<Event>
   StopBound bound;           // with stop_above_ms (Note [Stopping above a time] in stop_bound.cc)
 };
@@ -109,7 +96,7 @@ class Engine {
     ar_ready_.assign(S_, 0.0);
     resource_busy_.assign(s.num_resources, 0);
     runnable_.clear();
-    waiting_.clear();
+    waiting_.Clear();
     queue_.clear();
     exposed_.assign(S_, 0.0);
     if (stopping_) bound_.Prepare(s);
@@ -152,10 +139,11 @@ class Engine {
       }
       if (StartWaiting()) continue;
       // The next instant: a finish, or the first waiting transfer that is not ready yet.
-      auto later = std::partition_point(waiting_.begin(), waiting_.end(),
-                                        [&](const Waiting& w) { return w.ready <= now_; });
-      if (later != waiting_.end() && (queue_.empty() || later->ready <= queue_.front().time)) {
-        now_ = later->ready;
+      const double later = waiting_.NextReady();
+      if (later < std::numeric_limits<double>::infinity() &&
+          (queue_.empty() || later <= queue_.front().time)) {
+        now_ = later;
+        waiting_.Advance(now_);
         waiting_dirty_ = true;
       } else if (!queue_.empty()) {
         now_ = queue_.front().time;
@@ -384,7 +372,7 @@ class Engine {
   // Adds a transfer that holds resources, once ready (it may be ready only later than
   // now_), to the waiting list in priority order.
   void Enqueue(const Waiting& w) {
-    waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), w), w);
+    waiting_.Add(w, now_);
     waiting_dirty_ = waiting_dirty_ || w.ready <= now_;
   }
 
@@ -393,24 +381,24 @@ class Engine {
   bool StartWaiting() {
     if (!waiting_dirty_) return false;  // nothing freed or come ready since the last pass
     waiting_dirty_ = false;
+    std::vector<Waiting>& due = waiting_.due();
     bool started = false;
-    for (size_t i = 0; i < waiting_.size();) {
-      const Waiting& w = waiting_[i];
-      if (w.ready > now_) break;
-      const int id = w.id;
+    size_t kept = 0;  // the due ones that stay, moved to the front in order
+    for (size_t i = 0; i < due.size(); ++i) {
+      const Waiting w = due[i];
       const EngineRoute& route = s_.routes[w.route];
       bool free = true;
       for (int r : route.resources) free = free && !resource_busy_[r];
       if (!free) {
-        ++i;
+        due[kept++] = w;
         continue;
       }
       for (int r : route.resources) resource_busy_[r] = 1;
-      xfer_[id].start = now_;
-      Push({now_ + route.ms, id});
-      waiting_.erase(waiting_.begin() + i);
+      xfer_[w.id].start = now_;
+      Push({now_ + route.ms, w.id});
       started = true;
     }
+    due.resize(kept);
     return started;
   }
 
@@ -466,7 +454,7 @@ class Engine {
   std::vector<double>& ar_ready_;
   std::vector<char>& resource_busy_;
   std::vector<int>& runnable_;
-  std::vector<Waiting>& waiting_;
+  WaitingTransfers& waiting_;
   std::vector<Event>& queue_;
   StopBound& bound_;
   const bool stopping_;  // Note [Stopping above a time] in stop_bound.cc
