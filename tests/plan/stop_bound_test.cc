@@ -111,5 +111,25 @@ TEST(StopAbove, TheMemoKeepsAStoppedRunOnlyForWhatItAnswers) {
   EXPECT_EQ(cache.hits(), 2);
 }
 
+// The memo hands each run the facts of its lists it gathered once (ScheduleView::facts):
+// its runs stop where runs that gather them stop, with the same bound.
+TEST(StopAbove, TheMemosListFactsStopAsARunsOwn) {
+  int stopped = 0;
+  for (unsigned seed : {1u, 2u, 5u}) {
+    auto p = seed % 3 == 2 ? testing::MakeRandomMixedProblem(seed)
+                           : testing::MakeRandomAnalyticProblem(seed);
+    SimCache cache;
+    for (const Plan& plan : PlansOf(*p)) {
+      const double t = SimulatePlan(plan, *p->cost).iteration_ms;
+      const SimResult own = RunStopping(plan, *p->cost, t * 0.6);
+      const SimResult memo = cache.Simulate(plan, *p->cost, t * 0.6);
+      ASSERT_EQ(memo.stopped, own.stopped) << p->description;
+      ASSERT_EQ(memo.iteration_ms, own.iteration_ms) << p->description;
+      stopped += own.stopped;
+    }
+  }
+  EXPECT_GT(stopped, 100);
+}
+
 }  // namespace
 }  // namespace dapple

@@ -73,40 +73,46 @@ SimResult SimCache::Simulate(const Plan& plan, const CostModel& cost, double sto
     auto it = memo.find(shape);
     return it == memo.end() ? nullptr : it->second;
   };
-  std::shared_ptr<const Schedule> single = find(single_), replicated = find(replicated_);
+  std::shared_ptr<const Lowered> single = find(single_), replicated = find(replicated_);
   auto make = [&](bool with_ar) {
-    const std::shared_ptr<const Schedule>& other = with_ar ? single : replicated;
-    std::shared_ptr<Schedule> made;
+    const std::shared_ptr<const Lowered>& other = with_ar ? single : replicated;
+    auto made = std::make_shared<Lowered>();
     if (other) {  // the other's lists with AR put in before STEP, or taken out
-      made = std::make_shared<Schedule>(*other);
-      for (std::vector<Instruction>& p : made->programs) {
+      made->schedule = other->schedule;
+      for (std::vector<Instruction>& p : made->schedule.programs) {
         if (with_ar)
           p.insert(p.end() - 1, Instruction{Op::kAllReduceGrads, -1, 0});
         else
           p.erase(p.end() - 2);
       }
     } else {
-      made = std::make_shared<Schedule>(
+      made->schedule =
           LowerComms(MakeSchedule(kind, groups, plan.num_micro_batches, plan.virtual_stages),
-                     std::vector<int>(groups, with_ar ? 2 : 1)));
+                     std::vector<int>(groups, with_ar ? 2 : 1));
     }
-    ScheduleView all{made->num_stages, made->num_micro_batches, made->num_chunks, {}};
-    for (const std::vector<Instruction>& p : made->programs) all.programs.push_back(&p);
+    const Schedule& lists = made->schedule;
+    ScheduleView all{lists.num_stages, lists.num_micro_batches, lists.num_chunks, {}};
+    for (const std::vector<Instruction>& p : lists.programs) {
+      all.programs.push_back(&p);
+      made->facts.push_back(FactsOf(p.data(), static_cast<int>(p.size()), lists.num_chunks));
+    }
     CheckSimulable(all);  // once per list, not per run
     std::lock_guard<std::mutex> lock(mu_);
     return (with_ar ? replicated_ : single_).try_emplace(shape, std::move(made)).first->second;
   };
   if (any_single && !single) single = make(false);
   if (any_replicated && !replicated) replicated = make(true);
-  const Schedule& some = single ? *single : *replicated;
+  const Schedule& some = single ? single->schedule : replicated->schedule;
   ScheduleView view{some.num_stages,
                     some.num_micro_batches,
                     some.num_chunks,
                     {},
                     /*instructions_checked=*/true};
-  for (int s = 0; s < groups; ++s)
-    view.programs.push_back(plan.stages[s].replicas() > 1 ? &replicated->programs[s]
-                                                          : &single->programs[s]);
+  for (int s = 0; s < groups; ++s) {
+    const Lowered& l = plan.stages[s].replicas() > 1 ? *replicated : *single;
+    view.programs.push_back(&l.schedule.programs[s]);
+    view.facts.push_back(&l.facts[s]);
+  }
   SimResult r = dapple::Simulate(
       plan, view, cost, SimOptions{.record_timeline = false, .stop_above_ms = stop_above_ms});
   std::lock_guard<std::mutex> lock(mu_);

@@ -40,8 +40,12 @@ class SimCache {
   mutable std::mutex mu_;
   std::unordered_map<std::string, SimResult> results_;
   // Per (schedule, S, M, v): the lowered lists with no stage replicated, and with every
-  // stage (AR before STEP), made when a plan first needs them.
-  std::map<std::vector<int>, std::shared_ptr<const Schedule>> single_, replicated_;
+  // stage (AR before STEP), made when a plan first needs them, with each list's facts.
+  struct Lowered {
+    Schedule schedule;
+    std::vector<ListFacts> facts;  // [stage]
+  };
+  std::map<std::vector<int>, std::shared_ptr<const Lowered>> single_, replicated_;
   long long hits_ = 0, misses_ = 0;
 };
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dapple/schedule/instruction.h"
+#include "dapple/sim/list_facts.h"
 #include "dapple/sim/timeline.h"
 
 namespace dapple::internal {
@@ -16,6 +17,7 @@ namespace dapple::internal {
 struct EngineStage {
   const Instruction* program = nullptr;  // the stage's lowered list (outlives the engine)
   int length = 0;
+  const ListFacts* facts = nullptr;  // the list's, when the caller has them (list_facts.h)
   int first_device = 0;  // devices of the stage are first_device .. first_device+replicas-1
   int replicas = 1;
   double allreduce_ms = 0;  // one allreduce after the last backward (no buckets)

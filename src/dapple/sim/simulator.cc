@@ -98,6 +98,7 @@ SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostMode
     const std::vector<Instruction>& program = *lowered.programs[s];
     es.program = program.data();
     es.length = static_cast<int>(program.size());
+    if (!lowered.facts.empty()) es.facts = lowered.facts[s];
     es.first_device = static_cast<int>(setup.devices.size());
     es.replicas = sp.replicas();
     // In the split schedules the last weight gradients come from a W, not a B.

@@ -9,6 +9,7 @@
 #include "dapple/cost/cost_model.h"
 #include "dapple/format/plan.h"
 #include "dapple/schedule/schedule.h"
+#include "dapple/sim/list_facts.h"
 #include "dapple/sim/timeline.h"
 
 namespace dapple {
@@ -78,6 +79,8 @@ struct ScheduleView {
   // The caller checked every list's instructions against this shape already (the
   // planner's memo, once per list): Simulate skips that pass over them.
   bool instructions_checked = false;
+  // Optional, [stage]: FactsOf each list (the planner's memo keeps them with the lists).
+  std::vector<const ListFacts*> facts = {};
 };
 SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
                    const SimOptions& options = {});

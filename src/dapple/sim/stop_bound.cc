@@ -59,6 +59,54 @@ double ListedCost(const EngineSetup& s, const EngineStage& st, int d, const Inst
 
 }  // namespace
 
+}  // namespace dapple::internal
+
+namespace dapple {
+
+ListFacts FactsOf(const Instruction* program, int length, int chunks) {
+  ListFacts f;
+  f.count.assign(4 * chunks, 0);
+  for (int pc = 0; pc < length; ++pc) {
+    const Instruction& in = program[pc];
+    switch (in.op) {
+      case Op::kForward:
+        ++f.count[4 * in.chunk];
+        break;
+      case Op::kBackward:
+      case Op::kInputGrad:
+        ++f.count[4 * in.chunk + (in.op == Op::kBackward ? 1 : 2)];
+        f.last_backward_pc = pc;
+        f.last_backward_mb = in.micro_batch;
+        break;
+      case Op::kWeightGrad:
+        ++f.count[4 * in.chunk + 3];
+        break;
+      case Op::kOptimizerStep:
+        ++f.steps;
+        break;
+      case Op::kAllReduceGrads:
+        ++f.allreduces;
+        break;
+      case Op::kRecvGrad:
+        f.last_recv_grad_pc = pc;
+        f.last_recv_grad_mb = in.micro_batch;
+        break;
+      case Op::kSendGrad:
+        f.last_send_grad_pc = pc;
+        f.last_send_grad_mb = in.micro_batch;
+        break;
+      case Op::kSendAct:
+      case Op::kRecvAct:
+        break;
+    }
+  }
+  return f;
+}
+
+}  // namespace dapple
+
+namespace dapple::internal {
+
 void StopBound::Prepare(const EngineSetup& s) {
   setup_ = &s;
   const int S = s.num_stages, v = s.num_chunks;
@@ -68,68 +116,41 @@ void StopBound::Prepare(const EngineSetup& s) {
   work_.assign(D, 0.0);
   tail_.assign(D, 0.0);
   last_cost_.assign(D, 0.0);
-  std::vector<int> last_mb(S, -1), recv_pc(S, -1), recv_mb(S, -1), send_pc(S, -1), send_mb(S, -1);
-  std::vector<int> count;  // [chunk * 4 + k]: F, B, I, W of the stage's list
+  facts_.resize(S);
   for (int g = 0; g < S; ++g) {
     const EngineStage& st = s.stages[g];
-    count.assign(4 * v, 0);
-    int steps = 0, allreduces = 0;
-    for (int pc = 0; pc < st.length; ++pc) {
-      const Instruction& in = st.program[pc];
-      switch (in.op) {
-        case Op::kForward:
-          ++count[4 * in.chunk];
-          break;
-        case Op::kBackward:
-        case Op::kInputGrad:
-          ++count[4 * in.chunk + (in.op == Op::kBackward ? 1 : 2)];
-          last_backward_pc_[g] = pc;
-          last_mb[g] = in.micro_batch;
-          break;
-        case Op::kWeightGrad:
-          ++count[4 * in.chunk + 3];
-          break;
-        case Op::kOptimizerStep:
-          ++steps;
-          break;
-        case Op::kAllReduceGrads:
-          ++allreduces;
-          break;
-        case Op::kRecvGrad:
-          recv_pc[g] = pc;
-          recv_mb[g] = in.micro_batch;
-          break;
-        case Op::kSendGrad:
-          send_pc[g] = pc;
-          send_mb[g] = in.micro_batch;
-          break;
-        case Op::kSendAct:
-        case Op::kRecvAct:
-          break;
-      }
-    }
+    // The memo's facts of the list, or those of one pass over it here.
+    if (!st.facts) facts_[g] = FactsOf(st.program, st.length, v);
+    const ListFacts& f = st.facts ? *st.facts : facts_[g];
+    last_backward_pc_[g] = f.last_backward_pc;
     for (int d = st.first_device; d < st.first_device + st.replicas; ++d) {
       const EngineChunkCost* c = s.costs.data() + s.devices[d].first_cost;
-      double w = steps * s.devices[d].step_ms +
-                 (st.bucket_ms.empty() ? allreduces * st.allreduce_ms : 0.0);
+      double w = f.steps * s.devices[d].step_ms +
+                 (st.bucket_ms.empty() ? f.allreduces * st.allreduce_ms : 0.0);
       for (int k = 0; k < v; ++k)
-        w += count[4 * k] * c[k].forward_ms + count[4 * k + 1] * c[k].backward_ms +
-             count[4 * k + 2] * c[k].input_grad_ms + count[4 * k + 3] * c[k].weight_grad_ms;
+        w += f.count[4 * k] * c[k].forward_ms + f.count[4 * k + 1] * c[k].backward_ms +
+             f.count[4 * k + 2] * c[k].input_grad_ms + f.count[4 * k + 3] * c[k].weight_grad_ms;
       work_[d] = w;
-      const int last = last_backward_pc_[g];
+      const int last = f.last_backward_pc;
       if (last < 0) continue;
       last_cost_[d] = ListedCost(s, st, d, st.program[last]);
       for (int pc = last + 1; pc < st.length; ++pc)
         tail_[d] += ListedCost(s, st, d, st.program[pc]);
     }
   }
-  // Stage g's last backward waits for the gradient of micro-batch last_mb[g] (received
+  // Stage g's last backward waits for the gradient of its micro-batch (received
   // before it), which stage g + 1 sends after its own last backward of that micro-batch.
-  for (int g = 0; g + 1 < S && v == 1; ++g)
-    chained_[g] = last_backward_pc_[g] >= 0 && last_backward_pc_[g + 1] >= 0 && recv_pc[g] >= 0 &&
-                  recv_pc[g] < last_backward_pc_[g] && recv_mb[g] == last_mb[g] &&
-                  last_mb[g + 1] == last_mb[g] && send_pc[g + 1] > last_backward_pc_[g + 1] &&
-                  send_mb[g + 1] == last_mb[g];
+  auto facts = [&](int g) -> const ListFacts& {
+    return s.stages[g].facts ? *s.stages[g].facts : facts_[g];
+  };
+  for (int g = 0; g + 1 < S && v == 1; ++g) {
+    const ListFacts &f = facts(g), &n = facts(g + 1);
+    chained_[g] =
+        f.last_backward_pc >= 0 && n.last_backward_pc >= 0 && f.last_recv_grad_pc >= 0 &&
+        f.last_recv_grad_pc < f.last_backward_pc && f.last_recv_grad_mb == f.last_backward_mb &&
+        n.last_backward_mb == f.last_backward_mb && n.last_send_grad_pc > n.last_backward_pc &&
+        n.last_send_grad_mb == f.last_backward_mb;
+  }
 }
 
 }  // namespace dapple::internal

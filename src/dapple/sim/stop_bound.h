@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "dapple/sim/event_engine.h"
+#include "dapple/sim/list_facts.h"
 
 namespace dapple::internal {
 
@@ -39,6 +40,7 @@ class StopBound {
   // Per device: listed costs of its whole list, of what follows its last backward, and of
   // that backward.
   std::vector<double> work_, tail_, last_cost_;
+  std::vector<ListFacts> facts_;  // per stage, of the lists that came without theirs
 };
 
 template <typename At>

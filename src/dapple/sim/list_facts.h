@@ -1,0 +1,22 @@
+// What the simulator's early stop (Note [Stopping above a time] in stop_bound.cc) reads of
+// one stage's lowered list, gathered in one pass over it. The planner's memo gathers it
+// once per list and hands it to every run (ScheduleView::facts) instead of a pass per run.
+#pragma once
+
+#include <vector>
+
+#include "dapple/schedule/instruction.h"
+
+namespace dapple {
+
+struct ListFacts {
+  std::vector<int> count;  // [chunk * 4 + k]: forwards, B's, I's and W's of each chunk
+  int steps = 0, allreduces = 0;
+  int last_backward_pc = -1, last_backward_mb = -1;  // the last B or I
+  int last_recv_grad_pc = -1, last_recv_grad_mb = -1;
+  int last_send_grad_pc = -1, last_send_grad_mb = -1;
+};
+
+ListFacts FactsOf(const Instruction* program, int length, int chunks);
+
+}  // namespace dapple
