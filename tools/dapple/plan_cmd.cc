@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <future>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -244,17 +243,6 @@ void RunPlanCommand(const PlanArgs& a) {
   o.refine_seconds = a.refine_seconds;
   PlanningMemo memo;  // the baselines' and families' calls reuse this one's DPs and simulations
   o.memo = &memo;
-  // The baselines plan on a thread of their own while the planner runs: they share its memo
-  // (each call returns what it would alone), and they fill the time a core would otherwise
-  // wait in the planner's parallel steps.
-  std::future<std::vector<Row>> baseline_rows = std::async(std::launch::async, [&] {
-    std::vector<Row> rows;
-    if (!a.baselines) return rows;
-    for (const std::string& name : PlannerNames())
-      if (name != a.planner)
-        rows.push_back(RunOne(name, profile, cluster, cost, a.global_batch, o));
-    return rows;
-  });
   PlanResult r = RunPlanner(profile, cluster, cost, a.global_batch, o);
   if (!r.plan) {
     if (r.required_memory_bytes > 0)
@@ -266,8 +254,11 @@ void RunPlanCommand(const PlanArgs& a) {
           std::ceil((r.required_memory_bytes + cost.ProcessMemoryBytes(0)) / 1e9));
     ThrowInput("{} on {}: {}", profile.model, cluster.name, r.reason);
   }
-  std::vector<Row> rows = baseline_rows.get(), families;
+  std::vector<Row> rows, families;
   if (a.baselines) {
+    for (const std::string& name : PlannerNames())
+      if (name != a.planner)
+        rows.push_back(RunOne(name, profile, cluster, cost, a.global_batch, o));
     if (a.planner == "dapple" && !a.schedule) {
       for (ScheduleKind k : {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1,
                              ScheduleKind::kInterleaved}) {
