@@ -74,7 +74,29 @@ double SplitBackwardMs(const CostModel& cost, int first, int last, const std::ve
   return ms;
 }
 
-PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
+namespace {
+
+// Whether `base`'s costs may stand in for `plan`'s stage by stage (EvaluatePlanFrom): the
+// same micro-batching, schedule, overlap and number of stages (so the same warm-up depth
+// per index), one chunk, and devices alike in both or in neither.
+bool SameFrame(const Plan& plan, const Plan& base, const PlanCosts& base_costs, bool uniform) {
+  return plan.micro_batch_size == base.micro_batch_size &&
+         plan.num_micro_batches == base.num_micro_batches && plan.schedule == base.schedule &&
+         plan.allreduce_overlap == base.allreduce_overlap && plan.virtual_stages == 1 &&
+         base.virtual_stages == 1 && plan.num_stages() == base.num_stages() &&
+         static_cast<int>(base_costs.stages.size()) == base.num_stages() &&
+         base_costs.uniform_devices == uniform;
+}
+
+// Stage s of `plan` costs what stage s of `base` does: same layers, devices, re-computation.
+bool SameStage(const Plan& plan, const Plan& base, int s) {
+  const StagePlan &a = plan.stages[s], &b = base.stages[s];
+  return a.first_layer == b.first_layer && a.last_layer == b.last_layer &&
+         plan.Recomputes(s) == base.Recomputes(s) && a.devices == b.devices;
+}
+
+PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
+                   const PlanCosts* base_costs) {
   PlanCosts pc;
   const int S = plan.num_stages();
   const int M = plan.num_micro_batches;
@@ -98,8 +120,29 @@ PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
                                cost.UpdateMs(0, n, d) == cost.UpdateMs(0, n, d0) &&
                                cost.DeviceMemoryBytes(d) == cost.DeviceMemoryBytes(d0)));
   }
+  pc.uniform_devices = uniform;
+  const bool reuse = base && SameFrame(plan, *base, *base_costs, uniform);
+  std::vector<char> same(reuse ? S : 0);
+  for (int s = 0; s < static_cast<int>(same.size()); ++s) same[s] = SameStage(plan, *base, s);
+  // The transfer from stage s depends on its last layer, m and both stages' devices.
+  auto transfer = [&](int s) {
+    const StagePlan &a = plan.stages[s], &b = plan.stages[s + 1];
+    if (reuse && a.last_layer == base->stages[s].last_layer &&
+        a.devices == base->stages[s].devices && b.devices == base->stages[s + 1].devices)
+      return base_costs->transfer_ms[s];
+    return cost.TransferMs(a.last_layer, plan.micro_batch_size, a.devices, b.devices);
+  };
   for (int s = 0; s < S; ++s) {
     const StagePlan& st = plan.stages[s];
+    if (reuse && same[s]) {
+      const StageCost& c = base_costs->stages[s];
+      pc.fits = pc.fits && c.fits();
+      pc.peak_memory_bytes = std::max(pc.peak_memory_bytes, c.memory_bytes);
+      compute.push_back({c.forward_ms, c.backward_ms, c.allreduce_ms, c.update_ms});
+      pc.stages.push_back(c);
+      if (s + 1 < S) pc.transfer_ms.push_back(transfer(s));
+      continue;
+    }
     int k = v > 1 ? (PeakInFlight(plan.schedule, s % G, G, M, v) + v - 1) / v
                   : PeakInFlight(plan.schedule, s, S, M);
     StageCost c =
@@ -117,10 +160,7 @@ PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
     pc.peak_memory_bytes = std::max(pc.peak_memory_bytes, c.memory_bytes);
     compute.push_back({c.forward_ms, c.backward_ms, c.allreduce_ms, c.update_ms});
     pc.stages.push_back(c);
-    if (s + 1 < S) {
-      pc.transfer_ms.push_back(cost.TransferMs(st.last_layer, plan.micro_batch_size, st.devices,
-                                               plan.stages[s + 1].devices));
-    }
+    if (s + 1 < S) pc.transfer_ms.push_back(transfer(s));
   }
   if (v > 1) {
     pc.fits = true;
@@ -135,6 +175,17 @@ PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
   pc.latency = ComputeLatency(WithTransfers(compute, pc.transfer_ms), M);
   pc.pivot_stage = ComputeStageOf(pc.latency.pivot);
   return pc;
+}
+
+}  // namespace
+
+PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
+  return Evaluate(plan, cost, nullptr, nullptr);
+}
+
+PlanCosts EvaluatePlanFrom(const Plan& plan, const Plan& base, const PlanCosts& base_costs,
+                           const CostModel& cost) {
+  return Evaluate(plan, cost, &base, &base_costs);
 }
 
 bool UniformDevices(const CostModel& cost) {

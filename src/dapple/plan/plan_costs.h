@@ -32,6 +32,7 @@ struct PlanCosts {
   int pivot_stage = 0;              // the compute stage of latency.pivot
   bool fits = true;                 // every stage fits its devices' memory
   double peak_memory_bytes = 0;     // max over stages
+  bool uniform_devices = false;     // the plan's devices are alike (EvaluateStage's `uniform`)
 };
 
 // Samples of the largest replica slice of a micro-batch (SliceOf's first slice).
@@ -56,6 +57,14 @@ bool UniformDevices(const CostModel& cost);
 // in-flight micro-batches (rounded up), and fits / peak_memory_bytes are per device group:
 // an estimate, the simulator's peak decides (rescoring.h).
 PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost);
+// EvaluatePlan(plan, cost) for a plan near `base`, whose EvaluatePlan is `base_costs` (the
+// refinement's neighbours of the current plan): with the same micro-batching, schedule,
+// overlap and number of stages, one chunk and devices alike in both or neither, a stage
+// with base's layers, devices and re-computation at its index costs what base's does, and
+// so does a transfer between two stages whose devices and boundary are base's; the rest is
+// evaluated. Equal to EvaluatePlan to the last bit (tests/plan/plan_costs_from_test.cc).
+PlanCosts EvaluatePlanFrom(const Plan& plan, const Plan& base, const PlanCosts& base_costs,
+                           const CostModel& cost);
 
 // Whether stage [first, last] may re-compute: re-computation costs the stage's forward
 // again, so the profile must time it. `forward_timed[l]`: layer l has a forward time in

@@ -29,10 +29,10 @@
 namespace dapple {
 
 bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed,
-                          PlanCosts* costs) {
+                          PlanCosts* costs, const Plan* base, const PlanCosts* base_costs) {
   plan.recompute = false;
   for (StagePlan& st : plan.stages) st.recompute = false;
-  PlanCosts pc = EvaluatePlan(plan, cost);
+  PlanCosts pc = base ? EvaluatePlanFrom(plan, *base, *base_costs, cost) : EvaluatePlan(plan, cost);
   bool any = false;
   for (int s = 0; s < plan.num_stages(); ++s) {
     StagePlan& st = plan.stages[s];
@@ -77,7 +77,8 @@ struct ClimbSearch {
         out_of_time = true;
         break;
       }
-      std::vector<internal::Neighbour> ns = internal::Neighbours(cur.plan, cost, cluster, o);
+      std::vector<internal::Neighbour> ns =
+          internal::Neighbours(cur.plan, cost, cluster, o, &cur.costs);
       struct Item {
         double estimate;
         size_t index;

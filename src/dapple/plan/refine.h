@@ -62,9 +62,12 @@ RefineResult FastestClimb(std::vector<RefineResult> climbs);
 // simulator may find a plan faster with it where it fits without (a later backward can
 // shift a contended transfer), but the planners never propose it for that.
 // `costs`, when given, receives EvaluatePlan of the plan without any re-computation (which
-// is `plan`'s own costs when this returns false).
+// is `plan`'s own costs when this returns false). With `base` and its EvaluatePlan
+// `base_costs`, it evaluates with EvaluatePlanFrom (the same figures, sooner for a plan
+// near base).
 bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed,
-                          PlanCosts* costs = nullptr);
+                          PlanCosts* costs = nullptr, const Plan* base = nullptr,
+                          const PlanCosts* base_costs = nullptr);
 
 }  // namespace dapple
 

@@ -14,8 +14,10 @@ struct Ctx {
   const CostModel& cost;
   const Cluster& cluster;
   const RefineOptions& o;
-  std::vector<int> unused;     // devices no stage has, ascending
-  std::vector<int> server_of;  // device -> server (Cluster::ServerOf scans the servers)
+  const Plan& base;             // the plan whose neighbours these are
+  const PlanCosts* base_costs;  // its EvaluatePlan, when known
+  std::vector<int> unused;      // devices no stage has, ascending
+  std::vector<int> server_of;   // device -> server (Cluster::ServerOf scans the servers)
 };
 
 int MaxReplicas(const Plan& p) {
@@ -54,8 +56,10 @@ void Add(Ctx& c, std::vector<Neighbour>& out, Plan p, const char* move) {
   if (!FitMicroBatch(p, c.o.sizes)) return;
   for (StagePlan& s : p.stages) KeepFastestFirst(c, s.devices);
   PlanCosts costs;
-  if (RecomputeWhereNeeded(p, c.cost, c.o.forward_timed, &costs))
-    costs = EvaluatePlan(p, c.cost);  // what it evaluated was without re-computation
+  const Plan* base = c.base_costs ? &c.base : nullptr;
+  if (RecomputeWhereNeeded(p, c.cost, c.o.forward_timed, &costs, base, c.base_costs))
+    costs = base ? EvaluatePlanFrom(p, *base, *c.base_costs, c.cost)
+                 : EvaluatePlan(p, c.cost);  // what it evaluated was without re-computation
   p.estimate.reset();
   out.push_back({std::move(p), move, std::move(costs)});
 }
@@ -236,8 +240,8 @@ void Batching(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
 }  // namespace
 
 std::vector<Neighbour> Neighbours(const Plan& plan, const CostModel& cost, const Cluster& cluster,
-                                  const RefineOptions& options) {
-  Ctx c{cost, cluster, options, {}, {}};
+                                  const RefineOptions& options, const PlanCosts* plan_costs) {
+  Ctx c{cost, cluster, options, plan, plan_costs, {}, {}};
   for (int s = 0; s < cluster.num_servers(); ++s)
     c.server_of.resize(c.server_of.size() + cluster.servers[s].devices, s);
   std::vector<bool> used(cluster.num_devices(), false);

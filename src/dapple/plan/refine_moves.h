@@ -25,8 +25,10 @@ struct Neighbour {
 // (its devices shared, or one unused device for the new stage); two devices of different
 // servers swapped between stages; the next smaller or larger micro-batch size; another
 // schedule. Each re-computes exactly on the stages that need it (RecomputeWhereNeeded). In
-// a fixed order (deterministic).
+// a fixed order (deterministic). `plan_costs`, when given, is EvaluatePlan(plan, cost): the
+// neighbours' costs are then evaluated from it (EvaluatePlanFrom), with the same figures.
 std::vector<Neighbour> Neighbours(const Plan& plan, const CostModel& cost, const Cluster& cluster,
-                                  const RefineOptions& options);
+                                  const RefineOptions& options,
+                                  const PlanCosts* plan_costs = nullptr);
 
 }  // namespace dapple::internal
