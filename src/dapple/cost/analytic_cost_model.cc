@@ -194,17 +194,20 @@ double AnalyticCostModel::UpdateMs(int first, int last, int device) const {
 // Note [Rings asked again]
 // The planners ask the allreduce of the same devices for many layer ranges in a row (a
 // stage's gradient buckets, the DP's and PipeDream's stages at every block), and a ring
-// may hold 8192 devices. So the last call's devices and the answer of the scan (in range,
-// spanning servers or not) are kept per thread; a call with equal devices compares them
-// (a memcmp) instead of scanning them again. The figure is the same either way.
+// may hold 8192 devices. So the last two calls' devices and the answers of the scan (in
+// range, spanning servers or not) are kept per thread; a call with equal devices compares
+// them (a memcmp) instead of scanning them again. The figure is the same either way.
 bool AnalyticCostModel::RingSpansServers(const std::vector<int>& devices) const {
-  struct LastRing {
+  struct KeptRing {
     uint64_t model = 0;
     std::vector<int> devices;
     bool spans = false;
   };
-  thread_local LastRing ring;
-  if (ring.model == serial_ && ring.devices == devices) return ring.spans;
+  // The last two rings: the DP asks a new stage's and the head stage's in turn.
+  thread_local KeptRing kept[2];
+  thread_local int older = 0;
+  for (const KeptRing& k : kept)
+    if (k.model == serial_ && k.devices == devices) return k.spans;
   // Devices are numbered server by server, so the ring stays inside one server exactly
   // when its lowest and highest device do (a min and max over the ids, without a lookup
   // per device), in four independent lanes.
@@ -224,10 +227,12 @@ bool AnalyticCostModel::RingSpansServers(const std::vector<int>& devices) const 
   const int min_id = std::min(std::min(lo[0], lo[1]), std::min(lo[2], lo[3]));
   const int max_id = std::max(std::max(hi[0], hi[1]), std::max(hi[2], hi[3]));
   DAPPLE_CHECK(min_id >= 0 && max_id < num_devices(), "device out of range");
-  ring.model = serial_;
-  ring.devices = devices;
-  ring.spans = server_of_[min_id] != server_of_[max_id];
-  return ring.spans;
+  KeptRing& k = kept[older];
+  older = 1 - older;
+  k.model = serial_;
+  k.devices = devices;
+  k.spans = server_of_[min_id] != server_of_[max_id];
+  return k.spans;
 }
 
 double AnalyticCostModel::AllReduceMs(int first, int last, const std::vector<int>& devices) const {
