@@ -11,6 +11,7 @@
 #include "dapple/plan/pipeline_latency.h"
 #include "dapple/plan/placement.h"
 #include "dapple/plan/plan_costs.h"
+#include "dapple/plan/usage_placer.h"
 #include "dapple/schedule/schedule.h"
 
 namespace dapple {
@@ -91,17 +92,31 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
     return mixed ? PlaceCountsInOrder(orders[o], usage, n, policy)
                  : PlaceCounts(cluster, usage, n, policy);
   };
+  // A new stage's placement on the usage `placer` was reset to, as its non-zero counts
+  // (Note [Placement from one usage]); mixed clusters place under each server order.
+  UsagePlacer placer(cluster);
+  std::vector<int> dense;
   auto place_into = [&](const std::vector<int>& usage, int n, PlacementPolicy policy, size_t o,
-                        std::vector<int>& take) {
-    if (!mixed) return PlaceCountsInto(cluster, usage, n, policy, take);
+                        UsagePlacer::Take& take) {
+    if (!mixed) return placer.Place(n, policy, take);
     auto t = PlaceCountsInOrder(orders[o], usage, n, policy);
-    if (t) take = std::move(*t);
-    return t.has_value();
+    take.clear();
+    if (!t) return false;
+    for (size_t s = 0; s < t->size(); ++s)
+      if ((*t)[s] > 0) take.emplace_back(static_cast<int>(s), (*t)[s]);
+    return true;
   };
   auto devices_into = [&](const std::vector<int>& usage, const std::vector<int>& take,
                           std::vector<int>& devs) {
     DevicesOf(cluster, usage, take, devs);
     if (mixed) FastestFirst(cluster, devs);
+  };
+  auto new_devices_into = [&](const std::vector<int>& usage, const UsagePlacer::Take& take,
+                              std::vector<int>& devs) {
+    if (!mixed) return placer.DevicesOf(take, devs);
+    dense.assign(usage.size(), 0);
+    for (const auto& [s, t] : take) dense[s] = t;
+    devices_into(usage, dense, devs);
   };
   auto devices_of = [&](const std::vector<int>& usage, const std::vector<int>& take) {
     std::vector<int> devs;
@@ -176,7 +191,8 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   std::vector<int> usage, devs;
   // The new stage's per-server counts under each placement (a placement that repeats an
   // earlier one's is tried once), and which of them are valid.
-  std::vector<std::vector<int>> takes(placements.size());
+  std::vector<UsagePlacer::Take> takes(placements.size());
+  std::vector<int> key;  // the new usage's UsageKeys key, when symmetric
   std::vector<char> valid(placements.size());
   // Per block range ending at the current `last`, for uniform devices: F and B of the
   // largest slice with n replicas, static and activation bytes (index [ip][n]).
@@ -217,23 +233,36 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
         full.resize(2 + lat_size);
         std::copy(e.lat.begin(), e.lat.end(), full.begin() + 4);
         const std::span<const LatencyStage> lat(full.data() + 2, lat_size);
+        if (!mixed) placer.Reset(e.usage);
+        const std::vector<int> base_key =
+            keys.symmetric() ? keys.KeyOf(e.usage) : std::vector<int>{};
         for (int n : counts(max_n)) {
           const int samples = SamplesPerReplica(m, n);
           for (size_t pi = 0; pi < placements.size(); ++pi) {
             const auto& [policy, server_order] = placements[pi];
-            std::vector<int>& take = takes[pi];
+            UsagePlacer::Take& take = takes[pi];
             valid[pi] = place_into(e.usage, n, policy, server_order, take);
             if (!valid[pi]) continue;
             bool again = false;
             for (size_t q = 0; q < pi && !again; ++q) again = valid[q] && takes[q] == take;
             if (again) continue;
-            devices_into(e.usage, take, devs);
+            new_devices_into(e.usage, take, devs);
             // The transfer to the suffix, asked once a range of blocks fits (none may).
             double t_after = after > 0 ? -1.0 : 0.0;
             usage = e.usage;
-            for (size_t s = 0; s < usage.size(); ++s) usage[s] += take[s];
+            for (const auto& [s, t] : take) usage[s] += t;
             const int free_after = free - n;
-            const int id = keys.IdOf(usage);
+            int id;
+            if (keys.symmetric()) {  // the key of e's usage with the servers taken from moved
+              key = base_key;
+              for (const auto& [s, t] : take) {
+                --key[e.usage[s]];
+                ++key[e.usage[s] + t];
+              }
+              id = keys.IdOfKey(key);
+            } else {
+              id = keys.IdOf(usage);
+            }
             UsageMemo* um = nullptr;                 // looked up when first needed
             std::vector<double>* head_to = nullptr;  // um->head_to[devs]
             std::vector<double>* ar = nullptr;       // allreduce_ms[devs]

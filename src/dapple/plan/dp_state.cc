@@ -40,10 +40,14 @@ int UsageKeys::IdOf(const std::vector<int>& usage) {
   } else {
     key_ = usage;
   }
-  auto it = ids_.find(key_);
+  return IdOfKey(key_);
+}
+
+int UsageKeys::IdOfKey(const std::vector<int>& key) {
+  auto it = ids_.find(key);
   if (it != ids_.end()) return it->second;
   const int id = static_cast<int>(ids_.size());
-  ids_.emplace(key_, id);
+  ids_.emplace(key, id);
   return id;
 }
 

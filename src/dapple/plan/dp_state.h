@@ -35,6 +35,8 @@ class UsageKeys {
 
   // The id of the state of `usage`: 0, 1, 2, ... in the order their keys are first seen.
   int IdOf(const std::vector<int>& usage);
+  // The same from the key itself (KeyOf's), for a caller that updates keys as usages change.
+  int IdOfKey(const std::vector<int>& key);
 
   size_t size() const { return ids_.size(); }
   bool symmetric() const { return symmetric_; }
