@@ -59,15 +59,16 @@ struct Complete {
   double peak_memory = 0;
 };
 
-// Per usage (devices taken per server, not the canonical key: the head's placement and
-// transfers depend on which servers): the head stage of a state's score (all layers before
-// the suffix on the free devices: the same devices whatever ip), its costs by ip, and its
-// transfer to a new stage's devices by ip (< 0: not computed yet); all recur at many blocks.
+// Per usage (devices taken per server, not the canonical key: the head's placement
+// depends on which servers): the head stage of a state's score (all layers before the
+// suffix on the free devices: the same devices whatever ip) and its costs by ip (forward
+// < 0: not computed yet); both recur at many blocks. The head's transfer to a new stage
+// and the new stage's allreduce are asked of the cost model, which answers the same
+// devices asked again at other layers in O(1) (Note [Split-concat by server runs],
+// Note [Rings asked again]): tables of them by device list cost more in allocations.
 struct UsageMemo {
   std::vector<int> head_devices;
   std::vector<LatencyStage> head_cost;
-  std::vector<char> have_cost;
-  std::unordered_map<std::vector<int>, std::vector<double>, IntsHash> head_to;
 };
 
 }  // namespace
@@ -215,8 +216,6 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
     }
     const int last = ends[i - 1];
     for (auto& row : table) std::fill(row.begin(), row.end(), RangeCost{});
-    // Per new stage's devices, its allreduce time by ip (< 0: not computed yet), for `last`.
-    std::unordered_map<std::vector<int>, std::vector<double>, IntsHash> allreduce_ms;
     for (const std::vector<Entry>& entries : states)
       for (const Entry& entry : entries) {
         ++local.states;
@@ -263,9 +262,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
             } else {
               id = keys.IdOf(usage);
             }
-            UsageMemo* um = nullptr;                 // looked up when first needed
-            std::vector<double>* head_to = nullptr;  // um->head_to[devs]
-            std::vector<double>* ar = nullptr;       // allreduce_ms[devs]
+            UsageMemo* um = nullptr;  // looked up when first needed
             for (int ip = i - 1; ip >= 0; --ip) {
               const int first = block_first(ip);
               StageCost c;
@@ -286,14 +283,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                 if (opt.enforce_memory && !c.fits()) continue;
                 if (opt.enforce_memory && rc.stat + k_deeper * rc.act > device_memory)
                   ++local.deeper_misfits;
-                if (n > 1) {
-                  if (!ar) {
-                    ar = &allreduce_ms[devs];
-                    if (ar->empty()) ar->assign(nb, -1.0);
-                  }
-                  if ((*ar)[ip] < 0) (*ar)[ip] = cost.AllReduceMs(first, last, devs);
-                  c.allreduce_ms = (*ar)[ip];
-                }
+                if (n > 1) c.allreduce_ms = cost.AllReduceMs(first, last, devs);
               } else {
                 c = EvaluateStage(cost, first, last, devs, m, k);
                 if (opt.enforce_memory && !c.fits()) continue;
@@ -323,23 +313,15 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                       place(usage, std::min(free_after, m), PlacementPolicy::kFreshFirst, 0);
                   DAPPLE_CHECK(head_take.has_value());
                   um->head_devices = devices_of(usage, *head_take);
-                  um->head_cost.resize(nb);
-                  um->have_cost.assign(nb, 0);
+                  um->head_cost.assign(nb, {-1.0, 0.0, 0.0, 0.0});
                 }
               }
-              if (!um->have_cost[ip]) {
+              if (um->head_cost[ip].forward_ms < 0) {
                 StageCost hc = EvaluateStage(cost, 0, first - 1, um->head_devices, m, 0, false,
                                              false, uniform);
                 um->head_cost[ip] = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms, hc.update_ms};
-                um->have_cost[ip] = 1;
               }
-              if (!head_to) {
-                head_to = &um->head_to[devs];
-                if (head_to->empty()) head_to->assign(nb, -1.0);
-              }
-              if ((*head_to)[ip] < 0)
-                (*head_to)[ip] = cost.TransferMs(first - 1, m, um->head_devices, devs);
-              const double ht = (*head_to)[ip];
+              const double ht = cost.TransferMs(first - 1, m, um->head_devices, devs);
               full[0] = um->head_cost[ip];
               full[1] = {ht, ht, 0.0, 0.0};
               const double score = ComputeLatency(full, M).latency_ms;
