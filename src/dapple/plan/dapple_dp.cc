@@ -193,7 +193,9 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   // The new stage's per-server counts under each placement (a placement that repeats an
   // earlier one's is tried once), and which of them are valid.
   std::vector<UsagePlacer::Take> takes(placements.size());
-  std::vector<int> key;  // the new usage's UsageKeys key, when symmetric
+  std::vector<int> key;                          // the new usage's UsageKeys key, when symmetric
+  std::vector<int> head_take;                    // a head stage's counts per server
+  std::vector<std::pair<double, int>> order_by;  // the beam's (score, id) of a block
   std::vector<char> valid(placements.size());
   // Per block range ending at the current `last`, for uniform devices: F and B of the
   // largest slice with n replicas, static and activation bytes (index [ip][n]).
@@ -206,11 +208,12 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   for (int i = nb; i >= 1; --i) {
     auto& states = memo[i];
     {  // beam: keep the states with the best scores
-      std::vector<std::pair<double, int>> order_by;
+      order_by.clear();
       for (size_t id = 0; id < states.size(); ++id)
         if (!states[id].empty()) order_by.emplace_back(states[id].front().score, id);
       if (static_cast<int>(order_by.size()) > max_states) {
-        std::sort(order_by.begin(), order_by.end());
+        // The first max_states by (score, id), a total order: the same set as a full sort.
+        std::nth_element(order_by.begin(), order_by.begin() + max_states, order_by.end());
         for (size_t r = max_states; r < order_by.size(); ++r) states[order_by[r].second].clear();
       }
     }
@@ -309,10 +312,16 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
               if (!um) {
                 um = &by_usage[usage];
                 if (um->head_devices.empty()) {
-                  auto head_take =
-                      place(usage, std::min(free_after, m), PlacementPolicy::kFreshFirst, 0);
-                  DAPPLE_CHECK(head_take.has_value());
-                  um->head_devices = devices_of(usage, *head_take);
+                  const int head_n = std::min(free_after, m);
+                  if (mixed) {
+                    auto head_take = place(usage, head_n, PlacementPolicy::kFreshFirst, 0);
+                    DAPPLE_CHECK(head_take.has_value());
+                    um->head_devices = devices_of(usage, *head_take);
+                  } else {
+                    DAPPLE_CHECK(PlaceCountsInto(cluster, usage, head_n,
+                                                 PlacementPolicy::kFreshFirst, head_take));
+                    DevicesOf(cluster, usage, head_take, um->head_devices);
+                  }
                   um->head_cost.assign(nb, {-1.0, 0.0, 0.0, 0.0});
                 }
               }
