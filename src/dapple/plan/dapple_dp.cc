@@ -172,7 +172,8 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   std::vector<std::vector<std::vector<Entry>>> memo(nb + 1);
   memo[nb].resize(keys.IdOf(nodes[0].usage) + 1);
   memo[nb].back().push_back(Entry{});
-  std::unordered_map<std::vector<int>, UsageMemo, IntsHash> by_usage;
+  UsageHasher hasher(cluster);  // Note [Usages by incremental hash]
+  UsageTable<UsageMemo> by_usage;
   std::vector<Complete> complete;
   long long order = 0;
   double threshold = 1e300;  // L of the k-th best complete plan once k are known
@@ -236,6 +237,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
         std::copy(e.lat.begin(), e.lat.end(), full.begin() + 4);
         const std::span<const LatencyStage> lat(full.data() + 2, lat_size);
         if (!mixed) placer.Reset(e.usage);
+        const uint64_t base_hash = hasher.Of(e.usage);
         const std::vector<int> base_key =
             keys.symmetric() ? keys.KeyOf(e.usage) : std::vector<int>{};
         for (int n : counts(max_n)) {
@@ -254,6 +256,9 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
             usage = e.usage;
             for (const auto& [s, t] : take) usage[s] += t;
             const int free_after = free - n;
+            uint64_t usage_hash = base_hash;
+            for (const auto& [s, t] : take)
+              usage_hash = hasher.Moved(usage_hash, s, e.usage[s], e.usage[s] + t);
             int id;
             if (keys.symmetric()) {  // the key of e's usage with the servers taken from moved
               key = base_key;
@@ -310,7 +315,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
               if (free_after == 0) continue;  // no device left for the layers before
               // The paper's T_PL: the layers before form one stage on the free devices.
               if (!um) {
-                um = &by_usage[usage];
+                um = &by_usage.At(usage_hash, usage);
                 if (um->head_devices.empty()) {
                   const int head_n = std::min(free_after, m);
                   if (mixed) {
