@@ -35,13 +35,15 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
   // where its device range starts inside a server, not on which server: cache them.
   const bool symmetric = IdenticalServers(cluster);
   const bool uniform = UniformDevices(cost);
-  // stage_cache[(ip * (D + 1) + n) * server_size + offset], K = 0 (a hash table: the
-  // replica counts are few, a dense table on 8192 devices was 80 MB to clear per m);
+  // stage_cache by (n, offset), K = 0, per block i (a hash table: the replica counts are
+  // few, a dense table on 8192 devices was 80 MB to clear per m);
   // transfer_cache by (n, next stage's n, offset), for every block end at once: asked in
   // a row with the same devices, the cost model sums them from one walk over the slices
   // (Note [Split-concat by link] in the analytic model), where one walk per block was most
   // of PipeDream's time on 8192 devices.
-  std::unordered_map<size_t, StageCost> stage_cache;
+  // Keyed n << 20 | offset: the stage's costs by ip (forward < 0: not computed yet), one
+  // lookup per (d, n) rather than per (d, n, ip).
+  std::unordered_map<uint64_t, std::vector<StageCost>> stage_cache;
   // By n << 40 | next stage's n << 20 | offset (replica counts and offsets are below
   // 2^20: at most m and the server size).
   std::unordered_map<uint64_t, std::vector<double>> transfer_cache;
@@ -103,20 +105,25 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
             act[ip] = cost.ActivationBytes(block_first(ip), last, act_samples);
           act_done.push_back(n);
         }
+        std::vector<StageCost>* row = nullptr;
+        if (symmetric) {
+          row = &stage_cache[static_cast<uint64_t>(n) << 20 | static_cast<uint64_t>(offset)];
+          if (row->empty()) {
+            StageCost none;
+            none.forward_ms = -1;
+            row->assign(i, none);
+          }
+        }
         for (int ip = i - 1; ip >= 0; --ip) {
           const int first = block_first(ip);
           StageCost c;
           if (symmetric) {
-            size_t key = (static_cast<size_t>(ip) * (D + 1) + n) * server_size + offset;
-            auto it = stage_cache.find(key);
-            if (it == stage_cache.end()) {
+            StageCost& cached = (*row)[ip];
+            if (cached.forward_ms < 0) {
               list();
-              it = stage_cache
-                       .emplace(key,
-                                EvaluateStage(cost, first, last, devs, m, 0, false, false, uniform))
-                       .first;
+              cached = EvaluateStage(cost, first, last, devs, m, 0, false, false, uniform);
             }
-            c = it->second;
+            c = cached;
             c.memory_bytes += k * act[ip];
           } else {
             list();
