@@ -31,7 +31,7 @@ struct Link {
   bool inter;         // between servers (else inside one)
   size_t begin, end;  // its messages' samples: Scratch::samples[begin, end)
 };
-//
+
 // Note [Split-concat by server runs]
 // When a layer's bytes per sample are a whole number b (and m x b <= 2^53), every
 // message's bytes (samples x b) and every sum of them on a link is a whole number below
