@@ -319,9 +319,9 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                 if (um->head_devices.empty()) {
                   const int head_n = std::min(free_after, m);
                   if (mixed) {
-                    auto head_take = place(usage, head_n, PlacementPolicy::kFreshFirst, 0);
-                    DAPPLE_CHECK(head_take.has_value());
-                    um->head_devices = devices_of(usage, *head_take);
+                    auto in_order = place(usage, head_n, PlacementPolicy::kFreshFirst, 0);
+                    DAPPLE_CHECK(in_order.has_value());
+                    um->head_devices = devices_of(usage, *in_order);
                   } else {
                     DAPPLE_CHECK(PlaceCountsInto(cluster, usage, head_n,
                                                  PlacementPolicy::kFreshFirst, head_take));
