@@ -84,6 +84,44 @@ TEST(UsageKeys, IdsEqualTheSortedMultisetReference) {
 // at most m replicas) whose L, as EvaluatePlan recomputes it from the plan alone, is the
 // DP's, in ascending order; on random problems with 2-4 identical servers, where states
 // of permuted usages are merged.
+// Note [Usages by incremental hash]: the hash moved server by server equals the hash of
+// the new usage, and the table finds each usage's own value (against an ordered map).
+TEST(UsageTable, IncrementalHashAndValuesByUsage) {
+  std::mt19937 rng(9);
+  auto pick = [&](int a, int b) { return std::uniform_int_distribution<int>(a, b)(rng); };
+  Cluster c;
+  c.name = "mixed-sizes";
+  for (int s = 0; s < 12; ++s) c.servers.push_back(ServerSpec{pick(1, 4), std::nullopt});
+  UsageHasher hasher(c);
+  UsageTable<int> table;
+  std::map<std::vector<int>, int> reference;
+  for (int t = 0; t < 20000; ++t) {
+    std::vector<int> usage(c.num_servers());
+    for (int s = 0; s < c.num_servers(); ++s) usage[s] = pick(0, c.servers[s].devices);
+    uint64_t h = hasher.Of(usage);
+    const int s = pick(0, c.num_servers() - 1);
+    const int to = pick(0, c.servers[s].devices);
+    h = hasher.Moved(h, s, usage[s], to);
+    usage[s] = to;
+    ASSERT_EQ(h, hasher.Of(usage));
+    int& v = table.At(h, usage);
+    auto [it, added] = reference.try_emplace(usage, t + 1);
+    if (added) {
+      ASSERT_EQ(v, 0);  // new
+      v = t + 1;
+    }
+    ASSERT_EQ(v, it->second);
+    // Another usage under the same hash (a collision) gets a value of its own.
+    std::vector<int> other = usage;
+    other[0] = other[0] == 0 ? 1 : 0;
+    if (other[0] <= c.servers[0].devices && !reference.count(other)) {
+      ASSERT_EQ(table.At(h, other), 0);
+      ASSERT_EQ(table.At(h, usage), it->second);
+    }
+  }
+  EXPECT_GT(reference.size(), 1000u);
+}
+
 TEST(DappleDp, CandidatesAreValidPlansWithTheLatencyTheDpComputed) {
   int checked = 0;
   for (unsigned seed = 0; seed < 40; ++seed) {

@@ -191,20 +191,55 @@ double AnalyticCostModel::UpdateMs(int first, int last, int device) const {
          SpecOf(cluster_, server_of_, device).speed;
 }
 
+// Note [Rings asked again]
+// The planners ask the allreduce of the same devices for many layer ranges in a row (a
+// stage's gradient buckets, the DP's and PipeDream's stages at every block), and a ring
+// may hold 8192 devices. So the last two calls' devices and the answers of the scan (in
+// range, spanning servers or not) are kept per thread; a call with equal devices compares
+// them (a memcmp) instead of scanning them again. The figure is the same either way.
+bool AnalyticCostModel::RingSpansServers(const std::vector<int>& devices) const {
+  struct KeptRing {
+    uint64_t model = 0;
+    std::vector<int> devices;
+    bool spans = false;
+  };
+  // The last two rings: the DP asks a new stage's and the head stage's in turn.
+  thread_local KeptRing kept[2];
+  thread_local int older = 0;
+  for (const KeptRing& k : kept)
+    if (k.model == serial_ && k.devices == devices) return k.spans;
+  // Devices are numbered server by server, so the ring stays inside one server exactly
+  // when its lowest and highest device do (a min and max over the ids, without a lookup
+  // per device), in four independent lanes.
+  const int* d = devices.data();
+  const size_t r = devices.size();
+  int lo[4] = {d[0], d[0], d[0], d[0]}, hi[4] = {d[0], d[0], d[0], d[0]};
+  size_t i = 0;
+  for (; i + 4 <= r; i += 4)
+    for (int q = 0; q < 4; ++q) {
+      lo[q] = std::min(lo[q], d[i + q]);
+      hi[q] = std::max(hi[q], d[i + q]);
+    }
+  for (; i < r; ++i) {
+    lo[0] = std::min(lo[0], d[i]);
+    hi[0] = std::max(hi[0], d[i]);
+  }
+  const int min_id = std::min(std::min(lo[0], lo[1]), std::min(lo[2], lo[3]));
+  const int max_id = std::max(std::max(hi[0], hi[1]), std::max(hi[2], hi[3]));
+  DAPPLE_CHECK(min_id >= 0 && max_id < num_devices(), "device out of range");
+  KeptRing& k = kept[older];
+  older = 1 - older;
+  k.model = serial_;
+  k.devices = devices;
+  k.spans = server_of_[min_id] != server_of_[max_id];
+  return k.spans;
+}
+
 double AnalyticCostModel::AllReduceMs(int first, int last, const std::vector<int>& devices) const {
   CheckRange(first, last);
   const int r = static_cast<int>(devices.size());
   if (r <= 1) return 0;
-  // Devices are numbered server by server, so the ring stays inside one server exactly
-  // when its lowest and highest device do (a min and max over the ids, without a lookup
-  // per device: this runs for every stage and bucket the planners cost on 8192 devices).
-  int lo = devices[0], hi = devices[0];
-  for (int d : devices) {
-    lo = std::min(lo, d);
-    hi = std::max(hi, d);
-  }
-  DAPPLE_CHECK(lo >= 0 && hi < num_devices(), "device out of range");
-  const bool spans = server_of_[lo] != server_of_[hi];
+  const bool spans = RingSpansServers(devices);  // Note [Rings asked again]
   // The slowest link of the ring: the inter-server one as soon as the ring leaves a server
   // (the slower of both kinds, as the ring also has hops inside servers).
   const LinkSpec& intra = cluster_.intra_server;

@@ -84,6 +84,9 @@ class AnalyticCostModel : public CostModel {
   double SplitConcatMs(int last, double micro_batch, const std::vector<int>& from,
                        const std::vector<int>& to, std::vector<int>* resources) const;
 
+  // Whether a ring of `devices` (at least one) leaves a server; checks them in range.
+  bool RingSpansServers(const std::vector<int>& devices) const;
+
   const Profile& profile_;
   const Cluster& cluster_;
   CostOptions options_;

@@ -17,10 +17,6 @@ namespace {
 // nothing (the model is shared between threads, so they cannot be members).
 // Per server, only the entries of the servers a call touched are non-zero between calls
 // (it resets them), so that a call costs O(senders + receivers), not O(servers).
-// Per-thread buffers of SplitConcatMs, so that the planners' millions of calls allocate
-// nothing (the model is shared between threads, so they cannot be members).
-// Per server, only the entries of the servers a call touched are non-zero between calls
-// (it resets them), so that a call costs O(senders + receivers), not O(servers).
 //
 // Note [Split-concat by link]
 // A split-concat's messages depend on the micro-batch and both device lists, not on the
@@ -34,6 +30,28 @@ struct Link {
   int resource;       // Transfer's resource id: 2s, 2s + 1 or 2 x servers + device
   bool inter;         // between servers (else inside one)
   size_t begin, end;  // its messages' samples: Scratch::samples[begin, end)
+};
+
+// Note [Split-concat by server runs]
+// When a layer's bytes per sample are a whole number b (and m x b <= 2^53), every
+// message's bytes (samples x b) and every sum of them on a link is a whole number below
+// 2^53, so the floating-point sums are exact: a link's bytes are (its samples) x b,
+// whatever the order of the additions. The time is then the link of most samples of each
+// kind (division by the bandwidth is monotone), and depends on the micro-batch and the
+// devices only: counted once per device lists, a transfer asked again at another layer
+// costs O(1). The count walks runs of devices on one server instead of devices: the
+// senders of one run own one contiguous range of samples, so what a run sends to a run
+// of receivers on another server is the overlap of two ranges; only runs on the same
+// server (a receiver's own intra-server link) are walked device by device. The figure is
+// the walk's to the last bit (tests/cost/split_concat_runs_test.cc). TransferMs only:
+// Transfer's resources come from the walk or the links above.
+struct Run {
+  int server;
+  int begin, end;  // positions in the device list
+};
+struct Counts {
+  int64_t max_inter = 0, max_intra = 0;  // samples on the busiest link of each kind
+  bool crosses = false, any = false;     // a message between servers; any message
 };
 struct Scratch {
   std::vector<double> intra, out, in;
@@ -51,7 +69,97 @@ struct Scratch {
   std::vector<std::pair<int64_t, int>> messages;  // while grouping: (samples, link)
   std::vector<int> link_of;  // while grouping: link by resource (-1 between calls)
   std::vector<size_t> fill;
+  // Note [Split-concat by server runs]: the counts of the last call's devices, when done.
+  bool counted = false;
+  Counts counts;
+  std::vector<Run> from_runs, to_runs;
+  std::vector<int64_t> out_n, in_n, intra_n;  // zero between calls
+  std::vector<int> intra_touched;
 };
+
+// Whether every id is in [0, nd): the largest as unsigned (negative ones are huge), in
+// four independent lanes (this runs for every transfer of lists of up to 8192 devices).
+bool AllDevicesBelow(const std::vector<int>& devices, int nd) {
+  const int* d = devices.data();
+  const size_t n = devices.size();
+  unsigned top[4] = {0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int q = 0; q < 4; ++q) top[q] = std::max(top[q], static_cast<unsigned>(d[i + q]));
+  for (; i < n; ++i) top[0] = std::max(top[0], static_cast<unsigned>(d[i]));
+  return std::max(std::max(top[0], top[1]), std::max(top[2], top[3])) < static_cast<unsigned>(nd);
+}
+
+void RunsOf(const std::vector<int>& server_of, const std::vector<int>& devices,
+            std::vector<Run>& runs) {
+  runs.clear();
+  const int n = static_cast<int>(devices.size());
+  for (int i = 0; i < n; ++i) {
+    const int s = server_of[devices[i]];
+    if (runs.empty() || runs.back().server != s)
+      runs.push_back({s, i, i + 1});
+    else
+      runs.back().end = i + 1;
+  }
+}
+
+// The counts of Note [Split-concat by server runs]; leaves sc's per-server and per-receiver
+// sums zero.
+Counts CountByRuns(const std::vector<int>& server_of, int servers, int64_t m,
+                   const std::vector<int>& from, const std::vector<int>& to, Scratch& sc) {
+  const int rf = static_cast<int>(from.size()), rt = static_cast<int>(to.size());
+  const int64_t base_f = m / rf, extra_f = m % rf, base_t = m / rt, extra_t = m % rt;
+  auto begin_f = [&](int j) -> int64_t { return j * base_f + std::min<int64_t>(j, extra_f); };
+  auto begin_t = [&](int k) -> int64_t { return k * base_t + std::min<int64_t>(k, extra_t); };
+  RunsOf(server_of, from, sc.from_runs);
+  RunsOf(server_of, to, sc.to_runs);
+  if (static_cast<int>(sc.out_n.size()) < servers) {
+    sc.out_n.resize(servers, 0);
+    sc.in_n.resize(servers, 0);
+  }
+  if (static_cast<int>(sc.intra_n.size()) < rt) sc.intra_n.resize(rt, 0);
+  sc.touched.clear();
+  sc.intra_touched.clear();
+  Counts c;
+  const size_t na = sc.from_runs.size(), nb = sc.to_runs.size();
+  for (size_t a = 0, b = 0; a < na && b < nb;) {
+    const Run& A = sc.from_runs[a];
+    const Run& B = sc.to_runs[b];
+    const int64_t a0 = begin_f(A.begin), a1 = begin_f(A.end);
+    const int64_t b0 = begin_t(B.begin), b1 = begin_t(B.end);
+    const int64_t overlap = std::min(a1, b1) - std::max(a0, b0);
+    if (overlap > 0 && A.server != B.server) {
+      c.crosses = c.any = true;
+      if (sc.out_n[A.server] == 0 && sc.in_n[A.server] == 0) sc.touched.push_back(A.server);
+      sc.out_n[A.server] += overlap;
+      if (sc.out_n[B.server] == 0 && sc.in_n[B.server] == 0) sc.touched.push_back(B.server);
+      sc.in_n[B.server] += overlap;
+    } else if (overlap > 0) {  // inside one server: the walk, over these runs only
+      for (int j = A.begin, k = B.begin; j < A.end && k < B.end;) {
+        const int64_t ja = begin_f(j), jb = begin_f(j + 1), ka = begin_t(k), kb = begin_t(k + 1);
+        const int64_t samples = std::min(jb, kb) - std::max(ja, ka);
+        if (samples > 0 && from[j] != to[k]) {  // feeding itself: no message
+          c.any = true;
+          if (sc.intra_n[k] == 0) sc.intra_touched.push_back(k);
+          sc.intra_n[k] += samples;
+        }
+        if (jb <= kb) ++j;
+        if (kb <= jb) ++k;
+      }
+    }
+    if (a1 <= b1) ++a;
+    if (b1 <= a1) ++b;
+  }
+  for (int s : sc.touched) {
+    c.max_inter = std::max({c.max_inter, sc.out_n[s], sc.in_n[s]});
+    sc.out_n[s] = sc.in_n[s] = 0;
+  }
+  for (int k : sc.intra_touched) {
+    c.max_intra = std::max(c.max_intra, sc.intra_n[k]);
+    sc.intra_n[k] = 0;
+  }
+  return c;
+}
 
 }  // namespace
 
@@ -73,24 +181,45 @@ double AnalyticCostModel::SplitConcatMs(int last, double micro_batch, const std:
   DAPPLE_CHECK(last >= 0 && last < num_layers(), "layer out of range");
   DAPPLE_CHECK(!from.empty() && !to.empty(), "a transfer needs senders and receivers");
   const int nd = num_devices();  // once: a virtual call per device shows on 8192 devices
-  for (int d : from) DAPPLE_CHECK(d >= 0 && d < nd, "sender out of range");
-  for (int d : to) DAPPLE_CHECK(d >= 0 && d < nd, "receiver out of range");
+  thread_local Scratch sc;
+  // The last call's devices were checked when they were kept.
+  const bool same_devices = serial_ == sc.model && from == sc.from && to == sc.to;
+  if (!same_devices) {
+    DAPPLE_CHECK(AllDevicesBelow(from, nd), "sender out of range");
+    DAPPLE_CHECK(AllDevicesBelow(to, nd), "receiver out of range");
+  }
   const int64_t m = std::llround(micro_batch);
   if (m <= 0) return 0;
   const double bytes_per_sample = cut_bytes_[last] / profile_.batch_size;
   const int rf = static_cast<int>(from.size()), rt = static_cast<int>(to.size());
   const int servers = cluster_.num_servers();
 
-  thread_local Scratch sc;
   const LinkSpec& intra_link = cluster_.intra_server;
   const LinkSpec& inter_link = cluster_.inter_server;
-  const bool again = serial_ == sc.model && m == sc.m && from == sc.from && to == sc.to;
+  const bool again = same_devices && m == sc.m;
   if (!again) {
     sc.model = serial_;
     sc.m = m;
     sc.from = from;
     sc.to = to;
     sc.grouped = false;
+    sc.counted = false;
+  }
+  // Note [Split-concat by server runs]
+  if (!resources && bytes_per_sample == std::floor(bytes_per_sample) &&
+      bytes_per_sample * static_cast<double>(m) <= 9007199254740992.0) {
+    if (!sc.counted) {
+      sc.counts = CountByRuns(server_of_, servers, m, from, to, sc);
+      sc.counted = true;
+    }
+    const Counts& c = sc.counts;
+    if (!c.any) return 0;
+    const double inter =
+        static_cast<double>(c.max_inter) * bytes_per_sample / inter_link.bandwidth_bytes_per_s;
+    const double intra =
+        static_cast<double>(c.max_intra) * bytes_per_sample / intra_link.bandwidth_bytes_per_s;
+    return (std::max(inter, intra) + (c.crosses ? inter_link.latency_s : intra_link.latency_s)) *
+           1e3;
   }
   // Both splits are ordered sample ranges: walk them together, O(rf + rt) pairs, calling
   // message(samples, sender j, receiver k) for each that moves samples.

@@ -11,6 +11,7 @@
 #include "dapple/plan/pipeline_latency.h"
 #include "dapple/plan/placement.h"
 #include "dapple/plan/plan_costs.h"
+#include "dapple/plan/usage_placer.h"
 #include "dapple/schedule/schedule.h"
 
 namespace dapple {
@@ -58,15 +59,16 @@ struct Complete {
   double peak_memory = 0;
 };
 
-// Per usage (devices taken per server, not the canonical key: the head's placement and
-// transfers depend on which servers): the head stage of a state's score (all layers before
-// the suffix on the free devices: the same devices whatever ip), its costs by ip, and its
-// transfer to a new stage's devices by ip (< 0: not computed yet); all recur at many blocks.
+// Per usage (devices taken per server, not the canonical key: the head's placement
+// depends on which servers): the head stage of a state's score (all layers before the
+// suffix on the free devices: the same devices whatever ip) and its costs by ip (forward
+// < 0: not computed yet); both recur at many blocks. The head's transfer to a new stage
+// and the new stage's allreduce are asked of the cost model, which answers the same
+// devices asked again at other layers in O(1) (Note [Split-concat by server runs],
+// Note [Rings asked again]): tables of them by device list cost more in allocations.
 struct UsageMemo {
   std::vector<int> head_devices;
   std::vector<LatencyStage> head_cost;
-  std::vector<char> have_cost;
-  std::unordered_map<std::vector<int>, std::vector<double>, IntsHash> head_to;
 };
 
 }  // namespace
@@ -91,17 +93,31 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
     return mixed ? PlaceCountsInOrder(orders[o], usage, n, policy)
                  : PlaceCounts(cluster, usage, n, policy);
   };
+  // A new stage's placement on the usage `placer` was reset to, as its non-zero counts
+  // (Note [Placement from one usage]); mixed clusters place under each server order.
+  UsagePlacer placer(cluster);
+  std::vector<int> dense;
   auto place_into = [&](const std::vector<int>& usage, int n, PlacementPolicy policy, size_t o,
-                        std::vector<int>& take) {
-    if (!mixed) return PlaceCountsInto(cluster, usage, n, policy, take);
+                        UsagePlacer::Take& take) {
+    if (!mixed) return placer.Place(n, policy, take);
     auto t = PlaceCountsInOrder(orders[o], usage, n, policy);
-    if (t) take = std::move(*t);
-    return t.has_value();
+    take.clear();
+    if (!t) return false;
+    for (size_t s = 0; s < t->size(); ++s)
+      if ((*t)[s] > 0) take.emplace_back(static_cast<int>(s), (*t)[s]);
+    return true;
   };
   auto devices_into = [&](const std::vector<int>& usage, const std::vector<int>& take,
                           std::vector<int>& devs) {
     DevicesOf(cluster, usage, take, devs);
     if (mixed) FastestFirst(cluster, devs);
+  };
+  auto new_devices_into = [&](const std::vector<int>& usage, const UsagePlacer::Take& take,
+                              std::vector<int>& devs) {
+    if (!mixed) return placer.DevicesOf(take, devs);
+    dense.assign(usage.size(), 0);
+    for (const auto& [s, t] : take) dense[s] = t;
+    devices_into(usage, dense, devs);
   };
   auto devices_of = [&](const std::vector<int>& usage, const std::vector<int>& take) {
     std::vector<int> devs;
@@ -156,7 +172,8 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   std::vector<std::vector<std::vector<Entry>>> memo(nb + 1);
   memo[nb].resize(keys.IdOf(nodes[0].usage) + 1);
   memo[nb].back().push_back(Entry{});
-  std::unordered_map<std::vector<int>, UsageMemo, IntsHash> by_usage;
+  UsageHasher hasher(cluster);  // Note [Usages by incremental hash]
+  UsageTable<UsageMemo> by_usage;
   std::vector<Complete> complete;
   long long order = 0;
   double threshold = 1e300;  // L of the k-th best complete plan once k are known
@@ -176,7 +193,10 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   std::vector<int> usage, devs;
   // The new stage's per-server counts under each placement (a placement that repeats an
   // earlier one's is tried once), and which of them are valid.
-  std::vector<std::vector<int>> takes(placements.size());
+  std::vector<UsagePlacer::Take> takes(placements.size());
+  std::vector<int> key;                          // the new usage's UsageKeys key, when symmetric
+  std::vector<int> head_take;                    // a head stage's counts per server
+  std::vector<std::pair<double, int>> order_by;  // the beam's (score, id) of a block
   std::vector<char> valid(placements.size());
   // Per block range ending at the current `last`, for uniform devices: F and B of the
   // largest slice with n replicas, static and activation bytes (index [ip][n]).
@@ -189,18 +209,17 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   for (int i = nb; i >= 1; --i) {
     auto& states = memo[i];
     {  // beam: keep the states with the best scores
-      std::vector<std::pair<double, int>> order_by;
+      order_by.clear();
       for (size_t id = 0; id < states.size(); ++id)
         if (!states[id].empty()) order_by.emplace_back(states[id].front().score, id);
       if (static_cast<int>(order_by.size()) > max_states) {
-        std::sort(order_by.begin(), order_by.end());
+        // The first max_states by (score, id), a total order: the same set as a full sort.
+        std::nth_element(order_by.begin(), order_by.begin() + max_states, order_by.end());
         for (size_t r = max_states; r < order_by.size(); ++r) states[order_by[r].second].clear();
       }
     }
     const int last = ends[i - 1];
     for (auto& row : table) std::fill(row.begin(), row.end(), RangeCost{});
-    // Per new stage's devices, its allreduce time by ip (< 0: not computed yet), for `last`.
-    std::unordered_map<std::vector<int>, std::vector<double>, IntsHash> allreduce_ms;
     for (const std::vector<Entry>& entries : states)
       for (const Entry& entry : entries) {
         ++local.states;
@@ -217,26 +236,41 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
         full.resize(2 + lat_size);
         std::copy(e.lat.begin(), e.lat.end(), full.begin() + 4);
         const std::span<const LatencyStage> lat(full.data() + 2, lat_size);
+        if (!mixed) placer.Reset(e.usage);
+        const uint64_t base_hash = hasher.Of(e.usage);
+        const std::vector<int> base_key =
+            keys.symmetric() ? keys.KeyOf(e.usage) : std::vector<int>{};
         for (int n : counts(max_n)) {
           const int samples = SamplesPerReplica(m, n);
           for (size_t pi = 0; pi < placements.size(); ++pi) {
             const auto& [policy, server_order] = placements[pi];
-            std::vector<int>& take = takes[pi];
+            UsagePlacer::Take& take = takes[pi];
             valid[pi] = place_into(e.usage, n, policy, server_order, take);
             if (!valid[pi]) continue;
             bool again = false;
             for (size_t q = 0; q < pi && !again; ++q) again = valid[q] && takes[q] == take;
             if (again) continue;
-            devices_into(e.usage, take, devs);
+            new_devices_into(e.usage, take, devs);
             // The transfer to the suffix, asked once a range of blocks fits (none may).
             double t_after = after > 0 ? -1.0 : 0.0;
             usage = e.usage;
-            for (size_t s = 0; s < usage.size(); ++s) usage[s] += take[s];
+            for (const auto& [s, t] : take) usage[s] += t;
             const int free_after = free - n;
-            const int id = keys.IdOf(usage);
-            UsageMemo* um = nullptr;                 // looked up when first needed
-            std::vector<double>* head_to = nullptr;  // um->head_to[devs]
-            std::vector<double>* ar = nullptr;       // allreduce_ms[devs]
+            uint64_t usage_hash = base_hash;
+            for (const auto& [s, t] : take)
+              usage_hash = hasher.Moved(usage_hash, s, e.usage[s], e.usage[s] + t);
+            int id;
+            if (keys.symmetric()) {  // the key of e's usage with the servers taken from moved
+              key = base_key;
+              for (const auto& [s, t] : take) {
+                --key[e.usage[s]];
+                ++key[e.usage[s] + t];
+              }
+              id = keys.IdOfKey(key);
+            } else {
+              id = keys.IdOf(usage);
+            }
+            UsageMemo* um = nullptr;  // looked up when first needed
             for (int ip = i - 1; ip >= 0; --ip) {
               const int first = block_first(ip);
               StageCost c;
@@ -257,14 +291,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                 if (opt.enforce_memory && !c.fits()) continue;
                 if (opt.enforce_memory && rc.stat + k_deeper * rc.act > device_memory)
                   ++local.deeper_misfits;
-                if (n > 1) {
-                  if (!ar) {
-                    ar = &allreduce_ms[devs];
-                    if (ar->empty()) ar->assign(nb, -1.0);
-                  }
-                  if ((*ar)[ip] < 0) (*ar)[ip] = cost.AllReduceMs(first, last, devs);
-                  c.allreduce_ms = (*ar)[ip];
-                }
+                if (n > 1) c.allreduce_ms = cost.AllReduceMs(first, last, devs);
               } else {
                 c = EvaluateStage(cost, first, last, devs, m, k);
                 if (opt.enforce_memory && !c.fits()) continue;
@@ -288,29 +315,27 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
               if (free_after == 0) continue;  // no device left for the layers before
               // The paper's T_PL: the layers before form one stage on the free devices.
               if (!um) {
-                um = &by_usage[usage];
+                um = &by_usage.At(usage_hash, usage);
                 if (um->head_devices.empty()) {
-                  auto head_take =
-                      place(usage, std::min(free_after, m), PlacementPolicy::kFreshFirst, 0);
-                  DAPPLE_CHECK(head_take.has_value());
-                  um->head_devices = devices_of(usage, *head_take);
-                  um->head_cost.resize(nb);
-                  um->have_cost.assign(nb, 0);
+                  const int head_n = std::min(free_after, m);
+                  if (mixed) {
+                    auto in_order = place(usage, head_n, PlacementPolicy::kFreshFirst, 0);
+                    DAPPLE_CHECK(in_order.has_value());
+                    um->head_devices = devices_of(usage, *in_order);
+                  } else {
+                    DAPPLE_CHECK(PlaceCountsInto(cluster, usage, head_n,
+                                                 PlacementPolicy::kFreshFirst, head_take));
+                    DevicesOf(cluster, usage, head_take, um->head_devices);
+                  }
+                  um->head_cost.assign(nb, {-1.0, 0.0, 0.0, 0.0});
                 }
               }
-              if (!um->have_cost[ip]) {
+              if (um->head_cost[ip].forward_ms < 0) {
                 StageCost hc = EvaluateStage(cost, 0, first - 1, um->head_devices, m, 0, false,
                                              false, uniform);
                 um->head_cost[ip] = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms, hc.update_ms};
-                um->have_cost[ip] = 1;
               }
-              if (!head_to) {
-                head_to = &um->head_to[devs];
-                if (head_to->empty()) head_to->assign(nb, -1.0);
-              }
-              if ((*head_to)[ip] < 0)
-                (*head_to)[ip] = cost.TransferMs(first - 1, m, um->head_devices, devs);
-              const double ht = (*head_to)[ip];
+              const double ht = cost.TransferMs(first - 1, m, um->head_devices, devs);
               full[0] = um->head_cost[ip];
               full[1] = {ht, ht, 0.0, 0.0};
               const double score = ComputeLatency(full, M).latency_ms;

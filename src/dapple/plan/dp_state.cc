@@ -40,11 +40,34 @@ int UsageKeys::IdOf(const std::vector<int>& usage) {
   } else {
     key_ = usage;
   }
-  auto it = ids_.find(key_);
+  return IdOfKey(key_);
+}
+
+int UsageKeys::IdOfKey(const std::vector<int>& key) {
+  auto it = ids_.find(key);
   if (it != ids_.end()) return it->second;
   const int id = static_cast<int>(ids_.size());
-  ids_.emplace(key_, id);
+  ids_.emplace(key, id);
   return id;
+}
+
+UsageHasher::UsageHasher(const Cluster& cluster) {
+  for (const ServerSpec& s : cluster.servers) stride_ = std::max(stride_, s.devices + 1);
+  z_.resize(static_cast<size_t>(cluster.num_servers()) * stride_);
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (uint64_t& z : z_) {  // splitmix64: fixed, so runs hash alike
+    x += 0x9e3779b97f4a7c15ull;
+    uint64_t v = x;
+    v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
+    v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
+    z = v ^ (v >> 31);
+  }
+}
+
+uint64_t UsageHasher::Of(const std::vector<int>& usage) const {
+  uint64_t h = 0;
+  for (size_t s = 0; s < usage.size(); ++s) h += z_[s * stride_ + usage[s]];
+  return h;
 }
 
 }  // namespace dapple

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <deque>
 #include <unordered_map>
 #include <vector>
 
@@ -35,6 +37,8 @@ class UsageKeys {
 
   // The id of the state of `usage`: 0, 1, 2, ... in the order their keys are first seen.
   int IdOf(const std::vector<int>& usage);
+  // The same from the key itself (KeyOf's), for a caller that updates keys as usages change.
+  int IdOfKey(const std::vector<int>& key);
 
   size_t size() const { return ids_.size(); }
   bool symmetric() const { return symmetric_; }
@@ -44,6 +48,51 @@ class UsageKeys {
   int server_size_ = 0;
   std::unordered_map<std::vector<int>, int, IntsHash> ids_;
   std::vector<int> key_;  // scratch of IdOf
+};
+
+// Note [Usages by incremental hash]
+// The DP looks up per-usage memos for usages of up to 1024 servers once per new stage it
+// tries; hashing the whole usage was O(servers) each time. UsageHasher's hash is a sum
+// over servers of a fixed pseudo-random number per (server, devices taken) (Zobrist
+// hashing), so a new stage moves it by the servers it takes from only. The table compares
+// the usages themselves on a hash match, so the hash decides nothing but speed.
+class UsageHasher {
+ public:
+  explicit UsageHasher(const Cluster& cluster);
+  uint64_t Of(const std::vector<int>& usage) const;  // O(servers)
+  // The hash after server s went from `from` to `to` devices taken.
+  uint64_t Moved(uint64_t hash, int s, int from, int to) const {
+    return hash - z_[s * stride_ + from] + z_[s * stride_ + to];
+  }
+
+ private:
+  int stride_ = 1;  // largest server + 1
+  std::vector<uint64_t> z_;
+};
+
+// Values by usage, found by a UsageHasher hash; references stay valid as values are added.
+template <typename V>
+class UsageTable {
+ public:
+  // The value of `usage` (whose hash is `hash`), default-made on first use.
+  V& At(uint64_t hash, const std::vector<int>& usage) {
+    auto [it, added] = first_.try_emplace(hash, -1);
+    int at = it->second;
+    for (; at >= 0; at = slots_[at].next)
+      if (slots_[at].usage == usage) return slots_[at].value;
+    slots_.push_back({usage, V{}, it->second});
+    it->second = static_cast<int>(slots_.size()) - 1;
+    return slots_.back().value;
+  }
+
+ private:
+  struct Slot {
+    std::vector<int> usage;
+    V value;
+    int next;  // the slot of the same hash added before, or -1
+  };
+  std::unordered_map<uint64_t, int> first_;
+  std::deque<Slot> slots_;
 };
 
 }  // namespace dapple

@@ -1,7 +1,6 @@
 // PipeDream's planner objective as a baseline: see baselines.h.
 #include <algorithm>
-#include <map>
-#include <tuple>
+#include <cstdint>
 #include <unordered_map>
 #include <vector>
 
@@ -36,25 +35,37 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
   // where its device range starts inside a server, not on which server: cache them.
   const bool symmetric = IdenticalServers(cluster);
   const bool uniform = UniformDevices(cost);
-  // stage_cache[(ip * (D + 1) + n) * server_size + offset], K = 0 (a hash table: the
-  // replica counts are few, a dense table on 8192 devices was 80 MB to clear per m);
+  // stage_cache by (n, offset), K = 0, per block i (a hash table: the replica counts are
+  // few, a dense table on 8192 devices was 80 MB to clear per m);
   // transfer_cache by (n, next stage's n, offset), for every block end at once: asked in
   // a row with the same devices, the cost model sums them from one walk over the slices
   // (Note [Split-concat by link] in the analytic model), where one walk per block was most
   // of PipeDream's time on 8192 devices.
-  std::unordered_map<size_t, StageCost> stage_cache;
-  std::map<std::tuple<int, int, int>, std::vector<double>> transfer_cache;
-  std::vector<double> act(nb);
+  // Keyed n << 20 | offset: the stage's costs by ip (forward < 0: not computed yet), one
+  // lookup per (d, n) rather than per (d, n, ip).
+  std::unordered_map<uint64_t, std::vector<StageCost>> stage_cache;
+  // By n << 40 | next stage's n << 20 | offset (replica counts and offsets are below
+  // 2^20: at most m and the server size).
+  std::unordered_map<uint64_t, std::vector<double>> transfer_cache;
+  DAPPLE_CHECK(D < (1 << 20), "PipeDream's planner: more than 2^20 devices");
+  // The replica counts by their bound, and per block i a replica count's activation
+  // bytes by ip (both were asked again for every d: 8192 times per block on 8192 devices).
+  std::vector<std::vector<int>> counts_by_max(std::min(D, m) + 1);
+  std::vector<std::vector<double>> act_by_n(std::min(D, m) + 1);
+  std::vector<int> act_done;  // the n whose act_by_n holds block i's
   for (int i = nb; i >= 1; --i) {
     const int last = ends[i - 1];
     stage_cache.clear();
+    for (int n : act_done) act_by_n[n].clear();
+    act_done.clear();
     for (int d = 0; d < D; ++d) {
       if (best[i][d] >= inf) continue;
       // At most this many stages can follow, each on a block and a device of its own.
       const int after = std::min(nb - i, d);
       const int k = WarmupDepth(ScheduleKind::kDappleA, 0, after + 1, M);
       const int max_n = std::min(D - d, m);
-      for (int n : ReplicaCounts(max_n, server_size)) {
+      if (counts_by_max[max_n].empty()) counts_by_max[max_n] = ReplicaCounts(max_n, server_size);
+      for (int n : counts_by_max[max_n]) {
         // The stage's devices and those of the stage after, listed only when a cost is not
         // cached (on 8192 devices listing them for every (d, n) was most of the time).
         bool listed = false;
@@ -70,7 +81,9 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
         double transfer = 0;
         const int offset = (D - d - n) % server_size;
         if (d > 0 && symmetric) {
-          auto key = std::make_tuple(n, from[i][d].second, offset);
+          const uint64_t key = static_cast<uint64_t>(n) << 40 |
+                               static_cast<uint64_t>(from[i][d].second) << 20 |
+                               static_cast<uint64_t>(offset);
           auto it = transfer_cache.find(key);
           if (it == transfer_cache.end()) {
             list();
@@ -84,23 +97,33 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
           list();
           transfer = 2 * cost.TransferMs(last, m, devs, to);
         }
-        const double act_samples = SamplesPerReplica(m, n);
-        for (int ip = i - 1; ip >= 0; --ip)
-          act[ip] = cost.ActivationBytes(block_first(ip), last, act_samples);
+        std::vector<double>& act = act_by_n[n];
+        if (act.empty()) {
+          const double act_samples = SamplesPerReplica(m, n);
+          act.resize(i);
+          for (int ip = i - 1; ip >= 0; --ip)
+            act[ip] = cost.ActivationBytes(block_first(ip), last, act_samples);
+          act_done.push_back(n);
+        }
+        std::vector<StageCost>* row = nullptr;
+        if (symmetric) {
+          row = &stage_cache[static_cast<uint64_t>(n) << 20 | static_cast<uint64_t>(offset)];
+          if (row->empty()) {
+            StageCost none;
+            none.forward_ms = -1;
+            row->assign(i, none);
+          }
+        }
         for (int ip = i - 1; ip >= 0; --ip) {
           const int first = block_first(ip);
           StageCost c;
           if (symmetric) {
-            size_t key = (static_cast<size_t>(ip) * (D + 1) + n) * server_size + offset;
-            auto it = stage_cache.find(key);
-            if (it == stage_cache.end()) {
+            StageCost& cached = (*row)[ip];
+            if (cached.forward_ms < 0) {
               list();
-              it = stage_cache
-                       .emplace(key,
-                                EvaluateStage(cost, first, last, devs, m, 0, false, false, uniform))
-                       .first;
+              cached = EvaluateStage(cost, first, last, devs, m, 0, false, false, uniform);
             }
-            c = it->second;
+            c = cached;
             c.memory_bytes += k * act[ip];
           } else {
             list();

@@ -78,7 +78,8 @@ std::vector<RefinedSelection> SelectRefinedFamilies(
   const size_t F = families.size();
   std::vector<RefineOptions> options(F);
   std::vector<RefineStarts> starts(F);
-  ParallelFor(F, 0, [&](size_t f) {
+  ParallelFor(F, 0, [&](size_t k) {
+    const size_t f = F - 1 - k;  // the last family (zb-h1's) is the longest: not last
     const Context fc = Family(c, c.schedules[f]);
     options[f] = RefineOptionsFor(fc, /*threads=*/1);
     starts[f] = SelectedStarts(fc, families[f], options[f]);

@@ -102,8 +102,19 @@ void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>&
   }
   const size_t nm = missing.size();
   std::vector<Shared::Dp> per_m(nm);
+  // PipeDream's DPs (ProposeBaseline below) on the same threads: on 8192 devices they
+  // were a third of the time, on one core.
+  std::vector<int> pd_missing;
+  for (int m : c.sizes)
+    if (!c.shared->pipedream.count({m, enforce_memory})) pd_missing.push_back(m);
+  std::vector<std::optional<Plan>> pd(pd_missing.size());
   lock.unlock();  // the DPs run unlocked; another search may run the same one (same result)
-  ParallelFor(nm, 0, [&](size_t k) {
+  ParallelFor(nm + pd.size(), 0, [&](size_t k) {
+    if (k >= nm) {
+      const int m = pd_missing[k - nm];
+      pd[k - nm] = PipeDreamPlan(c.cost, c.cluster, Mb(c, m), enforce_memory);
+      return;
+    }
     DpOptions o;
     o.micro_batch_size = missing[k];
     o.num_micro_batches = c.global_batch / missing[k];
@@ -117,6 +128,8 @@ void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>&
   });
   lock.lock();
   for (size_t k = 0; k < nm; ++k) c.shared->dps[key(missing[k])] = std::move(per_m[k]);
+  for (size_t k = 0; k < pd.size(); ++k)
+    c.shared->pipedream.try_emplace({pd_missing[k], enforce_memory}, std::move(pd[k]));
   std::vector<DpCandidate> all;
   std::map<int, size_t> best_of_m;  // index in `all` of each m's best
   for (int m : c.sizes) {
