@@ -17,9 +17,7 @@ namespace {
 TEST(PipelineLowerBound, NeverAboveTheSimulatedTime) {
   int checked = 0, tight = 0;
   for (unsigned seed = 0; seed < 45; ++seed) {
-    auto p = seed % 3 == 0   ? testing::MakeRandomProblem(seed)
-             : seed % 3 == 1 ? testing::MakeRandomAnalyticProblem(seed)
-                             : testing::MakeRandomMixedProblem(seed);
+    auto p = testing::MakeRandomProblemOfAnyKind(seed);
     for (int m : MicroBatchSizes(p->global_batch)) {
       DpOptions o;
       o.micro_batch_size = m;

@@ -41,9 +41,7 @@ void ExpectSameCosts(const PlanCosts& a, const PlanCosts& b, const std::string& 
 TEST(EvaluatePlanFrom, EqualsEvaluatePlanOnEveryNeighbour) {
   int checked = 0, reused = 0;
   for (unsigned seed = 0; seed < 18; ++seed) {
-    auto p = seed % 3 == 0   ? testing::MakeRandomProblem(seed)
-             : seed % 3 == 1 ? testing::MakeRandomAnalyticProblem(seed)
-                             : testing::MakeRandomMixedProblem(seed);
+    auto p = testing::MakeRandomProblemOfAnyKind(seed);
     RefineOptions options;
     options.sizes = MicroBatchSizes(p->global_batch);
     options.schedules = {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1};

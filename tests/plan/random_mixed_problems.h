@@ -56,4 +56,11 @@ inline std::unique_ptr<RandomProblem> MakeRandomMixedProblem(unsigned seed) {
   return owner;
 }
 
+// The three kinds in turn by seed: fake costs, the analytic model, mixed devices.
+inline std::unique_ptr<RandomProblem> MakeRandomProblemOfAnyKind(unsigned seed) {
+  return seed % 3 == 0   ? MakeRandomProblem(seed)
+         : seed % 3 == 1 ? MakeRandomAnalyticProblem(seed)
+                         : MakeRandomMixedProblem(seed);
+}
+
 }  // namespace dapple::testing

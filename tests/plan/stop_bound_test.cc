@@ -53,9 +53,7 @@ std::vector<Plan> PlansOf(const testing::RandomProblem& p) {
 TEST(StopAbove, TheBoundNeverExceedsTheWholeRun) {
   int checked = 0, stopped_below = 0, stopped_half = 0, chunked = 0;
   for (unsigned seed = 0; seed < 24; ++seed) {
-    auto p = seed % 3 == 0   ? testing::MakeRandomProblem(seed)
-             : seed % 3 == 1 ? testing::MakeRandomAnalyticProblem(seed)
-                             : testing::MakeRandomMixedProblem(seed);
+    auto p = testing::MakeRandomProblemOfAnyKind(seed);
     for (const Plan& plan : PlansOf(*p)) {
       const SimResult whole = SimulatePlan(plan, *p->cost, SimOptions{.record_timeline = false});
       const double t = whole.iteration_ms;
