@@ -21,7 +21,7 @@
 // plus the listed costs up to it. The engine asks every `devices` times a device stops
 // running (O(devices) each time), and stops when the bound exceeds stop_above_ms by a
 // relative 1e-9, which keeps the rounding of the sums from stopping a run that would end
-// just at stop_above_ms. tests/sim/stop_bound_test.cc checks on random plans that a run
+// just at stop_above_ms. tests/plan/stop_bound_test.cc checks on random plans that a run
 // given its own time (plus 1e-6) never stops and that one given less stops with a bound
 // between the two.
 #include "dapple/sim/stop_bound.h"
