@@ -81,8 +81,8 @@ struct EngineSetup {
   // A device that waits at a receive goes on wake_ms after the transfer finished (Note
   // [Waking up on shared cores] in event_engine.cc); one that finds it finished pays nothing.
   double wake_ms = 0;
-  // Note [Stopping above a time]: when finite (and op_scale is empty), the run may stop as
-  // soon as it proves that a device ends later than stop_above_ms; EngineResult::stopped
+  // Note [Stopping above a time] (stop_bound.cc): when finite (and op_scale is empty), the run may
+  // stop as soon as it proves that a device ends later than stop_above_ms; EngineResult::stopped
   // then says so and nothing else of the result is filled.
   double stop_above_ms = std::numeric_limits<double>::infinity();
 };

@@ -18,7 +18,7 @@ struct SimOptions {
   bool record_timeline = true;  // off in the planner's inner loop
   // For a planner that only needs to know whether the plan is faster than some time: when
   // finite, the run may stop as soon as it proves the iteration takes longer than this
-  // (Note [Stopping above a time] in event_engine.cc). The result then has `stopped` set
+  // (Note [Stopping above a time] in stop_bound.cc). The result then has `stopped` set
   // and iteration_ms a lower bound of the time (> stop_above_ms), nothing else. Ignored
   // with shared compute (CostModel::SharedCompute) and with a timeline.
   double stop_above_ms = std::numeric_limits<double>::infinity();
