@@ -85,6 +85,7 @@ struct ClimbSearch {
       };
       std::vector<Item> items;
       const double now_ms = cur.sim.iteration_ms;
+      const double faster_than = now_ms * (1 - 1e-9);  // what a neighbour must beat
       for (size_t i = 0; i < ns.size(); ++i) {
         const PlanCosts& pc = ns[i].costs;
         if (!pc.fits) continue;
@@ -101,7 +102,7 @@ struct ClimbSearch {
       // estimate) stays as it was.
       std::erase_if(items, [&](const Item& it) {
         const internal::Neighbour& n = ns[it.index];
-        return PipelineLowerBound(n.plan, n.costs) >= now_ms * (1 - 1e-9);
+        return PipelineLowerBound(n.plan, n.costs) >= faster_than;
       });
       std::vector<const internal::Neighbour*> plans;
       for (const Item& it : items) plans.push_back(&ns[it.index]);
@@ -113,12 +114,12 @@ struct ClimbSearch {
           break;
         }
         const size_t end = std::min(plans.size(), begin + static_cast<size_t>(threads));
-        // A neighbour is taken only when faster than now_ms (1 - 1e-9): the runs may stop
-        // once they prove it is not (Note [Stopping above a time] in sim/stop_bound.cc).
-        ScoreBatch(plans, begin, end, cost, threads, o.cache, now_ms * (1 - 1e-9), scored);
+        // The runs may stop once they prove a neighbour is not faster (Note [Stopping
+        // above a time] in sim/stop_bound.cc).
+        ScoreBatch(plans, begin, end, cost, threads, o.cache, faster_than, scored);
         simulated += static_cast<long long>(end - begin);
         for (size_t i = begin; i < end && !taken; ++i)
-          if (scored[i] && scored[i]->sim.iteration_ms < now_ms * (1 - 1e-9)) taken = i;
+          if (scored[i] && scored[i]->sim.iteration_ms < faster_than) taken = i;
         begin = end;
       }
       if (!taken) break;

@@ -73,27 +73,15 @@ bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<b
 
 namespace dapple {
 
-// The planner's last step: picks the fastest of `proposals` (as SelectFastest) and refines
-// it. The starts are the fastest fitting proposal of each origin and, when `forward_timed`
-// allows re-computation, the fastest of the proposals that fit only with it (re-computing
-// the stages that need it; their origin gets "+recompute"); `loose` proposals (made without
-// the memory limit) are used that way too. The starts are refined fastest first, at most
-// `max_starts` of them.
-struct RefinedSelection {
-  std::optional<Scored> best;  // its origin: the start's
-  std::vector<RefineStep> steps;
-  long long simulated = 0;
-  bool out_of_time = false;
-};
-RefinedSelection SelectAndRefine(const std::vector<Proposal>& proposals,
-                                 const std::vector<Proposal>& loose, const CostModel& cost,
-                                 const Cluster& cluster, const RefineOptions& options,
-                                 int max_starts = 3);
-
-// SelectAndRefine in its two steps, for a caller that runs the climbs of several searches
-// on its own threads: the starts (fastest first, at most `max_starts`) and the simulations
-// it took to pick them; then the selection from the starts and Refine's result on them
-// (`r` is ignored when there is no start).
+// The planner's last step, in two: SelectStarts picks the fastest of `proposals` (as
+// SelectFastest) per origin as the starts: the fastest fitting proposal of each origin and,
+// when `forward_timed` allows re-computation, the fastest of the proposals that fit only
+// with it (re-computing the stages that need it; their origin gets "+recompute"); `loose`
+// proposals (made without the memory limit) are used that way too. The starts come fastest
+// first, at most `max_starts` of them, with the simulations it took to pick them. Refine
+// (above) climbs from them, on the caller's threads (the planner runs the climbs of several
+// searches together), and Refined makes the selection from the starts and Refine's result
+// on them (`r` is ignored when there is no start).
 struct RefineStarts {
   std::vector<Scored> starts;
   long long simulated = 0;
@@ -101,6 +89,12 @@ struct RefineStarts {
 RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
                           const std::vector<Proposal>& loose, const CostModel& cost,
                           const RefineOptions& options, int max_starts = 3);
+struct RefinedSelection {
+  std::optional<Scored> best;  // its origin: the start's
+  std::vector<RefineStep> steps;
+  long long simulated = 0;
+  bool out_of_time = false;
+};
 RefinedSelection Refined(const RefineStarts& starts, const RefineResult& r);
 
 }  // namespace dapple

@@ -1,4 +1,4 @@
-// The planner's selection followed by refinement: see SelectAndRefine in refine.h.
+// The planner's starts for the refinement and its selection: see SelectStarts in refine.h.
 #include <algorithm>
 #include <map>
 
@@ -58,15 +58,6 @@ RefinedSelection Refined(const RefineStarts& starts, const RefineResult& r) {
   out.steps = r.steps;
   out.out_of_time = r.out_of_time;
   return out;
-}
-
-RefinedSelection SelectAndRefine(const std::vector<Proposal>& proposals,
-                                 const std::vector<Proposal>& loose, const CostModel& cost,
-                                 const Cluster& cluster, const RefineOptions& options,
-                                 int max_starts) {
-  RefineStarts starts = SelectStarts(proposals, loose, cost, options, max_starts);
-  if (starts.starts.empty()) return Refined(starts, {});
-  return Refined(starts, Refine(starts.starts, cost, cluster, options));
 }
 
 }  // namespace dapple

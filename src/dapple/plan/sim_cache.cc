@@ -49,7 +49,7 @@ SimResult SimCache::Simulate(const Plan& plan, const CostModel& cost, double sto
     auto it = results_.find(key);
     // A stopped run proved its bound; it answers a call that asks less.
     if (it != results_.end() &&
-        (!it->second.stopped || it->second.iteration_ms > stop_above_ms * (1 + 1e-9))) {
+        (!it->second.stopped || ProvesLonger(it->second.iteration_ms, stop_above_ms))) {
       ++hits_;
       return it->second;
     }
@@ -91,12 +91,9 @@ SimResult SimCache::Simulate(const Plan& plan, const CostModel& cost, double sto
                      std::vector<int>(groups, with_ar ? 2 : 1));
     }
     const Schedule& lists = made->schedule;
-    ScheduleView all{lists.num_stages, lists.num_micro_batches, lists.num_chunks, {}};
-    for (const std::vector<Instruction>& p : lists.programs) {
-      all.programs.push_back(&p);
+    CheckSimulable(ViewOf(lists));  // once per list, not per run
+    for (const std::vector<Instruction>& p : lists.programs)
       made->facts.push_back(FactsOf(p.data(), static_cast<int>(p.size()), lists.num_chunks));
-    }
-    CheckSimulable(all);  // once per list, not per run
     std::lock_guard<std::mutex> lock(mu_);
     return (with_ar ? replicated_ : single_).try_emplace(shape, std::move(made)).first->second;
   };

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "dapple/common/error.h"
+#include "dapple/sim/simulator.h"
 #include "dapple/sim/stop_bound.h"
 #include "dapple/sim/waiting_transfers.h"
 
@@ -100,6 +101,7 @@ class Engine {
     queue_.clear();
     exposed_.assign(S_, 0.0);
     if (stopping_) bound_.Prepare(s);
+    until_bound_ = dev_.size();
     if (!s.op_scale.empty()) {
       DAPPLE_CHECK(s.op_scale.size() == s.devices.size());
       intervals_.resize(s.devices.size());
@@ -119,10 +121,11 @@ class Engine {
         runnable_.pop_back();
         RunDevice(d);
         // Every `devices` times a device stops running: O(1) per stop on average.
-        if (stopping_ && ++stops_ % dev_.size() == 0) {
+        if (stopping_ && --until_bound_ == 0) {
+          until_bound_ = dev_.size();
           const double bound =
               bound_.Bound([&](int k) -> const DeviceProgress& { return dev_[k]; });
-          if (bound > s_.stop_above_ms * (1 + 1e-9)) {
+          if (ProvesLonger(bound, s_.stop_above_ms)) {
             EngineResult r;
             r.stopped = true;
             r.bound_ms = bound;
@@ -457,8 +460,8 @@ class Engine {
   WaitingTransfers& waiting_;
   std::vector<Event>& queue_;
   StopBound& bound_;
-  const bool stopping_;  // Note [Stopping above a time] in stop_bound.cc
-  size_t stops_ = 0;     // times a device stopped running, when stopping
+  const bool stopping_;     // Note [Stopping above a time] in stop_bound.cc
+  size_t until_bound_ = 0;  // device stops until the next look at the bound
   std::vector<TimelineEvent> events_;
   std::vector<double> exposed_;  // per stage, for EngineResult::allreduce_exposed_ms
   std::vector<std::vector<std::pair<double, double>>> intervals_;  // with op_scale

@@ -66,11 +66,15 @@ void CheckSimulable(const ScheduleView& lowered) {
   }
 }
 
-SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& cost,
-                   const SimOptions& options) {
+ScheduleView ViewOf(const Schedule& lowered) {
   ScheduleView view{lowered.num_stages, lowered.num_micro_batches, lowered.num_chunks, {}};
   for (const std::vector<Instruction>& p : lowered.programs) view.programs.push_back(&p);
-  return Simulate(plan, view, cost, options);
+  return view;
+}
+
+SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& cost,
+                   const SimOptions& options) {
+  return Simulate(plan, ViewOf(lowered), cost, options);
 }
 
 SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,

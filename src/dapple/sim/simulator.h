@@ -84,6 +84,15 @@ struct ScheduleView {
 };
 SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
                    const SimOptions& options = {});
+// A view of every list of `lowered` (which must outlive it).
+ScheduleView ViewOf(const Schedule& lowered);
+// Whether a lower bound of a run's time proves it longer than SimOptions::stop_above_ms:
+// by a relative 1e-9, so that the rounding of the bound's sums does not stop a run that
+// would end just at that time. The engine stops by it; the planner's memo reuses a stopped
+// run for a later question by it.
+inline bool ProvesLonger(double bound_ms, double stop_above_ms) {
+  return bound_ms > stop_above_ms * (1 + 1e-9);
+}
 // Memory safety of the engine, which indexes by micro-batch and neighbour: throws Error
 // unless every micro-batch and chunk of `lowered` is in range and every transfer goes to
 // an existing neighbour. Simulate checks it before each run unless the view says it was
