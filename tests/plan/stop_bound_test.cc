@@ -7,13 +7,11 @@
 // planner's memo, which keeps a stopped run only for the questions it answers.
 #include <gtest/gtest.h>
 
-#include "dapple/plan/dapple_dp.h"
-#include "dapple/plan/interleaving.h"
 #include "dapple/plan/planner.h"
 #include "dapple/plan/sim_cache.h"
 #include "dapple/sim/simulator.h"
 #include "random_mixed_problems.h"
-#include "random_problems.h"
+#include "random_plans.h"
 
 namespace dapple {
 namespace {
@@ -23,32 +21,7 @@ SimResult RunStopping(const Plan& plan, const CostModel& cost, double stop_above
                       SimOptions{.record_timeline = false, .stop_above_ms = stop_above_ms});
 }
 
-// The plans checked: each DP candidate of the problem under every schedule, with overlap
-// and re-computation on or off, and its two-chunk interleaving where there is one.
-std::vector<Plan> PlansOf(const testing::RandomProblem& p) {
-  std::vector<Plan> plans;
-  for (int m : MicroBatchSizes(p.global_batch)) {
-    DpOptions o;
-    o.micro_batch_size = m;
-    o.num_micro_batches = p.global_batch / m;
-    o.enforce_memory = false;
-    for (const DpCandidate& cand : DappleDp(*p.cost, p.cluster, o)) {
-      for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::kDappleA, ScheduleKind::kDappleB,
-                             ScheduleKind::kZbH1, ScheduleKind::kInterleaved}) {
-        for (int variant = 0; variant < 4; ++variant) {
-          Plan plan = cand.plan;
-          plan.schedule = k;
-          plan.allreduce_overlap = variant & 1;
-          plan.stages.back().recompute = variant & 2;  // the fake times every forward
-          plans.push_back(plan);
-        }
-      }
-      for (const Proposal& q : InterleavedProposals(cand.plan, *p.cost, {m}, p.global_batch))
-        if (q.plan.virtual_stages == 2) plans.push_back(q.plan);
-    }
-  }
-  return plans;
-}
+using testing::PlansOf;
 
 TEST(StopAbove, TheBoundNeverExceedsTheWholeRun) {
   int checked = 0, stopped_below = 0, stopped_half = 0, chunked = 0;

@@ -20,6 +20,10 @@ struct EngineStage {
   const ListFacts* facts = nullptr;  // the list's, when the caller has them (list_facts.h)
   int first_device = 0;  // devices of the stage are first_device .. first_device+replicas-1
   int replicas = 1;
+  // Note [Twin replicas] (event_engine.cc): its replicas run the same list at the same costs,
+  // so the engine runs the first and copies its results to the others. Only without a
+  // timeline and without op_scale.
+  bool twins = false;
   double allreduce_ms = 0;  // one allreduce after the last backward (no buckets)
   // The allreduce overlapped with the backward, when bucket_ms is not empty: bucket k
   // (in allreduce order) takes bucket_ms[k] and is ready on replica j at the start of its
@@ -50,6 +54,9 @@ struct EngineDevice {
   int first_cost = 0;  // chunk c costs setup.costs[first_cost + c]
   double step_ms = 0;  // the optimizer update (STEP) of all its layers
 };
+
+// The replicas of `st` the engine runs: the first only when they are twins.
+inline int RunReplicas(const EngineStage& st) { return st.twins ? 1 : st.replicas; }
 
 // One direction of one stage boundary: every transfer on it has this cost and resources.
 struct EngineRoute {

@@ -94,6 +94,10 @@ SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostMode
   setup.stages.resize(S);
   SimResult result;
   result.stages.resize(V);
+  const double shared = cost.SharedCompute();
+  // Note [Twin replicas] (event_engine.cc): a stage whose every replica copies the costs of
+  // the one before runs once; not with a timeline nor with shared compute (op_scale).
+  const bool may_twin = !options.record_timeline && shared <= 0;
   std::vector<double> static_bytes(S, 0.0), recompute_extra;
   for (int s = 0; s < S; ++s) {
     const StagePlan& sp = plan.stages[s];
@@ -128,6 +132,7 @@ SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostMode
       stats.allreduce_buckets = static_cast<int>(ms.size());
     }
     es.bucket_ready_ms.resize(es.bucket_ms.size() * es.replicas);
+    es.twins = may_twin && es.replicas > 1;
     for (int j = 0; j < sp.replicas(); ++j) {
       const int dev = sp.devices[j];
       if (dev < 0 || dev >= cost.num_devices())
@@ -156,6 +161,7 @@ SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostMode
         setup.devices.push_back(ed);
         continue;
       }
+      if (j > 0) es.twins = false;
       double extra = 0;
       int bucket = 0;  // buckets in allreduce order: chunk v-1's first
       for (int c = 0; c < v; ++c) setup.costs.emplace_back();
@@ -225,7 +231,6 @@ SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostMode
     bucket_stages.push_back(s);
   }
 
-  const double shared = cost.SharedCompute();
   if (shared > 0) {
     setup.resume_ms = cost.SharedComputeResumeMs();
     setup.wake_ms = cost.SharedComputeWakeMs();

@@ -123,7 +123,7 @@ void StopBound::Prepare(const EngineSetup& s) {
     if (!st.facts) facts_[g] = FactsOf(st.program, st.length, v);
     const ListFacts& f = st.facts ? *st.facts : facts_[g];
     last_backward_pc_[g] = f.last_backward_pc;
-    for (int d = st.first_device; d < st.first_device + st.replicas; ++d) {
+    for (int d = st.first_device; d < st.first_device + RunReplicas(st); ++d) {
       const EngineChunkCost* c = s.costs.data() + s.devices[d].first_cost;
       double w = f.steps * s.devices[d].step_ms +
                  (st.bucket_ms.empty() ? f.allreduces * st.allreduce_ms : 0.0);

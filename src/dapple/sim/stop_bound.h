@@ -52,7 +52,8 @@ double StopBound::Bound(At at) const {
   for (int g = S - 1; g >= 0; --g) {
     const EngineStage& st = s.stages[g];
     double stage_end = 0;  // of the stage's last backward, on its slowest replica
-    for (int d = st.first_device; d < st.first_device + st.replicas; ++d) {
+    // Twins (Note [Twin replicas] in event_engine.cc): the first replica stands for all.
+    for (int d = st.first_device; d < st.first_device + RunReplicas(st); ++d) {
       const DeviceProgress& p = at(d);
       const double left = work_[d] - p.done;
       bound = std::max(bound, p.clock + left);

@@ -1,0 +1,60 @@
+// The event engine's working state (event_engine.cc). Internal to dapple_sim.
+#pragma once
+
+#include <vector>
+
+#include "dapple/sim/event_engine.h"
+#include "dapple/sim/stop_bound.h"
+#include "dapple/sim/waiting_transfers.h"
+
+namespace dapple::internal {
+
+// clock, done and last_backward_end (DeviceProgress) are what StopBound reads.
+struct DeviceState : DeviceProgress {
+  double busy = 0;
+  double bytes = 0, peak_bytes = 0;
+  int in_flight = 0, peak_in_flight = 0;
+  int pc = 0;
+  int blocked_on = -1;      // transfer id this device waits for, -1 when none
+  double compute_end = -1;  // when its last forward or backward ended; -1: none yet
+};
+
+struct Transfer {
+  double ready = 0;    // when the last sender executed its send
+  double start = -1;   // when it got its resources
+  double finish = -1;  // < 0 until finished
+  int arrived = 0;     // senders that executed their send
+  int route = 0;       // set once ready: RouteOf(id)
+};
+
+// A transfer that finishes (frees its links) at `time`.
+struct Event {
+  double time;
+  int transfer;
+  bool operator>(const Event& o) const {
+    return time != o.time ? time > o.time : transfer > o.transfer;
+  }
+};
+
+// The engine's working memory, kept per thread between runs: the planner simulates many
+// plans in a row, and fresh multi-megabyte vectors cost more in page faults than the run.
+struct Scratch {
+  std::vector<DeviceState> dev;
+  std::vector<Transfer> xfer;
+  // Per device and chunk: start and op_scale of its last B or W (bucket readiness).
+  std::vector<double> last_backward_start, last_backward_scale;
+  std::vector<int> ar_arrived;
+  std::vector<double> ar_ready;
+  std::vector<char> resource_busy;
+  std::vector<int> runnable;
+  // Transfers that hold resources, ready (now or later) and not started.
+  WaitingTransfers waiting;
+  std::vector<Event> queue;  // finishes: a min-heap under std::greater<Event>
+  StopBound bound;           // with stop_above_ms (Note [Stopping above a time] in stop_bound.cc)
+};
+
+// Throws dapple::Error naming the devices (stage, replica, pc, instruction; the first
+// eight) that did not reach the end of their lists: the lists deadlock.
+void ThrowIfUnfinished(const EngineSetup& setup, const std::vector<DeviceState>& dev);
+
+}  // namespace dapple::internal
