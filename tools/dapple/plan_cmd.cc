@@ -23,6 +23,7 @@
 #include "dapple/format/plan.h"
 #include "dapple/format/profile.h"
 #include "dapple/plan/exhaustive.h"
+#include "dapple/plan/parallel_for.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/planner.h"
 #include "model_inputs.h"
@@ -256,9 +257,15 @@ void RunPlanCommand(const PlanArgs& a) {
   }
   std::vector<Row> rows, families;
   if (a.baselines) {
+    std::vector<std::string> names;
     for (const std::string& name : PlannerNames())
-      if (name != a.planner)
-        rows.push_back(RunOne(name, profile, cluster, cost, a.global_batch, o));
+      if (name != a.planner) names.push_back(name);
+    // The baselines side by side on the cores (they share the memo's DPs and simulations;
+    // each row is what it would be alone).
+    rows.resize(names.size());
+    ParallelFor(names.size(), 0, [&](size_t i) {
+      rows[i] = RunOne(names[i], profile, cluster, cost, a.global_batch, o);
+    });
     if (a.planner == "dapple" && !a.schedule) {
       for (ScheduleKind k : {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1,
                              ScheduleKind::kInterleaved}) {

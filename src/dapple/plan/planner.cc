@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "dapple/common/error.h"
 #include "dapple/format/message_tags.h"
@@ -68,44 +69,44 @@ RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& pr
   return Refined(starts, Refine(starts.starts, c.cost, c.cluster, ro));
 }
 
-// Each family's SelectRefined, the families' climbs on the machine's cores together: three
-// families on two cores, one search per thread, left a core idle while the last family
-// climbed alone. The climbs (up to three per family) are independent given their starts;
-// they run as one list of tasks, the largest simulations first (M x S of the start), and
-// are gathered by family and start, so the result does not depend on timing.
+// Each family's SelectRefined, the families' searches on the machine's cores together:
+// three families on two cores, one search per thread, left a core idle while the last
+// family climbed alone. Picking a family's starts is a task; once it is done, each climb
+// from its starts (up to three, independent given the starts) is a task of its own, the
+// largest simulations first (M x S of the start), while other families may still pick
+// theirs. What the tasks compute is gathered by family and start, so the result does not
+// depend on timing.
 std::vector<RefinedSelection> SelectRefinedFamilies(
     const Context& c, const std::vector<std::vector<Proposal>>& families) {
   const size_t F = families.size();
   std::vector<RefineOptions> options(F);
   std::vector<RefineStarts> starts(F);
-  ParallelFor(F, 0, [&](size_t k) {
-    const size_t f = F - 1 - k;  // the last family (zb-h1's) is the longest: not last
-    const Context fc = Family(c, c.schedules[f]);
-    options[f] = RefineOptionsFor(fc, /*threads=*/1);
-    starts[f] = SelectedStarts(fc, families[f], options[f]);
-  });
-  std::vector<std::pair<size_t, size_t>> tasks;  // (family, start)
-  for (size_t f = 0; f < F; ++f)
-    for (size_t i = 0; i < starts[f].starts.size(); ++i) tasks.push_back({f, i});
-  auto size = [&](const std::pair<size_t, size_t>& t) {
-    const Plan& p = starts[t.first].starts[t.second].plan;
-    return static_cast<long long>(p.num_micro_batches) * p.num_stages();
+  std::vector<std::vector<RefineResult>> climbs(F);  // [family][start]
+  TaskPool pool;
+  auto climb = [&](size_t f, size_t i) {
+    return [&, f, i](TaskPool&) {
+      climbs[f][i] = Refine({starts[f].starts[i]}, c.cost, c.cluster, options[f]);
+    };
   };
-  std::stable_sort(tasks.begin(), tasks.end(),
-                   [&](const auto& a, const auto& b) { return size(a) > size(b); });
-  std::vector<RefineResult> climbs(tasks.size());
-  ParallelFor(tasks.size(), 0, [&](size_t t) {
-    const auto [f, i] = tasks[t];
-    climbs[t] = Refine({starts[f].starts[i]}, c.cost, c.cluster, options[f]);
-  });
-  std::vector<RefinedSelection> found(F);
-  for (size_t f = 0; f < F; ++f) {
-    std::vector<RefineResult> mine(starts[f].starts.size());
-    for (size_t t = 0; t < tasks.size(); ++t)
-      if (tasks[t].first == f) mine[tasks[t].second] = std::move(climbs[t]);
-    found[f] =
-        mine.empty() ? Refined(starts[f], {}) : Refined(starts[f], FastestClimb(std::move(mine)));
+  constexpr long long kStarts = std::numeric_limits<long long>::max() - 8;  // before climbs
+  for (size_t k = 0; k < F; ++k) {
+    const size_t f = F - 1 - k;  // the last family (zb-h1's) is the longest: not last
+    pool.Add(kStarts - static_cast<long long>(k), [&, f](TaskPool& p) {
+      const Context fc = Family(c, c.schedules[f]);
+      options[f] = RefineOptionsFor(fc, /*threads=*/1);
+      starts[f] = SelectedStarts(fc, families[f], options[f]);
+      climbs[f].resize(starts[f].starts.size());
+      for (size_t i = 0; i < starts[f].starts.size(); ++i) {
+        const Plan& plan = starts[f].starts[i].plan;
+        p.Add(static_cast<long long>(plan.num_micro_batches) * plan.num_stages(), climb(f, i));
+      }
+    });
   }
+  pool.Run(0);
+  std::vector<RefinedSelection> found(F);
+  for (size_t f = 0; f < F; ++f)
+    found[f] = climbs[f].empty() ? Refined(starts[f], {})
+                                 : Refined(starts[f], FastestClimb(std::move(climbs[f])));
   return found;
 }
 

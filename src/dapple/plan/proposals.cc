@@ -47,6 +47,11 @@ void AddWithSchedules(std::vector<Proposal>& out, Plan plan, const std::string& 
   }
 }
 
+// BalancedPipelinePlan with micro-batch size m, as the memo keeps it.
+Plan Balanced(const Context& c, int m) {
+  return BalancedPipelinePlan(c.cost, c.cluster, Mb(c, m), ScheduleKind::kDappleA, "straight");
+}
+
 // The baselines' proposals; `into_dapple` tags them as candidates of the DAPPLE planner.
 void ProposeBaseline(const Context& c, const std::string& name, bool enforce_memory,
                      const std::vector<ScheduleKind>& kinds, std::vector<Proposal>& out) {
@@ -58,7 +63,20 @@ void ProposeBaseline(const Context& c, const std::string& name, bool enforce_mem
     }
   } else if (name == "straight" || name == "gpipe") {
     for (int m : c.sizes) {
-      Plan p = BalancedPipelinePlan(c.cost, c.cluster, Mb(c, m), kinds.front(), name.c_str());
+      Plan p;
+      {  // the partition once per m in a RunPlanner call (and its memo)
+        std::unique_lock<std::mutex> lock(c.shared->dp_mu);
+        auto it = c.shared->balanced.find(m);
+        if (it != c.shared->balanced.end()) {
+          p = it->second;
+        } else {
+          lock.unlock();
+          p = Balanced(c, m);
+          lock.lock();
+          c.shared->balanced.try_emplace(m, p);
+        }
+      }
+      p.planner = name;
       AddWithSchedules(out, std::move(p), name, kinds);
     }
   } else if (name == "pipedream") {
@@ -108,8 +126,18 @@ void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>&
   for (int m : c.sizes)
     if (!c.shared->pipedream.count({m, enforce_memory})) pd_missing.push_back(m);
   std::vector<std::optional<Plan>> pd(pd_missing.size());
+  // And the straight pipelines' partitions (ProposeBaseline below): a serial 2-6 ms per
+  // search of GNMT-16 otherwise.
+  std::vector<int> bal_missing;
+  for (int m : c.sizes)
+    if (!c.shared->balanced.count(m)) bal_missing.push_back(m);
+  std::vector<Plan> bal(bal_missing.size());
   lock.unlock();  // the DPs run unlocked; another search may run the same one (same result)
-  ParallelFor(nm + pd.size(), 0, [&](size_t k) {
+  ParallelFor(nm + pd.size() + bal.size(), 0, [&](size_t k) {
+    if (k >= nm + pd.size()) {
+      bal[k - nm - pd.size()] = Balanced(c, bal_missing[k - nm - pd.size()]);
+      return;
+    }
     if (k >= nm) {
       const int m = pd_missing[k - nm];
       pd[k - nm] = PipeDreamPlan(c.cost, c.cluster, Mb(c, m), enforce_memory);
@@ -130,6 +158,8 @@ void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>&
   for (size_t k = 0; k < nm; ++k) c.shared->dps[key(missing[k])] = std::move(per_m[k]);
   for (size_t k = 0; k < pd.size(); ++k)
     c.shared->pipedream.try_emplace({pd_missing[k], enforce_memory}, std::move(pd[k]));
+  for (size_t k = 0; k < bal.size(); ++k)
+    c.shared->balanced.try_emplace(bal_missing[k], std::move(bal[k]));
   std::vector<DpCandidate> all;
   std::map<int, size_t> best_of_m;  // index in `all` of each m's best
   for (int m : c.sizes) {

@@ -27,7 +27,10 @@ struct Shared {
   };
   std::map<std::tuple<int, ScheduleKind, bool>, Dp> dps;
   std::map<std::pair<int, bool>, std::optional<Plan>> pipedream;  // by (m, memory enforced)
-  std::mutex dp_mu;  // guards dps and pipedream (the schedule families search in parallel)
+  // BalancedPipelinePlan by m (the straight and gpipe partitions; each use sets its own
+  // schedule and planner name).
+  std::map<int, Plan> balanced;
+  std::mutex dp_mu;  // guards dps, pipedream and balanced (the families search in parallel)
 };
 
 struct Context {
