@@ -106,9 +106,8 @@ class Engine {
         }
       }
       if (!queue_.empty() && queue_.front().time <= now_) {
-        std::pop_heap(queue_.begin(), queue_.end(), std::greater<Event>());
-        Event e = queue_.back();
-        queue_.pop_back();
+        const Event e = queue_.front();
+        queue_.pop();
         Finish(e.transfer, e.time);
         continue;
       }
@@ -322,10 +321,7 @@ class Engine {
     return free;
   }
 
-  void Push(const Event& e) {
-    queue_.push_back(e);
-    std::push_heap(queue_.begin(), queue_.end(), std::greater<Event>());
-  }
+  void Push(const Event& e) { queue_.push(e); }
 
   // One sender of transfer `id` executed its send at `clock`.
   void Arrive(int id, double clock, int senders) {
@@ -419,7 +415,7 @@ class Engine {
   std::vector<char>& resource_busy_;
   std::vector<int>& runnable_;
   WaitingTransfers& waiting_;
-  std::vector<Event>& queue_;
+  FinishQueue& queue_;
   StopBound& bound_;
   const bool stopping_;     // Note [Stopping above a time] in stop_bound.cc
   size_t running_ = 0;      // devices the engine runs (Note [Twin replicas])

@@ -29,29 +29,36 @@ struct Waiting {
 // time (Note [Lazy devices] in event_engine.cc), so most transfers join long before they
 // are ready: one sorted list moved its long tail at every insertion and start. So those
 // ready by now (due, usually few: the ones whose links are busy) are kept apart, sorted,
-// from those still to come, which wait in a heap by priority; when time reaches their ready
-// time they move, in priority order, to the end of the due ones (every due one is ready
-// earlier). The engine sees the same transfers in the same order as with one list.
+// from those still to come, which wait sorted by priority behind a moving head; when time
+// reaches their ready time they move, in priority order, to the end of the due ones (every
+// due one is ready earlier). The engine sees the same transfers in the same order as with
+// one list. (Those to come are 8-16 on GNMT-16's climbs, and a new one usually goes near
+// the back: a sorted vector whose head moves cost 3% fewer instructions of the command
+// than the binary heap it replaced, whose pops took a comparison function call per level.)
 class WaitingTransfers {
  public:
   void Clear() {
     due_.clear();
     future_.clear();
+    head_ = 0;
   }
   void Add(const Waiting& w, double now) {
     if (w.ready <= now) {
       due_.insert(std::upper_bound(due_.begin(), due_.end(), w), w);
     } else {
-      future_.push_back(w);
-      std::push_heap(future_.begin(), future_.end(), Later);
+      const auto from = future_.begin() + static_cast<std::ptrdiff_t>(head_);
+      future_.insert(std::upper_bound(from, future_.end(), w), w);
     }
   }
   // Moves the transfers ready by `now` to the due ones (time moved on to `now`).
   void Advance(double now) {
-    while (!future_.empty() && future_.front().ready <= now) {
-      std::pop_heap(future_.begin(), future_.end(), Later);
-      due_.push_back(future_.back());
-      future_.pop_back();
+    while (head_ < future_.size() && future_[head_].ready <= now) due_.push_back(future_[head_++]);
+    if (head_ == future_.size()) {
+      future_.clear();
+      head_ = 0;
+    } else if (head_ >= 64 && 2 * head_ >= future_.size()) {  // O(1) a move on average
+      future_.erase(future_.begin(), future_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
     }
   }
   // Those ready by the time last given (Add or Advance), in priority order; the engine
@@ -59,13 +66,14 @@ class WaitingTransfers {
   std::vector<Waiting>& due() { return due_; }
   // The earliest ready time still to come; infinity when none.
   double NextReady() const {
-    return future_.empty() ? std::numeric_limits<double>::infinity() : future_.front().ready;
+    return head_ < future_.size() ? future_[head_].ready : std::numeric_limits<double>::infinity();
   }
 
  private:
-  static bool Later(const Waiting& a, const Waiting& b) { return b < a; }
-  std::vector<Waiting> due_;     // in priority order
-  std::vector<Waiting> future_;  // a heap: the first in priority order at the front
+  std::vector<Waiting> due_;  // in priority order
+  // From head_ on, in priority order; those before head_ moved to due_ already.
+  std::vector<Waiting> future_;
+  size_t head_ = 0;
 };
 
 }  // namespace dapple::internal
