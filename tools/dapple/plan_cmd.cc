@@ -6,12 +6,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
+#include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -23,7 +27,6 @@
 #include "dapple/format/plan.h"
 #include "dapple/format/profile.h"
 #include "dapple/plan/exhaustive.h"
-#include "dapple/plan/parallel_for.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/planner.h"
 #include "model_inputs.h"
@@ -102,6 +105,56 @@ Row RunOne(const std::string& name, const Profile& profile, const Cluster& clust
   }
   return row;
 }
+
+// The baselines' rows (`run` of each name) on a thread of their own, one after another,
+// from when Start() is called: `dapple plan` starts them once the planner made its
+// proposals, which the rows find in the memo, so they run beside the planner's searches
+// instead of after them. Finish() waits for them (starting them if nothing did) and
+// rethrows what one threw beyond the InputError RunOne reports as a skipped row; without
+// it (the planner threw) they are dropped.
+class BaselineRows {
+ public:
+  BaselineRows(std::vector<std::string> names, std::function<Row(const std::string&)> run)
+      : names_(std::move(names)), rows_(names_.size()) {
+    if (names_.empty()) return;
+    thread_ = std::thread([this, run = std::move(run), go = go_.get_future()] {
+      go.wait();
+      if (cancelled_) return;
+      try {
+        for (size_t i = 0; i < names_.size(); ++i) rows_[i] = run(names_[i]);
+      } catch (...) {
+        failure_ = std::current_exception();
+      }
+    });
+  }
+  // Without Finish() (the planner threw): the rows are not run.
+  ~BaselineRows() {
+    if (!started_) cancelled_ = true;
+    Join();
+  }
+  void Start() {
+    if (!started_) go_.set_value();
+    started_ = true;
+  }
+  std::vector<Row> Finish() {
+    Join();
+    if (failure_) std::rethrow_exception(failure_);
+    return std::move(rows_);
+  }
+
+ private:
+  void Join() {
+    Start();
+    if (thread_.joinable()) thread_.join();
+  }
+  std::vector<std::string> names_;
+  std::vector<Row> rows_;
+  std::promise<void> go_;
+  bool started_ = false;
+  bool cancelled_ = false;  // written before go_ is set, read after
+  std::thread thread_;
+  std::exception_ptr failure_;
+};
 
 // What each schedule family buys: the planner's best plan with the schedule fixed to it,
 // one row per family, and what it gains over the best DAPPLE (dapple-a/-b) plan.
@@ -244,7 +297,16 @@ void RunPlanCommand(const PlanArgs& a) {
   o.refine_seconds = a.refine_seconds;
   PlanningMemo memo;  // the baselines' and families' calls reuse this one's DPs and simulations
   o.memo = &memo;
-  PlanResult r = RunPlanner(profile, cluster, cost, a.global_batch, o);
+  std::vector<std::string> names;
+  if (a.baselines)
+    for (const std::string& name : PlannerNames())
+      if (name != a.planner) names.push_back(name);
+  BaselineRows baselines(names, [&, o](const std::string& name) {
+    return RunOne(name, profile, cluster, cost, a.global_batch, o);
+  });
+  PlannerOptions main = o;
+  main.proposed = [&] { baselines.Start(); };
+  PlanResult r = RunPlanner(profile, cluster, cost, a.global_batch, main);
   if (!r.plan) {
     if (r.required_memory_bytes > 0)
       ThrowInput(
@@ -255,17 +317,8 @@ void RunPlanCommand(const PlanArgs& a) {
           std::ceil((r.required_memory_bytes + cost.ProcessMemoryBytes(0)) / 1e9));
     ThrowInput("{} on {}: {}", profile.model, cluster.name, r.reason);
   }
-  std::vector<Row> rows, families;
+  std::vector<Row> rows = baselines.Finish(), families;
   if (a.baselines) {
-    std::vector<std::string> names;
-    for (const std::string& name : PlannerNames())
-      if (name != a.planner) names.push_back(name);
-    // The baselines side by side on the cores (they share the memo's DPs and simulations;
-    // each row is what it would be alone).
-    rows.resize(names.size());
-    ParallelFor(names.size(), 0, [&](size_t i) {
-      rows[i] = RunOne(names[i], profile, cluster, cost, a.global_batch, o);
-    });
     if (a.planner == "dapple" && !a.schedule) {
       for (ScheduleKind k : {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1,
                              ScheduleKind::kInterleaved}) {

@@ -283,6 +283,7 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
     return MessageTagError(p.plan, cluster.num_devices()).has_value();
   });
   const bool dropped_for_tags = proposals.size() < proposed;
+  if (options.proposed) options.proposed();
   Selection sel;
   if (options.planner == "dapple" && options.refine_seconds > 0 && c.schedules.size() > 1) {
     std::vector<std::vector<Proposal>> families(c.schedules.size());

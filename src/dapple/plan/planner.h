@@ -2,6 +2,7 @@
 // scored by the same simulator. "No feasible plan" is an ordinary result, not an error.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +59,10 @@ struct PlannerOptions {
   // Shares the DPs, partitions and simulations with other calls on the same problem
   // (PlanningMemo); null: this call's own. The plan is the same either way.
   PlanningMemo* memo = nullptr;
+  // Called once the proposals are made and kept in `memo` (the DPs and the baselines'
+  // partitions), before the searches among them: `dapple plan` starts the baselines' rows
+  // then, beside the searches. Not called when the call throws before.
+  std::function<void()> proposed;
 };
 
 struct PlanResult {
