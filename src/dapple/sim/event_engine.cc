@@ -53,7 +53,9 @@ class Engine {
         waiting_(scratch.waiting),
         queue_(scratch.queue),
         bound_(scratch.bound),
-        stopping_(s.stop_above_ms < std::numeric_limits<double>::infinity() && s.op_scale.empty()) {
+        stopping_(s.stop_above_ms < std::numeric_limits<double>::infinity() && s.op_scale.empty()),
+        scaled_(!s.op_scale.empty()),
+        resume_ms_(s.resume_ms) {
     dev_.assign(s.devices.size(), DeviceState{});
     xfer_.assign(2 * std::max(V_ - 1, 0) * M_, Transfer{});
     last_bwd_start_.assign(s.devices.size() * s.num_chunks, 0.0);
@@ -157,16 +159,15 @@ class Engine {
   // `dapple calibrate` as a token ring's chunk against the same chunk alone). Back-to-back
   // compute pays nothing; STEP's update_ms is profiled cache-cold already.
   double Resume(const DeviceState& dv, double clock) const {
-    if (s_.resume_ms == 0) return 0;
-    return dv.compute_end < 0 || clock > dv.compute_end ? s_.resume_ms : 0.0;
+    if (resume_ms_ == 0) return 0;
+    return dv.compute_end < 0 || clock > dv.compute_end ? resume_ms_ : 0.0;
   }
-  double Scale(int d, int pc) const { return s_.op_scale.empty() ? 1.0 : s_.op_scale[d][pc]; }
+  double Scale(int d, int pc) const { return scaled_ ? s_.op_scale[d][pc] : 1.0; }
   void Interval(int d, int pc, double start, double end) {
-    if (!s_.op_scale.empty()) intervals_[d][pc] = {start, end};
+    if (scaled_) intervals_[d][pc] = {start, end};
   }
   void Load(double start, double end, double devices) {
-    if (!s_.op_scale.empty() && devices > 0 && end > start)
-      comm_load_.push_back({start, end, devices});
+    if (scaled_ && devices > 0 && end > start) comm_load_.push_back({start, end, devices});
   }
 
   void Record(int track, const Instruction& in, const char* category, double start, double end,
@@ -175,23 +176,31 @@ class Engine {
   }
 
   // Runs device d from its pc until it blocks or ends. The one exhaustive switch over Op.
+  // Its state is a local copy while it runs (nothing else reads it then; the allreduce
+  // adds to it through `dv`), written back when it stops.
   void RunDevice(int d) {
-    DeviceState& dv = dev_[d];
+    DeviceState dv = dev_[d];
     const EngineDevice& cfg = s_.devices[d];
     const EngineStage& st = s_.stages[cfg.stage];
     const EngineChunkCost* costs = s_.costs.data() + cfg.first_cost;
     const Instruction* prog = st.program;
+    const bool timeline = s_.record_timeline;
     double clock = dv.clock;
     int pc = dv.pc;
+    auto stop = [&] {
+      dv.clock = clock;
+      dv.pc = pc;
+      dev_[d] = dv;
+    };
     for (; pc < st.length; ++pc) {
       const Instruction in = prog[pc];
       const EngineChunkCost& cost = costs[in.chunk];
-      const int vs = in.chunk * S_ + cfg.stage;  // virtual stage
+      auto vs = [&] { return in.chunk * S_ + cfg.stage; };  // virtual stage
       switch (in.op) {
         case Op::kForward: {
           const double ms = cost.forward_ms * Scale(d, pc) + Resume(dv, clock);
           dv.done += cost.forward_ms;
-          if (s_.record_timeline) Record(d, in, "forward", clock, clock + ms, vs);
+          if (timeline) Record(d, in, "forward", clock, clock + ms, vs());
           Interval(d, pc, clock, clock + ms);
           clock += ms;
           dv.compute_end = clock;
@@ -215,8 +224,9 @@ class Engine {
             last_bwd_start_[d * s_.num_chunks + in.chunk] = clock;
             last_bwd_scale_[d * s_.num_chunks + in.chunk] = Scale(d, pc);
           }
-          if (s_.record_timeline)
-            Record(d, in, in.op == Op::kWeightGrad ? "weight" : "backward", clock, clock + ms, vs);
+          if (timeline)
+            Record(d, in, in.op == Op::kWeightGrad ? "weight" : "backward", clock, clock + ms,
+                   vs());
           Interval(d, pc, clock, clock + ms);
           clock += ms;
           dv.compute_end = clock;
@@ -229,20 +239,19 @@ class Engine {
           break;
         }
         case Op::kSendAct:
-          Arrive(ActId(vs, in.micro_batch), clock, RunReplicas(st));
+          Arrive(ActId(vs(), in.micro_batch), clock, RunReplicas(st));
           break;
         case Op::kSendGrad:
-          Arrive(GradId(vs - 1, in.micro_batch), clock, RunReplicas(st));
+          Arrive(GradId(vs() - 1, in.micro_batch), clock, RunReplicas(st));
           break;
         case Op::kRecvAct:
         case Op::kRecvGrad: {
-          int id =
-              in.op == Op::kRecvAct ? ActId(vs - 1, in.micro_batch) : GradId(vs, in.micro_batch);
+          const int id = in.op == Op::kRecvAct ? ActId(vs() - 1, in.micro_batch)
+                                               : GradId(vs(), in.micro_batch);
           const Transfer& x = xfer_[id];
           if (x.finish < 0) {
             dv.blocked_on = id;
-            dv.clock = clock;
-            dv.pc = pc;
+            stop();
             return;
           }
           // Note [Waking up on shared cores]: a device that waits for a message sleeps in
@@ -261,8 +270,7 @@ class Engine {
           const int stage = cfg.stage;
           ar_ready_[stage] = std::max(ar_ready_[stage], clock);
           if (++ar_arrived_[stage] < RunReplicas(st)) {
-            dv.clock = clock;
-            dv.pc = pc;  // released by the last replica to arrive
+            stop();  // released by the last replica to arrive
             return;
           }
           const double start = ar_ready_[stage];
@@ -273,8 +281,8 @@ class Engine {
           ar_arrived_[stage] = 0;
           ar_ready_[stage] = 0;
           for (int r = st.first_device; r < st.first_device + RunReplicas(st); ++r) {
-            if (s_.record_timeline) Record(r, in, "allreduce", start, end, stage);
-            if (st.bucket_ms.empty()) dev_[r].done += st.allreduce_ms;
+            if (timeline) Record(r, in, "allreduce", start, end, stage);
+            if (st.bucket_ms.empty()) (r == d ? dv : dev_[r]).done += st.allreduce_ms;
             if (r == d) continue;
             dev_[r].clock = end;
             dev_[r].pc = pc + 1;
@@ -286,7 +294,7 @@ class Engine {
         case Op::kOptimizerStep: {
           const double ms = cfg.step_ms * Scale(d, pc);
           dv.done += cfg.step_ms;
-          if (s_.record_timeline) Record(d, in, "step", clock, clock + ms, cfg.stage);
+          if (timeline) Record(d, in, "step", clock, clock + ms, cfg.stage);
           Interval(d, pc, clock, clock + ms);
           clock += ms;
           dv.busy += ms;
@@ -294,8 +302,7 @@ class Engine {
         }
       }
     }
-    dv.clock = clock;
-    dv.pc = pc;
+    stop();
   }
 
   // The buckets of `stage`'s overlapped allreduce, one after another from when each is
@@ -418,6 +425,8 @@ class Engine {
   FinishQueue& queue_;
   StopBound& bound_;
   const bool stopping_;     // Note [Stopping above a time] in stop_bound.cc
+  const bool scaled_;       // !s_.op_scale.empty()
+  const double resume_ms_;  // s_.resume_ms
   size_t running_ = 0;      // devices the engine runs (Note [Twin replicas])
   size_t until_bound_ = 0;  // device stops until the next look at the bound
   std::vector<TimelineEvent> events_;
