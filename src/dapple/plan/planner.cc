@@ -193,9 +193,14 @@ Selection SearchSchedules(const Context& c, const std::vector<std::vector<Propos
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return winners[a].sim.iteration_ms < winners[b].sim.iteration_ms;
   });
-  std::vector<Scored> starts;
-  for (size_t i : order) starts.push_back(winners[i]);
-  RefineResult mixed = Refine(starts, c.cost, c.cluster, RefineOptionsFor(c, 0));
+  // One climb per winner, side by side on the cores (each simulating one neighbour at a
+  // time: a climb with two threads simulated the second neighbour of a pair in vain when
+  // the first was faster, as it mostly is), gathered as Refine gathers its starts'.
+  std::vector<RefineResult> climbs(order.size());
+  const RefineOptions one = RefineOptionsFor(c, /*threads=*/1);
+  ParallelFor(order.size(), 0,
+              [&](size_t k) { climbs[k] = Refine({winners[order[k]]}, c.cost, c.cluster, one); });
+  RefineResult mixed = FastestClimb(std::move(climbs));
   sel.simulated += mixed.simulated;
   result.refine_out_of_time = result.refine_out_of_time || mixed.out_of_time;
   const size_t from = order[mixed.start];  // the family whose winner the climb began at
