@@ -4,7 +4,9 @@
 // about less stops with a bound between the two. On the DP's candidates of random problems
 // (fake costs, the analytic model, mixed devices) with every schedule (interleaved with two
 // chunks too), with and without re-computation and allreduce overlap; and through the
-// planner's memo, which keeps a stopped run only for the questions it answers.
+// planner's memo, which keeps a stopped run only for the questions it answers. Such a
+// question is first put to a run without contention (Note [Uncontended first] in
+// sim/simulator.cc): these checks fail if it ever ends later than the contended run.
 #include <gtest/gtest.h>
 
 #include "dapple/plan/planner.h"

@@ -338,7 +338,7 @@ class Engine {
     const int r = RouteOf(id);
     x.route = r;
     const EngineRoute& route = s_.routes[r];
-    if (route.resources.empty()) {  // nothing to contend for: it runs as soon as it is ready
+    if (!s_.contended || route.resources.empty()) {  // it runs as soon as it is ready
       x.start = x.ready;
       Finish(id, x.ready + route.ms);
     } else {
@@ -387,8 +387,10 @@ class Engine {
     x.finish = end;
     const int route = x.route;
     Load(x.start, end, s_.routes[route].load);
-    for (int r : s_.routes[route].resources) resource_busy_[r] = 0;
-    waiting_dirty_ = waiting_dirty_ || !s_.routes[route].resources.empty();
+    if (s_.contended) {
+      for (int r : s_.routes[route].resources) resource_busy_[r] = 0;
+      waiting_dirty_ = waiting_dirty_ || !s_.routes[route].resources.empty();
+    }
     if (s_.record_timeline) {
       bool act = route < V_ - 1;
       int from = act ? route : route - (V_ - 1) + 1;  // virtual stage

@@ -92,6 +92,9 @@ struct EngineSetup {
   // stop as soon as it proves that a device ends later than stop_above_ms; EngineResult::stopped
   // then says so and nothing else of the result is filled.
   double stop_above_ms = std::numeric_limits<double>::infinity();
+  // False: every transfer runs as soon as it is ready, whatever its resources hold (Note
+  // [Uncontended first] in simulator.cc): no run is shorter than the contended one.
+  bool contended = true;
 };
 
 struct EngineDeviceResult {
