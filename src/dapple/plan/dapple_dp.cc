@@ -194,9 +194,10 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
     }
   };
   DpStats local;
-  // full = [head, head's transfer, new stage, its transfer, suffix's latency list...]: the
-  // list of a score; from index 2 the list of the new suffix.
-  std::vector<LatencyStage> full;
+  // full = [head, head's transfer, new stage, its transfer]: the list of a score before the
+  // suffix's latency list, its tail (Note [Latency over a shared tail]); from index 2 the
+  // list of the new suffix before that tail.
+  LatencyStage full[4];
   std::vector<int> usage, devs;
   // The new stage's per-server counts under each placement (a placement that repeats an
   // earlier one's is tried once), and which of them are valid.
@@ -239,10 +240,10 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
         const int k = WarmupDepth(opt.memory_schedule, 0, after + 1, M);
         const int k_deeper =
             opt.deeper_schedule ? WarmupDepth(*opt.deeper_schedule, 0, after + 1, M) : k;
-        const size_t lat_size = after > 0 ? 2 + e.lat.size() : 1;
-        full.resize(2 + lat_size);
-        std::copy(e.lat.begin(), e.lat.end(), full.begin() + 4);
-        const std::span<const LatencyStage> lat(full.data() + 2, lat_size);
+        const LatencyTail tail = TailOf(e.lat, M);
+        // The lists before the tail: of a score (`head` first) and of a complete plan.
+        const std::span<const LatencyStage> head_list(full, after > 0 ? 4 : 3);
+        const std::span<const LatencyStage> lat(full + 2, after > 0 ? 2 : 1);
         if (!mixed) placer.Reset(e.usage);
         const uint64_t base_hash = hasher.Of(e.usage);
         const std::vector<int> base_key =
@@ -314,7 +315,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
               full[2] = stage;
               const double peak = std::max(e.peak_memory, c.memory_bytes);
               if (ip == 0) {  // a complete plan
-                double l = ComputeLatency(lat, M).latency_ms;
+                double l = LatencyWithTail(lat, tail);
                 if (l >= threshold) continue;
                 complete.push_back({l, order++, first, last, devs, node, peak});
                 if (static_cast<int>(complete.size()) >= 4 * opt.top_k + 16) trim();
@@ -354,7 +355,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
               }
               full[0] = um->head_cost[ip];
               full[1] = {ht, ht, 0.0, 0.0};
-              const double score = ComputeLatency(full, M).latency_ms;
+              const double score = LatencyWithTail(head_list, tail);
               if (static_cast<int>(memo[ip].size()) <= id) memo[ip].resize(id + 1);
               std::vector<Entry>& kept = memo[ip][id];
               if (static_cast<int>(kept.size()) >= per_state && score >= kept.back().score)
