@@ -2,6 +2,7 @@
 // Every time is in milliseconds, every size in bytes, per device.
 #pragma once
 
+#include <span>
 #include <vector>
 
 namespace dapple {
@@ -60,6 +61,14 @@ class CostModel {
 
   // Ring allreduce of the parameters of layers [first, last] among `devices` (0 if one).
   virtual double AllReduceMs(int first, int last, const std::vector<int>& devices) const = 0;
+
+  // AllReduceMs(firsts[j], last, devices) into out[j] for every j (out holds firsts.size()):
+  // the DAPPLE DP and PipeDream's ask one stage's devices at every first layer of a block in
+  // a row. A model may answer them at once; the figures are AllReduceMs's to the last bit.
+  virtual void AllReduceMsFrom(std::span<const int> firsts, int last,
+                               const std::vector<int>& devices, double* out) const {
+    for (size_t j = 0; j < firsts.size(); ++j) out[j] = AllReduceMs(firsts[j], last, devices);
+  }
 
   // Parameter bytes of layers [first, last] (what allreducing their gradients moves).
   virtual double ParameterBytes(int first, int last) const = 0;

@@ -88,6 +88,8 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
       cost, opt.max_blocks > 0 ? opt.max_blocks : DefaultMaxBlocks(cluster.num_devices()));
   const int nb = static_cast<int>(ends.size());
   auto block_first = [&](int i) { return i == 0 ? 0 : ends[i - 1] + 1; };
+  std::vector<int> block_firsts(nb);
+  for (int b = 0; b < nb; ++b) block_firsts[b] = block_first(b);
   const int num_devices = cluster.num_devices();
   int server_size = 1;
   for (const ServerSpec& s : cluster.servers) server_size = std::max(server_size, s.devices);
@@ -206,6 +208,9 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   std::vector<int> head_take;                    // a head stage's counts per server
   std::vector<std::pair<double, int>> order_by;  // the beam's (score, id) of a block
   std::vector<char> valid(placements.size());
+  // The new stage's allreduce by ip, asked of the model for every ip at once (uniform
+  // devices): its devices are the same at every ip.
+  std::vector<double> allreduce_by_ip(nb);
   // Per block range ending at the current `last`, for uniform devices: F and B of the
   // largest slice with n replicas, static and activation bytes (index [ip][n]).
   struct RangeCost {
@@ -280,6 +285,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
             }
             UsageMemo* um = nullptr;                 // looked up when first needed
             std::vector<double>* head_to = nullptr;  // its transfers for this take, if kept
+            bool allreduce_asked = false;
             for (int ip = i - 1; ip >= 0; --ip) {
               const int first = block_first(ip);
               StageCost c;
@@ -300,7 +306,14 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                 if (opt.enforce_memory && !c.fits()) continue;
                 if (opt.enforce_memory && rc.stat + k_deeper * rc.act > device_memory)
                   ++local.deeper_misfits;
-                if (n > 1) c.allreduce_ms = cost.AllReduceMs(first, last, devs);
+                if (n > 1) {
+                  if (!allreduce_asked) {
+                    cost.AllReduceMsFrom(std::span<const int>(block_firsts.data(), i), last, devs,
+                                         allreduce_by_ip.data());
+                    allreduce_asked = true;
+                  }
+                  c.allreduce_ms = allreduce_by_ip[ip];
+                }
               } else {
                 c = EvaluateStage(cost, first, last, devs, m, k);
                 if (opt.enforce_memory && !c.fits()) continue;
