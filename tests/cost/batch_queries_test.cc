@@ -1,5 +1,5 @@
-// The cost model's questions asked for many layer ranges at once (AllReduceMsFrom) must give
-// the figures of the same questions asked one by one, to the last bit.
+// The cost model's questions asked for many layer ranges at once (AllReduceMsFrom,
+// TransferMsAt) must give the figures of the same questions asked one by one, to the last bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -71,6 +71,30 @@ TEST(BatchQueries, AllReduceFromEveryFirstIsAllReduceMs) {
     std::vector<double> by_default(firsts.size(), -1.0);
     cost.CostModel::AllReduceMsFrom(firsts, last, devs, by_default.data());
     for (size_t j = 0; j < firsts.size(); ++j) ASSERT_TRUE(SameBits(by_default[j], out[j]));
+  }
+}
+
+TEST(BatchQueries, TransferAtEveryBoundaryIsTransferMs) {
+  std::mt19937 rng(7);
+  Problem pr(rng);
+  // Whole bytes per sample at some boundaries (Note [Split-concat by server runs]).
+  pr.profile.layers[2].activation_bytes = 3 * 1000;
+  pr.profile.layers[5].activation_bytes = 3 * 4096;
+  AnalyticCostModel cost(pr.profile, pr.cluster);
+  for (int t = 0; t < 500; ++t) {
+    const std::vector<int> from = RandomDevices(rng, 7), to = RandomDevices(rng, 7);
+    const double mb = std::uniform_int_distribution<int>(1, 40)(rng);
+    std::vector<int> lasts;
+    for (int l = 0; l < 9; ++l)
+      if (rng() % 3) lasts.push_back(l);
+    if (rng() % 2) std::reverse(lasts.begin(), lasts.end());
+    std::vector<double> out(lasts.size(), -1.0);
+    cost.TransferMsAt(lasts, mb, from, to, out.data());
+    for (size_t j = 0; j < lasts.size(); ++j) {
+      cost.TransferMs(0, mb + 1, from, to);  // other devices before: the walk
+      const double want = cost.TransferMs(lasts[j], mb, from, to);
+      ASSERT_TRUE(SameBits(out[j], want)) << "t " << t << ": " << out[j] << " vs " << want;
+    }
   }
 }
 

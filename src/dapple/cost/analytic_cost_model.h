@@ -51,6 +51,9 @@ class AnalyticCostModel : public CostModel {
                         const std::vector<int>& to) const override;
   double TransferMs(int last, double micro_batch, const std::vector<int>& from,
                     const std::vector<int>& to) const override;
+  // Groups the messages by link at the first boundary (Note [Split-concat by link]).
+  void TransferMsAt(std::span<const int> lasts, double micro_batch, const std::vector<int>& from,
+                    const std::vector<int>& to, double* out) const override;
   double UpdateMs(int first, int last, int device) const override;
   // 2(r-1)/r x P / bw + 2(r-1) x latency with the allreduce bandwidth and latency
   // (LinkSpec::AllReduceBandwidth/AllReduceLatency) of the slowest link of the ring: the
@@ -84,9 +87,12 @@ class AnalyticCostModel : public CostModel {
   const Cluster& cluster() const { return cluster_; }
 
  private:
-  // Transfer's time in ms; its link resources into `resources` when not null.
+  // Transfer's time in ms; its link resources into `resources` when not null. With
+  // `group_now`, devices asked for the first time are grouped by link at once, as when
+  // asked again (the same figure): the caller asks them at other boundaries next.
   double SplitConcatMs(int last, double micro_batch, const std::vector<int>& from,
-                       const std::vector<int>& to, std::vector<int>* resources) const;
+                       const std::vector<int>& to, std::vector<int>* resources,
+                       bool group_now = false) const;
 
   // Whether a ring of `devices` (at least one) leaves a server; checks them in range.
   bool RingSpansServers(const std::vector<int>& devices) const;

@@ -54,6 +54,15 @@ class CostModel {
     return Transfer(last, micro_batch, from, to).ms;
   }
 
+  // TransferMs(lasts[j], micro_batch, from, to) into out[j] for every j (out holds
+  // lasts.size()): the DAPPLE DP asks one pair of device lists at many boundaries. A model
+  // may answer them at once; the figures are TransferMs's to the last bit.
+  virtual void TransferMsAt(std::span<const int> lasts, double micro_batch,
+                            const std::vector<int>& from, const std::vector<int>& to,
+                            double* out) const {
+    for (size_t j = 0; j < lasts.size(); ++j) out[j] = TransferMs(lasts[j], micro_batch, from, to);
+  }
+
   // One optimizer update of the parameters of layers [first, last] on `device` (the STEP
   // that ends an iteration): the profile's update_ms summed over the layers, divided by
   // the device's speed. Independent of the batch size.

@@ -71,12 +71,14 @@ struct UsageMemo {
   std::vector<LatencyStage> head_cost;
   // The head's transfer to a new stage by ip (< 0: not asked yet), per take that led to
   // this usage: with the usage, the take fixes the new stage's devices. A usage is reached
-  // by a few takes; past kTakesKept the cost model is asked each time. Where layers'
-  // bytes per sample are fractional the cost model walks the slices at each call (Note
-  // [Split-concat by server runs]): GNMT-16 asked it 2 million times without these.
+  // by several takes (more than 8 on 2 servers of 8: with 8 kept, 700 K of GNMT-16's
+  // asks missed); past kTakesKept the cost model is asked each time. Filled for every
+  // ip before the block at once (CostModel::TransferMsAt). Where layers' bytes per sample
+  // are fractional the cost model walks the slices at each call (Note [Split-concat by
+  // server runs]): GNMT-16 asked it 2 million times without these.
   std::vector<std::pair<UsagePlacer::Take, std::vector<double>>> head_to;
 };
-constexpr size_t kTakesKept = 8;
+constexpr size_t kTakesKept = 64;
 
 }  // namespace
 
@@ -353,8 +355,13 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                 }
                 for (auto& [kept_take, ms] : um->head_to)
                   if (kept_take == take) head_to = &ms;
-                if (!head_to && um->head_to.size() < kTakesKept)
+                if (!head_to && um->head_to.size() < kTakesKept) {
+                  // Every boundary before this block at once: the transfer after layer
+                  // ends[ip - 1] = first - 1 for ip = 1..i-1 (CostModel::TransferMsAt).
                   head_to = &um->head_to.emplace_back(take, std::vector<double>(nb, -1.0)).second;
+                  cost.TransferMsAt(std::span<const int>(ends.data(), i - 1), m, um->head_devices,
+                                    devs, head_to->data() + 1);
+                }
               }
               if (um->head_cost[ip].forward_ms < 0) {
                 StageCost hc = EvaluateStage(cost, 0, first - 1, um->head_devices, m, 0, false,
