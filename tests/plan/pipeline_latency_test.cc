@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <random>
+
 namespace dapple {
 namespace {
 
@@ -74,6 +77,48 @@ TEST(PipelineLatency, UpdatesEndEachStageAfterItsAllReduce) {
   // with U_2 = 4 it gives 15 > E_0 + AR_0 = 9.
   std::vector<LatencyStage> slow_first = {{4, 8, 1}, {1, 2, 3}, {1, 1, 13, 4}};
   EXPECT_DOUBLE_EQ(ComputeLatency(slow_first, 3).ending_ms, 15.0);
+}
+
+// Note [Latency over a shared tail]: LatencyWithTail against ComputeLatency of the whole
+// list, to the bit, on random lists; small whole numbers make ties (pivot and ending) common.
+TEST(PipelineLatency, TailStateGivesTheSameFigure) {
+  std::mt19937_64 rng(13);
+  auto stage = [&](bool transfer) {
+    auto value = [&] {
+      switch (rng() % 4) {
+        case 0:
+          return 0.0;
+        case 1:
+          return static_cast<double>(rng() % 6);
+        default:
+          return std::uniform_real_distribution<double>(0, 10)(rng);
+      }
+    };
+    LatencyStage s{value(), value(), value(), value()};
+    if (transfer) s = {s.forward_ms, s.forward_ms, 0.0, 0.0};
+    return s;
+  };
+  int pivots_in_head = 0, pivots_in_tail = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    const int M = 1 + static_cast<int>(rng() % 9);
+    std::vector<LatencyStage> tail;
+    for (int n = static_cast<int>(rng() % 9), s = 0; s < n; ++s) tail.push_back(stage(s % 2 == 1));
+    const LatencyTail t = TailOf(tail, M);
+    for (int h = 0; h < 4; ++h) {
+      std::vector<LatencyStage> all;
+      for (int n = 1 + static_cast<int>(rng() % 5), s = 0; s < n; ++s)
+        all.push_back(stage(s % 2 == 1));
+      const size_t head = all.size();
+      all.insert(all.end(), tail.begin(), tail.end());
+      const PipelineLatency want = ComputeLatency(all, M);
+      const double got = LatencyWithTail(std::span<const LatencyStage>(all.data(), head), t);
+      ASSERT_EQ(std::memcmp(&got, &want.latency_ms, sizeof got), 0)
+          << "trial " << trial << ": " << got << " vs " << want.latency_ms;
+      ++(want.pivot < static_cast<int>(head) ? pivots_in_head : pivots_in_tail);
+    }
+  }
+  EXPECT_GT(pivots_in_head, 1000);  // both ways of finishing are exercised
+  EXPECT_GT(pivots_in_tail, 1000);
 }
 
 }  // namespace

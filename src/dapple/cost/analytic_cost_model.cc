@@ -126,6 +126,7 @@ AnalyticCostModel::AnalyticCostModel(const Profile& profile, const Cluster& clus
   bwd_w_prefix_by_batch_ = PrefixByBatch(profile, Part::kWeight, share);
   // Cut sizes once, here, so concurrent callers (a parallel planner) only read.
   cut_bytes_ = profile.AllCutBytes();
+  num_layers_ = profile.num_layers();
   for (int d = 0; d < cluster.num_devices(); ++d) server_of_.push_back(cluster.ServerOf(d));
   kind_ = KindOfEachDevice(cluster);
 }
@@ -134,8 +135,9 @@ int AnalyticCostModel::num_layers() const { return profile_.num_layers(); }
 int AnalyticCostModel::num_devices() const { return static_cast<int>(server_of_.size()); }
 int AnalyticCostModel::profile_batch_size() const { return profile_.batch_size; }
 
-void AnalyticCostModel::CheckRange(int first, int last) const {
+void AnalyticCostModel::RangeOutOfBounds(int first, int last) const {
   DAPPLE_CHECK(0 <= first && first <= last && last < num_layers(), "layer range out of bounds");
+  throw Error("internal error: CheckRange");  // not reached: the check above failed
 }
 
 double AnalyticCostModel::ComputeMs(const std::vector<double>& prefix,
@@ -235,22 +237,39 @@ bool AnalyticCostModel::RingSpansServers(const std::vector<int>& devices) const 
   return k.spans;
 }
 
-double AnalyticCostModel::AllReduceMs(int first, int last, const std::vector<int>& devices) const {
-  CheckRange(first, last);
+AnalyticCostModel::Ring AnalyticCostModel::RingOf(const std::vector<int>& devices) const {
   const int r = static_cast<int>(devices.size());
-  if (r <= 1) return 0;
   const bool spans = RingSpansServers(devices);  // Note [Rings asked again]
   // The slowest link of the ring: the inter-server one as soon as the ring leaves a server
   // (the slower of both kinds, as the ring also has hops inside servers).
   const LinkSpec& intra = cluster_.intra_server;
   const LinkSpec& inter = cluster_.inter_server;
-  double bw = spans ? std::min(intra.AllReduceBandwidth(), inter.AllReduceBandwidth())
-                    : intra.AllReduceBandwidth();
-  double latency = spans ? std::max(intra.AllReduceLatency(), inter.AllReduceLatency())
-                         : intra.AllReduceLatency();
-  double bytes = param_prefix_[last + 1] - param_prefix_[first];
-  double seconds = 2.0 * (r - 1) / r * bytes / bw + 2.0 * (r - 1) * latency;
-  return seconds * 1e3;
+  Ring ring;
+  ring.bandwidth = spans ? std::min(intra.AllReduceBandwidth(), inter.AllReduceBandwidth())
+                         : intra.AllReduceBandwidth();
+  const double latency = spans ? std::max(intra.AllReduceLatency(), inter.AllReduceLatency())
+                               : intra.AllReduceLatency();
+  ring.per_byte_share = 2.0 * (r - 1) / r;
+  ring.latency_term = 2.0 * (r - 1) * latency;
+  return ring;
+}
+
+double AnalyticCostModel::AllReduceMs(int first, int last, const std::vector<int>& devices) const {
+  CheckRange(first, last);
+  if (devices.size() <= 1) return 0;
+  return RingMs(RingOf(devices), param_prefix_[last + 1] - param_prefix_[first]);
+}
+
+void AnalyticCostModel::AllReduceMsFrom(std::span<const int> firsts, int last,
+                                        const std::vector<int>& devices, double* out) const {
+  for (int first : firsts) CheckRange(first, last);
+  if (devices.size() <= 1) {
+    std::fill(out, out + firsts.size(), 0.0);
+    return;
+  }
+  const Ring ring = RingOf(devices);
+  for (size_t j = 0; j < firsts.size(); ++j)
+    out[j] = RingMs(ring, param_prefix_[last + 1] - param_prefix_[firsts[j]]);
 }
 
 // A stream per piece of the split-concat (max of the replica counts), over the slower link

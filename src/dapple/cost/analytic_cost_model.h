@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "dapple/cost/cost_model.h"
@@ -50,11 +51,17 @@ class AnalyticCostModel : public CostModel {
                         const std::vector<int>& to) const override;
   double TransferMs(int last, double micro_batch, const std::vector<int>& from,
                     const std::vector<int>& to) const override;
+  // Groups the messages by link at the first boundary (Note [Split-concat by link]).
+  void TransferMsAt(std::span<const int> lasts, double micro_batch, const std::vector<int>& from,
+                    const std::vector<int>& to, double* out) const override;
   double UpdateMs(int first, int last, int device) const override;
   // 2(r-1)/r x P / bw + 2(r-1) x latency with the allreduce bandwidth and latency
   // (LinkSpec::AllReduceBandwidth/AllReduceLatency) of the slowest link of the ring: the
   // intra-server one, or as soon as the devices span servers the slower of both.
   double AllReduceMs(int first, int last, const std::vector<int>& devices) const override;
+  // The ring's terms once for all the ranges (RingOf), each range's figure as AllReduceMs's.
+  void AllReduceMsFrom(std::span<const int> firsts, int last, const std::vector<int>& devices,
+                       double* out) const override;
   double ParameterBytes(int first, int last) const override;
   double AllReduceBucketBytes() const override;
   double StaticMemoryBytes(int first, int last) const override;
@@ -80,12 +87,26 @@ class AnalyticCostModel : public CostModel {
   const Cluster& cluster() const { return cluster_; }
 
  private:
-  // Transfer's time in ms; its link resources into `resources` when not null.
+  // Transfer's time in ms; its link resources into `resources` when not null. With
+  // `group_now`, devices asked for the first time are grouped by link at once, as when
+  // asked again (the same figure): the caller asks them at other boundaries next.
   double SplitConcatMs(int last, double micro_batch, const std::vector<int>& from,
-                       const std::vector<int>& to, std::vector<int>* resources) const;
+                       const std::vector<int>& to, std::vector<int>* resources,
+                       bool group_now = false) const;
 
   // Whether a ring of `devices` (at least one) leaves a server; checks them in range.
   bool RingSpansServers(const std::vector<int>& devices) const;
+  // AllReduceMs's terms that do not depend on the layers, for a ring of r >= 2 devices.
+  struct Ring {
+    double per_byte_share = 0;  // 2(r-1)/r
+    double bandwidth = 0;
+    double latency_term = 0;  // 2(r-1) x latency
+  };
+  Ring RingOf(const std::vector<int>& devices) const;
+  // AllReduceMs of `bytes` on `ring`: one expression for every caller, so the same bits.
+  static double RingMs(const Ring& ring, double bytes) {
+    return (ring.per_byte_share * bytes / ring.bandwidth + ring.latency_term) * 1e3;
+  }
 
   const Profile& profile_;
   const Cluster& cluster_;
@@ -101,7 +122,14 @@ class AnalyticCostModel : public CostModel {
   std::vector<int> kind_;          // DeviceKind, from KindOfEachDevice
   uint64_t serial_;                // unique per model made (SplitConcatMs's cache)
   static std::vector<int> KindOfEachDevice(const Cluster& c);
-  void CheckRange(int first, int last) const;
+  // Throws unless 0 <= first <= last < num_layers. Inline, its throw out of line: the
+  // planners ask the model millions of times per plan (a call each was 3% of a plan).
+  void CheckRange(int first, int last) const {
+    if (!(0 <= first && first <= last && last < num_layers_)) [[unlikely]]
+      RangeOutOfBounds(first, last);
+  }
+  [[noreturn]] void RangeOutOfBounds(int first, int last) const;
+  int num_layers_ = 0;  // profile_.num_layers()
   double ComputeMs(const std::vector<double>& prefix,
                    const std::vector<std::vector<double>>& by_batch, int first, int last,
                    double samples, int device) const;

@@ -2,6 +2,7 @@
 // Every time is in milliseconds, every size in bytes, per device.
 #pragma once
 
+#include <span>
 #include <vector>
 
 namespace dapple {
@@ -53,6 +54,15 @@ class CostModel {
     return Transfer(last, micro_batch, from, to).ms;
   }
 
+  // TransferMs(lasts[j], micro_batch, from, to) into out[j] for every j (out holds
+  // lasts.size()): the DAPPLE DP asks one pair of device lists at many boundaries. A model
+  // may answer them at once; the figures are TransferMs's to the last bit.
+  virtual void TransferMsAt(std::span<const int> lasts, double micro_batch,
+                            const std::vector<int>& from, const std::vector<int>& to,
+                            double* out) const {
+    for (size_t j = 0; j < lasts.size(); ++j) out[j] = TransferMs(lasts[j], micro_batch, from, to);
+  }
+
   // One optimizer update of the parameters of layers [first, last] on `device` (the STEP
   // that ends an iteration): the profile's update_ms summed over the layers, divided by
   // the device's speed. Independent of the batch size.
@@ -60,6 +70,14 @@ class CostModel {
 
   // Ring allreduce of the parameters of layers [first, last] among `devices` (0 if one).
   virtual double AllReduceMs(int first, int last, const std::vector<int>& devices) const = 0;
+
+  // AllReduceMs(firsts[j], last, devices) into out[j] for every j (out holds firsts.size()):
+  // the DAPPLE DP and PipeDream's ask one stage's devices at every first layer of a block in
+  // a row. A model may answer them at once; the figures are AllReduceMs's to the last bit.
+  virtual void AllReduceMsFrom(std::span<const int> firsts, int last,
+                               const std::vector<int>& devices, double* out) const {
+    for (size_t j = 0; j < firsts.size(); ++j) out[j] = AllReduceMs(firsts[j], last, devices);
+  }
 
   // Parameter bytes of layers [first, last] (what allreducing their gradients moves).
   virtual double ParameterBytes(int first, int last) const = 0;

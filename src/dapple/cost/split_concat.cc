@@ -175,9 +175,16 @@ double AnalyticCostModel::TransferMs(int last, double micro_batch, const std::ve
   return SplitConcatMs(last, micro_batch, from, to, nullptr);
 }
 
+void AnalyticCostModel::TransferMsAt(std::span<const int> lasts, double micro_batch,
+                                     const std::vector<int>& from, const std::vector<int>& to,
+                                     double* out) const {
+  for (size_t j = 0; j < lasts.size(); ++j)
+    out[j] = SplitConcatMs(lasts[j], micro_batch, from, to, nullptr, lasts.size() > 1);
+}
+
 double AnalyticCostModel::SplitConcatMs(int last, double micro_batch, const std::vector<int>& from,
-                                        const std::vector<int>& to,
-                                        std::vector<int>* resources) const {
+                                        const std::vector<int>& to, std::vector<int>* resources,
+                                        bool group_now) const {
   DAPPLE_CHECK(last >= 0 && last < num_layers(), "layer out of range");
   DAPPLE_CHECK(!from.empty() && !to.empty(), "a transfer needs senders and receivers");
   const int nd = num_devices();  // once: a virtual call per device shows on 8192 devices
@@ -240,7 +247,7 @@ double AnalyticCostModel::SplitConcatMs(int last, double micro_batch, const std:
   };
   double seconds = 0;
   bool crosses = false;
-  if (!again) {  // the walk, adding up each link's bytes as it goes
+  if (!again && !group_now) {  // the walk, adding up each link's bytes as it goes
     sc.intra.assign(rt, 0.0);
     sc.intra_used.assign(rt, 0);
     if (static_cast<int>(sc.out.size()) < servers) {

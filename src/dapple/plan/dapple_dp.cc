@@ -71,12 +71,14 @@ struct UsageMemo {
   std::vector<LatencyStage> head_cost;
   // The head's transfer to a new stage by ip (< 0: not asked yet), per take that led to
   // this usage: with the usage, the take fixes the new stage's devices. A usage is reached
-  // by a few takes; past kTakesKept the cost model is asked each time. Where layers'
-  // bytes per sample are fractional the cost model walks the slices at each call (Note
-  // [Split-concat by server runs]): GNMT-16 asked it 2 million times without these.
+  // by several takes (more than 8 on 2 servers of 8: with 8 kept, 700 K of GNMT-16's
+  // asks missed); past kTakesKept the cost model is asked each time. Filled for every
+  // ip before the block at once (CostModel::TransferMsAt). Where layers' bytes per sample
+  // are fractional the cost model walks the slices at each call (Note [Split-concat by
+  // server runs]): GNMT-16 asked it 2 million times without these.
   std::vector<std::pair<UsagePlacer::Take, std::vector<double>>> head_to;
 };
-constexpr size_t kTakesKept = 8;
+constexpr size_t kTakesKept = 64;
 
 }  // namespace
 
@@ -88,6 +90,8 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
       cost, opt.max_blocks > 0 ? opt.max_blocks : DefaultMaxBlocks(cluster.num_devices()));
   const int nb = static_cast<int>(ends.size());
   auto block_first = [&](int i) { return i == 0 ? 0 : ends[i - 1] + 1; };
+  std::vector<int> block_firsts(nb);
+  for (int b = 0; b < nb; ++b) block_firsts[b] = block_first(b);
   const int num_devices = cluster.num_devices();
   int server_size = 1;
   for (const ServerSpec& s : cluster.servers) server_size = std::max(server_size, s.devices);
@@ -194,9 +198,10 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
     }
   };
   DpStats local;
-  // full = [head, head's transfer, new stage, its transfer, suffix's latency list...]: the
-  // list of a score; from index 2 the list of the new suffix.
-  std::vector<LatencyStage> full;
+  // full = [head, head's transfer, new stage, its transfer]: the list of a score before the
+  // suffix's latency list, its tail (Note [Latency over a shared tail]); from index 2 the
+  // list of the new suffix before that tail.
+  LatencyStage full[4];
   std::vector<int> usage, devs;
   // The new stage's per-server counts under each placement (a placement that repeats an
   // earlier one's is tried once), and which of them are valid.
@@ -205,6 +210,9 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
   std::vector<int> head_take;                    // a head stage's counts per server
   std::vector<std::pair<double, int>> order_by;  // the beam's (score, id) of a block
   std::vector<char> valid(placements.size());
+  // The new stage's allreduce by ip, asked of the model for every ip at once (uniform
+  // devices): its devices are the same at every ip.
+  std::vector<double> allreduce_by_ip(nb);
   // Per block range ending at the current `last`, for uniform devices: F and B of the
   // largest slice with n replicas, static and activation bytes (index [ip][n]).
   struct RangeCost {
@@ -239,10 +247,10 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
         const int k = WarmupDepth(opt.memory_schedule, 0, after + 1, M);
         const int k_deeper =
             opt.deeper_schedule ? WarmupDepth(*opt.deeper_schedule, 0, after + 1, M) : k;
-        const size_t lat_size = after > 0 ? 2 + e.lat.size() : 1;
-        full.resize(2 + lat_size);
-        std::copy(e.lat.begin(), e.lat.end(), full.begin() + 4);
-        const std::span<const LatencyStage> lat(full.data() + 2, lat_size);
+        const LatencyTail tail = TailOf(e.lat, M);
+        // The lists before the tail: of a score (`head` first) and of a complete plan.
+        const std::span<const LatencyStage> head_list(full, after > 0 ? 4 : 3);
+        const std::span<const LatencyStage> lat(full + 2, after > 0 ? 2 : 1);
         if (!mixed) placer.Reset(e.usage);
         const uint64_t base_hash = hasher.Of(e.usage);
         const std::vector<int> base_key =
@@ -279,6 +287,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
             }
             UsageMemo* um = nullptr;                 // looked up when first needed
             std::vector<double>* head_to = nullptr;  // its transfers for this take, if kept
+            bool allreduce_asked = false;
             for (int ip = i - 1; ip >= 0; --ip) {
               const int first = block_first(ip);
               StageCost c;
@@ -299,7 +308,14 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                 if (opt.enforce_memory && !c.fits()) continue;
                 if (opt.enforce_memory && rc.stat + k_deeper * rc.act > device_memory)
                   ++local.deeper_misfits;
-                if (n > 1) c.allreduce_ms = cost.AllReduceMs(first, last, devs);
+                if (n > 1) {
+                  if (!allreduce_asked) {
+                    cost.AllReduceMsFrom(std::span<const int>(block_firsts.data(), i), last, devs,
+                                         allreduce_by_ip.data());
+                    allreduce_asked = true;
+                  }
+                  c.allreduce_ms = allreduce_by_ip[ip];
+                }
               } else {
                 c = EvaluateStage(cost, first, last, devs, m, k);
                 if (opt.enforce_memory && !c.fits()) continue;
@@ -314,7 +330,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
               full[2] = stage;
               const double peak = std::max(e.peak_memory, c.memory_bytes);
               if (ip == 0) {  // a complete plan
-                double l = ComputeLatency(lat, M).latency_ms;
+                double l = LatencyWithTail(lat, tail);
                 if (l >= threshold) continue;
                 complete.push_back({l, order++, first, last, devs, node, peak});
                 if (static_cast<int>(complete.size()) >= 4 * opt.top_k + 16) trim();
@@ -339,8 +355,13 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
                 }
                 for (auto& [kept_take, ms] : um->head_to)
                   if (kept_take == take) head_to = &ms;
-                if (!head_to && um->head_to.size() < kTakesKept)
+                if (!head_to && um->head_to.size() < kTakesKept) {
+                  // Every boundary before this block at once: the transfer after layer
+                  // ends[ip - 1] = first - 1 for ip = 1..i-1 (CostModel::TransferMsAt).
                   head_to = &um->head_to.emplace_back(take, std::vector<double>(nb, -1.0)).second;
+                  cost.TransferMsAt(std::span<const int>(ends.data(), i - 1), m, um->head_devices,
+                                    devs, head_to->data() + 1);
+                }
               }
               if (um->head_cost[ip].forward_ms < 0) {
                 StageCost hc = EvaluateStage(cost, 0, first - 1, um->head_devices, m, 0, false,
@@ -354,7 +375,7 @@ std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
               }
               full[0] = um->head_cost[ip];
               full[1] = {ht, ht, 0.0, 0.0};
-              const double score = ComputeLatency(full, M).latency_ms;
+              const double score = LatencyWithTail(head_list, tail);
               if (static_cast<int>(memo[ip].size()) <= id) memo[ip].resize(id + 1);
               std::vector<Entry>& kept = memo[ip][id];
               if (static_cast<int>(kept.size()) >= per_state && score >= kept.back().score)

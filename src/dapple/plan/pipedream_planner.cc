@@ -1,6 +1,7 @@
 // PipeDream's planner objective as a baseline: see baselines.h.
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -36,7 +37,11 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
   const bool symmetric = IdenticalServers(cluster);
   const bool uniform = UniformDevices(cost);
   // stage_cache by (n, offset), K = 0, per block i (a hash table: the replica counts are
-  // few, a dense table on 8192 devices was 80 MB to clear per m);
+  // few, a dense table on 8192 devices was 80 MB to clear per m). On uniform devices only
+  // the allreduce depends on the devices beyond the first one's kind (EvaluateStage costs
+  // one replica, and devices of one kind cost the same: CostModel::DeviceKind), so the
+  // rest is cached by (n, kind of the first device) and the allreduce by (n, offset),
+  // asked for every ip at once (CostModel::AllReduceMsFrom): the figures are the same;
   // transfer_cache by (n, next stage's n, offset), for every block end at once: asked in
   // a row with the same devices, the cost model sums them from one walk over the slices
   // (Note [Split-concat by link] in the analytic model), where one walk per block was most
@@ -44,6 +49,9 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
   // Keyed n << 20 | offset: the stage's costs by ip (forward < 0: not computed yet), one
   // lookup per (d, n) rather than per (d, n, ip).
   std::unordered_map<uint64_t, std::vector<StageCost>> stage_cache;
+  std::unordered_map<uint64_t, std::vector<double>> allreduce_cache;  // uniform: by (n, offset)
+  std::vector<int> block_firsts(nb);
+  for (int b = 0; b < nb; ++b) block_firsts[b] = block_first(b);
   // By n << 40 | next stage's n << 20 | offset (replica counts and offsets are below
   // 2^20: at most m and the server size).
   std::unordered_map<uint64_t, std::vector<double>> transfer_cache;
@@ -56,6 +64,7 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
   for (int i = nb; i >= 1; --i) {
     const int last = ends[i - 1];
     stage_cache.clear();
+    allreduce_cache.clear();
     for (int n : act_done) act_by_n[n].clear();
     act_done.clear();
     for (int d = 0; d < D; ++d) {
@@ -106,12 +115,25 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
           act_done.push_back(n);
         }
         std::vector<StageCost>* row = nullptr;
+        const std::vector<double>* allreduce = nullptr;  // by ip, when cached apart
         if (symmetric) {
-          row = &stage_cache[static_cast<uint64_t>(n) << 20 | static_cast<uint64_t>(offset)];
+          const uint64_t at = uniform ? static_cast<uint64_t>(cost.DeviceKind(D - d - n)) : offset;
+          row = &stage_cache[static_cast<uint64_t>(n) << 20 | at];
           if (row->empty()) {
             StageCost none;
             none.forward_ms = -1;
             row->assign(i, none);
+          }
+          if (uniform && n > 1) {
+            std::vector<double>& ar =
+                allreduce_cache[static_cast<uint64_t>(n) << 20 | static_cast<uint64_t>(offset)];
+            if (ar.empty()) {
+              list();
+              ar.resize(i);
+              cost.AllReduceMsFrom(std::span<const int>(block_firsts.data(), i), last, devs,
+                                   ar.data());
+            }
+            allreduce = &ar;
           }
         }
         for (int ip = i - 1; ip >= 0; --ip) {
@@ -124,6 +146,7 @@ std::optional<Plan> PipeDreamPlan(const CostModel& cost, const Cluster& cluster,
               cached = EvaluateStage(cost, first, last, devs, m, 0, false, false, uniform);
             }
             c = cached;
+            if (allreduce) c.allreduce_ms = c.allreduce_exposed_ms = (*allreduce)[ip];
             c.memory_bytes += k * act[ip];
           } else {
             list();
