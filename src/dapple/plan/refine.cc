@@ -50,11 +50,14 @@ using Clock = std::chrono::steady_clock;
 
 // Simulates plans[i] for i in [begin, end) on up to `threads` threads (each fits by its
 // costs); scored[i] is empty when the simulator's peak does not fit memory.
+// Plan 0 is run without the uncontended first run when `expect_first` (the search expects
+// it to be faster).
 void ScoreBatch(const std::vector<const internal::Neighbour*>& plans, size_t begin, size_t end,
                 const CostModel& cost, int threads, SimCache* cache, double stop_above_ms,
-                std::vector<std::optional<Scored>>& scored) {
+                bool expect_first, std::vector<std::optional<Scored>>& scored) {
   auto one = [&](size_t i) {
-    scored[i] = ScoreFitting(plans[i]->plan, plans[i]->costs, cost, cache, stop_above_ms);
+    scored[i] = ScoreFitting(plans[i]->plan, plans[i]->costs, cost, cache, stop_above_ms,
+                             !(expect_first && i == 0));
   };
   ParallelFor(end - begin, static_cast<size_t>(std::max(threads, 1)),
               [&](size_t k) { one(begin + k); });
@@ -72,6 +75,11 @@ struct ClimbSearch {
   // Local search from `start`; returns the last plan and the moves taken.
   std::pair<Scored, std::vector<RefineStep>> Run(Scored cur) {
     std::vector<RefineStep> steps;
+    // Whether the last round took its first neighbour: a climb then mostly takes the first
+    // of the next round too, and a question put first to a run without contention (Note
+    // [Uncontended first] in sim/simulator.cc) would only add that run. Cost only: the
+    // answers are the same.
+    bool took_first = false;
     for (int round = 0; round < o.max_rounds; ++round) {
       if (Clock::now() >= deadline) {
         out_of_time = true;
@@ -116,13 +124,15 @@ struct ClimbSearch {
         const size_t end = std::min(plans.size(), begin + static_cast<size_t>(threads));
         // The runs may stop once they prove a neighbour is not faster (Note [Stopping
         // above a time] in sim/stop_bound.cc).
-        ScoreBatch(plans, begin, end, cost, threads, o.cache, faster_than, scored);
+        ScoreBatch(plans, begin, end, cost, threads, o.cache, faster_than, took_first && begin == 0,
+                   scored);
         simulated += static_cast<long long>(end - begin);
         for (size_t i = begin; i < end && !taken; ++i)
           if (scored[i] && scored[i]->sim.iteration_ms < faster_than) taken = i;
         begin = end;
       }
       if (!taken) break;
+      took_first = *taken == 0;
       Scored next = std::move(*scored[*taken]);
       next.origin = cur.origin;
       steps.push_back({ns[items[*taken].index].move, next.sim.iteration_ms});

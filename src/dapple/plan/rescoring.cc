@@ -12,10 +12,12 @@ namespace {
 // The plan's simulation without a timeline, from `cache` when there is one; it may stop
 // once it proves the plan slower than stop_above_ms.
 SimResult SimulateWithCache(const Plan& plan, const CostModel& cost, SimCache* cache,
-                            double stop_above_ms) {
-  return cache ? cache->Simulate(plan, cost, stop_above_ms)
+                            double stop_above_ms, bool uncontended_first = true) {
+  return cache ? cache->Simulate(plan, cost, stop_above_ms, uncontended_first)
                : SimulatePlan(plan, cost,
-                              SimOptions{.record_timeline = false, .stop_above_ms = stop_above_ms});
+                              SimOptions{.record_timeline = false,
+                                         .stop_above_ms = stop_above_ms,
+                                         .uncontended_first = uncontended_first});
 }
 // Whether every device's simulated peak fits its memory.
 bool SimulatedFits(const SimResult& r, const CostModel& cost);
@@ -75,9 +77,9 @@ Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel&
 }
 
 std::optional<Scored> ScoreFitting(const Plan& plan, PlanCosts costs, const CostModel& cost,
-                                   SimCache* cache, double stop_above_ms) {
+                                   SimCache* cache, double stop_above_ms, bool uncontended_first) {
   DAPPLE_CHECK(costs.fits);
-  SimResult r = SimulateWithCache(plan, cost, cache, stop_above_ms);
+  SimResult r = SimulateWithCache(plan, cost, cache, stop_above_ms, uncontended_first);
   if (r.stopped || !SimulatedFits(r, cost)) return std::nullopt;
   return MakeScored(plan, "", std::move(r), std::move(costs), cost);
 }

@@ -31,8 +31,10 @@ class SimCache {
   // stage's depends only on the schedule, S, M, v and whether it is replicated.
   // With stop_above_ms (SimOptions): the run may stop once it proves the plan slower; a
   // stopped result is kept too and serves a later call whose stop_above_ms it exceeds.
+  // uncontended_first: SimOptions's (the result is the same either way).
   SimResult Simulate(const Plan& plan, const CostModel& cost,
-                     double stop_above_ms = std::numeric_limits<double>::infinity());
+                     double stop_above_ms = std::numeric_limits<double>::infinity(),
+                     bool uncontended_first = true);
   long long hits() const;
   long long misses() const;
 

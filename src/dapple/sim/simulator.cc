@@ -254,7 +254,8 @@ SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostMode
   // it settled 446 of the 563 questions (the neighbours a climb rejects are slower for
   // their stages, not for contention). The answer is the contended run's otherwise. Not
   // with shared compute, whose stretching is not monotone in the start times.
-  if (shared <= 0 && setup.stop_above_ms < std::numeric_limits<double>::infinity()) {
+  if (shared <= 0 && options.uncontended_first &&
+      setup.stop_above_ms < std::numeric_limits<double>::infinity()) {
     setup.contended = false;
     const internal::EngineResult free = internal::RunEngine(setup);
     setup.contended = true;

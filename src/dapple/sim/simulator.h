@@ -22,6 +22,10 @@ struct SimOptions {
   // and iteration_ms a lower bound of the time (> stop_above_ms), nothing else. Ignored
   // with shared compute (CostModel::SharedCompute) and with a timeline.
   double stop_above_ms = std::numeric_limits<double>::infinity();
+  // With stop_above_ms: ask a run without contention first (Note [Uncontended first] in
+  // simulator.cc). A caller that expects the plan to be faster (so that the first run
+  // would not settle the question) turns it off; the answer is the same either way.
+  bool uncontended_first = true;
 };
 
 struct DeviceStats {
