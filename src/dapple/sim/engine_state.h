@@ -67,6 +67,7 @@ struct Scratch {
   std::vector<double> ar_ready;
   std::vector<char> resource_busy;
   std::vector<int> runnable;
+  std::vector<int> receiver_stage;  // per route
   // Transfers that hold resources, ready (now or later) and not started.
   WaitingTransfers waiting;
   FinishQueue queue;

@@ -50,6 +50,7 @@ class Engine {
         ar_ready_(scratch.ar_ready),
         resource_busy_(scratch.resource_busy),
         runnable_(scratch.runnable),
+        receiver_stage_(scratch.receiver_stage),
         waiting_(scratch.waiting),
         queue_(scratch.queue),
         bound_(scratch.bound),
@@ -67,6 +68,9 @@ class Engine {
     waiting_.Clear();
     queue_.clear();
     exposed_.assign(S_, 0.0);
+    receiver_stage_.resize(s.routes.size());
+    for (size_t r = 0; r < s.routes.size(); ++r)
+      receiver_stage_[r] = ReceiverStageOf(static_cast<int>(r));
     for (const EngineStage& st : s.stages)
       DAPPLE_CHECK(!st.twins || (!s.record_timeline && s.op_scale.empty()),
                    "twin replicas with a timeline or op_scale");
@@ -147,7 +151,11 @@ class Engine {
   // virtual stages are the stages.
   int ActId(int boundary, int mb) const { return boundary * M_ + mb; }
   int GradId(int boundary, int mb) const { return (V_ - 1 + boundary) * M_ + mb; }
-  int RouteOf(int id) const { return id / M_; }
+  // Route of a transfer id: id / M_ (activations: the boundary; gradients: V - 1 + it).
+  // The senders pass it (ActRoute, GradRoute): a division per transfer cost more than the
+  // rest of its bookkeeping.
+  int ActRoute(int boundary) const { return boundary; }
+  int GradRoute(int boundary) const { return V_ - 1 + boundary; }
   // Stage (device group) whose devices receive the transfers of `route`.
   int ReceiverStageOf(int route) const {
     return (route < V_ - 1 ? route + 1 : route - (V_ - 1)) % S_;
@@ -239,10 +247,10 @@ class Engine {
           break;
         }
         case Op::kSendAct:
-          Arrive(ActId(vs(), in.micro_batch), clock, RunReplicas(st));
+          Arrive(ActId(vs(), in.micro_batch), ActRoute(vs()), clock, RunReplicas(st));
           break;
         case Op::kSendGrad:
-          Arrive(GradId(vs() - 1, in.micro_batch), clock, RunReplicas(st));
+          Arrive(GradId(vs() - 1, in.micro_batch), GradRoute(vs() - 1), clock, RunReplicas(st));
           break;
         case Op::kRecvAct:
         case Op::kRecvGrad: {
@@ -331,11 +339,10 @@ class Engine {
   void Push(const Event& e) { queue_.push(e); }
 
   // One sender of transfer `id` executed its send at `clock`.
-  void Arrive(int id, double clock, int senders) {
+  void Arrive(int id, int r, double clock, int senders) {
     Transfer& x = xfer_[id];
     x.ready = std::max(x.ready, clock);
     if (++x.arrived != senders) return;
-    const int r = RouteOf(id);
     x.route = r;
     const EngineRoute& route = s_.routes[r];
     if (!s_.contended || route.resources.empty()) {  // it runs as soon as it is ready
@@ -397,7 +404,7 @@ class Engine {
       Instruction in{act ? Op::kSendAct : Op::kSendGrad, id % M_, from / S_};
       Record(static_cast<int>(dev_.size()) + route, in, "transfer", x.start, end, from);
     }
-    const EngineStage& st = s_.stages[ReceiverStageOf(route)];
+    const EngineStage& st = s_.stages[receiver_stage_[route]];
     for (int r = st.first_device; r < st.first_device + RunReplicas(st); ++r) {
       if (dev_[r].blocked_on != id) continue;
       dev_[r].blocked_on = -1;
@@ -423,6 +430,7 @@ class Engine {
   std::vector<double>& ar_ready_;
   std::vector<char>& resource_busy_;
   std::vector<int>& runnable_;
+  std::vector<int>& receiver_stage_;  // ReceiverStageOf per route, without its modulo
   WaitingTransfers& waiting_;
   FinishQueue& queue_;
   StopBound& bound_;
