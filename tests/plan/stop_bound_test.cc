@@ -63,6 +63,40 @@ TEST(StopAbove, TheBoundNeverExceedsTheWholeRun) {
   EXPECT_GT(stopped_below, 0);
 }
 
+// SimOptions::uncontended_first changes what a run costs, not what it answers: asked
+// whether a plan is faster than t, a run with and one without the uncontended first run
+// (Note [Uncontended first] in sim/simulator.cc) say the same, and a whole run gives the
+// same time. The uncontended first run settles some of the questions (it is checked to).
+TEST(StopAbove, UncontendedFirstAnswersAsTheContendedRunAlone) {
+  int asked = 0, settled_apart = 0;
+  for (unsigned seed = 0; seed < 12; ++seed) {
+    auto p = testing::MakeRandomProblemOfAnyKind(seed);
+    for (const Plan& plan : PlansOf(*p)) {
+      const double t =
+          SimulatePlan(plan, *p->cost, SimOptions{.record_timeline = false}).iteration_ms;
+      for (double f : {0.97, 0.999, 1.001, 1.05}) {
+        auto run = [&](bool first) {
+          return SimulatePlan(
+              plan, *p->cost,
+              SimOptions{
+                  .record_timeline = false, .stop_above_ms = t * f, .uncontended_first = first});
+        };
+        const SimResult with = run(true), without = run(false);
+        const bool faster_with = !with.stopped && with.iteration_ms < t * f;
+        const bool faster_without = !without.stopped && without.iteration_ms < t * f;
+        ASSERT_EQ(faster_with, faster_without) << p->description << ", f " << f;
+        if (!with.stopped && !without.stopped) {
+          ASSERT_EQ(with.iteration_ms, without.iteration_ms) << p->description;
+        }
+        settled_apart += with.stopped && !without.stopped;
+        ++asked;
+      }
+    }
+  }
+  EXPECT_GT(asked, 4000);
+  EXPECT_GT(settled_apart, 0);  // the first run stops some that the contended run does not
+}
+
 TEST(StopAbove, TheMemoKeepsAStoppedRunOnlyForWhatItAnswers) {
   auto p = testing::MakeRandomAnalyticProblem(4);
   std::vector<Plan> plans = PlansOf(*p);
