@@ -6,16 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <exception>
 #include <filesystem>
-#include <functional>
 #include <future>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -105,56 +102,6 @@ Row RunOne(const std::string& name, const Profile& profile, const Cluster& clust
   }
   return row;
 }
-
-// The baselines' rows (`run` of each name) on a thread of their own, one after another,
-// from when Start() is called: `dapple plan` starts them once the planner made its
-// proposals, which the rows find in the memo, so they run beside the planner's searches
-// instead of after them. Finish() waits for them (starting them if nothing did) and
-// rethrows what one threw beyond the InputError RunOne reports as a skipped row; without
-// it (the planner threw) they are dropped.
-class BaselineRows {
- public:
-  BaselineRows(std::vector<std::string> names, std::function<Row(const std::string&)> run)
-      : names_(std::move(names)), rows_(names_.size()) {
-    if (names_.empty()) return;
-    thread_ = std::thread([this, run = std::move(run), go = go_.get_future()] {
-      go.wait();
-      if (cancelled_) return;
-      try {
-        for (size_t i = 0; i < names_.size(); ++i) rows_[i] = run(names_[i]);
-      } catch (...) {
-        failure_ = std::current_exception();
-      }
-    });
-  }
-  // Without Finish() (the planner threw): the rows are not run.
-  ~BaselineRows() {
-    if (!started_) cancelled_ = true;
-    Join();
-  }
-  void Start() {
-    if (!started_) go_.set_value();
-    started_ = true;
-  }
-  std::vector<Row> Finish() {
-    Join();
-    if (failure_) std::rethrow_exception(failure_);
-    return std::move(rows_);
-  }
-
- private:
-  void Join() {
-    Start();
-    if (thread_.joinable()) thread_.join();
-  }
-  std::vector<std::string> names_;
-  std::vector<Row> rows_;
-  std::promise<void> go_;
-  bool started_ = false;
-  bool cancelled_ = false;  // written before go_ is set, read after
-  std::thread thread_;
-  std::exception_ptr failure_;
-};
 
 // What each schedule family buys: the planner's best plan with the schedule fixed to it,
 // one row per family, and what it gains over the best DAPPLE (dapple-a/-b) plan.
@@ -301,11 +248,19 @@ void RunPlanCommand(const PlanArgs& a) {
   if (a.baselines)
     for (const std::string& name : PlannerNames())
       if (name != a.planner) names.push_back(name);
-  BaselineRows baselines(names, [&, o](const std::string& name) {
-    return RunOne(name, profile, cluster, cost, a.global_batch, o);
-  });
+  auto baselines = [&, o] {
+    std::vector<Row> rows;
+    for (const std::string& name : names)
+      rows.push_back(RunOne(name, profile, cluster, cost, a.global_batch, o));
+    return rows;
+  };
+  // The baselines' rows on a thread of their own from when the planner has made its
+  // proposals, which they find in the memo: beside its searches instead of after them.
+  // (If the planner throws after that, leaving waits for them.)
+  std::future<std::vector<Row>> rows_ahead;
   PlannerOptions main = o;
-  main.proposed = [&] { baselines.Start(); };
+  if (!names.empty())
+    main.proposed = [&] { rows_ahead = std::async(std::launch::async, baselines); };
   PlanResult r = RunPlanner(profile, cluster, cost, a.global_batch, main);
   if (!r.plan) {
     if (r.required_memory_bytes > 0)
@@ -317,7 +272,7 @@ void RunPlanCommand(const PlanArgs& a) {
           std::ceil((r.required_memory_bytes + cost.ProcessMemoryBytes(0)) / 1e9));
     ThrowInput("{} on {}: {}", profile.model, cluster.name, r.reason);
   }
-  std::vector<Row> rows = baselines.Finish(), families;
+  std::vector<Row> rows = rows_ahead.valid() ? rows_ahead.get() : baselines(), families;
   if (a.baselines) {
     if (a.planner == "dapple" && !a.schedule) {
       for (ScheduleKind k : {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1,

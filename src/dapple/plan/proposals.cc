@@ -52,6 +52,20 @@ Plan Balanced(const Context& c, int m) {
   return BalancedPipelinePlan(c.cost, c.cluster, Mb(c, m), ScheduleKind::kDappleA, "straight");
 }
 
+// memo[key] under c.shared->dp_mu, made by make() (unlocked) when missing: once per key in a
+// RunPlanner call and its memo (two searches may both make it; the first kept wins, and
+// both are equal).
+template <typename Map, typename Make>
+typename Map::mapped_type Memoized(const Context& c, Map& memo, const typename Map::key_type& key,
+                                   Make make) {
+  std::unique_lock<std::mutex> lock(c.shared->dp_mu);
+  if (auto it = memo.find(key); it != memo.end()) return it->second;
+  lock.unlock();
+  typename Map::mapped_type made = make();
+  lock.lock();
+  return memo.try_emplace(key, std::move(made)).first->second;
+}
+
 // The baselines' proposals; `into_dapple` tags them as candidates of the DAPPLE planner.
 void ProposeBaseline(const Context& c, const std::string& name, bool enforce_memory,
                      const std::vector<ScheduleKind>& kinds, std::vector<Proposal>& out) {
@@ -63,37 +77,15 @@ void ProposeBaseline(const Context& c, const std::string& name, bool enforce_mem
     }
   } else if (name == "straight" || name == "gpipe") {
     for (int m : c.sizes) {
-      Plan p;
-      {  // the partition once per m in a RunPlanner call (and its memo)
-        std::unique_lock<std::mutex> lock(c.shared->dp_mu);
-        auto it = c.shared->balanced.find(m);
-        if (it != c.shared->balanced.end()) {
-          p = it->second;
-        } else {
-          lock.unlock();
-          p = Balanced(c, m);
-          lock.lock();
-          c.shared->balanced.try_emplace(m, p);
-        }
-      }
+      Plan p = Memoized(c, c.shared->balanced, m, [&] { return Balanced(c, m); });
       p.planner = name;
       AddWithSchedules(out, std::move(p), name, kinds);
     }
   } else if (name == "pipedream") {
     for (int m : c.sizes) {
-      std::optional<Plan> p;
-      {  // PipeDream's DP, once per (m, memory) in a RunPlanner call
-        std::unique_lock<std::mutex> lock(c.shared->dp_mu);
-        auto it = c.shared->pipedream.find({m, enforce_memory});
-        if (it != c.shared->pipedream.end()) {
-          p = it->second;
-        } else {
-          lock.unlock();
-          p = PipeDreamPlan(c.cost, c.cluster, Mb(c, m), enforce_memory);
-          lock.lock();
-          c.shared->pipedream.try_emplace({m, enforce_memory}, p);
-        }
-      }
+      std::optional<Plan> p = Memoized(c, c.shared->pipedream, {m, enforce_memory}, [&] {
+        return PipeDreamPlan(c.cost, c.cluster, Mb(c, m), enforce_memory);
+      });
       if (p) AddWithSchedules(out, std::move(*p), "pipedream", kinds);
     }
   }

@@ -50,14 +50,16 @@ using Clock = std::chrono::steady_clock;
 
 // Simulates plans[i] for i in [begin, end) on up to `threads` threads (each fits by its
 // costs); scored[i] is empty when the simulator's peak does not fit memory.
-// Plan 0 is run without the uncontended first run when `expect_first` (the search expects
-// it to be faster).
+// A round's first neighbour is the one most often taken (54 of GNMT-16's 103 rounds), and
+// then a question put first to a run without contention (Note [Uncontended first] in
+// sim/simulator.cc) would only add that run: plans[0] goes to the contended run at once.
+// Cost only: the answers are the same.
 void ScoreBatch(const std::vector<const internal::Neighbour*>& plans, size_t begin, size_t end,
                 const CostModel& cost, int threads, SimCache* cache, double stop_above_ms,
-                bool expect_first, std::vector<std::optional<Scored>>& scored) {
+                std::vector<std::optional<Scored>>& scored) {
   auto one = [&](size_t i) {
     scored[i] = ScoreFitting(plans[i]->plan, plans[i]->costs, cost, cache, stop_above_ms,
-                             !(expect_first && i == 0));
+                             /*uncontended_first=*/i != 0);
   };
   ParallelFor(end - begin, static_cast<size_t>(std::max(threads, 1)),
               [&](size_t k) { one(begin + k); });
@@ -119,12 +121,7 @@ struct ClimbSearch {
         const size_t end = std::min(plans.size(), begin + static_cast<size_t>(threads));
         // The runs may stop once they prove a neighbour is not faster (Note [Stopping
         // above a time] in sim/stop_bound.cc).
-        // A round's first neighbour is the one most often taken (54 of GNMT-16's 103
-        // rounds), and then a question put first to a run without contention (Note
-        // [Uncontended first] in sim/simulator.cc) would only add that run: it goes to
-        // the contended run at once. Cost only: the answers are the same.
-        ScoreBatch(plans, begin, end, cost, threads, o.cache, faster_than,
-                   /*expect_first=*/begin == 0, scored);
+        ScoreBatch(plans, begin, end, cost, threads, o.cache, faster_than, scored);
         simulated += static_cast<long long>(end - begin);
         for (size_t i = begin; i < end && !taken; ++i)
           if (scored[i] && scored[i]->sim.iteration_ms < faster_than) taken = i;

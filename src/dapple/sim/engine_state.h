@@ -24,7 +24,7 @@ struct Transfer {
   double start = -1;   // when it got its resources
   double finish = -1;  // < 0 until finished
   int arrived = 0;     // senders that executed their send
-  int route = 0;       // set once ready: RouteOf(id)
+  int route = 0;       // set once ready (id / M: the sender passes it)
 };
 
 // A transfer that finishes (frees its links) at `time`.

@@ -98,7 +98,7 @@ class Engine {
         int d = runnable_.back();
         runnable_.pop_back();
         RunDevice(d);
-        // Every `devices` times a device stops running: O(1) per stop on average.
+        // Every `running_` times a device stops running: O(1) per stop on average.
         if (stopping_ && --until_bound_ == 0) {
           until_bound_ = running_;
           const double bound =
@@ -336,8 +336,6 @@ class Engine {
     return free;
   }
 
-  void Push(const Event& e) { queue_.push(e); }
-
   // One sender of transfer `id` executed its send at `clock`.
   void Arrive(int id, int r, double clock, int senders) {
     Transfer& x = xfer_[id];
@@ -381,7 +379,7 @@ class Engine {
       }
       for (int r : route.resources) resource_busy_[r] = 1;
       xfer_[w.id].start = now_;
-      Push({now_ + route.ms, w.id});
+      queue_.push({now_ + route.ms, w.id});
       started = true;
     }
     due.resize(kept);

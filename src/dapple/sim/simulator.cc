@@ -250,7 +250,7 @@ SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostMode
   // starts at its ready time or later, and rounding is monotone, so no time of it is later
   // than the contended run's: when it proves the plan slower (by its end or by its own
   // stop bound), so would the contended run. Without links to take in turn it skips the
-  // waiting list and the heap of finishes, so it costs about half; on GNMT-16's searches
+  // waiting list and the queue of finishes, so it costs less; on GNMT-16's searches
   // it settled 446 of the 563 questions (the neighbours a climb rejects are slower for
   // their stages, not for contention). The answer is the contended run's otherwise. Not
   // with shared compute, whose stretching is not monotone in the start times.

@@ -19,7 +19,8 @@
 //   busy, its bound is its end, and the drain below it is the rest of the iteration.
 // Each device's last backward is recorded when it ends; before that its bound is its clock
 // plus the listed costs up to it. The engine asks every `devices` times a device stops
-// running (O(devices) each time), and stops when the bound exceeds stop_above_ms by a
+// running (the devices it runs: one per stage of twins, Note [Twin replicas] in
+// event_engine.cc; O(devices) each time), and stops when the bound exceeds stop_above_ms by a
 // relative 1e-9, which keeps the rounding of the sums from stopping a run that would end
 // just at stop_above_ms. tests/plan/stop_bound_test.cc checks on random plans that a run
 // given its own time (plus 1e-6) never stops and that one given less stops with a bound
