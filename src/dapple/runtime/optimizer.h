@@ -22,6 +22,10 @@ struct OptimizerOptions {
   double weight_decay = -1;  // < 0: the optimizer's default (0; AdamW 0.01)
 };
 
+// Throws InputError naming the flag when a value is not finite or out of range: --lr above
+// 0, --momentum in [0, 1), --weight-decay at least 0.
+void CheckOptimizerOptions(const OptimizerOptions& o);
+
 // "sgd", "adam", "adamw"; throws InputError listing them.
 OptimizerKind ParseOptimizerKind(const std::string& s);
 std::string ToString(OptimizerKind k);
