@@ -1,4 +1,4 @@
-// The models and data files tests/torch/script_models.py writes, shared by the tests that
+// The models and data files tests/torch/*.py write, shared by the tests that
 // read them: one run of the script costs 3-4 s here (Python importing torch, scripting the
 // models), and each test is its own process, so every suite set-up paid it again.
 #pragma once
@@ -59,3 +59,5 @@ inline fs::path GraphModelsDir() {
   return WrittenModelsDir("graph_models.py",
                           {"tests/torch/script_models.py", "examples/gpt_kjv.py"});
 }
+
+}  // namespace dapple::testing

@@ -12,6 +12,7 @@
 
 #include "dapple/common/error.h"
 #include "dapple/models/graph_cut.h"
+#include "dapple/models/lazy_archive.h"
 #include "dapple/models/script_layer.h"
 
 namespace dapple {
@@ -59,10 +60,10 @@ std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> BuiltIn
   ThrowInput("{}: --loss {}: expected one of {}", file, name, fmt::join(BuiltInLosses(), ", "));
 }
 
-torch::jit::Module LoadFile(const std::filesystem::path& path) {
+std::shared_ptr<LazyArchive> LoadFile(const std::filesystem::path& path) {
   if (!std::filesystem::is_regular_file(path)) ThrowInput("{}: no such file", path.string());
   try {
-    return torch::jit::load(path.string());
+    return std::make_shared<LazyArchive>(path.string());
   } catch (const std::exception& e) {
     ThrowInput(
         "{}: not a TorchScript archive (write one with torch.jit.script(model).save(path); a "
@@ -160,9 +161,19 @@ void SetLoss(Model* m, const torch::jit::Module& top, const GraphCut& cut,
   };
 }
 
+// The parameters and buffers a layer reads.
+std::vector<torch::Tensor> LayerTensors(const NamedLayer& layer) {
+  std::vector<torch::Tensor> t = layer.module->parameters();
+  for (const auto& b : layer.module->buffers()) t.push_back(b);
+  return t;
+}
+
 // Runs the layers on a probe batch in evaluation mode (no BatchNorm statistic changes) and
-// sets the target's shape, dtype and classes from the output. REQUIRES: every layer held.
-void ProbeOutput(Model* m, const ScriptModelOptions& o, torch::Dtype dtype, bool own_loss,
+// sets the target's shape, dtype and classes from the output. Each layer's tensors are read
+// from the archive just before it runs, and those of layers this process does not hold
+// (not in `keep`) are freed after it (Note [Loading only what a stage reads]).
+void ProbeOutput(Model* m, LazyArchive& archive, const std::set<const void*>& keep,
+                 const ScriptModelOptions& o, torch::Dtype dtype, bool own_loss,
                  const std::string& file) {
   m->SetTraining(false);
   torch::NoGradGuard no_grad;
@@ -170,6 +181,7 @@ void ProbeOutput(Model* m, const ScriptModelOptions& o, torch::Dtype dtype, bool
   probe.input_dtype = m->input_dtype;
   Activations y{ProbeInput(probe, dtype)};
   for (const auto& layer : m->layers) {
+    for (const auto& t : LayerTensors(layer)) archive.Materialize(t, dtype);
     try {
       y = layer.forward(y);
     } catch (const InputError&) {
@@ -179,6 +191,8 @@ void ProbeOutput(Model* m, const ScriptModelOptions& o, torch::Dtype dtype, bool
                  fmt::join(o.input_shape, ", "), c10::toString(m->input_dtype),
                  FirstLine(e.what()));
     }
+    for (const auto& t : LayerTensors(layer))
+      if (!keep.count(t.unsafeGetTensorImpl())) archive.Release(t);
   }
   m->SetTraining(true);
   const torch::Tensor& out = y.at(0);
@@ -209,20 +223,22 @@ int64_t VocabSize(const torch::jit::Module& top) {
   return 0;
 }
 
-// Note [Stage-local models]: frees every parameter and buffer no held layer reads.
-void FreeUnheld(const torch::jit::Module& top, const std::vector<NamedLayer>& layers) {
+// The parameters and buffers the held layers read.
+std::set<const void*> HeldTensors(const Model& m, LayerRange held) {
   std::set<const void*> keep;
-  for (const auto& l : layers) {
-    if (!l.held()) continue;
-    for (const auto& p : l.module->parameters()) keep.insert(p.unsafeGetTensorImpl());
-    for (const auto& b : l.module->buffers()) keep.insert(b.unsafeGetTensorImpl());
-  }
-  for (auto p : top.named_parameters(true))
-    if (!keep.count(p.value.unsafeGetTensorImpl()))
-      p.value.set_data(torch::empty({0}, p.value.options()));
-  for (auto b : top.named_buffers(true))
-    if (b.value.defined() && !keep.count(b.value.unsafeGetTensorImpl()))
-      b.value.set_data(torch::empty({0}, b.value.options()));
+  for (int i = 0; i < m.num_layers(); ++i)
+    if (held.Contains(i, m.num_layers()))
+      for (const auto& t : LayerTensors(m.layers[i])) keep.insert(t.unsafeGetTensorImpl());
+  return keep;
+}
+
+// Note [Stage-local models]: frees every parameter and buffer no held layer reads.
+void FreeUnheld(LazyArchive& archive, const std::set<const void*>& keep) {
+  torch::jit::Module& top = archive.module();
+  for (const auto& p : top.named_parameters(true))
+    if (!keep.count(p.value.unsafeGetTensorImpl())) archive.Release(p.value);
+  for (const auto& b : top.named_buffers(true))
+    if (b.value.defined() && !keep.count(b.value.unsafeGetTensorImpl())) archive.Release(b.value);
 }
 
 }  // namespace
@@ -233,8 +249,8 @@ Model LoadScriptModel(const std::filesystem::path& path, const ScriptModelOption
   if (dtype != torch::kFloat32 && dtype != torch::kFloat64)
     ThrowInput("{}: dtype must be float32 or float64", file);
   torch::jit::setGraphExecutorOptimize(false);
-  torch::jit::Module top = LoadFile(path);
-  ToFloatingDtype(top, dtype);
+  std::shared_ptr<LazyArchive> archive = LoadFile(path);
+  torch::jit::Module top = archive->module();
   GraphCut cut = CutOrExplain(top, o, file);
 
   Model m;
@@ -246,6 +262,11 @@ Model LoadScriptModel(const std::filesystem::path& path, const ScriptModelOption
     ThrowInput("{}: the input sample shape is unknown: pass --data or --input-shape", file);
   if (m.input_dtype == torch::kInt64) m.vocab_size = VocabSize(top);
   SetLoss(&m, top, cut, o, file);
+  if (cut.loss) {
+    ScriptLayerModule loss_tensors(top, cut.loss->attrs);
+    for (const auto& t : loss_tensors.parameters()) archive->Materialize(t, dtype);
+    for (const auto& t : loss_tensors.buffers()) archive->Materialize(t, dtype);
+  }
   for (const GraphLayer& g : cut.layers) {
     NamedLayer layer;
     layer.name = g.name;
@@ -254,7 +275,8 @@ Model LoadScriptModel(const std::filesystem::path& path, const ScriptModelOption
     m.layers.push_back(std::move(layer));
   }
   top.train();
-  ProbeOutput(&m, o, dtype, cut.loss.has_value(), file);
+  const std::set<const void*> keep = HeldTensors(m, held);
+  ProbeOutput(&m, *archive, keep, o, dtype, cut.loss.has_value(), file);
   m.shared_parameters = FindShared(m.layers);
   const int n = m.num_layers();
   for (int i = 0; i < n; ++i) {
@@ -262,7 +284,7 @@ Model LoadScriptModel(const std::filesystem::path& path, const ScriptModelOption
     m.layers[i].module = nullptr;
     m.layers[i].forward = {};
   }
-  FreeUnheld(top, m.layers);
+  FreeUnheld(*archive, keep);
   return m;
 }
 
