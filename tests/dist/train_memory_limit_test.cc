@@ -58,7 +58,11 @@ TEST(MemoryLimitTest, ModelLargerThanAProcessTrainsUnderFourStages) {
       dir, "plan",
       PlanJson({{"0", "2", {0}}, {"4", "6", {1}}, {"8", "10", {2}}, {"12", "14", {3}}}, 2, 2,
                "dapple-a"));
-  const int64_t limit = 480LL << 20;  // below the parameters alone (537 MB)
+  // Measured under a 620 MB limit: each rank's group peaked at 402-407 MB (its stage 128 MB,
+  // gradients 128 MB, one accumulation, the rest of the process; libtorch's code pages are
+  // charged to the group that first read them). Reading the whole archive would add the
+  // other stages' 403 MB to a rank's load.
+  const int64_t limit = 512LL << 20;
   const int port = 29000 + ::getpid() % 2000;
   std::vector<std::unique_ptr<MemoryGroup>> groups;
   std::vector<std::thread> ranks;

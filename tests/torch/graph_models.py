@@ -148,8 +148,10 @@ def write(out):
     torch.manual_seed(0)
     tv = torchvision.models
     torch.jit.script(tv.resnet18(num_classes=10)).save(os.path.join(out, "resnet18.pt"))
-    torch.jit.script(tv.mobilenet_v2(num_classes=10)).save(os.path.join(out, "mobilenet_v2.pt"))
-    torch.jit.script(tv.vgg11(num_classes=10)).save(os.path.join(out, "vgg11.pt"))
+    # Dropout off (the constructors' own argument): PyTorch and dapple draw other masks.
+    torch.jit.script(tv.mobilenet_v2(num_classes=10, dropout=0.0)).save(
+        os.path.join(out, "mobilenet_v2.pt"))
+    torch.jit.script(tv.vgg11(num_classes=10, dropout=0.0)).save(os.path.join(out, "vgg11.pt"))
     torch.jit.script(LoopGpt()).save(os.path.join(out, "loop_gpt.pt"))
     nano = NanoGpt()
     idx = torch.randint(0, 16, (2, 8))
