@@ -90,6 +90,26 @@ fs::path TrainAndCheck(const GraphCase& c, const fs::path& models, int m = 2, in
   return dir;
 }
 
+// The layers come from the module hierarchy: ResNet-18's eight basic blocks are cut points,
+// not one layer per top-level child (layer1..layer4).
+TEST_F(GraphModelTest, ResNet18ProfileHasItsBasicBlocksAsLayers) {
+  fs::path dir = TestDir("graph_profile");
+  fs::path profile = dir / "profile.json";
+  RunResult r = RunDapple("profile --model " + (*graph_ / "resnet18.pt").string() + " --data " +
+                              (*graph_ / "images.pt").string() +
+                              " --loss cross-entropy --batch 2 --batches 2 --repeat 1 "
+                              "--warmup 0 --threads 1 -o " +
+                              profile.string(),
+                          dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> names;
+  for (const auto& l : nlohmann::json::parse(Slurp(profile))["layers"])
+    names.push_back(l["name"].get<std::string>());
+  EXPECT_EQ(names, (std::vector<std::string>{"conv1", "bn1", "layer1.0", "layer1.1", "layer2.0",
+                                             "layer2.1", "layer3.0", "layer3.1", "layer4.0",
+                                             "layer4.1", "fc"}));
+}
+
 TEST_F(GraphModelTest, TorchvisionResNet18WithRecompute) {
   TrainAndCheck({"resnet18",
                  "resnet18.pt",
