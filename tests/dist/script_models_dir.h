@@ -56,8 +56,8 @@ inline fs::path ScriptModelsDir() {
 // What tests/torch/graph_models.py writes: models as people write them (torchvision's as
 // shipped, a GPT with a ModuleList loop, a U-Net), about 570 MB with VGG-11.
 inline fs::path GraphModelsDir() {
-  return WrittenModelsDir("graph_models.py",
-                          {"tests/torch/script_models.py", "examples/gpt_kjv.py"});
+  return WrittenModelsDir("graph_models.py", {"tests/torch/script_models.py", "examples/gpt_kjv.py",
+                                              "examples/gpt_modulelist_kjv.py"});
 }
 
 }  // namespace dapple::testing

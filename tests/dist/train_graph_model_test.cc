@@ -103,7 +103,8 @@ TEST_F(GraphModelTest, ResNet18ProfileHasItsBasicBlocksAsLayers) {
                           dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> names;
-  for (const auto& l : nlohmann::json::parse(Slurp(profile))["layers"])
+  const nlohmann::json written = nlohmann::json::parse(Slurp(profile));
+  for (const auto& l : written["layers"])
     names.push_back(l["name"].get<std::string>());
   EXPECT_EQ(names, (std::vector<std::string>{"conv1", "bn1", "layer1.0", "layer1.1", "layer2.0",
                                              "layer2.1", "layer3.0", "layer3.1", "layer4.0",

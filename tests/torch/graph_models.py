@@ -19,7 +19,6 @@
 """
 import argparse
 import json
-import math
 import os
 import sys
 
@@ -28,72 +27,25 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "examples"))
 from script_models import batches  # noqa: E402  (the same batches as dapple's --no-shuffle)
+from gpt_modulelist_kjv import Gpt  # noqa: E402  (the example's GPT, smaller)
 
 
-class Attention(nn.Module):
-    def __init__(self, d: int, heads: int):
-        super().__init__()
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-        self.heads = heads
+class LoopGpt(Gpt):
+    """The example's GPT (blocks in an nn.ModuleList run by a loop, positions and the causal
+    mask made in forward, the head tied to the token embedding), small."""
 
-    def forward(self, x, mask):
-        b, t, c = x.shape
-        q, k, v = self.qkv(x).split(c, dim=2)
-        q = q.view(b, t, self.heads, c // self.heads).transpose(1, 2)
-        k = k.view(b, t, self.heads, c // self.heads).transpose(1, 2)
-        v = v.view(b, t, self.heads, c // self.heads).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(mask[:t, :t] == 0, float("-inf"))
-        y = F.softmax(att, dim=-1) @ v
-        return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
-
-
-class Block(nn.Module):
-    def __init__(self, d: int, heads: int):
-        super().__init__()
-        self.ln1 = nn.LayerNorm(d)
-        self.attn = Attention(d, heads)
-        self.ln2 = nn.LayerNorm(d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-    def forward(self, x, mask):
-        x = x + self.attn(self.ln1(x), mask)
-        return x + self.mlp(self.ln2(x))
-
-
-class LoopGpt(nn.Module):
-    """A GPT as people write one: blocks in an nn.ModuleList run by a loop, the positions and
-    the causal mask made in forward, the output head tied to the token embedding."""
-
-    def __init__(self, vocab=16, seq=8, d=16, heads=2, layers=3):
-        super().__init__()
-        self.wte = nn.Embedding(vocab, d)
-        self.wpe = nn.Embedding(seq, d)
-        self.blocks = nn.ModuleList([Block(d, heads) for _ in range(layers)])
-        self.ln_f = nn.LayerNorm(d)
-        self.head = nn.Linear(d, vocab, bias=False)
-        self.head.weight = self.wte.weight
-
-    def logits(self, idx):
-        t = idx.size(1)
-        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
-        mask = torch.tril(torch.ones(t, t, dtype=self.wte.weight.dtype))
-        x = self.wte(idx) + self.wpe(pos)
-        for block in self.blocks:
-            x = block(x, mask)
-        return self.head(self.ln_f(x))
-
-    def forward(self, idx):
-        return self.logits(idx)
+    def __init__(self):
+        super().__init__(vocab=16, seq=8, d=16, heads=2, layers=3)
 
 
 class NanoGpt(LoopGpt):
     """nanoGPT's interface: forward(idx, targets) returns (logits, loss)."""
 
     def forward(self, idx, targets):
-        logits = self.logits(idx)
+        logits = Gpt.forward(self, idx)
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
         return logits, loss
 
