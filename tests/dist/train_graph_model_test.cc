@@ -25,6 +25,7 @@ struct GraphCase {
   int seq_len = 0;
   int slices = 1;  // replica slices of a micro-batch (the widest stage's replicas)
   std::string extra;
+  int virtual_stages = 1;  // > 1: `stages` lists the chunks of an interleaved plan
 };
 
 class GraphModelTest : public ::testing::Test {
@@ -44,9 +45,12 @@ fs::path* GraphModelTest::script_ = nullptr;
 fs::path TrainAndCheck(const GraphCase& c, const fs::path& models, int m = 2, int M = 2,
                        int steps = 2) {
   fs::path dir = TestDir("graph_" + c.name);
-  fs::path plan = WritePlan(dir, "plan", PlanJson(c.stages, m, M, c.schedule));
+  nlohmann::json j = nlohmann::json::parse(PlanJson(c.stages, m, M, c.schedule));
+  if (c.virtual_stages > 1) j["virtual_stages"] = c.virtual_stages;
+  fs::path plan = WritePlan(dir, "plan", j.dump(2));
   int nproc = 0;
-  for (const auto& s : c.stages) nproc += static_cast<int>(s.devices.size());
+  for (size_t k = 0; k < c.stages.size() / c.virtual_stages; ++k)
+    nproc += static_cast<int>(c.stages[k].devices.size());
   const std::string model = (models / c.model).string(), exported = (dir / "out.pt").string();
   std::string flags = "train --model " + model + " --plan " + plan.string() + " --data " + c.data +
                       " --no-shuffle --dtype " + c.dtype + " --lr 0.05 --steps " +
@@ -76,7 +80,7 @@ fs::path TrainAndCheck(const GraphCase& c, const fs::path& models, int m = 2, in
                     std::to_string(c.seq_len) + " --loss " + c.loss + " --dtype " + c.dtype +
                     " > " + json.string();
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  auto j = nlohmann::json::parse(Slurp(json), nullptr, false);
+  j = nlohmann::json::parse(Slurp(json), nullptr, false);
   if (!j.is_object()) {
     ADD_FAILURE() << "no check result: " << cmd;
     return dir;
@@ -159,6 +163,42 @@ TEST_F(GraphModelTest, ModuleListGptWithTiedHead) {
                  8,
                  2},
                 *graph_, 4, 4, 3);
+}
+
+// Interleaved 1F1B: two chunks per device; the encoders' outputs cross three chunk boundaries
+// (and both devices twice) before the decoders concatenate them.
+TEST_F(GraphModelTest, UNetInterleaved) {
+  GraphCase c{"unet_v2",
+              "unet.pt",
+              (*graph_ / "unet_data.pt").string(),
+              {{"enc1.0", "enc2.0", {0}},
+               {"mid.0", "up2", {1}},
+               {"dec2.0", "up1", {0}},
+               {"dec1.0", "out", {1}}},
+              "interleaved",
+              "mse"};
+  c.virtual_stages = 2;
+  TrainAndCheck(c, *graph_, 2, 4, 3);
+}
+
+// A parameter tied across the chunks of an interleaved plan is not run (Note [Tied
+// parameters] across chunks in runtime/chunk_set.cc): one line, before any rank starts.
+TEST_F(GraphModelTest, TiedHeadAcrossChunksIsOneLine) {
+  fs::path dir = TestDir("graph_tied_chunks");
+  nlohmann::json j = nlohmann::json::parse(PlanJson({{"wte", "wpe", {0}},
+                                                     {"blocks.0", "blocks.0", {1}},
+                                                     {"blocks.1", "blocks.2", {0}},
+                                                     {"ln_f", "head", {1}}},
+                                                    2, 4, "interleaved"));
+  j["virtual_stages"] = 2;
+  fs::path plan = WritePlan(dir, "plan", j.dump(2));
+  RunResult r = RunDapple("train --model " + (*graph_ / "loop_gpt.pt").string() + " --plan " +
+                              plan.string() + " --data " + (*script_ / "tokens.bin").string() +
+                              " --seq-len 8 --loss cross-entropy --steps 1 --nproc 2 --timeout-s 20",
+                          dir);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("tied to layers of other chunks"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
 }
 
 // Traced, forward(idx, targets) -> (logits, loss): no --loss; the target goes to the last stage.

@@ -119,7 +119,6 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   CheckedPlan c{o.plan ? *o.plan : ReadPlanJson(o.plan_path),
                 LoadModel(SourceOf(o), o.seed, o.dtype, kNoLayers)};
   Plan& plan = c.plan;
-  if (auto why = ChunkedPlanError(plan, c.model)) ThrowInput("{}: {}", source, *why);
   if (plan.num_devices() > world_size) {
     ThrowInput("{}: the plan uses {} devices but the job has {} processes (--nproc or WORLD_SIZE)",
                source, plan.num_devices(), world_size);
@@ -153,6 +152,8 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
     }
   }
   ResolvePlanLayers(plan, names, source);
+  // After the layer ids are resolved: the check reads the chunks' layer ranges.
+  if (auto why = ChunkedPlanError(plan, c.model)) ThrowInput("{}: {}", source, *why);
   if (plan.stages.back().last_layer != n - 1) {
     ThrowInput(
         "{}: the plan's stages end at layer {} ('{}') but model {} has {} layers (last: "
