@@ -1,4 +1,4 @@
-// `dapple plan` and `dapple simulate` on a mixed cluster (issue 15, mixed devices): the
+// `dapple plan` and `dapple simulate` on a mixed cluster: the
 // table says which kinds of device each stage runs on, and a bad server device is one
 // line naming the field, exit code 2.
 #include <fmt/format.h>

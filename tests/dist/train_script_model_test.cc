@@ -136,7 +136,7 @@ TEST_F(ScriptModelTest, TiedTupleGptWithRecomputeMatchesPyTorch) {
           *dir_);
 }
 
-// AdamW with weight decay (issue 18): per-parameter state on two stages, decoupled decay.
+// AdamW with weight decay: per-parameter state on two stages, decoupled decay.
 TEST_F(ScriptModelTest, MlpWithAdamWMatchesPyTorch) {
   RunCase({"mlp21w",
            "mlp.pt",

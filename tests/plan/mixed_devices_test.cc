@@ -1,4 +1,4 @@
-// The planners on clusters of two device speeds (issue 15, mixed devices): the DAPPLE
+// The planners on clusters of two device speeds: the DAPPLE
 // planner puts more work on the faster devices, its DP does not depend on the order in
 // which the servers are listed, and on small random mixed problems it stays near the
 // exhaustive optimum and within every device's memory.

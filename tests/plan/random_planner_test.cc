@@ -1,5 +1,5 @@
-// The DAPPLE planner against the exhaustive optimum on seeded random small problems
-// (issues 3 and 15): never faster than the optimum, within 5% of it in >= 98% of them, always
+// The DAPPLE planner against the exhaustive optimum on seeded random small problems:
+// never faster than the optimum, within 5% of it in >= 98% of them, always
 // within memory. The baselines are checked against the same optimum. ("Never slower
 // than a baseline" would hold by construction: the baselines' plans are candidates of the DAPPLE
 // planner. Beyond the exhaustive search's reach, tests/plan/hand_plan_test.cc checks the planner
@@ -85,7 +85,7 @@ void CompareWithExhaustive(Maker make, const char* label) {
       "optimal in %d, worst ratio %.4f; the DP's own plan won %d\n",
       label, compared, within5, exact, worst_ratio, dp_origin);
   ASSERT_GT(compared, kProblems / 2);
-  // Issue 15 asks for 98%: 175 of 177 fake-cost problems (98.9%) and 170 of 170
+  // The bar is 98%: 175 of 177 fake-cost problems (98.9%) and 170 of 170
   // analytic ones, since the search over several schedules contains each schedule's own
   // (Note [Never slower with more schedules] in planner.cc; before: 173 of 177).
 #ifndef DAPPLE_SANITIZED  // 30 problems are too few for the share (seed 23 alone is 4%)

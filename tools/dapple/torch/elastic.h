@@ -1,4 +1,4 @@
-// `dapple train --elastic` (issue 17): plans the job again with the DAPPLE planner for the
+// `dapple train --elastic`: plans the job again with the DAPPLE planner for the
 // devices it has, when some are excluded (--exclude-devices), when one is lost (a rank that
 // fails twice in a row, the Replanner of Note [Restarts]), or when an outer launcher starts
 // fewer processes than the plan needs (a node that did not come back).
