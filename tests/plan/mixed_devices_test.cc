@@ -171,9 +171,9 @@ TEST(MixedDevicesPlanner, NearExhaustiveOnRandomMixedProblems) {
     o.interleave = false;  // the exhaustive search has one chunk per stage
     PlanResult dapple = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, o);
     PlannerOptions dp_only = o;
-    dp_only.refine_seconds = 0;
+    dp_only.refine_work = 0;
     PlanResult dp = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, dp_only);
-    o.planner = "exhaustive";
+    o.planner = PlannerKind::kExhaustive;
     PlanResult truth = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, o);
     if (!truth.plan) {
       EXPECT_FALSE(dapple.plan);

@@ -37,7 +37,7 @@ void CompareWithExhaustive(Maker make, const char* label) {
     PlannerOptions o;
     o.interleave = false;  // the exhaustive search has one chunk per stage
     PlanResult dapple = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, o);
-    o.planner = "exhaustive";
+    o.planner = PlannerKind::kExhaustive;
     PlanResult truth = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, o);
     // The exhaustive search covers every plan DAPPLE can make.
     if (!truth.plan) {
@@ -67,7 +67,8 @@ void CompareWithExhaustive(Maker make, const char* label) {
     for (double bytes : dapple.plan->estimate->stage_peak_memory_bytes)
       EXPECT_LE(bytes, p.memory_bytes * (1 + 1e-12));
     // No baseline beats the optimum either (the exhaustive search must cover its plans).
-    for (const char* b : {"dp", "straight", "gpipe", "pipedream"}) {
+    for (PlannerKind b : {PlannerKind::kDataParallel, PlannerKind::kStraight, PlannerKind::kGPipe,
+                          PlannerKind::kPipeDream}) {
       o.planner = b;
       PlanResult base;
       try {
@@ -76,7 +77,8 @@ void CompareWithExhaustive(Maker make, const char* label) {
         continue;  // dp with more devices than samples
       }
       if (base.plan) {
-        EXPECT_GE(base.plan->estimate->iteration_ms, best * (1 - 1e-9)) << "baseline " << b;
+        EXPECT_GE(base.plan->estimate->iteration_ms, best * (1 - 1e-9))
+            << "baseline " << ToString(b);
       }
     }
   }
