@@ -47,8 +47,8 @@ void Plan(benchmark::State& state, const std::string& file, const Cluster& clust
   state.counters["speedup"] = r.plan ? r.plan->estimate->speedup : 0;
   state.counters["stages"] = r.plan ? r.plan->num_stages() : 0;
   state.counters["simulated"] = static_cast<double>(r.plans_simulated);
-  // 1 when a refinement climb ran out of its time budget (the plan then depends on timing).
-  state.counters["out_of_time"] = r.refine_out_of_time ? 1 : 0;
+  // 1 when a refinement climb ran out of its budget of simulations.
+  state.counters["out_of_budget"] = r.refine_out_of_budget ? 1 : 0;
 }
 
 // paper-a's servers and links, `servers` x 8 devices.

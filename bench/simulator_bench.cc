@@ -1,4 +1,4 @@
-// Simulated instructions per second of the exact simulator (issue 2): S = 64 stages,
+// Simulated instructions per second of the exact simulator: S = 64 stages,
 // M = 512 micro-batches, 1 to 16 replicas per stage, with the fake cost model (free or
 // contended transfers) and with the analytic cost model on a 64-server cluster.
 //   build-*/bench/simulator_bench --benchmark_counters_tabular=true

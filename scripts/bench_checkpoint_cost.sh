@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What checkpointing costs (issue 17): the same `dapple train` run with a checkpoint every
+# What checkpointing costs: the same `dapple train` run with a checkpoint every
 # step, every 10 steps, and never, side by side in one call: each round runs every variant
 # once, in turn, so that a drift of the machine's speed touches them all alike. Saving is
 # asynchronous by default (Note [Asynchronous checkpoints]: a step stalls for the copy to

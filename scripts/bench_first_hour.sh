@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16's check: the quickstart's and the GPT walkthrough's simulated against measured step
+# The first hour's check: the quickstart's and the GPT walkthrough's simulated against measured step
 # times, with the defaults a new user gets (no extra flags), on this machine. Prints the load
 # average before and after each run (other processes on the cores change the measured side
 # only) and the `predicted vs measured` line of each `dapple train`. Needs a built build/ (the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dapple train vs python3-torch peers on the same MLP and batch, side by side in one run and
-# interleaved (A, B, A, B ...) to share the machine's noise (issue 5, docs/benchmarks.md):
+# interleaved (A, B, A, B ...) to share the machine's noise (docs/benchmarks.md):
 #   dp:     dapple 1 stage x 2 replicas          vs torch DistributedDataParallel (gloo, 2 procs)
 #   pp:     dapple 2 stages x 1, gpipe + dapple-a vs torch Pipe (GPipe, 2 partitions, chunks=M)
 #   single: dapple 1 device                      vs plain torch, one process

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The zoo MLP against the same MLP written in PyTorch and saved as TorchScript (issue 13), side by
+# The zoo MLP against the same MLP written in PyTorch and saved as TorchScript, side by
 # side with farm-bench: the same plan (2 stages), sizes, data, steps and threads; whole
 # `dapple train` commands, A (TorchScript) and B (zoo) in turn. Prints farm-bench's medians and the
 # pairwise ratio A/B, and each run's own mean step time.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Start-up of `dapple`, side by side: an old one-binary dapple (linked with libtorch) against the
-# torch-free front door (issue 15, item 4), on `--help` and on the whole `dapple plan` for
+# torch-free front door, on `--help` and on the whole `dapple plan` for
 # GNMT-16 on paper-a (global batch 1024, as docs/planning-report.md). Runs the two in turn,
 # A B A B ..., and prints the median wall and CPU (user + system) time, the median of the
 # pairwise wall ratios old/new and the peak resident memory of one more run (/usr/bin/time), as

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# dapple-a vs gpipe, side by side, on the same plan and M with the real runtime (issue 5):
+# dapple-a vs gpipe, side by side, on the same plan and M with the real runtime:
 # throughput and peak live activation memory per stage, as ratios.
 #   scripts/bench_train_schedules.sh [dapple-binary] [M] [steps]
 # Environment: MODEL_FLAGS (default: a 6-layer MLP of width 512), NPROC (2), GBS_PER_MB (16).
 #
-# With ZB=1: zb-h1 vs dapple-a instead (issue 14), on 2 and 3 processes (one stage each,
+# With ZB=1: zb-h1 vs dapple-a instead, on 2 and 3 processes (one stage each,
 # the MLP's 7 layers cut 3+4 and 2+2+3), ROUNDS rounds (default 3) alternating the two
 # schedules; prints per process count the median step time of each, the measured ratio
 # dapple-a / zb-h1 and the simulator's predicted ratio from a profile measured here first
 # (`dapple profile --threads 1`, this machine calibrated as 2 and as 3 devices, `dapple
 # simulate --json`).
 #
-# With INTERLEAVED=1: interleaved 1F1B with v = 2 chunks vs dapple-a (issue 14) on 2
+# With INTERLEAVED=1: interleaved 1F1B with v = 2 chunks vs dapple-a on 2
 # processes, an 8-layer MLP (7 hidden layers) cut 4+4 for dapple-a and 2+2+2+2 into chunks
 # (fc0-1 and fc4-5 on process 0, fc2-3 and fc6-head on process 1); the same rounds, medians
 # and simulated ratio as ZB=1.

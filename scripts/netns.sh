@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A two-server network on one machine (issue 6): two Linux network namespaces joined by a
+# A two-server network on one machine: two Linux network namespaces joined by a
 # veth pair whose link is shaped with tc in both directions. Needs root and iproute2.
 #
 #   scripts/netns.sh [options] up            create <prefix>-s0 and <prefix>-s1 (10.77.0.1, .2)

@@ -21,7 +21,7 @@ BASELINES = ["dp", "straight", "gpipe", "pipedream"]
 
 
 def global_batch(name):
-    """The issue's global batches; the other models follow their family."""
+    """The paper's global batches; the other models follow their family."""
     if name.startswith(("resnet", "vgg")):
         return 2048
     if name.startswith("gnmt"):
@@ -85,7 +85,7 @@ def main():
     out.append("Every profile of `data/profiles/dapple` on the paper's three clusters "
                "(`paper-a`: 2 x 8 V100, NVLink inside, 25 Gbit/s between; `paper-b`: 16 x 1, "
                "25 Gbit/s; `paper-c`: 16 x 1, 10 Gbit/s; 16 GB each). Global batches: VGG 2048, "
-               "GNMT 1024, BERT 64, XLNet and AmoebaNet 128 (the issue's, applied to every "
+               "GNMT 1024, BERT 64, XLNet and AmoebaNet 128 (the paper's, applied to every "
                "size of a family). `vgg16.txt` carries no PBS in its name: 64, from its "
                "activation sizes. There is no ResNet-50 profile in `data/profiles/dapple` "
                "(only in `data/profiles/pipedream`), so it is not in the table.\n")

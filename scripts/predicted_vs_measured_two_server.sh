@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Predicted vs measured on the two-server network of scripts/netns.sh (issue 6, item 5):
+# Predicted vs measured on the two-server network of scripts/netns.sh:
 # profiles a model here, calibrates the two namespaces (2 servers x 2 ranks, shaped link),
 # plans and simulates four plans (data parallelism, a straight pipeline, a 2 x 2 hybrid
 # whose stage boundary crosses the link, the planner's choice) and data parallelism without

@@ -16,7 +16,7 @@ mkdir -p out
 # Note: a step of this size (~50 ms here) is mostly compute, as a pipeline's steps are on real
 # devices; with hidden=256 and a global batch of 64 a step takes ~3 ms on 2 shared cores,
 # and fixed costs the profile cannot see (a process waking from a sleep, the time slices of
-# two processes on two cores) make it measure 1.5-2x the simulation (README, "Quick start").
+# two processes on two cores) make it measure 1.5-2x the simulation (docs/journal/2026-12-02-first-hour.md).
 model=(--model mlp --opt hidden=1024 --opt layers=4)
 gbs=256
 

@@ -1,4 +1,4 @@
-// `dapple plan` and `dapple simulate` on a mixed cluster (issue 15, mixed devices): the
+// `dapple plan` and `dapple simulate` on a mixed cluster: the
 // table says which kinds of device each stage runs on, and a bad server device is one
 // line naming the field, exit code 2.
 #include <fmt/format.h>
@@ -65,7 +65,7 @@ TEST_F(MixedClusterCli, PlanSaysWhichKindsEachStageRunsOn) {
   fs::path plan = dir_ / "plan.json";
   testing::CliRun r =
       Dapple("plan --profile " + Vgg() + " --cluster " + Example() +
-             " --global-batch 256 --no-baselines --refine-seconds 0 -o " + plan.string());
+             " --global-batch 256 --no-baselines --refine-work 0 -o " + plan.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("device kinds: A = speed 2, 32.0 GB (devices 0-7); B = speed 1, 16.0 GB "
                        "(devices 8-15)\n"),
@@ -83,7 +83,7 @@ TEST_F(MixedClusterCli, PlanSaysWhichKindsEachStageRunsOn) {
   EXPECT_NE(r.out.find(want + "\n"), std::string::npos) << want << "\n" << r.out;
   testing::CliRun uniform = Dapple("plan --profile " + Vgg() +
                                    " --cluster paper-a --global-batch 256 --no-baselines "
-                                   "--refine-seconds 0");
+                                   "--refine-work 0");
   ASSERT_EQ(uniform.code, 0) << uniform.err;
   EXPECT_EQ(uniform.out.find("device kinds"), std::string::npos) << uniform.out;
 }

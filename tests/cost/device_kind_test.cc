@@ -1,4 +1,4 @@
-// CostModel::DeviceKind of the analytic model (mixed clusters, issue 15): devices alike in
+// CostModel::DeviceKind of the analytic model (mixed clusters): devices alike in
 // speed, memory and process memory are one kind, named by the first of them, and devices
 // of one kind cost the same.
 #include <gtest/gtest.h>

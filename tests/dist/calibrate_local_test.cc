@@ -223,7 +223,7 @@ TEST_F(CalibrateLocalTest, UnreachablePeerExitsTwoWithOneLine) {
   EXPECT_FALSE(fs::exists(out));
 }
 
-// (Plain `dapple calibrate` starts one process per device of `local`: issue 16.)
+// (Plain `dapple calibrate` starts one process per device of `local`.)
 TEST_F(CalibrateLocalTest, OneProcessIsNotEnough) {
   fs::path out = dir_ / "one.json";
   CommandResult r = RunCommand(fmt::format("env -u WORLD_SIZE -u RANK {} calibrate --nproc 1 -o {}",

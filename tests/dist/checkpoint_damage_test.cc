@@ -1,4 +1,4 @@
-// Checkpoints that never lose a step (issue 17, Note [Checkpoint checksums]): meta.json keeps
+// Checkpoints that never lose a step (Note [Checkpoint checksums]): meta.json keeps
 // each layer file's size and CRC-32; a resume that finds the newest checkpoint damaged names
 // the file and falls back to the one before, with the uninterrupted run's losses; with none
 // intact it is one line, exit 2; a save killed half-way leaves the previous one latest;

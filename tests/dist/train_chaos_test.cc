@@ -1,4 +1,4 @@
-// The chaos test of issue 17: a 200-step run of 4 processes under a hybrid plan (replicas
+// The chaos test: a 200-step run of 4 processes under a hybrid plan (replicas
 // 1:2:1) has a rank killed at 5 pseudo-random points, two of them inside a checkpoint write;
 // `--max-restarts` brings it back each time (Note [Restarts]) and it ends with the same final
 // loss and weights, bit for bit, as the uninterrupted run. Prints the time lost per failure

@@ -1,4 +1,4 @@
-// `dapple train --elastic` without a failure (issue 17, tools/dapple/torch/elastic.h): devices
+// `dapple train --elastic` without a failure (tools/dapple/torch/elastic.h): devices
 // excluded from the start (--exclude-devices), and a job restarted by an outer launcher with
 // fewer processes than its plan needs (Note [Fewer processes than the plan]). The plan
 // records the profile and cluster it was made from, so no --profile or --cluster is given.

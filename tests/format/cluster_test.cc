@@ -274,7 +274,7 @@ TEST(Cluster, BadInput) {
             "(no error)");
 }
 
-// Mixed hardware (issue 15): a server's own device is checked like the cluster's, and its
+// Mixed hardware: a server's own device is checked like the cluster's, and its
 // fields misplaced beside `devices` are named rather than ignored.
 TEST(Cluster, BadServerDevice) {
   Json base = Json::parse(ClusterToJsonText(ClusterPreset("paper-a")));

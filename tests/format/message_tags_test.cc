@@ -50,7 +50,7 @@ TEST(MessageTags, TheLimitIsTwoToThe31) {
   ASSERT_TRUE(why);
   EXPECT_NE(why->find("num_micro_batches"), std::string::npos) << *why;
   EXPECT_NE(why->find("2^31"), std::string::npos) << *why;
-  // The example: width 1024, 32 stages, 64 micro-batches.
+  // A large job: width 1024, 32 stages, 64 micro-batches.
   EXPECT_GT(MessageTagCount(32, 64, 1024), kMessageTagLimit);
   // Factors that overflow int64 saturate instead of wrapping.
   EXPECT_GT(MessageTagCount(1 << 30, 1 << 30, 1 << 30), kMessageTagLimit);

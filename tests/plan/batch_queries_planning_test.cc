@@ -13,6 +13,7 @@
 #include "dapple/plan/baselines.h"
 #include "dapple/plan/dapple_dp.h"
 #include "random_problems.h"
+#include "stages_text.h"
 
 namespace dapple {
 namespace {
@@ -64,15 +65,7 @@ class OneByOne : public CostModel {
   const CostModel& c_;
 };
 
-std::string Describe(const Plan& p) {
-  std::string s;
-  for (const StagePlan& st : p.stages) {
-    s += "[" + std::to_string(st.first_layer) + "-" + std::to_string(st.last_layer) + ":";
-    for (int d : st.devices) s += " " + std::to_string(d);
-    s += "]";
-  }
-  return s;
-}
+using testing::StagesText;
 
 void ExpectAlike(const CostModel& cost, const Cluster& cluster, int gbs, const std::string& what) {
   const OneByOne slow(cost);
@@ -88,13 +81,13 @@ void ExpectAlike(const CostModel& cost, const Cluster& cluster, int gbs, const s
       ASSERT_EQ(a.size(), b.size()) << what << ", m " << m;
       for (size_t k = 0; k < a.size(); ++k) {
         ASSERT_EQ(a[k].latency_ms, b[k].latency_ms) << what << ", m " << m << ", #" << k;
-        ASSERT_EQ(Describe(a[k].plan), Describe(b[k].plan)) << what << ", m " << m;
+        ASSERT_EQ(StagesText(a[k].plan), StagesText(b[k].plan)) << what << ", m " << m;
       }
       const auto pa = PipeDreamPlan(cost, cluster, {m, gbs / m}, memory);
       const auto pb = PipeDreamPlan(slow, cluster, {m, gbs / m}, memory);
       ASSERT_EQ(pa.has_value(), pb.has_value()) << what << ", m " << m;
       if (pa) {
-        ASSERT_EQ(Describe(*pa), Describe(*pb)) << what << ", m " << m;
+        ASSERT_EQ(StagesText(*pa), StagesText(*pb)) << what << ", m " << m;
       }
     }
   }

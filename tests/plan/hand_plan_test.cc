@@ -55,7 +55,7 @@ struct HandProblem {
   }
   double Ms(const std::string& planner) {
     PlannerOptions o;
-    o.planner = planner;
+    o.planner = ParsePlannerKind(planner);
     PlanResult r = RunPlanner(profile, cluster, cost, kGlobalBatch, o);
     EXPECT_TRUE(r.plan) << planner << ": " << r.reason;
     return r.plan ? r.plan->estimate->iteration_ms : 0;

@@ -22,7 +22,7 @@ TEST(InterleavedPlanning, NeverSlowerThanTheDappleSchedules) {
     SCOPED_TRACE(p->description);
     PlannerOptions without;
     without.interleave = false;
-    without.refine_seconds = 0.2;
+    without.refine_work = 2000;
     PlannerOptions with = without;
     with.interleave = true;
     PlanResult a = RunPlanner(p->profile, p->cluster, *p->cost, p->global_batch, without);

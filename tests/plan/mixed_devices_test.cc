@@ -1,4 +1,4 @@
-// The planners on clusters of two device speeds (issue 15, mixed devices): the DAPPLE
+// The planners on clusters of two device speeds: the DAPPLE
 // planner puts more work on the faster devices, its DP does not depend on the order in
 // which the servers are listed, and on small random mixed problems it stays near the
 // exhaustive optimum and within every device's memory.
@@ -171,9 +171,9 @@ TEST(MixedDevicesPlanner, NearExhaustiveOnRandomMixedProblems) {
     o.interleave = false;  // the exhaustive search has one chunk per stage
     PlanResult dapple = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, o);
     PlannerOptions dp_only = o;
-    dp_only.refine_seconds = 0;
+    dp_only.refine_work = 0;
     PlanResult dp = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, dp_only);
-    o.planner = "exhaustive";
+    o.planner = PlannerKind::kExhaustive;
     PlanResult truth = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, o);
     if (!truth.plan) {
       EXPECT_FALSE(dapple.plan);

@@ -40,7 +40,7 @@ struct Problem {
 
 PlannerOptions Named(const std::string& n) {
   PlannerOptions o;
-  o.planner = n;
+  o.planner = ParsePlannerKind(n);
   return o;
 }
 
@@ -63,7 +63,8 @@ TEST(Planner, EveryPlannerGivesAValidPlanWithEstimate) {
   Problem p(6, {2, 2});
   p.cost.transfer_ms = 0.3;
   p.cost.allreduce_ms = 2;
-  for (const std::string& name : PlannerNames()) {
+  for (PlannerKind k : AllPlanners()) {
+    const std::string name = ToString(k);
     PlanResult r = p.Run(8, Named(name));
     ASSERT_TRUE(r.plan) << name << ": " << r.reason;
     const Plan& plan = *r.plan;

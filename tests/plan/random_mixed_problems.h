@@ -1,4 +1,4 @@
-// Seeded random small planning problems on mixed clusters (issue 15, mixed devices): the
+// Seeded random small planning problems on mixed clusters: the
 // analytic cost model on a random chain profile and two servers whose devices differ in
 // speed (1 and 1.5-3, the fast server first or second) and sometimes in memory.
 #pragma once

@@ -71,10 +71,9 @@ TEST(Refine, Gnmt16OnPaperBIsAtLeastAsFastAsPipeDreamsPlan) {
 
   PlannerOptions o;
   o.allreduce_overlap = false;
-  o.refine_seconds = 600;  // converges long before: the outcome does not depend on time
   PlanResult r = RunPlanner(profile, cluster, cost, gbs, o);
   ASSERT_TRUE(r.plan) << r.reason;
-  EXPECT_FALSE(r.refine_out_of_time);
+  EXPECT_FALSE(r.refine_out_of_budget);
   EXPECT_NO_THROW(ValidatePlan(*r.plan, profile, cluster, "planner"));
   const double planned = SimulatePlan(*r.plan, cost).iteration_ms;
   EXPECT_DOUBLE_EQ(planned, r.plan->estimate->iteration_ms);
@@ -82,7 +81,7 @@ TEST(Refine, Gnmt16OnPaperBIsAtLeastAsFastAsPipeDreamsPlan) {
   EXPECT_FALSE(r.refine_moves.empty());  // the DP alone finds 424 ms
 
   // Without refinement the planner stays where the DP and the baselines leave it.
-  o.refine_seconds = 0;
+  o.refine_work = 0;
   PlanResult plain = RunPlanner(profile, cluster, cost, gbs, o);
   ASSERT_TRUE(plain.plan);
   EXPECT_GT(plain.plan->estimate->iteration_ms, reference);
@@ -103,11 +102,7 @@ struct Fake {
       profile.layers.push_back(l);
     }
   }
-  PlanResult Plan(int gbs) {
-    PlannerOptions o;
-    o.refine_seconds = 600;
-    return RunPlanner(profile, cluster, cost, gbs, o);
-  }
+  PlanResult Plan(int gbs) { return RunPlanner(profile, cluster, cost, gbs, PlannerOptions{}); }
   Profile profile;
   Cluster cluster;
   FakeCostModel cost;
@@ -147,7 +142,7 @@ TEST(Refine, RecomputationWhenOnlyPlansWithItFit) {
   for (LayerProfile& l : g.profile.layers) l.forward_ms = 0;
   EXPECT_FALSE(g.Plan(4).plan);
   PlannerOptions ex;
-  ex.planner = "exhaustive";  // the reference: no plan fits without re-computation
+  ex.planner = PlannerKind::kExhaustive;  // the reference: no plan fits without re-computation
   EXPECT_FALSE(RunPlanner(g.profile, g.cluster, g.cost, 4, ex).plan);
   // With it, the exhaustive planner's plan (the optimum) is the planner's.
   PlanResult best = RunPlanner(f.profile, f.cluster, f.cost, 4, ex);
@@ -189,7 +184,7 @@ TEST(Refine, RecomputationOnlyWhenItPays) {
   ExpectRecomputeOnlyWhereNeeded(*tight.plan, f.cost);
   // The reference for the plan without it: the exhaustive planner's.
   PlannerOptions ex;
-  ex.planner = "exhaustive";
+  ex.planner = PlannerKind::kExhaustive;
   PlanResult best = RunPlanner(g.profile, g.cluster, g.cost, 4, ex);
   ASSERT_TRUE(best.plan);
   EXPECT_LT(tight.plan->estimate->iteration_ms, best.plan->estimate->iteration_ms);
@@ -216,9 +211,8 @@ TEST(Refine, NeverSlowerThanItsStartAndValid) {
   o.sizes = MicroBatchSizes(16);
   o.schedules = {ScheduleKind::kDappleA, ScheduleKind::kDappleB};
   o.forward_timed.assign(10, true);
-  o.seconds = 600;
   RefineResult r = Refine({*sel.best}, f.cost, f.cluster, o);
-  EXPECT_FALSE(r.out_of_time);
+  EXPECT_FALSE(r.out_of_budget);
   EXPECT_LT(r.best.sim.iteration_ms, sel.best->sim.iteration_ms);
   EXPECT_FALSE(r.steps.empty());
   for (size_t i = 1; i < r.steps.size(); ++i)
@@ -228,7 +222,7 @@ TEST(Refine, NeverSlowerThanItsStartAndValid) {
   EXPECT_DOUBLE_EQ(SimulatePlan(r.best.plan, f.cost).iteration_ms, r.best.sim.iteration_ms);
   EXPECT_EQ(r.best.origin, "hand");
   // With no budget the start comes back unchanged.
-  o.seconds = 0;
+  o.max_work = 0;
   RefineResult none = Refine({*sel.best}, f.cost, f.cluster, o);
   EXPECT_TRUE(none.steps.empty());
   EXPECT_DOUBLE_EQ(none.best.sim.iteration_ms, sel.best->sim.iteration_ms);

@@ -76,7 +76,7 @@ TEST(UpdatePlanning, ExpensiveUpdatesFavourSplittingTheLayers) {
   SimResult r = SimulatePlan(*dear.plan, cost, SimOptions{.record_timeline = false});
   EXPECT_DOUBLE_EQ(dear.plan->estimate->iteration_ms, r.iteration_ms);
   // Pure data parallelism pays the whole model's update on every replica.
-  o.planner = "dp";
+  o.planner = PlannerKind::kDataParallel;
   PlanResult dp = RunPlanner(profile, cluster, cost, 4, o);
   ASSERT_TRUE(dp.plan);
   EXPECT_DOUBLE_EQ(dp.plan->estimate->iteration_ms, 52);

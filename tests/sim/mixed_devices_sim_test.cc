@@ -1,4 +1,4 @@
-// The simulator on a cluster of two device speeds (issue 15, mixed devices) equals a hand
+// The simulator on a cluster of two device speeds equals a hand
 // computation: each replica computes at its own device's speed, and replicas of one stage
 // on devices of different speeds get equal slices, so the slowest sets the pace.
 #include <gtest/gtest.h>

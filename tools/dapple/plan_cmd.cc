@@ -41,7 +41,7 @@ struct PlanArgs {
   bool json = false;
   bool baselines = true;
   bool overlap = true;  // allreduce overlapped with the backward
-  double refine_seconds = PlannerOptions{}.refine_seconds;
+  long long refine_work = PlannerOptions{}.refine_work;
 };
 
 std::string ServersOf(const Cluster& c, const std::vector<int>& devices) {
@@ -74,7 +74,7 @@ std::string Shape(const Plan& p) {
 std::string FoundBy(const PlanResult& r) {
   std::string from = r.origin == "dapple-dp" ? "the DP" : "the " + r.origin + " proposal";
   if (r.refine_moves.empty())
-    return from + (r.refine_out_of_time ? " (refinement out of time)" : "");
+    return from + (r.refine_out_of_budget ? " (refinement out of budget)" : "");
   std::map<std::string, int> count;
   std::string moves;
   for (const std::string& m : r.refine_moves) ++count[m];
@@ -82,18 +82,18 @@ std::string FoundBy(const PlanResult& r) {
     moves += fmt::format("{}{} x{}", moves.empty() ? "" : ", ", m, n);
   return fmt::format("refinement of {} ({} move{}: {}{})", from, r.refine_moves.size(),
                      r.refine_moves.size() == 1 ? "" : "s", moves,
-                     r.refine_out_of_time ? "; out of time" : "");
+                     r.refine_out_of_budget ? "; out of budget" : "");
 }
 
-Row RunOne(const std::string& name, const Profile& profile, const Cluster& cluster,
+Row RunOne(PlannerKind planner, const Profile& profile, const Cluster& cluster,
            const CostModel& cost, int gbs, PlannerOptions o) {
-  Row row{name, std::nullopt, ""};
-  if (name == "exhaustive" &&
+  Row row{ToString(planner), std::nullopt, ""};
+  if (planner == PlannerKind::kExhaustive &&
       (cost.num_layers() > kExhaustiveMaxLayers || cluster.num_devices() > kExhaustiveMaxDevices)) {
     row.skipped = "skipped: problem too big";
     return row;
   }
-  o.planner = name;
+  o.planner = planner;
   try {
     row.result = RunPlanner(profile, cluster, cost, gbs, o);
     if (!row.result->plan) row.skipped = row.result->reason;
@@ -237,20 +237,20 @@ void RunPlanCommand(const PlanArgs& a) {
   const Cluster& cluster = in.cluster;
   AnalyticCostModel cost(profile, cluster, in.cost_options);
   PlannerOptions o;
-  o.planner = a.planner;
+  o.planner = ParsePlannerKind(a.planner);
   if (a.schedule) o.schedule = ParseScheduleKind(*a.schedule);
   o.micro_batch_size = a.micro_batch;
   o.allreduce_overlap = a.overlap;
-  o.refine_seconds = a.refine_seconds;
+  o.refine_work = a.refine_work;
   PlanningMemo memo;  // the baselines' and families' calls reuse this one's DPs and simulations
   o.memo = &memo;
-  std::vector<std::string> names;
+  std::vector<PlannerKind> names;
   if (a.baselines)
-    for (const std::string& name : PlannerNames())
-      if (name != a.planner) names.push_back(name);
+    for (PlannerKind k : AllPlanners())
+      if (k != o.planner) names.push_back(k);
   auto baselines = [&, o] {
     std::vector<Row> rows;
-    for (const std::string& name : names)
+    for (PlannerKind name : names)
       rows.push_back(RunOne(name, profile, cluster, cost, a.global_batch, o));
     return rows;
   };
@@ -274,16 +274,17 @@ void RunPlanCommand(const PlanArgs& a) {
   }
   std::vector<Row> rows = rows_ahead.valid() ? rows_ahead.get() : baselines(), families;
   if (a.baselines) {
-    if (a.planner == "dapple" && !a.schedule) {
+    if (o.planner == PlannerKind::kDapple && !a.schedule) {
       for (ScheduleKind k : {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1,
                              ScheduleKind::kInterleaved}) {
         PlannerOptions fixed = o;
         fixed.schedule = k;
         auto done = std::find_if(r.families.begin(), r.families.end(),
                                  [&](const PlanResult& f) { return f.family == k; });
-        families.push_back(done != r.families.end()  // the search ran it already
-                               ? Row{"dapple", *done, ""}
-                               : RunOne("dapple", profile, cluster, cost, a.global_batch, fixed));
+        families.push_back(
+            done != r.families.end()  // the search ran it already
+                ? Row{"dapple", *done, ""}
+                : RunOne(PlannerKind::kDapple, profile, cluster, cost, a.global_batch, fixed));
         families.back().planner = ToString(k);
       }
     }
@@ -332,8 +333,10 @@ void AddPlanCommand(CLI::App& app) {
                 "Do not run the other planners nor the planner per schedule family");
   cmd->add_flag("!--no-overlap", args->overlap,
                 "One allreduce after the last backward (the paper), not buckets during it");
-  cmd->add_option("--refine-seconds", args->refine_seconds,
-                  "Time budget of the local search after the DP (0: none)")
+  cmd->add_option("--refine-work", args->refine_work,
+                  "Budget of each climb of the local search after the DP, in device steps "
+                  "(docs/planner.md; 0: no search): work, not time, so that the plan depends "
+                  "on the inputs only")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->callback([args] { RunPlanCommand(*args); });

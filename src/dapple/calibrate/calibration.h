@@ -1,4 +1,4 @@
-// Calibration (issue 6): measures, through the runtime's own Communicator, what the cost model
+// Calibration: measures, through the runtime's own Communicator, what the cost model
 // needs about the machines a job runs on (point-to-point latency and bandwidth inside a
 // server and between servers, allreduce time against size) and writes it as a cluster.
 #pragma once

@@ -97,7 +97,7 @@ double MeasureStreamLoad(Communicator& comm, int a, int b, const ComputeSpeed& s
 // 1.54-1.57x against 1.61-1.78x. Both go into the calibration record only: in training the
 // buckets run beside their own ranks' backward and took 2.4-3.2x their time alone, and a
 // simulator that stretched them like compute and charged x put GBS 512 plans 8-13% over their
-// measured times (docs/two-server.md, session 5).
+// measured times (docs/two-server.md, "Tried and dropped").
 AllReduceLoad MeasureAllReduceLoad(Communicator& comm, int a, int b, const std::string& group,
                                    const ComputeSpeed& speed) {
   const int n = comm.size(), me = comm.rank(), k = n - 2;

@@ -1,21 +1,26 @@
 // DAPPLE's DP over an explicit memo table: see dapple_dp.h for the state and transition.
+// The recurrence is DpSearch::Run and PrependStage; what it asks of the cost model and the
+// caches that answer repeats are DpCosts (dp_costs.h), where a stage goes DpStagePlacer
+// (dp_stage_placer.h). tests/plan/dapple_dp_reference_test.cc holds a plain version of the
+// same recurrence, without those caches, that this one must equal.
 #include "dapple/plan/dapple_dp.h"
 
 #include <algorithm>
 #include <span>
-#include <unordered_map>
 
 #include "dapple/common/error.h"
-#include "dapple/plan/dp_state.h"
+#include "dapple/plan/dp_costs.h"
+#include "dapple/plan/dp_stage_placer.h"
 #include "dapple/plan/layer_blocks.h"
 #include "dapple/plan/pipeline_latency.h"
-#include "dapple/plan/placement.h"
-#include "dapple/plan/plan_costs.h"
-#include "dapple/plan/usage_placer.h"
 #include "dapple/schedule/schedule.h"
 
 namespace dapple {
 namespace {
+
+using internal::DpCosts;
+using internal::DpStagePlacer;
+using internal::NewStage;
 
 // Note [Suffixes without copies]
 // A state keeps its best suffixes as Entries: plain values (the front stage's layers, its
@@ -37,14 +42,14 @@ struct Node {
 };
 
 // One kept suffix of a state: stage [first, last] on `replicas` devices placed by
-// placements[placement] on the usage of node `parent`, in front of it (replicas = 0: the
+// placement `placement` on the usage of node `parent`, in front of it (replicas = 0: the
 // node itself).
 struct Entry {
   double score = 0;
   int parent = 0;
   int first = 0, last = 0;
   int replicas = 0;
-  int placement = 0;
+  size_t placement = 0;
   LatencyStage stage;
   double transfer_ms = 0;  // from the front stage to the parent's (when it has one)
   double peak_memory = 0;
@@ -59,370 +64,243 @@ struct Complete {
   double peak_memory = 0;
 };
 
-// Per usage (devices taken per server, not the canonical key: the head's placement
-// depends on which servers): the head stage of a state's score (all layers before the
-// suffix on the free devices: the same devices whatever ip) and its costs by ip (forward
-// < 0: not computed yet); both recur at many blocks. The head's transfer to a new stage
-// and the new stage's allreduce are asked of the cost model, which answers the same
-// devices asked again at other layers in O(1) (Note [Split-concat by server runs],
-// Note [Rings asked again]): tables of them by device list cost more in allocations.
-struct UsageMemo {
-  std::vector<int> head_devices;
-  std::vector<LatencyStage> head_cost;
-  // The head's transfer to a new stage by ip (< 0: not asked yet), per take that led to
-  // this usage: with the usage, the take fixes the new stage's devices. A usage is reached
-  // by several takes (more than 8 on 2 servers of 8: with 8 kept, 700 K of GNMT-16's
-  // asks missed); past kTakesKept the cost model is asked each time. Filled for every
-  // ip before the block at once (CostModel::TransferMsAt). Where layers' bytes per sample
-  // are fractional the cost model walks the slices at each call (Note [Split-concat by
-  // server runs]): GNMT-16 asked it 2 million times without these.
-  std::vector<std::pair<UsagePlacer::Take, std::vector<double>>> head_to;
+// A suffix being extended: its node and what every new stage in front of it shares.
+struct Visit {
+  int node = 0;
+  int k = 0, k_deeper = 0;  // the new stage's warm-up depths
+  LatencyTail tail;         // of the suffix's latency list (Note [Latency over a shared tail])
 };
-constexpr size_t kTakesKept = 64;
 
-}  // namespace
+class DpSearch {
+ public:
+  DpSearch(const CostModel& cost, const Cluster& cluster, const DpOptions& o);
+  std::vector<DpCandidate> Run(DpStats& stats);
 
-std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
-                                  const DpOptions& opt, DpStats* stats) {
-  const int m = opt.micro_batch_size, M = opt.num_micro_batches;
-  DAPPLE_CHECK(m >= 1 && M >= 1 && opt.top_k >= 1);
-  const std::vector<int> ends = BlockEnds(
-      cost, opt.max_blocks > 0 ? opt.max_blocks : DefaultMaxBlocks(cluster.num_devices()));
-  const int nb = static_cast<int>(ends.size());
-  auto block_first = [&](int i) { return i == 0 ? 0 : ends[i - 1] + 1; };
-  std::vector<int> block_firsts(nb);
-  for (int b = 0; b < nb; ++b) block_firsts[b] = block_first(b);
-  const int num_devices = cluster.num_devices();
-  int server_size = 1;
-  for (const ServerSpec& s : cluster.servers) server_size = std::max(server_size, s.devices);
-  // Every policy under every server order (Note [Placement on mixed clusters]): one order,
-  // the servers' own, unless the cluster is mixed. The head stage of a score goes
-  // fresh-first on the fastest devices first.
-  const std::vector<ServerOrder> orders = ServerOrders(cluster);
-  const bool mixed = orders.size() > 1;
-  auto place = [&](const std::vector<int>& usage, int n, PlacementPolicy policy, size_t o) {
-    return mixed ? PlaceCountsInOrder(orders[o], usage, n, policy)
-                 : PlaceCounts(cluster, usage, n, policy);
-  };
-  // A new stage's placement on the usage `placer` was reset to, as its non-zero counts
-  // (Note [Placement from one usage]); mixed clusters place under each server order.
-  UsagePlacer placer(cluster);
-  std::vector<int> dense;
-  auto place_into = [&](const std::vector<int>& usage, int n, PlacementPolicy policy, size_t o,
-                        UsagePlacer::Take& take) {
-    if (!mixed) return placer.Place(n, policy, take);
-    auto t = PlaceCountsInOrder(orders[o], usage, n, policy);
-    take.clear();
-    if (!t) return false;
-    for (size_t s = 0; s < t->size(); ++s)
-      if ((*t)[s] > 0) take.emplace_back(static_cast<int>(s), (*t)[s]);
-    return true;
-  };
-  auto devices_into = [&](const std::vector<int>& usage, const std::vector<int>& take,
-                          std::vector<int>& devs) {
-    DevicesOf(cluster, usage, take, devs);
-    if (mixed) FastestFirst(cluster, devs);
-  };
-  auto new_devices_into = [&](const std::vector<int>& usage, const UsagePlacer::Take& take,
-                              std::vector<int>& devs) {
-    if (!mixed) return placer.DevicesOf(take, devs);
-    dense.assign(usage.size(), 0);
-    for (const auto& [s, t] : take) dense[s] = t;
-    devices_into(usage, dense, devs);
-  };
-  auto devices_of = [&](const std::vector<int>& usage, const std::vector<int>& take) {
-    std::vector<int> devs;
-    devices_into(usage, take, devs);
-    return devs;
-  };
-  std::vector<std::pair<PlacementPolicy, size_t>> placements;
-  for (size_t o = 0; o < orders.size(); ++o)
-    for (PlacementPolicy policy : AllPlacementPolicies()) placements.emplace_back(policy, o);
-  const bool uniform = UniformDevices(cost);
-  std::vector<std::vector<int>> counts_for(std::min(num_devices, m) + 1);
-  auto counts = [&](int max_n) -> const std::vector<int>& {
-    if (counts_for[max_n].empty()) counts_for[max_n] = ReplicaCounts(max_n, server_size);
-    return counts_for[max_n];
-  };
+ private:
+  void KeepBestStates(int i);
+  int Expand(const Entry& e);
+  void VisitSuffix(int i, const Entry& entry);
+  void PrependStage(int i, const Visit& v, const NewStage& s);
+  void Keep(int ip, int state, const Entry& e);
+  void Trim();
+  std::vector<DpCandidate> Candidates() const;
 
-  const int per_state = opt.suffixes_per_state > 0 ? opt.suffixes_per_state
-                        : nb * num_devices <= 160  ? 4
-                                                   : 1;
-  const int max_states = opt.max_states > 0 ? opt.max_states : num_devices <= 64 ? 2000 : 48;
-  UsageKeys keys(cluster);     // Note [Canonical usage states]
-  std::vector<Node> nodes(1);  // nodes[0]: the empty suffix
-  nodes[0].usage.assign(cluster.num_servers(), 0);
-  // Expands a kept suffix into a node (Note [Suffixes without copies]).
-  auto expand = [&](const Entry& e) {
-    if (e.replicas == 0) return e.parent;
-    Node nd;
-    {
-      const Node& p = nodes[e.parent];
-      const auto& [policy, o] = placements[e.placement];
-      auto take = place(p.usage, e.replicas, policy, o);
-      DAPPLE_CHECK(take.has_value());
-      nd.first = e.first;
-      nd.last = e.last;
-      nd.devices = devices_of(p.usage, *take);
-      nd.next = e.parent;
-      nd.depth = p.depth + 1;
-      nd.used = p.used + e.replicas;
-      nd.usage = p.usage;
-      for (size_t s = 0; s < nd.usage.size(); ++s) nd.usage[s] += (*take)[s];
-      nd.lat.push_back(e.stage);
-      if (p.depth > 0) {
-        nd.lat.push_back({e.transfer_ms, e.transfer_ms, 0.0, 0.0});
-        nd.lat.insert(nd.lat.end(), p.lat.begin(), p.lat.end());
-      }
-      nd.peak_memory = e.peak_memory;
-    }
-    nodes.push_back(std::move(nd));
-    return static_cast<int>(nodes.size()) - 1;
-  };
-  // memo[i][id]: the best suffixes of the state, by ascending score (ties: first found).
-  std::vector<std::vector<std::vector<Entry>>> memo(nb + 1);
-  memo[nb].resize(keys.IdOf(nodes[0].usage) + 1);
-  memo[nb].back().push_back(Entry{});
-  UsageHasher hasher(cluster);  // Note [Usages by incremental hash]
-  UsageTable<UsageMemo> by_usage;
-  std::vector<Complete> complete;
-  long long order = 0;
-  double threshold = 1e300;  // L of the k-th best complete plan once k are known
-  auto trim = [&] {
-    std::sort(complete.begin(), complete.end(), [](const Complete& a, const Complete& b) {
-      return a.latency != b.latency ? a.latency < b.latency : a.order < b.order;
-    });
-    if (static_cast<int>(complete.size()) >= opt.top_k) {
-      complete.resize(opt.top_k);
-      threshold = complete.back().latency;
-    }
-  };
-  DpStats local;
-  // full = [head, head's transfer, new stage, its transfer]: the list of a score before the
-  // suffix's latency list, its tail (Note [Latency over a shared tail]); from index 2 the
-  // list of the new suffix before that tail.
-  LatencyStage full[4];
-  std::vector<int> usage, devs;
-  // The new stage's per-server counts under each placement (a placement that repeats an
-  // earlier one's is tried once), and which of them are valid.
-  std::vector<UsagePlacer::Take> takes(placements.size());
-  std::vector<int> key;                          // the new usage's UsageKeys key, when symmetric
-  std::vector<int> head_take;                    // a head stage's counts per server
-  std::vector<std::pair<double, int>> order_by;  // the beam's (score, id) of a block
-  std::vector<char> valid(placements.size());
-  // The new stage's allreduce by ip, asked of the model for every ip at once (uniform
-  // devices): its devices are the same at every ip.
-  std::vector<double> allreduce_by_ip(nb);
-  // Per block range ending at the current `last`, for uniform devices: F and B of the
-  // largest slice with n replicas, static and activation bytes (index [ip][n]).
-  struct RangeCost {
-    double f = -1, b = 0, act = 0, stat = 0, update = 0;
-  };
-  std::vector<std::vector<RangeCost>> table(nb, std::vector<RangeCost>(counts_for.size()));
-  const double device_memory = cost.DeviceMemoryBytes(0);
+  const CostModel& cost_;
+  const DpOptions& o_;
+  const int m_, M_, num_devices_;
+  const std::vector<int> ends_;  // the last layer of each block
+  const int per_state_, max_states_, server_size_;
+  DpStagePlacer placer_;
+  DpCosts costs_;
+  std::vector<std::vector<int>> counts_;  // replica counts tried, by the most allowed (lazy)
+  std::vector<Node> nodes_;               // [0]: the empty suffix
+  // memo_[i][state]: the best suffixes of the state, by ascending score (ties: first found).
+  std::vector<std::vector<std::vector<Entry>>> memo_;
+  std::vector<Complete> complete_;
+  long long order_ = 0;
+  double threshold_ = 1e300;  // L of the k-th best complete plan once k are known
+  DpStats stats_;
+  NewStage stage_;
+  // [head, head's transfer, new stage, its transfer]: the list of a score before the
+  // suffix's latency list (Note [Latency over a shared tail]); from index 2 the list of
+  // the new suffix before it.
+  LatencyStage full_[4];
+  std::vector<std::pair<double, size_t>> order_by_;  // the beam's (score, state) of a block
+};
 
-  for (int i = nb; i >= 1; --i) {
-    auto& states = memo[i];
-    {  // beam: keep the states with the best scores
-      order_by.clear();
-      for (size_t id = 0; id < states.size(); ++id)
-        if (!states[id].empty()) order_by.emplace_back(states[id].front().score, id);
-      if (static_cast<int>(order_by.size()) > max_states) {
-        // The first max_states by (score, id), a total order: the same set as a full sort.
-        std::nth_element(order_by.begin(), order_by.begin() + max_states, order_by.end());
-        for (size_t r = max_states; r < order_by.size(); ++r) states[order_by[r].second].clear();
-      }
-    }
-    const int last = ends[i - 1];
-    for (auto& row : table) std::fill(row.begin(), row.end(), RangeCost{});
-    for (const std::vector<Entry>& entries : states)
-      for (const Entry& entry : entries) {
-        ++local.states;
-        const int node = expand(entry);
-        const Node& e = nodes[node];  // no node is added until the next entry
-        const int free = num_devices - e.used;
-        const int max_n = std::min(free, m);
-        if (max_n < 1) continue;
-        const int after = e.depth;
-        const int k = WarmupDepth(opt.memory_schedule, 0, after + 1, M);
-        const int k_deeper =
-            opt.deeper_schedule ? WarmupDepth(*opt.deeper_schedule, 0, after + 1, M) : k;
-        const LatencyTail tail = TailOf(e.lat, M);
-        // The lists before the tail: of a score (`head` first) and of a complete plan.
-        const std::span<const LatencyStage> head_list(full, after > 0 ? 4 : 3);
-        const std::span<const LatencyStage> lat(full + 2, after > 0 ? 2 : 1);
-        if (!mixed) placer.Reset(e.usage);
-        const uint64_t base_hash = hasher.Of(e.usage);
-        const std::vector<int> base_key =
-            keys.symmetric() ? keys.KeyOf(e.usage) : std::vector<int>{};
-        for (int n : counts(max_n)) {
-          const int samples = SamplesPerReplica(m, n);
-          for (size_t pi = 0; pi < placements.size(); ++pi) {
-            const auto& [policy, server_order] = placements[pi];
-            UsagePlacer::Take& take = takes[pi];
-            valid[pi] = place_into(e.usage, n, policy, server_order, take);
-            if (!valid[pi]) continue;
-            bool again = false;
-            for (size_t q = 0; q < pi && !again; ++q) again = valid[q] && takes[q] == take;
-            if (again) continue;
-            new_devices_into(e.usage, take, devs);
-            // The transfer to the suffix, asked once a range of blocks fits (none may).
-            double t_after = after > 0 ? -1.0 : 0.0;
-            usage = e.usage;
-            for (const auto& [s, t] : take) usage[s] += t;
-            const int free_after = free - n;
-            uint64_t usage_hash = base_hash;
-            for (const auto& [s, t] : take)
-              usage_hash = hasher.Moved(usage_hash, s, e.usage[s], e.usage[s] + t);
-            int id;
-            if (keys.symmetric()) {  // the key of e's usage with the servers taken from moved
-              key = base_key;
-              for (const auto& [s, t] : take) {
-                --key[e.usage[s]];
-                ++key[e.usage[s] + t];
-              }
-              id = keys.IdOfKey(key);
-            } else {
-              id = keys.IdOf(usage);
-            }
-            UsageMemo* um = nullptr;                 // looked up when first needed
-            std::vector<double>* head_to = nullptr;  // its transfers for this take, if kept
-            bool allreduce_asked = false;
-            for (int ip = i - 1; ip >= 0; --ip) {
-              const int first = block_first(ip);
-              StageCost c;
-              if (uniform) {
-                RangeCost& rc = table[ip][n];
-                if (rc.f < 0) {
-                  rc.f = cost.ForwardMs(first, last, samples, 0);
-                  rc.b = cost.BackwardMs(first, last, samples, 0);
-                  rc.act = cost.ActivationBytes(first, last, samples);
-                  rc.stat = cost.StaticMemoryBytes(first, last);
-                  rc.update = cost.UpdateMs(first, last, 0);
-                }
-                c.forward_ms = rc.f;
-                c.backward_ms = rc.b;
-                c.update_ms = rc.update;
-                c.memory_bytes = rc.stat + k * rc.act;
-                c.device_memory_bytes = device_memory;
-                if (opt.enforce_memory && !c.fits()) continue;
-                if (opt.enforce_memory && rc.stat + k_deeper * rc.act > device_memory)
-                  ++local.deeper_misfits;
-                if (n > 1) {
-                  if (!allreduce_asked) {
-                    cost.AllReduceMsFrom(std::span<const int>(block_firsts.data(), i), last, devs,
-                                         allreduce_by_ip.data());
-                    allreduce_asked = true;
-                  }
-                  c.allreduce_ms = allreduce_by_ip[ip];
-                }
-              } else {
-                c = EvaluateStage(cost, first, last, devs, m, k);
-                if (opt.enforce_memory && !c.fits()) continue;
-                if (opt.enforce_memory && opt.deeper_schedule) ++local.deeper_misfits;
-              }
-              ++local.transitions;
-              if (t_after < 0) {
-                t_after = cost.TransferMs(last, m, devs, e.devices);
-                full[3] = {t_after, t_after, 0.0, 0.0};
-              }
-              const LatencyStage stage{c.forward_ms, c.backward_ms, c.allreduce_ms, c.update_ms};
-              full[2] = stage;
-              const double peak = std::max(e.peak_memory, c.memory_bytes);
-              if (ip == 0) {  // a complete plan
-                double l = LatencyWithTail(lat, tail);
-                if (l >= threshold) continue;
-                complete.push_back({l, order++, first, last, devs, node, peak});
-                if (static_cast<int>(complete.size()) >= 4 * opt.top_k + 16) trim();
-                continue;
-              }
-              if (free_after == 0) continue;  // no device left for the layers before
-              // The paper's T_PL: the layers before form one stage on the free devices.
-              if (!um) {
-                um = &by_usage.At(usage_hash, usage);
-                if (um->head_devices.empty()) {
-                  const int head_n = std::min(free_after, m);
-                  if (mixed) {
-                    auto in_order = place(usage, head_n, PlacementPolicy::kFreshFirst, 0);
-                    DAPPLE_CHECK(in_order.has_value());
-                    um->head_devices = devices_of(usage, *in_order);
-                  } else {
-                    DAPPLE_CHECK(PlaceCountsInto(cluster, usage, head_n,
-                                                 PlacementPolicy::kFreshFirst, head_take));
-                    DevicesOf(cluster, usage, head_take, um->head_devices);
-                  }
-                  um->head_cost.assign(nb, {-1.0, 0.0, 0.0, 0.0});
-                }
-                for (auto& [kept_take, ms] : um->head_to)
-                  if (kept_take == take) head_to = &ms;
-                if (!head_to && um->head_to.size() < kTakesKept) {
-                  // Every boundary before this block at once: the transfer after layer
-                  // ends[ip - 1] = first - 1 for ip = 1..i-1 (CostModel::TransferMsAt).
-                  head_to = &um->head_to.emplace_back(take, std::vector<double>(nb, -1.0)).second;
-                  cost.TransferMsAt(std::span<const int>(ends.data(), i - 1), m, um->head_devices,
-                                    devs, head_to->data() + 1);
-                }
-              }
-              if (um->head_cost[ip].forward_ms < 0) {
-                StageCost hc = EvaluateStage(cost, 0, first - 1, um->head_devices, m, 0, false,
-                                             false, uniform);
-                um->head_cost[ip] = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms, hc.update_ms};
-              }
-              double ht = head_to ? (*head_to)[ip] : -1.0;
-              if (ht < 0) {
-                ht = cost.TransferMs(first - 1, m, um->head_devices, devs);
-                if (head_to) (*head_to)[ip] = ht;
-              }
-              full[0] = um->head_cost[ip];
-              full[1] = {ht, ht, 0.0, 0.0};
-              const double score = LatencyWithTail(head_list, tail);
-              if (static_cast<int>(memo[ip].size()) <= id) memo[ip].resize(id + 1);
-              std::vector<Entry>& kept = memo[ip][id];
-              if (static_cast<int>(kept.size()) >= per_state && score >= kept.back().score)
-                continue;
-              auto pos = std::upper_bound(kept.begin(), kept.end(), score,
-                                          [](double v, const Entry& x) { return v < x.score; });
-              kept.insert(pos, Entry{score, node, first, last, n, static_cast<int>(pi), stage,
-                                     t_after, peak});
-              if (static_cast<int>(kept.size()) > per_state) kept.pop_back();
-            }
-          }
-        }
-      }
-    states.clear();
+int ServerSize(const Cluster& cluster) {
+  int size = 1;
+  for (const ServerSpec& s : cluster.servers) size = std::max(size, s.devices);
+  return size;
+}
+
+DpSearch::DpSearch(const CostModel& cost, const Cluster& cluster, const DpOptions& o)
+    : cost_(cost),
+      o_(o),
+      m_(o.micro_batch_size),
+      M_(o.num_micro_batches),
+      num_devices_(cluster.num_devices()),
+      ends_(BlockEnds(cost, o.max_blocks > 0 ? o.max_blocks : DefaultMaxBlocks(num_devices_))),
+      per_state_(o.suffixes_per_state > 0                               ? o.suffixes_per_state
+                 : static_cast<int>(ends_.size()) * num_devices_ <= 160 ? 4
+                                                                        : 1),
+      max_states_(o.max_states > 0     ? o.max_states
+                  : num_devices_ <= 64 ? 2000
+                                       : 48),
+      server_size_(ServerSize(cluster)),
+      placer_(cluster),
+      costs_(cost, o, ends_, placer_),
+      nodes_(1),
+      memo_(ends_.size() + 1) {
+  counts_.resize(std::min(num_devices_, m_) + 1);
+  nodes_[0].usage.assign(cluster.num_servers(), 0);
+  const int empty = placer_.EmptyState();
+  memo_.back().resize(empty + 1);
+  memo_.back()[empty].push_back(Entry{});
+}
+
+// The recurrence (docs/design.md section 6), backwards over the blocks: the kept suffixes
+// of the layers from block i on (the best states, then each state's best suffixes) each get
+// every new stage [ip, i) in front; the suffixes so made are kept at block ip, or complete
+// a plan at ip = 0.
+std::vector<DpCandidate> DpSearch::Run(DpStats& stats) {
+  for (int i = static_cast<int>(ends_.size()); i >= 1; --i) {
+    KeepBestStates(i);
+    costs_.StartBlock(i);
+    for (const std::vector<Entry>& entries : memo_[i])
+      for (const Entry& e : entries) VisitSuffix(i, e);
+    memo_[i].clear();
   }
-  trim();
-  if (stats) {
-    stats->states += local.states;
-    stats->transitions += local.transitions;
-    stats->deeper_misfits += local.deeper_misfits;
+  Trim();
+  stats.states += stats_.states;
+  stats.transitions += stats_.transitions;
+  stats.deeper_misfits += stats_.deeper_misfits;
+  return Candidates();
+}
+
+// Every new stage in front of the suffix of `entry`: each replica count n (at most m, at
+// most the free devices) under each placement.
+void DpSearch::VisitSuffix(int i, const Entry& entry) {
+  ++stats_.states;
+  Visit v;
+  v.node = Expand(entry);
+  const Node& suffix = nodes_[v.node];  // no node is added until the next entry
+  const int max_n = std::min(num_devices_ - suffix.used, m_);
+  if (max_n < 1) return;
+  v.k = WarmupDepth(o_.memory_schedule, 0, suffix.depth + 1, M_);
+  v.k_deeper = o_.deeper_schedule ? WarmupDepth(*o_.deeper_schedule, 0, suffix.depth + 1, M_) : v.k;
+  v.tail = TailOf(suffix.lat, M_);
+  placer_.Reset(suffix.usage);
+  if (counts_[max_n].empty()) counts_[max_n] = ReplicaCounts(max_n, server_size_);
+  for (int n : counts_[max_n])
+    for (size_t pi = 0; pi < placer_.size(); ++pi)
+      if (placer_.Place(n, pi, stage_)) PrependStage(i, v, stage_);
+}
+
+// The new stage s over blocks [ip, i) for every ip, in front of the suffix v: a complete
+// plan when ip = 0, else a suffix at block ip, scored as the paper's T_PL with the layers
+// before ip as one head stage on the devices left.
+void DpSearch::PrependStage(int i, const Visit& v, const NewStage& s) {
+  const Node& suffix = nodes_[v.node];
+  const int last = ends_[i - 1];
+  const bool behind = suffix.depth > 0;  // a stage behind the new one
+  const std::span<const LatencyStage> score_list(full_, behind ? 4 : 3);
+  const std::span<const LatencyStage> plan_list(full_ + 2, behind ? 2 : 1);
+  costs_.StartStage(s);
+  double transfer = behind ? -1.0 : 0.0;  // to the suffix, asked once a range fits
+  for (int ip = i - 1; ip >= 0; --ip) {
+    const std::optional<StageCost> c = costs_.Stage(ip, v.k, v.k_deeper, stats_);
+    if (!c) continue;
+    ++stats_.transitions;
+    if (transfer < 0) {
+      transfer = cost_.TransferMs(last, m_, s.devices, suffix.devices);
+      full_[3] = {transfer, transfer, 0.0, 0.0};
+    }
+    const int first = ip == 0 ? 0 : ends_[ip - 1] + 1;
+    full_[2] = {c->forward_ms, c->backward_ms, c->allreduce_ms, c->update_ms};
+    const double peak = std::max(suffix.peak_memory, c->memory_bytes);
+    if (ip == 0) {
+      const double l = LatencyWithTail(plan_list, v.tail);
+      if (l >= threshold_) continue;
+      complete_.push_back({l, order_++, first, last, s.devices, v.node, peak});
+      if (static_cast<int>(complete_.size()) >= 4 * o_.top_k + 16) Trim();
+      continue;
+    }
+    if (s.free_after == 0) continue;  // no device left for the layers before
+    const auto [head, head_transfer] = costs_.Head(ip);
+    full_[0] = head;
+    full_[1] = {head_transfer, head_transfer, 0.0, 0.0};
+    Keep(ip, s.state,
+         Entry{LatencyWithTail(score_list, v.tail), v.node, first, last, s.replicas, s.placement,
+               full_[2], transfer, peak});
   }
+}
+
+// Keeps e among the per_state_ best suffixes of state `state` at block ip.
+void DpSearch::Keep(int ip, int state, const Entry& e) {
+  if (static_cast<int>(memo_[ip].size()) <= state) memo_[ip].resize(state + 1);
+  std::vector<Entry>& kept = memo_[ip][state];
+  if (static_cast<int>(kept.size()) >= per_state_ && e.score >= kept.back().score) return;
+  auto pos = std::upper_bound(kept.begin(), kept.end(), e.score,
+                              [](double v, const Entry& x) { return v < x.score; });
+  kept.insert(pos, e);
+  if (static_cast<int>(kept.size()) > per_state_) kept.pop_back();
+}
+
+// The beam: the states of block i with the best scores.
+void DpSearch::KeepBestStates(int i) {
+  auto& states = memo_[i];
+  order_by_.clear();
+  for (size_t id = 0; id < states.size(); ++id)
+    if (!states[id].empty()) order_by_.emplace_back(states[id].front().score, id);
+  if (static_cast<int>(order_by_.size()) <= max_states_) return;
+  // The first max_states by (score, id), a total order: the same set as a full sort.
+  std::nth_element(order_by_.begin(), order_by_.begin() + max_states_, order_by_.end());
+  for (size_t r = max_states_; r < order_by_.size(); ++r) states[order_by_[r].second].clear();
+}
+
+// Expands a kept suffix into a node (Note [Suffixes without copies]).
+int DpSearch::Expand(const Entry& e) {
+  if (e.replicas == 0) return e.parent;
+  Node nd;
+  const Node& p = nodes_[e.parent];
+  std::vector<int> counts;
+  nd.devices = placer_.Replay(p.usage, e.replicas, e.placement, counts);
+  nd.first = e.first;
+  nd.last = e.last;
+  nd.next = e.parent;
+  nd.depth = p.depth + 1;
+  nd.used = p.used + e.replicas;
+  nd.usage = p.usage;
+  for (size_t s = 0; s < nd.usage.size(); ++s) nd.usage[s] += counts[s];
+  nd.lat.push_back(e.stage);
+  if (p.depth > 0) {
+    nd.lat.push_back({e.transfer_ms, e.transfer_ms, 0.0, 0.0});
+    nd.lat.insert(nd.lat.end(), p.lat.begin(), p.lat.end());
+  }
+  nd.peak_memory = e.peak_memory;
+  nodes_.push_back(std::move(nd));
+  return static_cast<int>(nodes_.size()) - 1;
+}
+
+// Keeps the top_k complete plans by (L, order); from then on only a faster one is kept.
+void DpSearch::Trim() {
+  std::sort(complete_.begin(), complete_.end(), [](const Complete& a, const Complete& b) {
+    return a.latency != b.latency ? a.latency < b.latency : a.order < b.order;
+  });
+  if (static_cast<int>(complete_.size()) >= o_.top_k) {
+    complete_.resize(o_.top_k);
+    threshold_ = complete_.back().latency;
+  }
+}
+
+std::vector<DpCandidate> DpSearch::Candidates() const {
   std::vector<DpCandidate> out;
-  for (Complete& c : complete) {
+  for (const Complete& c : complete_) {
     DpCandidate cand;
     cand.latency_ms = c.latency;
     cand.peak_memory_bytes = c.peak_memory;
     Plan& p = cand.plan;
     p.planner = "dapple";
-    p.micro_batch_size = m;
-    p.num_micro_batches = M;
-    p.global_batch_size = m * M;
-    p.schedule = opt.memory_schedule;
-    StagePlan front;
-    front.first_layer = c.first;
-    front.last_layer = c.last;
-    front.devices = std::move(c.devices);
-    p.stages.push_back(std::move(front));
-    for (int at = c.next; at > 0; at = nodes[at].next) {
-      StagePlan sp;
-      sp.first_layer = nodes[at].first;
-      sp.last_layer = nodes[at].last;
-      sp.devices = nodes[at].devices;
-      p.stages.push_back(std::move(sp));
-    }
+    p.micro_batch_size = m_;
+    p.num_micro_batches = M_;
+    p.global_batch_size = m_ * M_;
+    p.schedule = o_.memory_schedule;
+    p.stages.push_back(StagePlan{c.first, c.last, "", "", c.devices});
+    for (int at = c.next; at > 0; at = nodes_[at].next)
+      p.stages.push_back(StagePlan{nodes_[at].first, nodes_[at].last, "", "", nodes_[at].devices});
     out.push_back(std::move(cand));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<DpCandidate> DappleDp(const CostModel& cost, const Cluster& cluster,
+                                  const DpOptions& opt, DpStats* stats) {
+  DAPPLE_CHECK(opt.micro_batch_size >= 1 && opt.num_micro_batches >= 1 && opt.top_k >= 1);
+  DpStats local;
+  return DpSearch(cost, cluster, opt).Run(stats ? *stats : local);
 }
 
 }  // namespace dapple

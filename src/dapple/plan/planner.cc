@@ -1,4 +1,4 @@
-// The planner registry: RunPlanner dispatches by name, searches the micro-batch size and
+// The planners: RunPlanner dispatches by PlannerKind, searches the micro-batch size and
 // the schedule, and lets the simulator pick among the proposals (rescoring.h).
 #include "dapple/plan/planner.h"
 
@@ -18,8 +18,37 @@
 
 namespace dapple {
 
-std::vector<std::string> PlannerNames() {
-  return {"dapple", "dp", "straight", "gpipe", "pipedream", "exhaustive"};
+std::vector<PlannerKind> AllPlanners() {
+  return {PlannerKind::kDapple, PlannerKind::kDataParallel, PlannerKind::kStraight,
+          PlannerKind::kGPipe,  PlannerKind::kPipeDream,    PlannerKind::kExhaustive};
+}
+
+std::string ToString(PlannerKind k) {
+  switch (k) {
+    case PlannerKind::kDapple:
+      return "dapple";
+    case PlannerKind::kDataParallel:
+      return "dp";
+    case PlannerKind::kStraight:
+      return "straight";
+    case PlannerKind::kGPipe:
+      return "gpipe";
+    case PlannerKind::kPipeDream:
+      return "pipedream";
+    case PlannerKind::kExhaustive:
+      return "exhaustive";
+  }
+  DAPPLE_CHECK(false);
+  return {};
+}
+
+PlannerKind ParsePlannerKind(const std::string& name) {
+  std::vector<std::string> names;
+  for (PlannerKind k : AllPlanners()) {
+    if (ToString(k) == name) return k;
+    names.push_back(ToString(k));
+  }
+  ThrowInput("unknown planner '{}' (known: {})", name, fmt::join(names, ", "));
 }
 
 std::vector<int> MicroBatchSizes(int global_batch) {
@@ -46,7 +75,7 @@ RefineOptions RefineOptionsFor(const Context& c, int threads) {
   ro.threads = threads;
   ro.sizes = c.sizes;
   ro.schedules = c.schedules;
-  ro.seconds = c.options.refine_seconds;
+  ro.max_work = c.options.refine_work;
   ro.forward_timed = ForwardTimed(c.profile);
   ro.cache = &c.shared->sims;
   return ro;
@@ -135,11 +164,11 @@ void FillFamily(PlanResult& fr, const RefinedSelection& r, const Selection& sel,
   for (const RefineStep& st : r.steps) fr.refine_moves.push_back(st.move);
   fr.refine_moves.insert(fr.refine_moves.end(), offered.begin(), offered.end());
   fr.plan = sel.best->plan;
-  fr.plan->planner = c.options.planner;
+  fr.plan->planner = ToString(c.options.planner);
   fr.plan->global_batch_size = c.global_batch;
   ResolvePlanLayers(*fr.plan, c.profile, "planner");
   fr.origin = sel.best->origin;
-  fr.refine_out_of_time = r.out_of_time;
+  fr.refine_out_of_budget = r.out_of_budget;
   fr.plans_simulated = sel.simulated;
 }
 
@@ -153,8 +182,8 @@ void FillFamily(PlanResult& fr, const RefinedSelection& r, const Selection& sel,
 // are shared, so a family costs only its own climb), then one climb with every schedule
 // among the moves from the families' winners, fastest first. Its result is the fastest plan
 // it saw, so it is never slower than any schedule alone (tests/plan/never_slower_test.cc),
-// and it is deterministic as each family's search is (unless a time budget runs out: each
-// climb has `refine_seconds`).
+// and it is deterministic as each family's search is (each climb has a budget of
+// `refine_work`: Note [A budget of work] in refine.cc).
 Selection SearchSchedules(const Context& c, const std::vector<std::vector<Proposal>>& families,
                           PlanResult& result) {
   Selection sel;
@@ -181,7 +210,7 @@ Selection SearchSchedules(const Context& c, const std::vector<std::vector<Propos
       FillFamily(interleaved, r, one, c);
     }
     sel.simulated += r.simulated;
-    result.refine_out_of_time = result.refine_out_of_time || r.out_of_time;
+    result.refine_out_of_budget = result.refine_out_of_budget || r.out_of_budget;
     if (!r.best) continue;
     winners.push_back(std::move(*r.best));
     steps.push_back(std::move(r.steps));
@@ -202,12 +231,107 @@ Selection SearchSchedules(const Context& c, const std::vector<std::vector<Propos
               [&](size_t k) { climbs[k] = Refine({winners[order[k]]}, c.cost, c.cluster, one); });
   RefineResult mixed = FastestClimb(std::move(climbs));
   sel.simulated += mixed.simulated;
-  result.refine_out_of_time = result.refine_out_of_time || mixed.out_of_time;
+  result.refine_out_of_budget = result.refine_out_of_budget || mixed.out_of_budget;
   const size_t from = order[mixed.start];  // the family whose winner the climb began at
   for (const RefineStep& st : steps[from]) result.refine_moves.push_back(st.move);
   for (const RefineStep& st : mixed.steps) result.refine_moves.push_back(st.move);
   sel.best = std::move(mixed.best);
   return sel;
+}
+
+// Throws InputError for a request no planner can answer.
+void CheckRequest(const Profile& profile, const Cluster& cluster, const CostModel& cost,
+                  int global_batch, const PlannerOptions& options) {
+  if (global_batch < 1) ThrowInput("--global-batch must be at least 1, got {}", global_batch);
+  if (cluster.num_devices() < 1) ThrowInput("cluster '{}' has no device", cluster.name);
+  if (profile.num_layers() < 1) ThrowInput("profile '{}' has no layer", profile.model);
+  DAPPLE_CHECK(cost.num_layers() == profile.num_layers());
+  DAPPLE_CHECK(cost.num_devices() == cluster.num_devices());
+  if (options.rescore_top_k < 1) ThrowInput("rescore_top_k must be at least 1");
+}
+
+// The call's context: the micro-batch sizes and schedules it searches. Throws InputError
+// for a request the planner cannot answer on them.
+Context ContextFor(const Profile& profile, const Cluster& cluster, const CostModel& cost,
+                   int global_batch, const PlannerOptions& options, Shared& shared) {
+  Context c{profile, cluster, cost, global_batch, options, {}, {}, &shared};
+  if (options.micro_batch_size) {
+    int m = *options.micro_batch_size;
+    if (m < 1 || global_batch % m != 0)
+      ThrowInput("--micro-batch {} does not divide --global-batch {}", m, global_batch);
+    c.sizes = {m};
+  } else {
+    c.sizes = MicroBatchSizes(global_batch);
+  }
+  if (options.schedule) {
+    c.schedules = {*options.schedule};
+  } else {
+    c.schedules = {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1};
+  }
+  if (options.planner == PlannerKind::kExhaustive &&
+      (cost.num_layers() > kExhaustiveMaxLayers || cluster.num_devices() > kExhaustiveMaxDevices))
+    ThrowInput(
+        "the exhaustive planner is for small problems (at most {} layers and {} devices; "
+        "this one has {} and {})",
+        kExhaustiveMaxLayers, kExhaustiveMaxDevices, cost.num_layers(), cluster.num_devices());
+  if (options.planner == PlannerKind::kDataParallel && cluster.num_devices() > c.sizes.back())
+    ThrowInput(
+        "data parallelism needs at least one sample per device: micro-batch {} < {} "
+        "devices (raise --global-batch or --micro-batch)",
+        c.sizes.back(), cluster.num_devices());
+  return c;
+}
+
+// The search among the proposals: the DAPPLE planner's refinement (per schedule family,
+// then across them) and interleaving, or the simulator's pick for the other planners.
+Selection Search(const Context& c, const std::vector<Proposal>& proposals, PlanResult& result) {
+  const PlannerOptions& options = c.options;
+  Selection sel;
+  const bool refine = options.planner == PlannerKind::kDapple && options.refine_work > 0;
+  if (refine && c.schedules.size() > 1) {
+    std::vector<std::vector<Proposal>> families(c.schedules.size());
+    for (const Proposal& p : proposals)
+      for (size_t f = 0; f < c.schedules.size(); ++f)
+        if (p.plan.schedule == c.schedules[f]) families[f].push_back(p);
+    sel = SearchSchedules(c, families, result);
+  } else if (refine) {
+    RefinedSelection r = SelectRefined(c, proposals);
+    sel.best = std::move(r.best);
+    sel.simulated = r.simulated;
+    for (const RefineStep& st : r.steps) result.refine_moves.push_back(st.move);
+    result.refine_out_of_budget = r.out_of_budget;
+  } else {
+    sel = SelectFastest(proposals, c.cost, false, &c.shared->sims);
+  }
+  if (sel.best && options.planner == PlannerKind::kDapple && options.interleave &&
+      (!options.schedule || *options.schedule == ScheduleKind::kInterleaved))
+    OfferInterleaving(c, sel, result);
+  return sel;
+}
+
+// Why nothing was found: the runtime could run none (`for_tags`), no partition has a
+// sample per replica, or nothing fits memory (with what the leanest plan would need).
+void ExplainNoPlan(const Context& c, bool for_tags, PlanResult& result) {
+  std::vector<Proposal> loose = Propose(c, /*enforce_memory=*/false);
+  double leanest = 0;
+  for (const Proposal& p : loose) {
+    double need = EvaluatePlan(p.plan, c.cost).peak_memory_bytes;
+    if (leanest == 0 || need < leanest) leanest = need;
+  }
+  if (for_tags) {
+    result.reason = fmt::format(
+        "no plan the runtime can run: every plan proposed needs more message tags than the "
+        "transport's 2^31 (2 x (stages - 1) x micro-batches x {}^2 devices); raise "
+        "--micro-batch or plan on fewer devices",
+        c.cluster.num_devices());
+  } else if (loose.empty()) {
+    result.reason = "no plan: every partition needs more replicas than samples";
+  } else {
+    result.required_memory_bytes = leanest;
+    result.reason = fmt::format(
+        "no plan fits in device memory: the leanest plan found needs {:.2f} GB per device",
+        leanest / 1e9);
+  }
 }
 
 }  // namespace
@@ -239,46 +363,12 @@ Shared& PlanningMemo::For(const Profile& profile, const Cluster& cluster, const 
 PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const CostModel& cost,
                       int global_batch, const PlannerOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  const auto names = PlannerNames();
-  if (std::find(names.begin(), names.end(), options.planner) == names.end())
-    ThrowInput("unknown planner '{}' (known: {})", options.planner, fmt::join(names, ", "));
-  if (global_batch < 1) ThrowInput("--global-batch must be at least 1, got {}", global_batch);
-  if (cluster.num_devices() < 1) ThrowInput("cluster '{}' has no device", cluster.name);
-  if (profile.num_layers() < 1) ThrowInput("profile '{}' has no layer", profile.model);
-  DAPPLE_CHECK(cost.num_layers() == profile.num_layers());
-  DAPPLE_CHECK(cost.num_devices() == cluster.num_devices());
-  if (options.rescore_top_k < 1) ThrowInput("rescore_top_k must be at least 1");
-
+  CheckRequest(profile, cluster, cost, global_batch, options);
   Shared own;
   Shared& shared =
       options.memo ? options.memo->For(profile, cluster, cost, global_batch, options.rescore_top_k)
                    : own;
-  Context c{profile, cluster, cost, global_batch, options, {}, {}, &shared};
-  if (options.micro_batch_size) {
-    int m = *options.micro_batch_size;
-    if (m < 1 || global_batch % m != 0)
-      ThrowInput("--micro-batch {} does not divide --global-batch {}", m, global_batch);
-    c.sizes = {m};
-  } else {
-    c.sizes = MicroBatchSizes(global_batch);
-  }
-  if (options.schedule) {
-    c.schedules = {*options.schedule};
-  } else {
-    c.schedules = {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1};
-  }
-  if (options.planner == "exhaustive" &&
-      (cost.num_layers() > kExhaustiveMaxLayers || cluster.num_devices() > kExhaustiveMaxDevices))
-    ThrowInput(
-        "the exhaustive planner is for small problems (at most {} layers and {} devices; "
-        "this one has {} and {})",
-        kExhaustiveMaxLayers, kExhaustiveMaxDevices, cost.num_layers(), cluster.num_devices());
-  if (options.planner == "dp" && cluster.num_devices() > c.sizes.back())
-    ThrowInput(
-        "data parallelism needs at least one sample per device: micro-batch {} < {} "
-        "devices (raise --global-batch or --micro-batch)",
-        c.sizes.back(), cluster.num_devices());
-
+  const Context c = ContextFor(profile, cluster, cost, global_batch, options, shared);
   PlanResult result;
   std::vector<Proposal> proposals = Propose(c, /*enforce_memory=*/true);
   // Never propose a plan the runtime cannot run: its message tags must fit the transport's
@@ -289,55 +379,17 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
   });
   const bool dropped_for_tags = proposals.size() < proposed;
   if (options.proposed) options.proposed();
-  Selection sel;
-  if (options.planner == "dapple" && options.refine_seconds > 0 && c.schedules.size() > 1) {
-    std::vector<std::vector<Proposal>> families(c.schedules.size());
-    for (Proposal& p : proposals)
-      for (size_t f = 0; f < c.schedules.size(); ++f)
-        if (p.plan.schedule == c.schedules[f]) families[f].push_back(p);
-    sel = SearchSchedules(c, families, result);
-  } else if (options.planner == "dapple" && options.refine_seconds > 0) {
-    RefinedSelection r = SelectRefined(c, proposals);
-    sel.best = std::move(r.best);
-    sel.simulated = r.simulated;
-    for (const RefineStep& st : r.steps) result.refine_moves.push_back(st.move);
-    result.refine_out_of_time = r.out_of_time;
-  } else {
-    sel = SelectFastest(proposals, cost, false, &shared.sims);
-  }
-  if (sel.best && options.planner == "dapple" && options.interleave &&
-      (!options.schedule || *options.schedule == ScheduleKind::kInterleaved))
-    OfferInterleaving(c, sel, result);
+  Selection sel = Search(c, proposals, result);
   result.plans_simulated = sel.simulated;
   if (sel.best) {
     Plan plan = std::move(sel.best->plan);
-    plan.planner = options.planner;
+    plan.planner = ToString(options.planner);
     plan.global_batch_size = global_batch;
     ResolvePlanLayers(plan, profile, "planner");
     result.plan = std::move(plan);
     result.origin = sel.best->origin;
   } else {
-    // Nothing fits: what would the plans need?
-    std::vector<Proposal> loose = Propose(c, /*enforce_memory=*/false);
-    double leanest = 0;
-    for (const Proposal& p : loose) {
-      double need = EvaluatePlan(p.plan, cost).peak_memory_bytes;
-      if (leanest == 0 || need < leanest) leanest = need;
-    }
-    if (dropped_for_tags && proposals.empty()) {
-      result.reason = fmt::format(
-          "no plan the runtime can run: every plan proposed needs more message tags than the "
-          "transport's 2^31 (2 x (stages - 1) x micro-batches x {}^2 devices); raise "
-          "--micro-batch or plan on fewer devices",
-          cluster.num_devices());
-    } else if (loose.empty()) {
-      result.reason = "no plan: every partition needs more replicas than samples";
-    } else {
-      result.required_memory_bytes = leanest;
-      result.reason = fmt::format(
-          "no plan fits in device memory: the leanest plan found needs {:.2f} GB per device",
-          leanest / 1e9);
-    }
+    ExplainNoPlan(c, dropped_for_tags && proposals.empty(), result);
   }
   result.planning_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

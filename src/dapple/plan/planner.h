@@ -43,16 +43,38 @@ class PlanningMemo {
   int global_batch_ = 0, top_k_ = 0;
 };
 
+// The refinement's default budget per climb (PlannerOptions::refine_work).
+inline constexpr long long kDefaultRefineWork = 5000000;
+
+// The planners: DAPPLE's (DP, then refinement) and the baselines it is compared with.
+enum class PlannerKind {
+  kDapple,        // "dapple": the DP's and the baselines' proposals, refined by the simulator
+  kDataParallel,  // "dp": every device a replica of one stage
+  kStraight,      // "straight": one device per stage, layers balanced
+  kGPipe,         // "gpipe": the straight pipeline under GPipe's schedule
+  kPipeDream,     // "pipedream": PipeDream's partitioning DP
+  kExhaustive,    // "exhaustive": every plan of a small problem (the ground truth of tests)
+};
+
+// Every planner, in the order `dapple plan` prints them.
+std::vector<PlannerKind> AllPlanners();
+// The planner's name as the command line and plan files spell it ("dapple", "dp", ...).
+std::string ToString(PlannerKind k);
+// The planner named `name`; throws InputError naming the known ones otherwise.
+PlannerKind ParsePlannerKind(const std::string& name);
+
 struct PlannerOptions {
-  std::string planner = "dapple";        // dapple, dp, straight, gpipe, pipedream, exhaustive
+  PlannerKind planner = PlannerKind::kDapple;
   std::optional<ScheduleKind> schedule;  // fixed schedule; default: searched/planner's own
   std::optional<int> micro_batch_size;   // fixed m; default: searched
   int rescore_top_k = 8;                 // DP candidates re-scored by the exact simulator
   // Plan::allreduce_overlap of every plan proposed and scored (false: the paper's single
   // allreduce after the last backward; `dapple plan --no-overlap`).
   bool allreduce_overlap = true;
-  // The DAPPLE planner's refinement (refine.h): wall-clock budget in seconds; 0: none.
-  double refine_seconds = 2.0;
+  // The DAPPLE planner's refinement (refine.h): the budget of each climb in device steps
+  // (Note [A budget of work] in refine.cc), so that the plan depends on the inputs only;
+  // 0: no refinement.
+  long long refine_work = kDefaultRefineWork;
   // The DAPPLE planner offers interleaved 1F1B on its winner's device groups (Note
   // [Interleaving a plan]) unless the schedule is fixed to another family; false: never.
   bool interleave = true;
@@ -75,9 +97,9 @@ struct PlanResult {
   // "pipedream", ...) when a baseline's partition won inside the DAPPLE planner.
   std::string origin;
   // The refinement's accepted moves from that proposal to the plan (empty: it won as
-  // proposed), and whether its time budget ran out.
+  // proposed), and whether its budget ran out.
   std::vector<std::string> refine_moves;
-  bool refine_out_of_time = false;
+  bool refine_out_of_budget = false;
   // The DAPPLE planner searching several schedules runs each one's own search first (Note
   // [Never slower with more schedules] in planner.cc): here are those that found a plan,
   // each what RunPlanner with `schedule` = `family` returns (planning_seconds and
@@ -86,14 +108,13 @@ struct PlanResult {
   std::vector<PlanResult> families;
 };
 
-std::vector<std::string> PlannerNames();
-
 // The micro-batch sizes the planners search: every divisor of `global_batch`, ascending
 // (the powers of two that divide it are among them).
 std::vector<int> MicroBatchSizes(int global_batch);
 
 // Plans `global_batch` samples of `profile` on `cluster` with `cost`. Throws InputError
-// for an unknown planner or an impossible request (no device, GBS < 1).
+// for an impossible request (no device, GBS < 1, a problem too big for the exhaustive
+// planner, ...).
 PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const CostModel& cost,
                       int global_batch, const PlannerOptions& options);
 

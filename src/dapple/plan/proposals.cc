@@ -67,21 +67,22 @@ typename Map::mapped_type Memoized(const Context& c, Map& memo, const typename M
 }
 
 // The baselines' proposals; `into_dapple` tags them as candidates of the DAPPLE planner.
-void ProposeBaseline(const Context& c, const std::string& name, bool enforce_memory,
+void ProposeBaseline(const Context& c, PlannerKind planner, bool enforce_memory,
                      const std::vector<ScheduleKind>& kinds, std::vector<Proposal>& out) {
   const int n = c.cost.num_layers();
-  if (name == "dp") {
+  const std::string name = ToString(planner);
+  if (planner == PlannerKind::kDataParallel) {
     for (int m : c.sizes) {
       auto p = DataParallelPlan(c.cluster, n, Mb(c, m));
       if (p) AddWithSchedules(out, std::move(*p), "dp", kinds);
     }
-  } else if (name == "straight" || name == "gpipe") {
+  } else if (planner == PlannerKind::kStraight || planner == PlannerKind::kGPipe) {
     for (int m : c.sizes) {
       Plan p = Memoized(c, c.shared->balanced, m, [&] { return Balanced(c, m); });
       p.planner = name;
       AddWithSchedules(out, std::move(p), name, kinds);
     }
-  } else if (name == "pipedream") {
+  } else if (planner == PlannerKind::kPipeDream) {
     for (int m : c.sizes) {
       std::optional<Plan> p = Memoized(c, c.shared->pipedream, {m, enforce_memory}, [&] {
         return PipeDreamPlan(c.cost, c.cluster, Mb(c, m), enforce_memory);
@@ -173,7 +174,8 @@ void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>&
     if (chosen[i]) AddWithSchedules(out, all[i].plan, "dapple-dp", c.schedules);
   // Pure data parallelism and the straight pipeline are candidates too, and so are the
   // other baselines' partitions under DAPPLE's schedules.
-  for (const char* b : {"dp", "straight", "pipedream"})
+  for (PlannerKind b :
+       {PlannerKind::kDataParallel, PlannerKind::kStraight, PlannerKind::kPipeDream})
     ProposeBaseline(c, b, enforce_memory, c.schedules, out);
 }
 
@@ -181,23 +183,23 @@ void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>&
 
 std::vector<Proposal> Propose(const Context& c, bool enforce_memory) {
   std::vector<Proposal> out;
-  const std::string& name = c.options.planner;
-  if (name == "dapple" && c.schedules.size() > 1) {
+  const PlannerKind planner = c.options.planner;
+  if (planner == PlannerKind::kDapple && c.schedules.size() > 1) {
     // Each schedule's proposals as `--schedule` makes them (Note [Never slower with more
     // schedules]), one after the other.
     for (ScheduleKind k : c.schedules) {
       std::vector<Proposal> family = Propose(Family(c, k), enforce_memory);
       std::move(family.begin(), family.end(), std::back_inserter(out));
     }
-  } else if (name == "dapple") {
+  } else if (planner == PlannerKind::kDapple) {
     ProposeDapple(c, enforce_memory, out);
-  } else if (name == "gpipe") {
-    ProposeBaseline(c, name, enforce_memory, {c.options.schedule.value_or(ScheduleKind::kGPipe)},
+  } else if (planner == PlannerKind::kGPipe) {
+    ProposeBaseline(c, planner, enforce_memory, {c.options.schedule.value_or(ScheduleKind::kGPipe)},
                     out);
-  } else if (name == "dp" && enforce_memory) {
+  } else if (planner == PlannerKind::kDataParallel && enforce_memory) {
     // The largest micro-batch that fits.
     std::vector<Proposal> all;
-    ProposeBaseline(c, name, enforce_memory, {c.schedules.front()}, all);
+    ProposeBaseline(c, planner, enforce_memory, {c.schedules.front()}, all);
     for (auto it = all.rbegin(); it != all.rend(); ++it) {
       if (EvaluatePlan(it->plan, c.cost).fits) {
         out.push_back(*it);
@@ -205,12 +207,12 @@ std::vector<Proposal> Propose(const Context& c, bool enforce_memory) {
       }
     }
     if (out.empty()) out = std::move(all);  // none fits: reported as such
-  } else if (name == "exhaustive") {
+  } else if (planner == PlannerKind::kExhaustive) {
     ExhaustiveResult r = ExhaustivePlan(c.cost, c.cluster, c.global_batch, c.sizes, c.schedules,
                                         c.options.allreduce_overlap, ForwardTimed(c.profile));
     if (r.plan) out.push_back({*r.plan, "exhaustive"});
   } else {
-    ProposeBaseline(c, name, enforce_memory, {c.schedules.front()}, out);
+    ProposeBaseline(c, planner, enforce_memory, {c.schedules.front()}, out);
   }
   for (Proposal& p : out) p.plan.allreduce_overlap = c.options.allreduce_overlap;
   return out;

@@ -2,6 +2,7 @@
 // search from the best plans found, every move scored by the exact simulator.
 #pragma once
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,7 +22,11 @@ struct RefineOptions {
   // Per layer: whether the profile has a forward time for it. A stage may re-compute when
   // one of its layers has (re-computation costs the stage's forward again); empty: never.
   std::vector<bool> forward_timed;
-  double seconds = 1.0;            // wall-clock budget of the whole refinement
+  // The budget of the whole refinement in device steps: the neighbours listed x the devices
+  // of the plan, plus the devices x micro-batches of those simulated (Note [A budget of
+  // work] in refine.cc); 0: no move is tried. The default leaves the bound to max_rounds x
+  // simulations_per_round.
+  long long max_work = std::numeric_limits<long long>::max();
   int max_rounds = 400;            // accepted moves per start at most
   int simulations_per_round = 32;  // neighbours simulated per round at most (best first)
   int threads = 0;                 // simulating threads; 0: the machine's cores
@@ -40,18 +45,20 @@ struct RefineResult {
   std::vector<RefineStep> steps;  // the accepted moves that led from its start to it
   size_t start = 0;               // index of that start in `starts`
   long long simulated = 0;        // neighbours the simulator scored
-  bool out_of_time = false;       // the budget ran out before the search converged
+  long long work = 0;             // what counted against the budget (Note [A budget of work])
+  bool out_of_budget = false;     // the budget ran out before the search converged
 };
 
 // Runs the local search from each of `starts` (each already scored, fitting memory) and
 // returns the fastest plan found; ties go to the earlier start. Every plan it proposes is
 // valid for `cluster` (each replica has a sample, devices not shared) and fits memory.
-// The outcome is deterministic unless the time budget runs out. REQUIRES: starts non-empty.
+// The outcome depends on the inputs only (the budget counts work, not time, and does not
+// depend on `threads`). REQUIRES: starts non-empty.
 RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
                     const Cluster& cluster, const RefineOptions& options);
 // Refine's answer from its climbs run one start at a time (climbs[i]: Refine of starts[i]
 // alone), as Refine picks it: the fastest end, ties to the earlier start; the simulations
-// summed, out of time if any climb was. Callers that run climbs on threads of their own
+// and work summed, out of budget if any climb was. Callers that run climbs on threads of their own
 // gather them with it. REQUIRES: climbs non-empty.
 RefineResult FastestClimb(std::vector<RefineResult> climbs);
 
@@ -93,7 +100,7 @@ struct RefinedSelection {
   std::optional<Scored> best;  // its origin: the start's
   std::vector<RefineStep> steps;
   long long simulated = 0;
-  bool out_of_time = false;
+  bool out_of_budget = false;
 };
 RefinedSelection Refined(const RefineStarts& starts, const RefineResult& r);
 

@@ -56,7 +56,7 @@ RefinedSelection Refined(const RefineStarts& starts, const RefineResult& r) {
   if (starts.starts.empty()) return out;
   out.best = r.best;
   out.steps = r.steps;
-  out.out_of_time = r.out_of_time;
+  out.out_of_budget = r.out_of_budget;
   return out;
 }
 

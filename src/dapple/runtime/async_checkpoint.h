@@ -1,4 +1,4 @@
-// Checkpoints saved while training goes on (issue 17): a step stalls only while its rank
+// Checkpoints saved while training goes on: a step stalls only while its rank
 // copies its tensors to host memory; a background thread writes, confirms and commits.
 #pragma once
 

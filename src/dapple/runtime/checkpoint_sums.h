@@ -1,5 +1,4 @@
-// Checksums of checkpoint files, the fallback to an intact checkpoint, and pruning old ones
-// (issue 17).
+// Checksums of checkpoint files, the fallback to an intact checkpoint, and pruning old ones.
 #pragma once
 
 #include <filesystem>

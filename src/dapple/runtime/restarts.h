@@ -1,4 +1,4 @@
-// `dapple train --max-restarts N` (issue 17): the local launcher starts every rank again after a
+// `dapple train --max-restarts N`: the local launcher starts every rank again after a
 // failure, and the ranks resume from the newest complete checkpoint (Note [Restarts]).
 #pragma once
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include "dapple/common/error.h"
@@ -32,6 +33,280 @@ void CheckShape(const Plan& plan, const ScheduleView& lowered) {
 // Dense ids for the cost model's opaque resource ids.
 int Dense(std::unordered_map<int, int>& ids, int id) {
   return ids.emplace(id, static_cast<int>(ids.size())).first->second;
+}
+
+// What Simulate builds before it runs the engine, and keeps to fill the result after.
+struct Prepared {
+  internal::EngineSetup setup;
+  SimResult result;                  // its stages' figures, filled as the setup is made
+  std::vector<double> static_bytes;  // per group
+  std::vector<double>
+      recompute_extra;             // per device: the activations a re-computing backward rebuilds
+  std::vector<int> bucket_stages;  // the groups with bucketed allreduces (timeline tracks)
+};
+
+// Replica j of group s: its costs per chunk, its update and when its buckets are ready.
+// A replica of the kind of the one before with a slice of the same size costs the same
+// (CostModel::DeviceKind): its costs are copied (wide stages of the planner).
+void AddReplica(const Plan& plan, const CostModel& cost, int s, int j,
+                const std::vector<std::vector<GradBucket>>& buckets, bool split, Prepared& p) {
+  internal::EngineSetup& setup = p.setup;
+  internal::EngineStage& es = setup.stages[s];
+  const int S = setup.num_stages, v = setup.num_chunks;
+  const StagePlan& sp = plan.stages[s];
+  const int dev = sp.devices[j];
+  if (dev < 0 || dev >= cost.num_devices())
+    ThrowInput("plan: stage {} device {} outside the cluster's {} devices", s, dev,
+               cost.num_devices());
+  const double samples = static_cast<double>(SliceOf(plan.micro_batch_size, es.replicas, j).size());
+  internal::EngineDevice ed;
+  ed.stage = s;
+  ed.replica = j;
+  ed.first_cost = static_cast<int>(setup.costs.size());
+  if (j > 0 && cost.DeviceKind(dev) == cost.DeviceKind(sp.devices[j - 1]) &&
+      SliceOf(plan.micro_batch_size, es.replicas, j - 1).size() ==
+          SliceOf(plan.micro_batch_size, es.replicas, j).size()) {
+    const internal::EngineDevice& before = setup.devices.back();
+    for (int c = 0; c < v; ++c) {
+      const internal::EngineChunkCost same = setup.costs[before.first_cost + c];
+      setup.costs.push_back(same);
+    }
+    ed.step_ms = before.step_ms;
+    for (size_t k = 0; k < es.bucket_ms.size(); ++k)
+      es.bucket_ready_ms[k * es.replicas + j] = es.bucket_ready_ms[k * es.replicas + j - 1];
+    p.recompute_extra.push_back(p.recompute_extra.back());
+    setup.devices.push_back(ed);
+    return;
+  }
+  if (j > 0) es.twins = false;
+  double extra = 0;
+  int bucket = 0;  // buckets in allreduce order: chunk v-1's first
+  for (int c = 0; c < v; ++c) setup.costs.emplace_back();
+  for (int c = v - 1; c >= 0; --c) {
+    const int vs = c * S + s;
+    const StagePlan& cp = plan.stages[vs];
+    const int a = cp.first_layer, z = cp.last_layer;
+    internal::EngineChunkCost& cc = setup.costs[ed.first_cost + c];
+    cc.forward_ms = cost.ForwardMs(a, z, samples, dev);
+    // Re-computation runs the stage's forward again right before each backward.
+    const double refwd = plan.Recomputes(vs) ? cc.forward_ms : 0.0;
+    cc.backward_ms = refwd + cost.BackwardMs(a, z, samples, dev);
+    // Split backward: the input-gradient part rebuilds the forward first.
+    cc.input_grad_ms = refwd + cost.BackwardInputMs(a, z, samples, dev);
+    cc.weight_grad_ms = cost.BackwardWeightMs(a, z, samples, dev);
+    // Every replica updates all of its stage's parameters, whatever its slice.
+    const double update = cost.UpdateMs(a, z, dev);
+    ed.step_ms += update;
+    // Bucket k is ready once the backward (or W) has passed through its lowest layer
+    // (both run from the last layer down); the last bucket with the whole of it.
+    const std::vector<GradBucket>& bs = buckets[c];
+    for (size_t k = 0; k < bs.size(); ++k, ++bucket)
+      es.bucket_ready_ms[bucket * es.replicas + j] =
+          k + 1 == bs.size() ? (split ? cc.weight_grad_ms : cc.backward_ms)
+          : split            ? cost.BackwardWeightMs(bs[k].first_layer, z, samples, dev)
+                             : refwd + cost.BackwardMs(bs[k].first_layer, z, samples, dev);
+    const double act = cost.ActivationBytes(a, z, samples);
+    // With re-computation a micro-batch keeps only its stage input until its backward,
+    // which rebuilds one micro-batch of activations (added once, below).
+    cc.bytes_per_micro_batch = plan.Recomputes(vs) ? cost.StageInputBytes(a, samples) : act;
+    if (plan.Recomputes(vs)) extra = std::max(extra, act);
+    StageStats& stats = p.result.stages[vs];
+    stats.forward_ms = std::max(stats.forward_ms, cc.forward_ms);
+    stats.backward_ms = std::max(stats.backward_ms, cc.backward_ms);
+    stats.input_grad_ms = std::max(stats.input_grad_ms, cc.input_grad_ms);
+    stats.weight_grad_ms = std::max(stats.weight_grad_ms, cc.weight_grad_ms);
+    stats.update_ms = std::max(stats.update_ms, update);
+  }
+  p.recompute_extra.push_back(extra);
+  setup.devices.push_back(ed);
+}
+
+// Group s: its list, its allreduce (whole or in buckets, per chunk), then its replicas.
+// Note [Twin replicas] (event_engine.cc): a stage whose every replica copies the costs of
+// the one before runs once when `may_twin`.
+void AddStage(const Plan& plan, const ScheduleView& lowered, const CostModel& cost, int s,
+              bool may_twin, Prepared& p) {
+  internal::EngineSetup& setup = p.setup;
+  const int S = setup.num_stages, v = setup.num_chunks;
+  const StagePlan& sp = plan.stages[s];
+  if (sp.devices.empty()) ThrowInput("plan: stage {} has no devices", s);
+  internal::EngineStage& es = setup.stages[s];
+  const std::vector<Instruction>& program = *lowered.programs[s];
+  es.program = program.data();
+  es.length = static_cast<int>(program.size());
+  if (!lowered.facts.empty()) es.facts = lowered.facts[s];
+  es.first_device = static_cast<int>(setup.devices.size());
+  es.replicas = sp.replicas();
+  // In the split schedules the last weight gradients come from a W, not a B.
+  const bool split = std::any_of(program.begin(), program.end(),
+                                 [](const Instruction& in) { return in.op == Op::kWeightGrad; });
+  const bool overlap = plan.allreduce_overlap && es.replicas > 1;
+  // Per chunk, from the last one down: the backward reaches the lower chunks last, so
+  // their buckets go last.
+  std::vector<std::vector<GradBucket>> buckets(v);
+  for (int c = v - 1; c >= 0; --c) {
+    const StagePlan& cp = plan.stages[c * S + s];
+    StageStats& stats = p.result.stages[c * S + s];
+    stats.allreduce_ms = cost.AllReduceMs(cp.first_layer, cp.last_layer, sp.devices);
+    es.allreduce_ms += stats.allreduce_ms;
+    p.static_bytes[s] += cost.StaticMemoryBytes(cp.first_layer, cp.last_layer);
+    if (!overlap) continue;
+    buckets[c] = GradientBuckets(cost, cp.first_layer, cp.last_layer);
+    std::vector<double> ms = BucketAllReduceMs(cost, buckets[c], sp.devices);
+    es.bucket_ms.insert(es.bucket_ms.end(), ms.begin(), ms.end());
+    es.bucket_chunk.insert(es.bucket_chunk.end(), ms.size(), c);
+    stats.allreduce_ms = 0;
+    for (double x : ms) stats.allreduce_ms += x;
+    stats.allreduce_buckets = static_cast<int>(ms.size());
+  }
+  es.bucket_ready_ms.resize(es.bucket_ms.size() * es.replicas);
+  es.twins = may_twin && es.replicas > 1;
+  for (int j = 0; j < sp.replicas(); ++j) AddReplica(plan, cost, s, j, buckets, split, p);
+}
+
+// Transfer routes: activations b -> b+1 at index b, gradients b+1 -> b at V-1+b, b a
+// virtual boundary. The gradient direction asks the cost model for the reversed
+// transfer, so it holds the links and ports of that direction (full duplex: activations
+// and gradients do not contend). Then the timeline tracks of the bucketed allreduces,
+// after the devices and the links.
+void AddRoutes(const Plan& plan, const CostModel& cost, Prepared& p) {
+  internal::EngineSetup& setup = p.setup;
+  const int S = setup.num_stages, V = S * setup.num_chunks;
+  const double m = plan.micro_batch_size;
+  std::unordered_map<int, int> resource_ids;
+  setup.routes.resize(2 * std::max(V - 1, 0));
+  for (int b = 0; b + 1 < V; ++b) {
+    const StagePlan &lo = plan.stages[b], &hi = plan.stages[b + 1];
+    TransferCost fwd = cost.Transfer(lo.last_layer, m, lo.devices, hi.devices);
+    TransferCost bwd = cost.Transfer(lo.last_layer, m, hi.devices, lo.devices);
+    setup.routes[b].ms = fwd.ms;
+    for (int r : fwd.resources) setup.routes[b].resources.push_back(Dense(resource_ids, r));
+    setup.routes[V - 1 + b].ms = bwd.ms;
+    for (int r : bwd.resources) setup.routes[V - 1 + b].resources.push_back(Dense(resource_ids, r));
+    p.result.stages[b].send_ms = fwd.ms;
+  }
+  setup.num_resources = static_cast<int>(resource_ids.size());
+  for (int s = 0; s < S; ++s) {
+    internal::EngineStage& es = setup.stages[s];
+    if (es.bucket_ms.empty()) continue;
+    es.bucket_track = static_cast<int>(setup.devices.size()) + 2 * (V - 1) +
+                      static_cast<int>(p.bucket_stages.size());
+    p.bucket_stages.push_back(s);
+  }
+}
+
+// The terms of devices that share cores (CostModel::SharedCompute).
+void AddSharedCompute(const Plan& plan, const CostModel& cost, internal::EngineSetup& setup) {
+  const int S = setup.num_stages, V = S * setup.num_chunks;
+  setup.resume_ms = cost.SharedComputeResumeMs();
+  setup.wake_ms = cost.SharedComputeWakeMs();
+  for (int b = 0; b + 1 < V; ++b) {
+    const auto &lo = plan.stages[b].devices, &hi = plan.stages[b + 1].devices;
+    setup.routes[b].load = cost.TransferComputeLoad(lo, hi);
+    setup.routes[V - 1 + b].load = cost.TransferComputeLoad(hi, lo);
+  }
+  for (int s = 0; s < S; ++s)
+    setup.stages[s].allreduce_load = cost.AllReduceComputeLoad(plan.stages[s].devices);
+}
+
+// The engine's setup for `plan` on `lowered`: S device groups of v chunks each;
+// plan.stages[c * S + g] is chunk c of group g (Note [Chunks] in schedule.h). With v = 1
+// the groups are the plan's stages.
+Prepared Prepare(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
+                 const SimOptions& options) {
+  const int S = lowered.num_stages, v = lowered.num_chunks;
+  Prepared p;
+  internal::EngineSetup& setup = p.setup;
+  setup.num_stages = S;
+  setup.num_micro_batches = plan.num_micro_batches;
+  setup.num_chunks = v;
+  setup.record_timeline = options.record_timeline;
+  if (!options.record_timeline) setup.stop_above_ms = options.stop_above_ms;
+  setup.stages.resize(S);
+  p.result.stages.resize(S * v);
+  p.static_bytes.assign(S, 0.0);
+  const bool shared = cost.SharedCompute() > 0;
+  // Twins: not with a timeline nor with shared compute (op_scale).
+  const bool may_twin = !options.record_timeline && !shared;
+  for (int s = 0; s < S; ++s) AddStage(plan, lowered, cost, s, may_twin, p);
+  AddRoutes(plan, cost, p);
+  if (shared) AddSharedCompute(plan, cost, setup);
+  return p;
+}
+
+// Note [Uncontended first]
+// A question "is the plan slower than stop_above_ms?" is first put to a run without
+// contention: every transfer starts when it is ready. Each time in such a run is a
+// max of sums over the same instructions as in the contended run, where a transfer
+// starts at its ready time or later, and rounding is monotone, so no time of it is later
+// than the contended run's: when it proves the plan slower (by its end or by its own
+// stop bound), so would the contended run. Without links to take in turn it skips the
+// waiting list and the queue of finishes, so it costs less; on GNMT-16's searches
+// it settled 446 of the 563 questions (the neighbours a climb rejects are slower for
+// their stages, not for contention). The answer is the contended run's otherwise. Not
+// with shared compute, whose stretching is not monotone in the start times.
+// Returns the bound that proves the plan slower, if the run without contention proves it.
+std::optional<double> UncontendedProof(internal::EngineSetup& setup) {
+  setup.contended = false;
+  const internal::EngineResult free = internal::RunEngine(setup);
+  setup.contended = true;
+  double bound = free.bound_ms;
+  if (!free.stopped)
+    for (const auto& d : free.devices) bound = std::max(bound, d.end_ms);
+  if (free.stopped || ProvesLonger(bound, setup.stop_above_ms)) return bound;
+  return std::nullopt;
+}
+
+// The whole run's figures: iteration time, per-device busy, bubble and memory, speedup.
+void FillDevices(const Plan& plan, const CostModel& cost, Prepared& p,
+                 const internal::EngineResult& run) {
+  SimResult& result = p.result;
+  const int D = static_cast<int>(p.setup.devices.size());
+  for (const auto& d : run.devices) result.iteration_ms = std::max(result.iteration_ms, d.end_ms);
+  result.devices.resize(D);
+  double bubble_sum = 0;
+  for (int d = 0; d < D; ++d) {
+    const internal::EngineDevice& ed = p.setup.devices[d];
+    const internal::EngineDeviceResult& rd = run.devices[d];
+    DeviceStats& ds = result.devices[d];
+    ds.device = plan.stages[ed.stage].devices[ed.replica];
+    ds.stage = ed.stage;
+    ds.replica = ed.replica;
+    ds.busy_ms = rd.busy_ms;
+    ds.bubble_ms = result.iteration_ms - rd.busy_ms;
+    ds.static_memory_bytes = p.static_bytes[ed.stage];
+    ds.peak_activation_bytes = rd.peak_bytes + (rd.peak_in_flight > 0 ? p.recompute_extra[d] : 0);
+    ds.peak_memory_bytes = ds.static_memory_bytes + ds.peak_activation_bytes;
+    ds.peak_in_flight = rd.peak_in_flight;
+    if (result.iteration_ms > 0) bubble_sum += ds.bubble_ms / result.iteration_ms;
+  }
+  result.bubble_fraction = D > 0 ? bubble_sum / D : 0;
+  result.speedup = result.iteration_ms > 0
+                       ? cost.SingleDeviceMs(plan.global_batch_size) / result.iteration_ms
+                       : 0;
+  result.instructions = run.instructions;
+  // A group's exposed allreduce goes on its first chunk.
+  for (int s = 0; s < p.setup.num_stages; ++s)
+    result.stages[s].allreduce_exposed_ms = run.allreduce_exposed_ms[s];
+}
+
+void FillTimeline(const Plan& plan, Prepared& p, internal::EngineResult& run) {
+  const int S = p.setup.num_stages, v = p.setup.num_chunks, V = S * v;
+  Timeline& t = p.result.timeline;
+  t.title = fmt::format("simulated: {}, {} stages, {} micro-batches", ToString(plan.schedule), S,
+                        plan.num_micro_batches);
+  if (v > 1) t.title += fmt::format(", {} chunks per stage", v);
+  for (const DeviceStats& ds : p.result.devices)
+    t.device_labels.push_back(
+        fmt::format("dev {} (stage {}, replica {})", ds.device, ds.stage, ds.replica));
+  // With chunks the links are between virtual stages (plan.stages entries).
+  for (int b = 0; b + 1 < V; ++b)
+    t.device_labels.push_back(fmt::format("link stage {} -> {} (activations)", b, b + 1));
+  for (int b = 0; b + 1 < V; ++b)
+    t.device_labels.push_back(fmt::format("link stage {} -> {} (gradients)", b + 1, b));
+  for (int s : p.bucket_stages)
+    t.device_labels.push_back(fmt::format("allreduce stage {} (buckets)", s));
+  t.events = std::move(run.events);
 }
 
 }  // namespace
@@ -81,245 +356,27 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
 SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
                    const SimOptions& options) {
   CheckShape(plan, lowered);
-  // S device groups of v chunks each; plan.stages[c * S + g] is chunk c of group g
-  // (Note [Chunks] in schedule.h). With v = 1 the groups are the plan's stages.
-  const int S = lowered.num_stages, v = lowered.num_chunks, V = S * v;
-  const int M = plan.num_micro_batches;
-  const double m = plan.micro_batch_size;
-  internal::EngineSetup setup;
-  setup.num_stages = S;
-  setup.num_micro_batches = M;
-  setup.num_chunks = v;
-  setup.record_timeline = options.record_timeline;
-  if (!options.record_timeline) setup.stop_above_ms = options.stop_above_ms;
-  setup.stages.resize(S);
-  SimResult result;
-  result.stages.resize(V);
+  Prepared p = Prepare(plan, lowered, cost, options);
+  SimResult& result = p.result;
   const double shared = cost.SharedCompute();
-  // Note [Twin replicas] (event_engine.cc): a stage whose every replica copies the costs of
-  // the one before runs once; not with a timeline nor with shared compute (op_scale).
-  const bool may_twin = !options.record_timeline && shared <= 0;
-  std::vector<double> static_bytes(S, 0.0), recompute_extra;
-  for (int s = 0; s < S; ++s) {
-    const StagePlan& sp = plan.stages[s];
-    if (sp.devices.empty()) ThrowInput("plan: stage {} has no devices", s);
-    internal::EngineStage& es = setup.stages[s];
-    const std::vector<Instruction>& program = *lowered.programs[s];
-    es.program = program.data();
-    es.length = static_cast<int>(program.size());
-    if (!lowered.facts.empty()) es.facts = lowered.facts[s];
-    es.first_device = static_cast<int>(setup.devices.size());
-    es.replicas = sp.replicas();
-    // In the split schedules the last weight gradients come from a W, not a B.
-    const bool split = std::any_of(program.begin(), program.end(),
-                                   [](const Instruction& in) { return in.op == Op::kWeightGrad; });
-    const bool overlap = plan.allreduce_overlap && es.replicas > 1;
-    // Per chunk, from the last one down: the backward reaches the lower chunks last, so
-    // their buckets go last.
-    std::vector<std::vector<GradBucket>> buckets(v);
-    for (int c = v - 1; c >= 0; --c) {
-      const StagePlan& cp = plan.stages[c * S + s];
-      StageStats& stats = result.stages[c * S + s];
-      stats.allreduce_ms = cost.AllReduceMs(cp.first_layer, cp.last_layer, sp.devices);
-      es.allreduce_ms += stats.allreduce_ms;
-      static_bytes[s] += cost.StaticMemoryBytes(cp.first_layer, cp.last_layer);
-      if (!overlap) continue;
-      buckets[c] = GradientBuckets(cost, cp.first_layer, cp.last_layer);
-      std::vector<double> ms = BucketAllReduceMs(cost, buckets[c], sp.devices);
-      es.bucket_ms.insert(es.bucket_ms.end(), ms.begin(), ms.end());
-      es.bucket_chunk.insert(es.bucket_chunk.end(), ms.size(), c);
-      stats.allreduce_ms = 0;
-      for (double x : ms) stats.allreduce_ms += x;
-      stats.allreduce_buckets = static_cast<int>(ms.size());
-    }
-    es.bucket_ready_ms.resize(es.bucket_ms.size() * es.replicas);
-    es.twins = may_twin && es.replicas > 1;
-    for (int j = 0; j < sp.replicas(); ++j) {
-      const int dev = sp.devices[j];
-      if (dev < 0 || dev >= cost.num_devices())
-        ThrowInput("plan: stage {} device {} outside the cluster's {} devices", s, dev,
-                   cost.num_devices());
-      const double samples =
-          static_cast<double>(SliceOf(plan.micro_batch_size, es.replicas, j).size());
-      internal::EngineDevice ed;
-      ed.stage = s;
-      ed.replica = j;
-      ed.first_cost = static_cast<int>(setup.costs.size());
-      // A replica of the kind of the one before with a slice of the same size costs the
-      // same (CostModel::DeviceKind): its costs are copied (wide stages of the planner).
-      if (j > 0 && cost.DeviceKind(dev) == cost.DeviceKind(sp.devices[j - 1]) &&
-          SliceOf(plan.micro_batch_size, es.replicas, j - 1).size() ==
-              SliceOf(plan.micro_batch_size, es.replicas, j).size()) {
-        const internal::EngineDevice& before = setup.devices.back();
-        for (int c = 0; c < v; ++c) {
-          const internal::EngineChunkCost same = setup.costs[before.first_cost + c];
-          setup.costs.push_back(same);
-        }
-        ed.step_ms = before.step_ms;
-        for (size_t k = 0; k < es.bucket_ms.size(); ++k)
-          es.bucket_ready_ms[k * es.replicas + j] = es.bucket_ready_ms[k * es.replicas + j - 1];
-        recompute_extra.push_back(recompute_extra.back());
-        setup.devices.push_back(ed);
-        continue;
-      }
-      if (j > 0) es.twins = false;
-      double extra = 0;
-      int bucket = 0;  // buckets in allreduce order: chunk v-1's first
-      for (int c = 0; c < v; ++c) setup.costs.emplace_back();
-      for (int c = v - 1; c >= 0; --c) {
-        const int vs = c * S + s;
-        const StagePlan& cp = plan.stages[vs];
-        const int a = cp.first_layer, z = cp.last_layer;
-        internal::EngineChunkCost& cc = setup.costs[ed.first_cost + c];
-        cc.forward_ms = cost.ForwardMs(a, z, samples, dev);
-        // Re-computation runs the stage's forward again right before each backward.
-        const double refwd = plan.Recomputes(vs) ? cc.forward_ms : 0.0;
-        cc.backward_ms = refwd + cost.BackwardMs(a, z, samples, dev);
-        // Split backward: the input-gradient part rebuilds the forward first.
-        cc.input_grad_ms = refwd + cost.BackwardInputMs(a, z, samples, dev);
-        cc.weight_grad_ms = cost.BackwardWeightMs(a, z, samples, dev);
-        // Every replica updates all of its stage's parameters, whatever its slice.
-        const double update = cost.UpdateMs(a, z, dev);
-        ed.step_ms += update;
-        // Bucket k is ready once the backward (or W) has passed through its lowest layer
-        // (both run from the last layer down); the last bucket with the whole of it.
-        const std::vector<GradBucket>& bs = buckets[c];
-        for (size_t k = 0; k < bs.size(); ++k, ++bucket)
-          es.bucket_ready_ms[bucket * es.replicas + j] =
-              k + 1 == bs.size() ? (split ? cc.weight_grad_ms : cc.backward_ms)
-              : split            ? cost.BackwardWeightMs(bs[k].first_layer, z, samples, dev)
-                                 : refwd + cost.BackwardMs(bs[k].first_layer, z, samples, dev);
-        const double act = cost.ActivationBytes(a, z, samples);
-        // With re-computation a micro-batch keeps only its stage input until its backward,
-        // which rebuilds one micro-batch of activations (added once, below).
-        cc.bytes_per_micro_batch = plan.Recomputes(vs) ? cost.StageInputBytes(a, samples) : act;
-        if (plan.Recomputes(vs)) extra = std::max(extra, act);
-        StageStats& stats = result.stages[vs];
-        stats.forward_ms = std::max(stats.forward_ms, cc.forward_ms);
-        stats.backward_ms = std::max(stats.backward_ms, cc.backward_ms);
-        stats.input_grad_ms = std::max(stats.input_grad_ms, cc.input_grad_ms);
-        stats.weight_grad_ms = std::max(stats.weight_grad_ms, cc.weight_grad_ms);
-        stats.update_ms = std::max(stats.update_ms, update);
-      }
-      recompute_extra.push_back(extra);
-      setup.devices.push_back(ed);
-    }
-  }
-  // Transfer routes: activations b -> b+1 at index b, gradients b+1 -> b at V-1+b, b a
-  // virtual boundary. The gradient direction asks the cost model for the reversed
-  // transfer, so it holds the links and ports of that direction (full duplex: activations
-  // and gradients do not contend).
-  std::unordered_map<int, int> resource_ids;
-  setup.routes.resize(2 * std::max(V - 1, 0));
-  for (int b = 0; b + 1 < V; ++b) {
-    const StagePlan &lo = plan.stages[b], &hi = plan.stages[b + 1];
-    TransferCost fwd = cost.Transfer(lo.last_layer, m, lo.devices, hi.devices);
-    TransferCost bwd = cost.Transfer(lo.last_layer, m, hi.devices, lo.devices);
-    setup.routes[b].ms = fwd.ms;
-    for (int r : fwd.resources) setup.routes[b].resources.push_back(Dense(resource_ids, r));
-    setup.routes[V - 1 + b].ms = bwd.ms;
-    for (int r : bwd.resources) setup.routes[V - 1 + b].resources.push_back(Dense(resource_ids, r));
-    result.stages[b].send_ms = fwd.ms;
-  }
-  setup.num_resources = static_cast<int>(resource_ids.size());
-  // Timeline tracks of the bucketed allreduces, after the devices and the links.
-  std::vector<int> bucket_stages;
-  for (int s = 0; s < S; ++s) {
-    internal::EngineStage& es = setup.stages[s];
-    if (es.bucket_ms.empty()) continue;
-    es.bucket_track = static_cast<int>(setup.devices.size()) + 2 * (V - 1) +
-                      static_cast<int>(bucket_stages.size());
-    bucket_stages.push_back(s);
-  }
-
-  if (shared > 0) {
-    setup.resume_ms = cost.SharedComputeResumeMs();
-    setup.wake_ms = cost.SharedComputeWakeMs();
-    for (int b = 0; b + 1 < V; ++b) {
-      const auto &lo = plan.stages[b].devices, &hi = plan.stages[b + 1].devices;
-      setup.routes[b].load = cost.TransferComputeLoad(lo, hi);
-      setup.routes[V - 1 + b].load = cost.TransferComputeLoad(hi, lo);
-    }
-    for (int s = 0; s < S; ++s)
-      setup.stages[s].allreduce_load = cost.AllReduceComputeLoad(plan.stages[s].devices);
-  }
-  // Note [Uncontended first]
-  // A question "is the plan slower than stop_above_ms?" is first put to a run without
-  // contention: every transfer starts when it is ready. Each time in such a run is a
-  // max of sums over the same instructions as in the contended run, where a transfer
-  // starts at its ready time or later, and rounding is monotone, so no time of it is later
-  // than the contended run's: when it proves the plan slower (by its end or by its own
-  // stop bound), so would the contended run. Without links to take in turn it skips the
-  // waiting list and the queue of finishes, so it costs less; on GNMT-16's searches
-  // it settled 446 of the 563 questions (the neighbours a climb rejects are slower for
-  // their stages, not for contention). The answer is the contended run's otherwise. Not
-  // with shared compute, whose stretching is not monotone in the start times.
   if (shared <= 0 && options.uncontended_first &&
-      setup.stop_above_ms < std::numeric_limits<double>::infinity()) {
-    setup.contended = false;
-    const internal::EngineResult free = internal::RunEngine(setup);
-    setup.contended = true;
-    double bound = free.bound_ms;
-    if (!free.stopped)
-      for (const auto& d : free.devices) bound = std::max(bound, d.end_ms);
-    if (free.stopped || ProvesLonger(bound, setup.stop_above_ms)) {
+      p.setup.stop_above_ms < std::numeric_limits<double>::infinity()) {
+    if (std::optional<double> bound = UncontendedProof(p.setup)) {
       result.stopped = true;
-      result.iteration_ms = bound;
-      return result;
+      result.iteration_ms = *bound;
+      return std::move(result);
     }
   }
   internal::EngineResult run =
-      shared > 0 ? internal::RunWithSharedCompute(setup, shared) : internal::RunEngine(setup);
-
+      shared > 0 ? internal::RunWithSharedCompute(p.setup, shared) : internal::RunEngine(p.setup);
   if (run.stopped) {
     result.stopped = true;
     result.iteration_ms = run.bound_ms;
-    return result;
+    return std::move(result);
   }
-  const int D = static_cast<int>(setup.devices.size());
-  for (const auto& d : run.devices) result.iteration_ms = std::max(result.iteration_ms, d.end_ms);
-  result.devices.resize(D);
-  double bubble_sum = 0;
-  for (int d = 0; d < D; ++d) {
-    const internal::EngineDevice& ed = setup.devices[d];
-    const internal::EngineDeviceResult& rd = run.devices[d];
-    DeviceStats& ds = result.devices[d];
-    ds.device = plan.stages[ed.stage].devices[ed.replica];
-    ds.stage = ed.stage;
-    ds.replica = ed.replica;
-    ds.busy_ms = rd.busy_ms;
-    ds.bubble_ms = result.iteration_ms - rd.busy_ms;
-    ds.static_memory_bytes = static_bytes[ed.stage];
-    ds.peak_activation_bytes = rd.peak_bytes + (rd.peak_in_flight > 0 ? recompute_extra[d] : 0);
-    ds.peak_memory_bytes = ds.static_memory_bytes + ds.peak_activation_bytes;
-    ds.peak_in_flight = rd.peak_in_flight;
-    if (result.iteration_ms > 0) bubble_sum += ds.bubble_ms / result.iteration_ms;
-  }
-  result.bubble_fraction = D > 0 ? bubble_sum / D : 0;
-  result.speedup = result.iteration_ms > 0
-                       ? cost.SingleDeviceMs(plan.global_batch_size) / result.iteration_ms
-                       : 0;
-  result.instructions = run.instructions;
-  // A group's exposed allreduce goes on its first chunk.
-  for (int s = 0; s < S; ++s) result.stages[s].allreduce_exposed_ms = run.allreduce_exposed_ms[s];
-  if (options.record_timeline) {
-    Timeline& t = result.timeline;
-    t.title =
-        fmt::format("simulated: {}, {} stages, {} micro-batches", ToString(plan.schedule), S, M);
-    if (v > 1) t.title += fmt::format(", {} chunks per stage", v);
-    for (const DeviceStats& ds : result.devices)
-      t.device_labels.push_back(
-          fmt::format("dev {} (stage {}, replica {})", ds.device, ds.stage, ds.replica));
-    // With chunks the links are between virtual stages (plan.stages entries).
-    for (int b = 0; b + 1 < V; ++b)
-      t.device_labels.push_back(fmt::format("link stage {} -> {} (activations)", b, b + 1));
-    for (int b = 0; b + 1 < V; ++b)
-      t.device_labels.push_back(fmt::format("link stage {} -> {} (gradients)", b + 1, b));
-    for (int s : bucket_stages)
-      t.device_labels.push_back(fmt::format("allreduce stage {} (buckets)", s));
-    t.events = std::move(run.events);
-  }
-  return result;
+  FillDevices(plan, cost, p, run);
+  if (options.record_timeline) FillTimeline(plan, p, run);
+  return std::move(result);
 }
 
 SimResult SimulatePlan(const Plan& plan, const CostModel& cost, const SimOptions& options) {

@@ -1,5 +1,5 @@
 // `dapple calibrate`: measures the links and the allreduce of the machines it runs on through
-// the runtime's communicator and writes a dapple-cluster/1 file (issue 6, docs/design.md 4 and 8).
+// the runtime's communicator and writes a dapple-cluster/1 file (docs/design.md 4 and 8).
 //
 // Two ways to run it: with --nproc N it is a launcher that starts N local processes of itself
 // (one node; with --nnodes/--node-rank/--master-addr, one node of several, as torchrun);

@@ -96,7 +96,7 @@ ElasticPlanner::Result ElasticPlanner::PlanOn(const std::vector<int>& devices, i
   Cluster left = OnlyDevices(cluster_, devices);
   AnalyticCostModel cost(profile_, left);
   PlannerOptions po;
-  if (!refine) po.refine_seconds = 0;
+  if (!refine) po.refine_work = 0;
   po.interleave = in_.interleave;
   PlanResult r = RunPlanner(profile_, left, cost, global_batch, po);
   if (!r.plan)

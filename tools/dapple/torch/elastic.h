@@ -1,4 +1,4 @@
-// `dapple train --elastic` (issue 17): plans the job again with the DAPPLE planner for the
+// `dapple train --elastic`: plans the job again with the DAPPLE planner for the
 // devices it has, when some are excluded (--exclude-devices), when one is lost (a rank that
 // fails twice in a row, the Replanner of Note [Restarts]), or when an outer launcher starts
 // fewer processes than the plan needs (a node that did not come back).
@@ -51,9 +51,9 @@ class ElasticPlanner {
   // the new job runs on devices[k]). With `record`, writes the plan (with the profile and
   // cluster) to its path and prints one line on stderr naming `why`, the plan's shape and
   // the path. Throws InputError (one line, exit code 2) when `devices` is empty ("no devices
-  // left") or no plan fits them. `refine`: the planner's time-bounded refinement; false
-  // when several processes plan independently and must agree (the DP alone is
-  // deterministic).
+  // left") or no plan fits them. `refine`: the planner's refinement (bounded by
+  // simulations, so deterministic too: Note [A budget of work] in plan/refine.cc); false:
+  // the best proposal as it is.
   Result PlanOn(const std::vector<int>& devices, int global_batch, const std::string& why,
                 bool refine, bool record) const;
 

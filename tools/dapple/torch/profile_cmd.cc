@@ -1,4 +1,4 @@
-// `dapple profile`: measures a zoo model layer by layer on this CPU (issue 4, docs/design.md
+// `dapple profile`: measures a zoo model layer by layer on this CPU (docs/design.md
 // section 1) and writes the profile the planner reads: `dapple-profile/1` JSON or PipeDream
 // graph text. Model options come as --opt key=value or as --key value after the command's
 // own flags. Bad input (unknown model or option, batch 0): one line, exit code 2.

@@ -1,5 +1,5 @@
-// `dapple train`: trains a zoo model under a plan, one process per device (issue 5,
-// docs/design.md section 7). With --nproc N it checks the plan, then launches N local processes
+// `dapple train`: trains a zoo model under a plan, one process per device
+// (docs/design.md section 7). With --nproc N it checks the plan, then launches N local processes
 // of itself and relays the first failure (with --nnodes/--node-rank/--master-addr/
 // --master-port: one node of several, as torchrun; node r runs the plan's devices
 // r*N .. r*N+N-1); without it, it is one rank of a job whose launcher set RANK,
