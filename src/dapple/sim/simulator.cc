@@ -13,6 +13,7 @@
 #include "dapple/common/slicing.h"
 #include "dapple/cost/grad_buckets.h"
 #include "dapple/sim/event_engine.h"
+#include "dapple/sim/global_norm.h"
 #include "dapple/sim/shared_compute.h"
 
 namespace dapple {
@@ -277,6 +278,12 @@ SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostMode
     return result;
   }
   const int D = static_cast<int>(setup.devices.size());
+  if (options.global_norm_allreduce) {
+    std::vector<int> all;
+    for (const internal::EngineDevice& ed : setup.devices)
+      all.push_back(plan.stages[ed.stage].devices[ed.replica]);
+    internal::AddGlobalNormAllReduce(setup, cost.ScalarAllReduceMs(all), run);
+  }
   for (const auto& d : run.devices) result.iteration_ms = std::max(result.iteration_ms, d.end_ms);
   result.devices.resize(D);
   double bubble_sum = 0;

@@ -25,6 +25,7 @@
 #include "elastic.h"
 #include "launch_cli.h"
 #include "model_cli.h"
+#include "recipe_cli.h"
 
 namespace dapple {
 namespace {
@@ -46,6 +47,7 @@ struct TrainArgs {
   bool elastic = false;
   ElasticInputs elastic_inputs;  // --profile, --cluster for --elastic
   std::string exclude_devices;   // --exclude-devices LIST
+  RecipeCli recipe;              // --lr-schedule, --clip-grad-norm, ...
 };
 
 void Finish(TrainArgs& a) {
@@ -68,6 +70,7 @@ void Finish(TrainArgs& a) {
   a.o.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
   a.o.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(a.bucket_mb * 1048576));
   if (a.o.steps < 1) ThrowInput("--steps {}: must be at least 1", a.o.steps);
+  FinishRecipe(a.recipe, a.o);
   if (a.resume_given && a.resume_given->count() > 0) {
     ResumeMode mode = ParseResumeMode(a.resume);
     a.o.resume = mode == ResumeMode::kAlways;
@@ -216,6 +219,7 @@ void AddTrainCommand(CLI::App& app) {
   cmd->add_option("--momentum", a->o.optimizer.momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", a->o.optimizer.weight_decay,
                   "Weight decay (default: the optimizer's own)");
+  AddRecipeOptions(cmd, &a->recipe, &a->o);
   cmd->add_option("--seed", a->o.seed, "Seed of the parameters and the data")
       ->capture_default_str();
   cmd->add_option("--dtype", a->dtype, "float32 | float64")->capture_default_str();
