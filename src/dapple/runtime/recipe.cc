@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dapple/common/error.h"
+#include "dapple/runtime/checkpoint.h"
 
 namespace dapple {
 namespace {
@@ -62,6 +63,18 @@ std::optional<std::string> CompareRecipes(const Recipe& saved, const Recipe& now
   }
   if (changes.empty()) return std::nullopt;
   return fmt::format("dapple train: resuming from {} with {}", where, fmt::join(changes, ", "));
+}
+
+void CheckRecipeOfLatestCheckpoint(const std::filesystem::path& checkpoint_dir, const Recipe& now) {
+  const std::optional<std::filesystem::path> latest = LatestCheckpoint(checkpoint_dir);
+  if (!latest) return;
+  Recipe saved;
+  try {
+    saved = ReadCheckpointMeta(*latest).recipe;
+  } catch (const InputError&) {
+    return;  // damaged: the ranks fall back to an older checkpoint (Note [Checkpoint checksums])
+  }
+  CompareRecipes(saved, now, (*latest / "meta.json").string());
 }
 
 }  // namespace dapple

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -33,5 +34,10 @@ Recipe RecipeOf(const OptimizerOptions& o, const LrSchedule& schedule, double cl
 // or nullopt when none does.
 std::optional<std::string> CompareRecipes(const Recipe& saved, const Recipe& now,
                                           const std::string& where);
+
+// For a launcher, before any process starts: CompareRecipes of the newest checkpoint in
+// `checkpoint_dir` (when there is one whose meta reads) against `now`, so that a refused
+// resume is one line; the ranks compare again and tell the other changes.
+void CheckRecipeOfLatestCheckpoint(const std::filesystem::path& checkpoint_dir, const Recipe& now);
 
 }  // namespace dapple

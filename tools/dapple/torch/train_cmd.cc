@@ -19,6 +19,7 @@
 #include "dapple/models/zoo.h"
 #include "dapple/runtime/communicator.h"
 #include "dapple/runtime/launcher.h"
+#include "dapple/runtime/recipe.h"
 #include "dapple/runtime/restarts.h"
 #include "dapple/runtime/resume_policy.h"
 #include "dapple/runtime/trainer.h"
@@ -132,6 +133,9 @@ int LaunchTraining(TrainArgs& a) {
     a.o.plan = PlanForProcesses(*planner, l.world_size(), plan, a.o.plan_path, false).plan;
   }
   CheckedPlan checked = LoadAndCheckPlan(a.o, l.world_size());
+  if (a.o.resume || a.o.resume_auto)  // Note [Recipes in checkpoints]: refused in one line
+    CheckRecipeOfLatestCheckpoint(a.o.checkpoint_dir, RecipeOf(a.o.optimizer, a.o.lr_schedule,
+                                                               a.o.clip_grad_norm, a.o.steps));
   // A user's data file is checked against the model here too: one line, no process started.
   if (IsDataFilePath(a.o.data)) MakeDataset(a.o.data, checked.model, a.o.seed, "", a.o.data_files);
   DeviceForLocalRank(0);  // a device without a transport: refused before any process starts
