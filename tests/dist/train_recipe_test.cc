@@ -87,13 +87,14 @@ void ExpectRecipeMatchesPyTorch(const nlohmann::json& j, bool clips) {
 void RunRecipeCase(const fs::path& models, const std::string& name, const RecipeModel& model,
                    const std::vector<StageSpec>& stages, const std::string& schedule,
                    const std::string& recipe, const std::string& extra = "",
-                   const nlohmann::json& plan_extra = nlohmann::json::object()) {
+                   const nlohmann::json& plan_extra = nlohmann::json::object(), int nproc = 0) {
   fs::path dir = TestDir("recipe_" + name);
   nlohmann::json plan = nlohmann::json::parse(PlanJson(stages, kRecipeMicro, kRecipeM, schedule));
   plan.update(plan_extra);
   fs::path plan_path = WritePlan(dir, "plan", plan.dump(2));
   RunResult r =
-      RunDapple(RecipeTrainFlags(models, model, plan_path, RecipeProcesses(stages), dir, recipe) +
+      RunDapple(RecipeTrainFlags(models, model, plan_path,
+                                 nproc > 0 ? nproc : RecipeProcesses(stages), dir, recipe) +
                     " " + extra,
                 dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -135,6 +136,15 @@ TEST_F(RecipeTest, MlpInterleavedAdamWClipped) {
       "--optimizer adamw --lr 0.02 --weight-decay 0.05 --no-decay-on-norm-and-bias "
       "--lr-schedule linear --warmup-steps 2 --clip-grad-norm 0.2",
       "", {{"virtual_stages", 2}});
+}
+
+// A plan that leaves rank 0 idle: the norm reaches rank 0's progress through the loss sum.
+TEST_F(RecipeTest, MlpWithIdleRankZeroReportsTheNorm) {
+  RunRecipeCase(*models_, "mlp_idle", kMlp, {{"fc0", "fc1", {1, 2}}, {"fc2", "head", {3}}},
+                "dapple-a",
+                "--optimizer adamw --lr 0.02 --weight-decay 0.05 --lr-schedule cosine "
+                "--warmup-steps 2 --clip-grad-norm 0.2",
+                "", nlohmann::json::object(), 4);
 }
 
 // Stopped in step 3 of a 4-step warm-up (a checkpoint after every step), resumed under

@@ -5,18 +5,27 @@
 #include <cmath>
 #include <utility>
 
-#include "dapple/common/error.h"
-
 namespace dapple {
+namespace {
 
-GradClipper::GradClipper(double max_norm, std::vector<torch::Tensor> params,
-                         std::vector<bool> counted, Communicator& comm, std::string group)
+constexpr const char* kNormGroup = "grad_norm";
+
+}  // namespace
+
+GradClipper::GradClipper(double max_norm, std::vector<torch::Tensor> params, const RankGrid& grid,
+                         int rank, const TiedParameters* tied, Communicator& comm)
     : max_norm_(max_norm),
       params_(std::move(params)),
-      counted_(std::move(counted)),
       comm_(comm),
-      group_(std::move(group)) {
-  DAPPLE_CHECK(params_.size() == counted_.size());
+      reports_(rank == grid.RanksOf(0).front()) {
+  const bool first_replica = grid.Of(rank).replica == 0;
+  for (const auto& p : params_)
+    counted_.push_back(first_replica && !(tied && tied->CountedOnEarlierStage(p)));
+  std::vector<int> training;
+  for (int s = 0; s < grid.num_stages(); ++s)
+    for (int r : grid.RanksOf(s)) training.push_back(r);
+  std::sort(training.begin(), training.end());
+  comm_.CreateGroup(kNormGroup, training);
 }
 
 double GradClipper::Clip(const std::string& what) {
@@ -28,7 +37,7 @@ double GradClipper::Clip(const std::string& what) {
   }
   torch::Tensor sum = norms.empty() ? torch::zeros({1}, torch::kFloat64)
                                     : torch::stack(norms).square().sum().reshape({1}).cpu();
-  comm_.AllReduceSum(sum, group_, what);
+  comm_.AllReduceSum(sum, kNormGroup, what);
   last_norm_ = std::sqrt(sum.item<double>());
   const double coef = std::min(1.0, max_norm_ / (last_norm_ + 1e-6));
   for (auto& p : params_) {

@@ -22,28 +22,33 @@
 #include <vector>
 
 #include "dapple/runtime/communicator.h"
+#include "dapple/runtime/rank_grid.h"
+#include "dapple/runtime/tied_parameters.h"
 
 namespace dapple {
 
 class GradClipper {
  public:
-  // `params`: every parameter this rank updates, each once; `counted[i]`: whether params[i]
-  // adds to the norm here. `group`: the communicator group of every rank that trains.
-  // max_norm may be infinite (the norm is reported, nothing is scaled).
-  GradClipper(double max_norm, std::vector<torch::Tensor> params, std::vector<bool> counted,
-              Communicator& comm, std::string group);
-  // Computes the global norm (collective over the group; blocking), scales the gradients
-  // by min(1, max_norm / (norm + 1e-6)) and returns the norm. Parameters without a gradient
-  // are left out, as clip_grad_norm_ leaves them.
+  // Training rank `rank` of `grid`, which updates `params` (each once); `tied`: its stage's
+  // parameters shared with other stages (null: none). Creates the group of every training
+  // rank (collective over them). max_norm may be infinite (the norm is reported, nothing
+  // is scaled).
+  GradClipper(double max_norm, std::vector<torch::Tensor> params, const RankGrid& grid, int rank,
+              const TiedParameters* tied, Communicator& comm);
+  // Computes the global norm (collective over the training ranks; blocking), scales the
+  // gradients by min(1, max_norm / (norm + 1e-6)) and returns the norm. Parameters without
+  // a gradient are left out, as clip_grad_norm_ leaves them.
   double Clip(const std::string& what);
-  double last_norm() const { return last_norm_; }
+  // The last norm on the rank that reports it (stage 0's replica 0), 0 on the others: a part
+  // of a sum over ranks that is the norm (Note [Loss off the critical path]).
+  double ReportedPart() const { return reports_ ? last_norm_ : 0; }
 
  private:
   double max_norm_;
   std::vector<torch::Tensor> params_;
-  std::vector<bool> counted_;
+  std::vector<bool> counted_;  // whether params_[i] adds to the norm here
   Communicator& comm_;
-  std::string group_;
+  bool reports_;
   double last_norm_ = 0;
 };
 

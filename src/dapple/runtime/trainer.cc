@@ -284,13 +284,6 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   if (!idle.empty() && sums_loss) comm.CreateGroup(loss_group, loss_ranks);
   std::optional<TiedParameters> tied;
   if (sp) tied.emplace(model, plan, grid, stage, comm);
-  const bool clips = o.clip_grad_norm > 0;
-  if (clips && sp) {  // Note [Global gradient clipping]
-    std::vector<int> active;
-    for (int r = 0; r < env.world_size; ++r)
-      if (!grid.Idle(r)) active.push_back(r);
-    comm.CreateGroup("grad_norm", active);
-  }
 
   // What crosses this stage's boundaries (boundary.h): the previous stage's output spec
   // comes through the store, so that no rank runs another stage's layers.
@@ -306,14 +299,12 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
       comm.Publish(fmt::format("boundary{}", stage), BoundarySpecToJson(out_spec));
   }
   std::unique_ptr<torch::optim::Optimizer> optimizer;
-  std::optional<GradClipper> clipper;
+  std::optional<GradClipper> clipper;  // Note [Global gradient clipping]
   if (sp) {
-    std::vector<torch::Tensor> params = HeldParameters(model, held);
-    optimizer = MakeOptimizer(o.optimizer, params);
-    std::vector<bool> counted;  // each parameter of the model once over the pipeline
-    for (const auto& p : params)
-      counted.push_back(replica == 0 && !(tied && tied->CountedOnEarlierStage(p)));
-    if (clips) clipper.emplace(o.clip_grad_norm, params, counted, comm, "grad_norm");
+    optimizer = MakeOptimizer(o.optimizer, HeldParameters(model, held));
+    if (o.clip_grad_norm > 0)
+      clipper.emplace(o.clip_grad_norm, HeldParameters(model, held), grid, env.rank,
+                      tied ? &*tied : nullptr, comm);
   }
   int64_t start = 0;
   std::vector<double> losses;
@@ -396,9 +387,7 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
       host_event("DATA", d0, t0);
       host_event("LOSS", t1, t2);
     }
-    // The norm is every training rank's; stage 0's replica 0 sends it to rank 0.
-    const bool reports_norm = clipper && env.rank == grid.RanksOf(0).front();
-    step_losses.Start(step, r.loss_part, reports_norm ? clipper->last_norm() : 0, t0, t1,
+    step_losses.Start(step, r.loss_part, clipper ? clipper->ReportedPart() : 0, t0, t1,
                       std::move(r.events));
     if (traced_step) host_event("HOST", t2, NowMs());
     const bool last = step + 1 == o.steps;
