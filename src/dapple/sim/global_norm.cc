@@ -28,8 +28,8 @@ void AddGlobalNormAllReduce(const EngineSetup& setup, double norm_ms, EngineResu
   for (int d = 0; d < D; ++d) {
     run.devices[d].end_ms = steps_start + step_ms[d];
     if (setup.record_timeline)
-      run.events.push_back({d, "NORM", "allreduce", arrival, steps_start,
-                            setup.devices[d].stage, -1});
+      run.events.push_back(
+          {d, "NORM", "allreduce", arrival, steps_start, setup.devices[d].stage, -1});
   }
 }
 
