@@ -49,18 +49,14 @@ TEST_F(ScriptModelErrorTest, LegacySaveIsNotTorchScript) {
                 {"legacy.pt", "not a TorchScript archive"});
 }
 
-TEST_F(ScriptModelErrorTest, ResidualIsNotAChain) {
-  ExpectOneLine(Train("residual.pt", "mlp_data.pt", "mlp_plan.json"),
-                {"residual.pt", "not its children called one after another"});
-}
-
 TEST_F(ScriptModelErrorTest, DictOutputIsRefused) {
   ExpectOneLine(Train("dict.pt", "mlp_data.pt", "mlp_plan.json"),
-                {"dict.pt", "returns a", "tensor or a flat tuple"});
+                {"dict.pt", "forward returns a Dict", "must return a tensor"});
 }
 
 TEST_F(ScriptModelErrorTest, DataOfTheWrongShape) {
-  ExpectOneLine(Train("mlp.pt", "mlp_badshape.pt", "mlp_plan.json"), {"mlp.pt", "forward fails"});
+  ExpectOneLine(Train("mlp.pt", "mlp_badshape.pt", "mlp_plan.json"),
+                {"mlp.pt", "layer fc0 fails on a batch of samples shaped [5]"});
 }
 
 TEST_F(ScriptModelErrorTest, ClassTargetsOutsideTheHead) {
@@ -76,6 +72,16 @@ TEST_F(ScriptModelErrorTest, TokenFileOfOddSize) {
 TEST_F(ScriptModelErrorTest, TokenIdsBeyondTheEmbedding) {
   ExpectOneLine(Train("gpt.pt", "tokens_big.bin", "gpt_plan.json", "--seq-len 8"),
                 {"tokens_big.bin", "token 40", "vocabulary of 16"});
+}
+
+TEST_F(ScriptModelErrorTest, LearningRateNotANumber) {
+  ExpectOneLine(Train("mlp.pt", "mlp_data.pt", "mlp_plan.json", "--lr nan"),
+                {"--lr nan", "expected a number above 0"});
+}
+
+TEST_F(ScriptModelErrorTest, MomentumOutOfRange) {
+  ExpectOneLine(Train("mlp.pt", "mlp_data.pt", "mlp_plan.json", "--momentum 1.5"),
+                {"--momentum 1.5", "[0, 1)"});
 }
 
 TEST_F(ScriptModelErrorTest, PlanLayersAreNotTheChildren) {

@@ -1,6 +1,8 @@
 // Optimizer construction and per-parameter state export/import over torch::optim.
 #include "dapple/runtime/optimizer.h"
 
+#include <cmath>
+
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
@@ -50,6 +52,15 @@ std::unique_ptr<torch::optim::Optimizer> MakeWithGroups(const Options& opts,
 }
 
 }  // namespace
+
+void CheckOptimizerOptions(const OptimizerOptions& o) {
+  if (!std::isfinite(o.lr) || o.lr <= 0) ThrowInput("--lr {}: expected a number above 0", o.lr);
+  if (!std::isfinite(o.momentum) || o.momentum < 0 || o.momentum >= 1)
+    ThrowInput("--momentum {}: expected a number in [0, 1)", o.momentum);
+  // -1 is the default (the optimizer's own decay).
+  if (!std::isfinite(o.weight_decay) || (o.weight_decay < 0 && o.weight_decay != -1))
+    ThrowInput("--weight-decay {}: expected a number of at least 0", o.weight_decay);
+}
 
 OptimizerKind ParseOptimizerKind(const std::string& s) {
   if (s == "sgd") return OptimizerKind::kSgd;

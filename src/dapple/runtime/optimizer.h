@@ -27,6 +27,10 @@ struct OptimizerOptions {
   bool no_decay_on_norm_and_bias = false;
 };
 
+// Throws InputError naming the flag when a value is not finite or out of range: --lr above
+// 0, --momentum in [0, 1), --weight-decay at least 0.
+void CheckOptimizerOptions(const OptimizerOptions& o);
+
 // "sgd", "adam", "adamw"; throws InputError listing them.
 OptimizerKind ParseOptimizerKind(const std::string& s);
 std::string ToString(OptimizerKind k);

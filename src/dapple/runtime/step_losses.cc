@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <utility>
 
 #include "dapple/common/error.h"
@@ -39,6 +40,24 @@ std::optional<FinishedStep> StepLosses::Finish(double until) {
   done.grad_norm = sum_[1].item<double>();
   done.step_ms = until - done.t0;
   return done;
+}
+
+// Note [Non-finite losses]: a NaN or infinite loss (a NaN in the data, a learning rate that
+// diverges, BatchNorm over too few samples) poisons every parameter it reaches, and would be
+// written into the next checkpoint. Every training rank learns each step's loss from the
+// same sum, in step order, so all of them stop at the first such step, before the step's
+// checkpoint is written (the sum is always waited for first), and the newest checkpoint on
+// disk stays the last good one. Rank 0 says why.
+void CheckLossFinite(const FinishedStep& done, int64_t global_batch, bool shuffled, bool report) {
+  if (std::isfinite(done.loss)) return;
+  const int64_t first = done.step * global_batch;
+  std::string what = fmt::format(
+      "step {}: the loss is {}; training stopped before any checkpoint of this step (global "
+      "batch {}: samples {}..{} of the data's {} order{})",
+      done.step + 1, done.loss, done.step, first, first + global_batch - 1,
+      shuffled ? "shuffled" : "file", shuffled ? "" : ", wrapping");
+  if (report) throw InputError(what);
+  throw ReportedElsewhere(what);
 }
 
 }  // namespace dapple

@@ -35,6 +35,10 @@ struct FinishedStep {
   std::vector<TimelineEvent> events;
 };
 
+// Throws when `done`'s loss is not finite (Note [Non-finite losses] in step_losses.cc):
+// InputError naming the step and its samples when `report`, else ReportedElsewhere.
+void CheckLossFinite(const FinishedStep& done, int64_t global_batch, bool shuffled, bool report);
+
 class StepLosses {
  public:
   // `group`: the loss group ("" = the world); `participates`: whether this rank is one of

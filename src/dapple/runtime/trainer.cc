@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <nlohmann/json.hpp>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -354,6 +356,7 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   StepLosses step_losses(comm, loss_group, sums_loss, env.rank, o.timeout);
   auto record = [&](std::optional<FinishedStep> done) {
     if (!done) return;
+    CheckLossFinite(*done, plan.global_batch_size, o.data_files.shuffle, leader);
     losses.push_back(done->loss);
     stats.AddStep(done->events, done->t0, done->t1, done->step_ms, done->step == start);
     if (leader) progress.Step(done->step, done->loss, done->step_ms, done->grad_norm);
@@ -409,7 +412,11 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   MeasuredRun measured = GatherAndPrintSummary(comm, grid, plan, o, stats, losses, start);
   if (!o.save_model.empty() && leader) {
     ExportScriptModel(o.model, CheckpointStepDir(o.checkpoint_dir, o.steps), o.save_model);
-    std::printf("wrote the trained model to %s\n", o.save_model.c_str());
+    if (o.log_json) {
+      std::printf("%s\n", nlohmann::json{{"saved_model", o.save_model}}.dump().c_str());
+    } else {
+      std::printf("wrote the trained model to %s\n", o.save_model.c_str());
+    }
   }
   if (o.evaluate) {
     std::vector<HeldStage> held_stages;  // in (virtual) stage order

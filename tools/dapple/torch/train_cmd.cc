@@ -60,6 +60,7 @@ void Finish(TrainArgs& a) {
   if (!a.o.save_model.empty() && !IsTorchScriptPath(a.o.model))
     ThrowInput("--save-model: only TorchScript models (--model PATH.pt) are exported");
   a.o.optimizer.kind = ParseOptimizerKind(a.optimizer);
+  CheckOptimizerOptions(a.o.optimizer);
   if (a.dtype == "float32") {
     a.o.dtype = torch::kFloat32;
   } else if (a.dtype == "float64") {
