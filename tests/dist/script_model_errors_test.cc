@@ -31,12 +31,7 @@ class ScriptModelErrorTest : public ::testing::Test {
   }
   // Exit 2 and one line on stderr holding every one of `words`.
   static void ExpectOneLine(const RunResult& r, const std::vector<std::string>& words) {
-    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-    std::string err = r.err;
-    while (!err.empty() && err.back() == '\n') err.pop_back();
-    EXPECT_EQ(err.find('\n'), std::string::npos) << err;
-    for (const auto& w : words)
-      EXPECT_NE(err.find(w), std::string::npos) << "'" << w << "' in: " << err;
+    ExpectOneErrorLine(r, words);
   }
   static fs::path* models_;
   static fs::path* plans_;

@@ -17,11 +17,11 @@ StepLosses::StepLosses(Communicator& comm, std::string group, bool participates,
       rank_(rank),
       timeout_(timeout) {}
 
-void StepLosses::Start(int64_t step, double loss_part, double t0, double t1,
+void StepLosses::Start(int64_t step, double loss_part, double grad_norm_part, double t0, double t1,
                        std::vector<TimelineEvent> events) {
   DAPPLE_CHECK(!pending_);
-  pending_ = FinishedStep{step, loss_part, t0, t1, 0, std::move(events)};
-  sum_ = torch::tensor({loss_part}, torch::kFloat64);
+  pending_ = FinishedStep{step, loss_part, grad_norm_part, t0, t1, 0, std::move(events)};
+  sum_ = torch::tensor({loss_part, grad_norm_part}, torch::kFloat64);
   if (participates_) {
     work_ = comm_.AllReduceSumAsync(sum_, group_,
                                     fmt::format("rank {}, step {}: loss allreduce", rank_, step));
@@ -36,7 +36,8 @@ std::optional<FinishedStep> StepLosses::Finish(double until) {
   }
   FinishedStep done = std::move(*pending_);
   pending_.reset();
-  done.loss = sum_.item<double>();
+  done.loss = sum_[0].item<double>();
+  done.grad_norm = sum_[1].item<double>();
   done.step_ms = until - done.t0;
   return done;
 }

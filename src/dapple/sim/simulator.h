@@ -26,6 +26,10 @@ struct SimOptions {
   // simulator.cc). A caller that expects the plan to be faster (so that the first run
   // would not settle the question) turns it off; the answer is the same either way.
   bool uncontended_first = true;
+  // The gradients are clipped by their global norm (`--clip-grad-norm`): one scalar
+  // allreduce over every device of the plan before the optimizer steps (Note [The norm's
+  // allreduce in the simulator] in global_norm.h). Not part of stop_above_ms's bound.
+  bool global_norm_allreduce = false;
 };
 
 struct DeviceStats {
