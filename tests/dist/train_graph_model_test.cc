@@ -125,7 +125,8 @@ TEST_F(GraphModelTest, TorchvisionResNet18WithRecompute) {
                  "float64",
                  0,
                  1,
-                 "--recompute"},
+                 "--recompute",
+                 1},
                 *graph_);
 }
 
@@ -133,7 +134,14 @@ TEST_F(GraphModelTest, TorchvisionMobileNetV2) {
   TrainAndCheck({"mobilenet",
                  "mobilenet_v2.pt",
                  (*graph_ / "images.pt").string(),
-                 {{"features.0", "features.9", {0}}, {"features.10", "classifier.1", {1}}}},
+                 {{"features.0", "features.9", {0}}, {"features.10", "classifier.1", {1}}},
+                 "dapple-a",
+                 "cross-entropy",
+                 "float64",
+                 0,
+                 1,
+                 "",
+                 1},
                 *graph_);
 }
 
@@ -147,7 +155,9 @@ TEST_F(GraphModelTest, TorchvisionVgg11WithTwoReplicas) {
                  "cross-entropy",
                  "float32",
                  0,
-                 2},
+                 2,
+                 "",
+                 1},
                 *graph_, 2, 2, 2);
 }
 
@@ -161,7 +171,9 @@ TEST_F(GraphModelTest, ModuleListGptWithTiedHead) {
                  "cross-entropy",
                  "float64",
                  8,
-                 2},
+                 2,
+                 "",
+                 1},
                 *graph_, 4, 4, 3);
 }
 
@@ -176,8 +188,12 @@ TEST_F(GraphModelTest, UNetInterleaved) {
                {"dec2.0", "up1", {0}},
                {"dec1.0", "out", {1}}},
               "interleaved",
-              "mse"};
-  c.virtual_stages = 2;
+              "mse",
+              "float64",
+              0,
+              1,
+              "",
+              2};
   TrainAndCheck(c, *graph_, 2, 4, 3);
 }
 
@@ -211,7 +227,9 @@ TEST_F(GraphModelTest, NanoGptWithItsOwnLoss) {
                  "own",
                  "float64",
                  8,
-                 2},
+                 2,
+                 "",
+                 1},
                 *graph_, 4, 2, 3);
 }
 
@@ -225,7 +243,9 @@ TEST_F(GraphModelTest, UNetSkipConnections) {
                  "mse",
                  "float64",
                  0,
-                 2},
+                 2,
+                 "",
+                 1},
                 *graph_, 4, 2, 3);
 }
 
@@ -238,7 +258,9 @@ TEST_F(GraphModelTest, ResidualAroundChildren) {
                  "cross-entropy",
                  "float64",
                  0,
-                 2},
+                 2,
+                 "",
+                 1},
                 *graph_, 4, 2, 3);
 }
 
