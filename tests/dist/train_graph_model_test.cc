@@ -14,7 +14,7 @@
 namespace dapple::testing {
 namespace {
 
-const char* kPython = "/usr/bin/python3";
+const char* kGraphModelsPython = "/usr/bin/python3";
 
 struct GraphCase {
   std::string name, model, data;
@@ -72,7 +72,7 @@ fs::path TrainAndCheck(const GraphCase& c, const fs::path& models, int m = 2, in
     for (double l : r.Losses()) out << l << "\n";
   }
   fs::path json = dir / "check.json";
-  std::string cmd = std::string(kPython) + " " + DAPPLE_SOURCE_DIR +
+  std::string cmd = std::string(kGraphModelsPython) + " " + DAPPLE_SOURCE_DIR +
                     "/tests/torch/graph_models.py check " + model + " " + c.data + " " + exported +
                     " " + losses.string() + " --steps " + std::to_string(steps) + " --gbs " +
                     std::to_string(m * M) + " --micro-batch " + std::to_string(m) +
