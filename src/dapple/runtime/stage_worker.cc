@@ -159,6 +159,7 @@ void StageWorker::BeginStep(int64_t step, const Batch& batch) {
   slots_.clear();
   recvs_.clear();
   bucket_events_.clear();
+  norm_events_.clear();
 }
 
 void StageWorker::Run(const Instruction& inst, int pc, std::vector<TimelineEvent>* events) {
@@ -179,6 +180,7 @@ StepResult StageWorker::EndStep(std::vector<TimelineEvent> events) {
   DAPPLE_CHECK(slots_.empty() && recvs_.empty(), "micro-batches left over after the step");
   DAPPLE_CHECK(live_mbs_ == 0);
   result.events.insert(result.events.end(), bucket_events_.begin(), bucket_events_.end());
+  result.events.insert(result.events.end(), norm_events_.begin(), norm_events_.end());
   result.loss_part = loss_part_;
   return result;
 }
@@ -234,7 +236,11 @@ void StageWorker::Execute(const Instruction& inst, int pc) {
       return;
     case Op::kOptimizerStep:
       if (opt_.tied) opt_.tied->AllReduceGradients(Where(-1, "allreduce of tied parameters"));
-      if (opt_.clip) opt_.clip->Clip(Where(-1, "allreduce of the gradient norm"));
+      if (opt_.clip) {  // as the simulator's NORM (Note [Global gradient clipping])
+        const double start = NowMs();
+        opt_.clip->Clip(Where(-1, "allreduce of the gradient norm"));
+        norm_events_.push_back({rank_, "NORM", "allreduce", start, NowMs(), stage_, -1});
+      }
       optimizer_.step();
       optimizer_.zero_grad();
       return;

@@ -146,6 +146,7 @@ class StageWorker {
   bool split_ = false;                        // the program has I and W (keep every layer's output)
   std::vector<Activations> kept_outputs_;     // RunLayers' layer outputs when split_
   std::vector<TimelineEvent> bucket_events_;  // this step's "AR b<k>"
+  std::vector<TimelineEvent> norm_events_;    // this step's "NORM" (inside its STEP)
 
   // Per-step state.
   int64_t step_ = 0;
