@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "dapple/plan/slower_than.h"
+
 namespace dapple {
 
 namespace {
@@ -111,10 +113,7 @@ SimResult SimCache::Simulate(const Plan& plan, const CostModel& cost, double sto
     view.programs.push_back(&l.schedule.programs[s]);
     view.facts.push_back(&l.facts[s]);
   }
-  SimResult r = dapple::Simulate(plan, view, cost,
-                                 SimOptions{.record_timeline = false,
-                                            .stop_above_ms = stop_above_ms,
-                                            .uncontended_first = uncontended_first});
+  SimResult r = SimulateSlowerThan(plan, view, cost, stop_above_ms, uncontended_first);
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, fresh] = results_.try_emplace(std::move(key), r);
   // Keep the most a plan's runs told: a whole run over a stopped one, else the larger bound.

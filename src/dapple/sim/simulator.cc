@@ -221,7 +221,6 @@ Prepared Prepare(const Plan& plan, const ScheduleView& lowered, const CostModel&
   setup.num_micro_batches = plan.num_micro_batches;
   setup.num_chunks = v;
   setup.record_timeline = options.record_timeline;
-  if (!options.record_timeline) setup.stop_above_ms = options.stop_above_ms;
   setup.stages.resize(S);
   p.result.stages.resize(S * v);
   p.static_bytes.assign(S, 0.0);
@@ -234,17 +233,14 @@ Prepared Prepare(const Plan& plan, const ScheduleView& lowered, const CostModel&
   return p;
 }
 
-// Note [Uncontended first]
-// A question "is the plan slower than stop_above_ms?" is first put to a run without
-// contention: every transfer starts when it is ready. Each time in such a run is a
-// max of sums over the same instructions as in the contended run, where a transfer
-// starts at its ready time or later, and rounding is monotone, so no time of it is later
-// than the contended run's: when it proves the plan slower (by its end or by its own
-// stop bound), so would the contended run. Without links to take in turn it skips the
-// waiting list and the queue of finishes, so it costs less; on GNMT-16's searches
-// it settled 446 of the 563 questions (the neighbours a climb rejects are slower for
-// their stages, not for contention). The answer is the contended run's otherwise. Not
-// with shared compute, whose stretching is not monotone in the start times.
+// Note [Runs without contention]
+// In a run without contention every transfer starts when it is ready. Each time in such
+// a run is a max of sums over the same instructions as in the contended run, where a
+// transfer starts at its ready time or later, and rounding is monotone, so no time of it
+// is later than the contended run's: when it proves the plan slower than t (by its end or
+// by its own stop bound), so would the contended run. Without links to take in turn it
+// skips the waiting list and the queue of finishes, so it costs less. Not with shared
+// compute, whose stretching is not monotone in the start times.
 // Returns the bound that proves the plan slower, if the run without contention proves it.
 std::optional<double> UncontendedProof(internal::EngineSetup& setup) {
   setup.contended = false;
@@ -258,9 +254,8 @@ std::optional<double> UncontendedProof(internal::EngineSetup& setup) {
 }
 
 // The whole run's figures: iteration time, per-device busy, bubble and memory, speedup.
-void FillDevices(const Plan& plan, const CostModel& cost, Prepared& p,
-                 const internal::EngineResult& run) {
-  SimResult& result = p.result;
+void FillDevices(const Plan& plan, const CostModel& cost, const Prepared& p,
+                 const internal::EngineResult& run, SimResult& result) {
   const int D = static_cast<int>(p.setup.devices.size());
   for (const auto& d : run.devices) result.iteration_ms = std::max(result.iteration_ms, d.end_ms);
   result.devices.resize(D);
@@ -357,36 +352,66 @@ SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostMode
                    const SimOptions& options) {
   CheckShape(plan, lowered);
   Prepared p = Prepare(plan, lowered, cost, options);
-  SimResult& result = p.result;
   const double shared = cost.SharedCompute();
-  if (shared <= 0 && options.uncontended_first &&
-      p.setup.stop_above_ms < std::numeric_limits<double>::infinity()) {
-    if (std::optional<double> bound = UncontendedProof(p.setup)) {
-      result.stopped = true;
-      result.iteration_ms = *bound;
-      return std::move(result);
-    }
-  }
   internal::EngineResult run =
       shared > 0 ? internal::RunWithSharedCompute(p.setup, shared) : internal::RunEngine(p.setup);
+  FillDevices(plan, cost, p, run, p.result);
+  if (options.record_timeline) FillTimeline(plan, p, run);
+  return std::move(p.result);
+}
+
+struct BoundedRun::State {
+  Prepared prepared;
+};
+
+BoundedRun::BoundedRun(const Plan& plan, const ScheduleView& lowered, const CostModel& cost)
+    : plan_(plan), cost_(cost) {
+  CheckShape(plan, lowered);
+  state_ = std::make_unique<State>(State{Prepare(plan, lowered, cost, {.record_timeline = false})});
+}
+
+BoundedRun::~BoundedRun() = default;
+
+SimResult BoundedRun::Run(double t) {
+  Prepared& p = state_->prepared;
+  const double shared = cost_.SharedCompute();
+  p.setup.stop_above_ms = t;
+  internal::EngineResult run =
+      shared > 0 ? internal::RunWithSharedCompute(p.setup, shared) : internal::RunEngine(p.setup);
+  SimResult result = p.result;
   if (run.stopped) {
     result.stopped = true;
     result.iteration_ms = run.bound_ms;
-    return std::move(result);
+    return result;
   }
-  FillDevices(plan, cost, p, run);
-  if (options.record_timeline) FillTimeline(plan, p, run);
-  return std::move(result);
+  FillDevices(plan_, cost_, p, run, result);
+  return result;
 }
 
-SimResult SimulatePlan(const Plan& plan, const CostModel& cost, const SimOptions& options) {
+std::optional<SimResult> BoundedRun::SlowerWithoutContention(double t) {
+  Prepared& p = state_->prepared;
+  if (cost_.SharedCompute() > 0 || !(t < std::numeric_limits<double>::infinity()))
+    return std::nullopt;
+  p.setup.stop_above_ms = t;
+  const std::optional<double> bound = UncontendedProof(p.setup);
+  if (!bound) return std::nullopt;
+  SimResult result = p.result;
+  result.stopped = true;
+  result.iteration_ms = *bound;
+  return result;
+}
+
+Schedule LoweredSchedule(const Plan& plan) {
   const int groups = plan.num_device_groups();
   std::vector<int> replicas;
   replicas.reserve(groups);
   for (int s = 0; s < groups; ++s) replicas.push_back(plan.stages[s].replicas());
-  Schedule lowered = LowerComms(
+  return LowerComms(
       MakeSchedule(plan.schedule, groups, plan.num_micro_batches, plan.virtual_stages), replicas);
-  return Simulate(plan, lowered, cost, options);
+}
+
+SimResult SimulatePlan(const Plan& plan, const CostModel& cost, const SimOptions& options) {
+  return Simulate(plan, LoweredSchedule(plan), cost, options);
 }
 
 }  // namespace dapple
