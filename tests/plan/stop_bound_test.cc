@@ -115,7 +115,7 @@ TEST(StopAbove, TheMemoKeepsAStoppedRunOnlyForWhatItAnswers) {
   EXPECT_EQ(cache.hits(), 2);
 }
 
-// The memo hands each run the facts of its lists it gathered once (ScheduleView::facts):
+// The memo hands each run the facts of its lists it gathered once (ListsChecked):
 // its runs stop where runs that gather them stop, with the same bound.
 TEST(StopAbove, TheMemosListFactsStopAsARunsOwn) {
   int stopped = 0;

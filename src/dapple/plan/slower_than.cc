@@ -11,15 +11,11 @@
 // [Stopping above a time] in sim/stop_bound.cc).
 #include "dapple/plan/slower_than.h"
 
-#include <limits>
-
 namespace dapple {
 
 SimResult SimulateSlowerThan(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
-                             double t, bool uncontended_first) {
-  if (!(t < std::numeric_limits<double>::infinity()))
-    return Simulate(plan, lowered, cost, {.record_timeline = false});
-  BoundedRun run(plan, lowered, cost);
+                             double t, bool uncontended_first, const ListsChecked* checked) {
+  BoundedRun run(plan, lowered, cost, checked);
   if (uncontended_first)
     if (std::optional<SimResult> slower = run.SlowerWithoutContention(t)) return *slower;
   return run.Run(t);

@@ -15,8 +15,10 @@ namespace dapple {
 // `uncontended_first` the question goes first to a run without contention; a caller that
 // expects the plan to be faster (so that the first run would not settle the question)
 // turns it off: the answer is the same either way.
+// With `checked`, BoundedRun's.
 SimResult SimulateSlowerThan(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
-                             double t, bool uncontended_first = true);
+                             double t, bool uncontended_first = true,
+                             const ListsChecked* checked = nullptr);
 // The same on plan.schedule's lowered schedule.
 SimResult SimulateSlowerThan(const Plan& plan, const CostModel& cost, double t,
                              bool uncontended_first = true);

@@ -20,14 +20,14 @@ namespace dapple {
 namespace {
 
 // The plan and the lists agree on S, v and M, and the lists are simulable (CheckSimulable).
-void CheckShape(const Plan& plan, const ScheduleView& lowered) {
+void CheckShape(const Plan& plan, const ScheduleView& lowered, bool checked) {
   DAPPLE_CHECK(lowered.num_stages * lowered.num_chunks == plan.num_stages(),
                "schedule and plan stages differ");
   DAPPLE_CHECK(lowered.num_chunks == plan.virtual_stages, "schedule and plan chunks differ");
   DAPPLE_CHECK(static_cast<int>(lowered.programs.size()) == lowered.num_stages);
   DAPPLE_CHECK(lowered.num_micro_batches == plan.num_micro_batches,
                "schedule and plan micro-batches differ");
-  if (!lowered.instructions_checked) CheckSimulable(lowered);
+  if (!checked) CheckSimulable(lowered);
 }
 
 // Dense ids for the cost model's opaque resource ids.
@@ -124,8 +124,8 @@ void AddReplica(const Plan& plan, const CostModel& cost, int s, int j,
 // Group s: its list, its allreduce (whole or in buckets, per chunk), then its replicas.
 // Note [Twin replicas] (event_engine.cc): a stage whose every replica copies the costs of
 // the one before runs once when `may_twin`.
-void AddStage(const Plan& plan, const ScheduleView& lowered, const CostModel& cost, int s,
-              bool may_twin, Prepared& p) {
+void AddStage(const Plan& plan, const ScheduleView& lowered, const ListsChecked* checked,
+              const CostModel& cost, int s, bool may_twin, Prepared& p) {
   internal::EngineSetup& setup = p.setup;
   const int S = setup.num_stages, v = setup.num_chunks;
   const StagePlan& sp = plan.stages[s];
@@ -134,7 +134,7 @@ void AddStage(const Plan& plan, const ScheduleView& lowered, const CostModel& co
   const std::vector<Instruction>& program = *lowered.programs[s];
   es.program = program.data();
   es.length = static_cast<int>(program.size());
-  if (!lowered.facts.empty()) es.facts = lowered.facts[s];
+  if (checked) es.facts = checked->facts[s];
   es.first_device = static_cast<int>(setup.devices.size());
   es.replicas = sp.replicas();
   // In the split schedules the last weight gradients come from a W, not a B.
@@ -213,7 +213,7 @@ void AddSharedCompute(const Plan& plan, const CostModel& cost, internal::EngineS
 // plan.stages[c * S + g] is chunk c of group g (Note [Chunks] in schedule.h). With v = 1
 // the groups are the plan's stages.
 Prepared Prepare(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
-                 const SimOptions& options) {
+                 const SimOptions& options, const ListsChecked* checked) {
   const int S = lowered.num_stages, v = lowered.num_chunks;
   Prepared p;
   internal::EngineSetup& setup = p.setup;
@@ -227,7 +227,7 @@ Prepared Prepare(const Plan& plan, const ScheduleView& lowered, const CostModel&
   const bool shared = cost.SharedCompute() > 0;
   // Twins: not with a timeline nor with shared compute (op_scale).
   const bool may_twin = !options.record_timeline && !shared;
-  for (int s = 0; s < S; ++s) AddStage(plan, lowered, cost, s, may_twin, p);
+  for (int s = 0; s < S; ++s) AddStage(plan, lowered, checked, cost, s, may_twin, p);
   AddRoutes(plan, cost, p);
   if (shared) AddSharedCompute(plan, cost, setup);
   return p;
@@ -350,8 +350,8 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
 
 SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
                    const SimOptions& options) {
-  CheckShape(plan, lowered);
-  Prepared p = Prepare(plan, lowered, cost, options);
+  CheckShape(plan, lowered, /*checked=*/false);
+  Prepared p = Prepare(plan, lowered, cost, options, nullptr);
   const double shared = cost.SharedCompute();
   internal::EngineResult run =
       shared > 0 ? internal::RunWithSharedCompute(p.setup, shared) : internal::RunEngine(p.setup);
@@ -364,10 +364,12 @@ struct BoundedRun::State {
   Prepared prepared;
 };
 
-BoundedRun::BoundedRun(const Plan& plan, const ScheduleView& lowered, const CostModel& cost)
+BoundedRun::BoundedRun(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
+                       const ListsChecked* checked)
     : plan_(plan), cost_(cost) {
-  CheckShape(plan, lowered);
-  state_ = std::make_unique<State>(State{Prepare(plan, lowered, cost, {.record_timeline = false})});
+  CheckShape(plan, lowered, checked != nullptr);
+  state_ = std::make_unique<State>(
+      State{Prepare(plan, lowered, cost, {.record_timeline = false}, checked)});
 }
 
 BoundedRun::~BoundedRun() = default;

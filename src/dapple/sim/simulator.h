@@ -72,11 +72,6 @@ struct ScheduleView {
   int num_micro_batches = 0;
   int num_chunks = 1;
   std::vector<const std::vector<Instruction>*> programs;  // [stage]
-  // The caller checked every list's instructions against this shape already (the
-  // planner's memo, once per list): Simulate skips that pass over them.
-  bool instructions_checked = false;
-  // Optional, [stage]: FactsOf each list (the planner's memo keeps them with the lists).
-  std::vector<const ListFacts*> facts = {};
 };
 SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
                    const SimOptions& options = {});
@@ -91,8 +86,8 @@ inline bool ProvesLonger(double bound_ms, double stop_above_ms) {
 }
 // Memory safety of the engine, which indexes by micro-batch and neighbour: throws Error
 // unless every micro-batch and chunk of `lowered` is in range and every transfer goes to
-// an existing neighbour. Simulate checks it before each run unless the view says it was
-// (ScheduleView::instructions_checked). Deeper soundness (pairing, deadlock) is
+// an existing neighbour. Simulate checks it before each run, a BoundedRun unless its
+// lists come checked (ListsChecked). Deeper soundness (pairing, deadlock) is
 // FindScheduleError's job; a deadlock still throws.
 void CheckSimulable(const ScheduleView& lowered);
 // Builds plan.schedule's schedule, lowers it and runs it.
@@ -100,12 +95,21 @@ SimResult SimulatePlan(const Plan& plan, const CostModel& cost, const SimOptions
 // plan.schedule's lowered schedule, as SimulatePlan runs it.
 Schedule LoweredSchedule(const Plan& plan);
 
+// What a caller that runs the same lists many times (the planner's memo) did once per
+// list: CheckSimulable passed on each, and [stage] FactsOf each (list_facts.h).
+struct ListsChecked {
+  std::vector<const ListFacts*> facts;
+};
+
 // Runs of one plan for a search that only needs to know whether it is faster than a time
 // t: set up once (as Simulate, without a timeline), then asked with t. Whether and in
-// which order to ask them is the search's choice (plan/slower_than.h).
+// which order to ask them is the search's choice (plan/slower_than.h). With `checked`
+// (which must outlive the object), the lists are not checked again and their facts are
+// not gathered again.
 class BoundedRun {
  public:
-  BoundedRun(const Plan& plan, const ScheduleView& lowered, const CostModel& cost);
+  BoundedRun(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
+             const ListsChecked* checked = nullptr);
   ~BoundedRun();
   BoundedRun(const BoundedRun&) = delete;
   BoundedRun& operator=(const BoundedRun&) = delete;
