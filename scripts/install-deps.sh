@@ -7,7 +7,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   dataset-fashion-mnist bible-kjv
-  python3 python3-torch iproute2
+  python3 python3-torch python3-torchvision iproute2
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -149,6 +150,43 @@ TEST_F(SimulateCli, WritesTraceAndSvg) {
   }
   EXPECT_GT(buckets, 0);
   EXPECT_EQ(overlapped, 16 * 18 + 16 + buckets);
+}
+
+// --clip-grad-norm: every device's STEP waits for the NORM allreduce, which starts when the
+// last device reaches its STEP; a clip that is not positive is one line, exit 2.
+TEST_F(SimulateCli, ClipGradNormChargesTheNormAllReduce) {
+  fs::path trace = dir_ / "t.json";
+  Result r = Simulate(kPlan, "--clip-grad-norm 1 --json --trace " + trace.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json t = nlohmann::json::parse(Slurp(trace));
+  double last_arrival = 0, norm_end = -1;
+  int norms = 0;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const double start = e["ts"].get<double>(), end = start + e["dur"].get<double>();
+    if (e["name"] == "NORM") {
+      ++norms;
+      norm_end = end;
+    } else if (e["name"] != "STEP") {
+      last_arrival = std::max(last_arrival, end);
+    }
+  }
+  EXPECT_EQ(norms, 16);
+  EXPECT_GE(norm_end, last_arrival);
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] == "X" && e["name"] == "STEP") {
+      EXPECT_NEAR(e["ts"].get<double>(), norm_end, 1e-3);  // microseconds
+    }
+  }
+  Result plain = Simulate(kPlan, "--json");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_GT(nlohmann::json::parse(r.out)["iteration_ms"].get<double>(),
+            nlohmann::json::parse(plain.out)["iteration_ms"].get<double>());
+
+  Result bad = Simulate(kPlan, "--clip-grad-norm -1");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--clip-grad-norm -1: must be positive"));
+  EXPECT_EQ(Lines(bad.err), 1);
 }
 
 TEST_F(SimulateCli, WarnsWhenThePlanDoesNotFitMemory) {

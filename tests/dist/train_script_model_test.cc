@@ -120,8 +120,8 @@ TEST_F(ScriptModelTest, TiedTupleGptMatchesPyTorch) {
                          *dir_);
   // Both stages' copies of the tied matrix are still one value, bit for bit.
   fs::path step = CheckpointStepDir(dir / "ckpt", 4);
-  torch::Tensor embed = ReadLayer(step, "embed").params.at("tok.weight");
-  torch::Tensor head = ReadLayer(step, "head").params.at("weight");
+  torch::Tensor embed = ReadLayer(step, "embed").params.at("embed.tok.weight");
+  torch::Tensor head = ReadLayer(step, "head").params.at("head.weight");
   EXPECT_TRUE(embed.equal(head));
 }
 

@@ -118,6 +118,16 @@ inline RunResult RunDapple(const std::string& args, const fs::path& dir,
   return r;
 }
 
+// Exit code 2 and one line on stderr holding every one of `words` (bad input).
+inline void ExpectOneErrorLine(const RunResult& r, const std::vector<std::string>& words) {
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  std::string err = r.err;
+  while (!err.empty() && err.back() == '\n') err.pop_back();
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+  for (const auto& w : words)
+    EXPECT_NE(err.find(w), std::string::npos) << "'" << w << "' in: " << err;
+}
+
 // Largest |a-b| / max(|b|, 1e-12) over every parameter of every layer of two checkpoints.
 inline double MaxRelativeDifference(const fs::path& a, const fs::path& b,
                                     const std::vector<std::string>& layers) {

@@ -97,6 +97,10 @@ class FakeCostModel : public CostModel {
   double UpdateMs(int first, int last, int device) const override {
     return Sum(update_ms, first, last) / speed.at(device);
   }
+  double scalar_allreduce_ms = 0;  // CostModel::ScalarAllReduceMs on 2 or more devices
+  double ScalarAllReduceMs(const std::vector<int>& devices) const override {
+    return devices.size() <= 1 ? 0.0 : scalar_allreduce_ms;
+  }
   double AllReduceMs(int first, int last, const std::vector<int>& devices) const override {
     if (devices.size() <= 1) return 0.0;
     return allreduce_ms + allreduce_ms_per_byte * Sum(param_bytes, first, last);

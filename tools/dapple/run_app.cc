@@ -26,6 +26,8 @@ int RunApp(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;
+  } catch (const ReportedElsewhere&) {
+    return 2;
   } catch (const InputError& e) {
     std::fprintf(stderr, "dapple: error: %s\n", e.what());
     return 2;

@@ -33,6 +33,7 @@ struct SimulateArgs {
   std::optional<std::string> svg;
   bool json = false;
   bool no_overlap = false;
+  std::optional<double> clip_grad_norm;  // as `dapple train`'s: only its allreduce is timed
 };
 
 // An output file's folder must exist before anything runs, so a bad path fails before
@@ -181,6 +182,8 @@ Json ResultJson(const Profile& profile, const Cluster& cluster, const Plan& plan
 }
 
 void RunSimulate(const SimulateArgs& a) {
+  if (a.clip_grad_norm && !(*a.clip_grad_norm > 0))
+    ThrowInput("--clip-grad-norm {}: must be positive", *a.clip_grad_norm);
   CheckOutputPath(a.trace, "--trace");
   CheckOutputPath(a.svg, "--svg");
   ModelInputs in = LoadModelInputs(a.inputs);
@@ -203,6 +206,7 @@ void RunSimulate(const SimulateArgs& a) {
   AnalyticCostModel cost(profile, cluster, options);
   SimOptions sim;
   sim.record_timeline = a.trace.has_value() || a.svg.has_value();
+  sim.global_norm_allreduce = a.clip_grad_norm.has_value();
   SimResult r = SimulatePlan(plan, cost, sim);
 
   bool fits = true;
@@ -248,6 +252,9 @@ void AddSimulateCommand(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print JSON instead of the table");
   cmd->add_flag("--no-overlap", args->no_overlap,
                 "one allreduce after the last backward (the paper), whatever the plan says");
+  cmd->add_option("--clip-grad-norm", args->clip_grad_norm,
+                  "as `dapple train --clip-grad-norm X`: every device's update waits for one "
+                  "scalar allreduce of the global gradient norm (NORM in the timeline)");
   cmd->callback([args] { RunSimulate(*args); });
 }
 

@@ -22,6 +22,13 @@ class InputError : public Error {
   using Error::Error;
 };
 
+// Bad input that one process reports for all: the others exit with code 2 without a line of
+// their own, so that the user reads it once.
+class ReportedElsewhere : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 // A peer died, stopped answering, or a collective failed.
 class CommError : public Error {
  public:

@@ -254,6 +254,11 @@ AnalyticCostModel::Ring AnalyticCostModel::RingOf(const std::vector<int>& device
   return ring;
 }
 
+double AnalyticCostModel::ScalarAllReduceMs(const std::vector<int>& devices) const {
+  if (devices.size() <= 1) return 0;
+  return RingMs(RingOf(devices), sizeof(double));
+}
+
 double AnalyticCostModel::AllReduceMs(int first, int last, const std::vector<int>& devices) const {
   CheckRange(first, last);
   if (devices.size() <= 1) return 0;

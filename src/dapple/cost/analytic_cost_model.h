@@ -59,6 +59,7 @@ class AnalyticCostModel : public CostModel {
   // (LinkSpec::AllReduceBandwidth/AllReduceLatency) of the slowest link of the ring: the
   // intra-server one, or as soon as the devices span servers the slower of both.
   double AllReduceMs(int first, int last, const std::vector<int>& devices) const override;
+  double ScalarAllReduceMs(const std::vector<int>& devices) const override;
   // The ring's terms once for all the ranges (RingOf), each range's figure as AllReduceMs's.
   void AllReduceMsFrom(std::span<const int> firsts, int last, const std::vector<int>& devices,
                        double* out) const override;

@@ -71,6 +71,10 @@ class CostModel {
   // Ring allreduce of the parameters of layers [first, last] among `devices` (0 if one).
   virtual double AllReduceMs(int first, int last, const std::vector<int>& devices) const = 0;
 
+  // Ring allreduce of one 8-byte number among `devices` (0 if one): the global gradient
+  // norm of a clipped step. 0 in models without links.
+  virtual double ScalarAllReduceMs(const std::vector<int>& /*devices*/) const { return 0; }
+
   // AllReduceMs(firsts[j], last, devices) into out[j] for every j (out holds firsts.size()):
   // the DAPPLE DP and PipeDream's ask one stage's devices at every first layer of a block in
   // a row. A model may answer them at once; the figures are AllReduceMs's to the last bit.

@@ -1,33 +1,57 @@
-// ScriptLayerModule: see script_layer.h.
+// ScriptLayerModule and GraphLayerRunner: see script_layer.h.
 #include "dapple/models/script_layer.h"
 
+#include <map>
 #include <sstream>
 
+#include "dapple/models/graph_inline.h"
+
 namespace dapple {
-namespace {
 
-// Registers `from`'s direct parameters and buffers on `into`, and a mirror of every child.
-void Mirror(torch::nn::Module& into, const torch::jit::Module& from) {
-  for (const auto& p : from.named_parameters(/*recurse=*/false))
-    into.register_parameter(p.name, p.value, p.value.requires_grad());
-  for (const auto& b : from.named_buffers(/*recurse=*/false))
-    if (b.value.defined()) into.register_buffer(b.name, b.value);
-  for (const auto& c : from.named_children()) {
+ScriptLayerModule::ScriptLayerModule(const torch::jit::Module& top,
+                                     const std::vector<AttrRef>& attrs) {
+  std::map<std::string, torch::nn::Module*> tree{{"", this}};
+  // The mirror of the submodule at `path`, made on first use.
+  std::function<torch::nn::Module*(const std::string&)> at = [&](const std::string& path) {
+    if (auto it = tree.find(path); it != tree.end()) return it->second;
+    size_t dot = path.rfind('.');
+    torch::nn::Module* parent = at(dot == std::string::npos ? "" : path.substr(0, dot));
     auto child = std::make_shared<torch::nn::Module>();
-    Mirror(*child, c.value);
-    into.register_module(c.name, child);
+    parent->register_module(dot == std::string::npos ? path : path.substr(dot + 1), child);
+    return tree[path] = child.get();
+  };
+  for (const AttrRef& a : attrs) {
+    torch::jit::Module owner = internal::SubmoduleAt(top, a.path);
+    if (a.name == "training") {
+      flag_owners_.push_back(owner);
+      continue;
+    }
+    c10::IValue v = owner.attr(a.name);
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    const auto& type = owner.type();
+    size_t slot = type->getAttributeSlot(a.name);
+    if (type->is_parameter(slot)) {
+      at(a.path)->register_parameter(a.name, v.toTensor(), v.toTensor().requires_grad());
+    } else {
+      at(a.path)->register_buffer(a.name, v.toTensor());
+    }
   }
-}
-
-}  // namespace
-
-ScriptLayerModule::ScriptLayerModule(torch::jit::Module module) : module_(std::move(module)) {
-  Mirror(*this, module_);
 }
 
 void ScriptLayerModule::train(bool on) {
   torch::nn::Module::train(on);
-  module_.train(on);
+  for (auto& m : flag_owners_) m.setattr("training", on);
+}
+
+GraphLayerRunner::GraphLayerRunner(const torch::jit::Module& top, const GraphLayer& layer)
+    : code_(std::make_shared<torch::jit::Code>(layer.graph, layer.name)) {
+  for (const AttrRef& a : layer.attrs) attrs_.push_back({internal::SubmoduleAt(top, a.path), a.name});
+}
+
+std::vector<c10::IValue> GraphLayerRunner::Run(std::vector<c10::IValue> stack) const {
+  for (const auto& [owner, name] : attrs_) stack.push_back(owner.attr(name));
+  torch::jit::InterpreterState(*code_).run(stack);
+  return stack;
 }
 
 c10::optional<torch::jit::Module> FindSubmodule(const torch::jit::Module& root,

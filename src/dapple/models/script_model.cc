@@ -1,4 +1,4 @@
-// LoadScriptModel: a TorchScript module as a chain of layers (see script_model.h).
+// LoadScriptModel: a TorchScript module cut into layers (see script_model.h).
 #include "dapple/models/script_model.h"
 
 #include <fmt/format.h>
@@ -11,12 +11,12 @@
 #include <set>
 
 #include "dapple/common/error.h"
+#include "dapple/models/graph_cut.h"
+#include "dapple/models/lazy_archive.h"
 #include "dapple/models/script_layer.h"
 
 namespace dapple {
 namespace {
-
-using Children = std::vector<std::pair<std::string, torch::jit::Module>>;
 
 // The line of an exception's text that says what went wrong: a TorchScript error's
 // "RuntimeError: ..." line (its first line only says that an operation failed), else the
@@ -27,68 +27,6 @@ std::string FirstLine(const std::string& s) {
   start = start == std::string::npos ? s.find_first_not_of(" \n") : start + 1;
   if (start == std::string::npos) return "";
   return s.substr(start, s.find('\n', start) - start);
-}
-
-bool IsSequential(const torch::jit::Module& m) {
-  auto name = m.type()->name();
-  return name &&
-         name->qualifiedName().find("torch.nn.modules.container.Sequential") != std::string::npos;
-}
-
-Children TopChildren(const torch::jit::Module& m, bool expand) {
-  Children out;
-  for (const auto& c : m.named_children()) {
-    if (expand && IsSequential(c.value) && c.value.named_children().size() > 0) {
-      for (const auto& g : c.value.named_children())
-        out.push_back({c.name + "." + g.name, g.value});
-    } else {
-      out.push_back({c.name, c.value});
-    }
-  }
-  return out;
-}
-
-int Arity(torch::jit::Module& m) {
-  return static_cast<int>(m.get_method("forward").function().getSchema().arguments().size()) - 1;
-}
-
-// A layer's result as tensors; anything but a tensor or a flat tuple of tensors refuses.
-Activations ToActivations(const c10::IValue& v, const std::string& where) {
-  if (v.isTensor()) return {v.toTensor()};
-  if (v.isTuple()) {
-    Activations out;
-    for (const auto& e : v.toTupleRef().elements()) {
-      if (!e.isTensor())
-        ThrowInput(
-            "{}: returns a tuple holding a {}; a layer must return a tensor or a flat tuple "
-            "of tensors",
-            where, e.tagKind());
-      out.push_back(e.toTensor());
-    }
-    return out;
-  }
-  ThrowInput("{}: returns a {}; a layer must return a tensor or a flat tuple of tensors", where,
-             v.tagKind());
-}
-
-Activations CallChild(torch::jit::Module& child, const Activations& x, const std::string& where) {
-  int arity = Arity(child);
-  if (arity != static_cast<int>(x.size())) {
-    ThrowInput("{}: forward takes {} argument{} but the previous layer returns {} tensor{}", where,
-               arity, arity == 1 ? "" : "s", x.size(), x.size() == 1 ? "" : "s");
-  }
-  std::vector<c10::IValue> args(x.begin(), x.end());
-  return ToActivations(child.forward(args), where);
-}
-
-bool SameValues(const Activations& a, const Activations& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].sizes() != b[i].sizes() || a[i].scalar_type() != b[i].scalar_type()) return false;
-    if (a[i].is_floating_point() ? !torch::allclose(a[i], b[i], 1e-5, 1e-6) : !a[i].equal(b[i]))
-      return false;
-  }
-  return true;
 }
 
 torch::Tensor ProbeInput(const ScriptModelOptions& o, torch::Dtype dtype) {
@@ -122,10 +60,10 @@ std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> BuiltIn
   ThrowInput("{}: --loss {}: expected one of {}", file, name, fmt::join(BuiltInLosses(), ", "));
 }
 
-torch::jit::Module LoadFile(const std::filesystem::path& path) {
+std::shared_ptr<LazyArchive> LoadFile(const std::filesystem::path& path) {
   if (!std::filesystem::is_regular_file(path)) ThrowInput("{}: no such file", path.string());
   try {
-    return torch::jit::load(path.string());
+    return std::make_shared<LazyArchive>(path.string());
   } catch (const std::exception& e) {
     ThrowInput(
         "{}: not a TorchScript archive (write one with torch.jit.script(model).save(path); a "
@@ -134,12 +72,12 @@ torch::jit::Module LoadFile(const std::filesystem::path& path) {
   }
 }
 
-// Parameters that several layers share (tied weights), by tensor identity.
-std::vector<SharedParameter> FindShared(const Children& children) {
+// Parameters that several layers read (tied weights), by tensor identity.
+std::vector<SharedParameter> FindShared(const std::vector<NamedLayer>& layers) {
   std::map<const void*, SharedParameter> uses;
-  for (int i = 0; i < static_cast<int>(children.size()); ++i)
-    for (const auto& p : children[i].second.named_parameters(/*recurse=*/true))
-      uses[p.value.unsafeGetTensorImpl()].uses.push_back({i, p.name});
+  for (int i = 0; i < static_cast<int>(layers.size()); ++i)
+    for (const auto& p : layers[i].module->named_parameters(/*recurse=*/true))
+      uses[p.value().unsafeGetTensorImpl()].uses.push_back({i, p.key()});
   std::vector<SharedParameter> shared;
   for (auto& [impl, s] : uses) {
     bool several_layers = false;
@@ -159,139 +97,194 @@ bool IsTorchScriptPath(const std::string& model) {
   return ends(".pt") || ends(".pth");
 }
 
+void ToFloatingDtype(torch::jit::Module& top, torch::Dtype dtype) {
+  torch::NoGradGuard no_grad;
+  for (auto p : top.named_parameters(/*recurse=*/true))
+    if (p.value.is_floating_point()) p.value.set_data(p.value.to(dtype));
+  for (auto b : top.named_buffers(/*recurse=*/true))
+    if (b.value.defined() && b.value.is_floating_point()) b.value.set_data(b.value.to(dtype));
+}
+
 std::vector<std::string> BuiltInLosses() { return {"cross-entropy", "nll", "mse", "bce-logits"}; }
 
 // Note [Graph executor]: a freshly loaded module's first calls run through the profiling
 // executor, 90-200 ms each for a small GPT, and would land in the profile's warm-up and the
-// first training steps. dapple runs the layers one by one on CPU, where the optimised
-// executor gains nothing measurable, so it is switched off once for the process.
+// first training steps. Layers run their graphs in the interpreter directly; the module's own
+// methods (a loss method) are switched to the plain executor once for the process.
+namespace {
+
+GraphCut CutOrExplain(const torch::jit::Module& top, const ScriptModelOptions& o,
+                      const std::string& file) {
+  try {
+    return CutForwardGraph(top, GraphCutOptions{o.expand}, file);
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception& e) {
+    ThrowInput("{}: cannot cut forward into layers: {}", file, FirstLine(e.what()));
+  }
+}
+
+LayerForward ForwardOf(std::shared_ptr<GraphLayerRunner> run, std::string where) {
+  return [run = std::move(run), where = std::move(where)](const Activations& x) {
+    std::vector<c10::IValue> in(x.begin(), x.end());
+    Activations out;
+    for (const c10::IValue& v : run->Run(std::move(in))) {
+      if (!v.isTensor()) ThrowInput("{}: returns a {} where a tensor was expected", where, v.tagKind());
+      out.push_back(v.toTensor());
+    }
+    return out;
+  };
+}
+
+// The loss: forward's own (from the target), the module's loss method, or a built-in one.
+void SetLoss(Model* m, const torch::jit::Module& top, const GraphCut& cut,
+             const ScriptModelOptions& o, const std::string& file) {
+  if (cut.loss) {
+    if (!o.loss.empty())
+      ThrowInput("{}: forward(input, target) computes its own loss; drop --loss {}", file, o.loss);
+    auto run = std::make_shared<GraphLayerRunner>(top, *cut.loss);
+    m->loss = [run](const torch::Tensor& output, const torch::Tensor& target) {
+      return run->Run({output, target}).at(0).toTensor();
+    };
+    return;
+  }
+  if (!o.loss.empty()) {
+    m->loss = BuiltInLoss(o.loss, file);
+    return;
+  }
+  if (!top.find_method("loss")) {
+    ThrowInput("{}: the module has no loss(output, target) method; pass --loss {}", file,
+               fmt::join(BuiltInLosses(), "|"));
+  }
+  m->loss = [top](const torch::Tensor& output, const torch::Tensor& target) mutable {
+    return top.get_method("loss")({output, target}).toTensor();
+  };
+}
+
+// The parameters and buffers a layer reads.
+std::vector<torch::Tensor> LayerTensors(const NamedLayer& layer) {
+  std::vector<torch::Tensor> t = layer.module->parameters();
+  for (const auto& b : layer.module->buffers()) t.push_back(b);
+  return t;
+}
+
+// Runs the layers on a probe batch in evaluation mode (no BatchNorm statistic changes) and
+// sets the target's shape, dtype and classes from the output. Each layer's tensors are read
+// from the archive just before it runs, and those of layers this process does not hold
+// (not in `keep`) are freed after it (Note [Loading only what a stage reads]).
+void ProbeOutput(Model* m, LazyArchive& archive, const std::set<const void*>& keep,
+                 const ScriptModelOptions& o, torch::Dtype dtype, bool own_loss,
+                 const std::string& file) {
+  m->SetTraining(false);
+  torch::NoGradGuard no_grad;
+  ScriptModelOptions probe = o;
+  probe.input_dtype = m->input_dtype;
+  Activations y{ProbeInput(probe, dtype)};
+  for (const auto& layer : m->layers) {
+    for (const auto& t : LayerTensors(layer)) archive.Materialize(t, dtype);
+    try {
+      y = layer.forward(y);
+    } catch (const InputError&) {
+      throw;
+    } catch (const std::exception& e) {
+      ThrowInput("{}: layer {} fails on a batch of samples shaped [{}] ({}): {}", file, layer.name,
+                 fmt::join(o.input_shape, ", "), c10::toString(m->input_dtype),
+                 FirstLine(e.what()));
+    }
+    for (const auto& t : LayerTensors(layer))
+      if (!keep.count(t.unsafeGetTensorImpl())) archive.Release(t);
+  }
+  m->SetTraining(true);
+  const torch::Tensor& out = y.at(0);
+  std::vector<int64_t> out_sample(out.sizes().begin() + std::min<int64_t>(1, out.dim()),
+                                  out.sizes().end());
+  if (own_loss && !c10::isFloatingType(m->input_dtype)) {
+    m->target_shape = m->input_shape;  // a language model: the next token of every position
+    m->target_dtype = torch::kInt64;
+    m->num_classes = out.dim() > 1 ? out.size(-1) : 0;
+  } else if (o.loss == "cross-entropy" || o.loss == "nll") {
+    m->target_shape.assign(out_sample.begin(), out_sample.end() - (out_sample.empty() ? 0 : 1));
+    m->target_dtype = torch::kInt64;
+    m->num_classes = out.dim() > 1 ? out.size(-1) : 0;
+  } else {
+    m->target_shape = out_sample;  // a guess for synthetic targets; --data gives the real ones
+    m->target_dtype = dtype;
+  }
+}
+
+// The rows of the first embedding table bound token ids (synthetic data, token files).
+int64_t VocabSize(const torch::jit::Module& top) {
+  for (const auto& sub : top.modules()) {
+    auto type = sub.type()->name();
+    if (!type || type->qualifiedName().find("Embedding") == std::string::npos) continue;
+    for (const auto& p : sub.named_parameters(false))
+      if (p.name == "weight" && p.value.dim() == 2) return p.value.size(0);
+  }
+  return 0;
+}
+
+// The parameters and buffers the held layers read.
+std::set<const void*> HeldTensors(const Model& m, LayerRange held) {
+  std::set<const void*> keep;
+  for (int i = 0; i < m.num_layers(); ++i)
+    if (held.Contains(i, m.num_layers()))
+      for (const auto& t : LayerTensors(m.layers[i])) keep.insert(t.unsafeGetTensorImpl());
+  return keep;
+}
+
+// Note [Stage-local models]: frees every parameter and buffer no held layer reads.
+void FreeUnheld(LazyArchive& archive, const std::set<const void*>& keep) {
+  torch::jit::Module& top = archive.module();
+  for (const auto& p : top.named_parameters(true))
+    if (!keep.count(p.value.unsafeGetTensorImpl())) archive.Release(p.value);
+  for (const auto& b : top.named_buffers(true))
+    if (b.value.defined() && !keep.count(b.value.unsafeGetTensorImpl())) archive.Release(b.value);
+}
+
+}  // namespace
+
 Model LoadScriptModel(const std::filesystem::path& path, const ScriptModelOptions& o,
                       torch::Dtype dtype, LayerRange held) {
   const std::string file = path.string();
   if (dtype != torch::kFloat32 && dtype != torch::kFloat64)
     ThrowInput("{}: dtype must be float32 or float64", file);
   torch::jit::setGraphExecutorOptimize(false);
-  torch::jit::Module top = LoadFile(path);
-  top.to(dtype);
-  if (top.named_children().size() == 0) {
-    ThrowInput(
-        "{}: the module has no children; dapple cuts a model between its top-level "
-        "children (an nn.Sequential, or submodules called one after another)",
-        file);
-  }
-  if (o.input_shape.empty() && !c10::isIntegralType(o.input_dtype, /*includeBool=*/true))
-    ThrowInput("{}: the input sample shape is unknown: pass --data or --input-shape", file);
-
-  // Note [Chain check].
-  top.eval();
-  torch::NoGradGuard no_grad;
-  torch::Tensor x = ProbeInput(o, dtype);
-  Activations whole;
-  try {
-    whole = ToActivations(top.forward({x}), file + ": forward");
-  } catch (const InputError&) {
-    throw;
-  } catch (const std::exception& e) {
-    ThrowInput("{}: forward fails on a batch of samples shaped [{}] ({}): {}", file,
-               fmt::join(o.input_shape, ", "), c10::toString(o.input_dtype), FirstLine(e.what()));
-  }
-  auto chain_matches = [&](Children& children) {
-    Activations y{x};
-    for (auto& [name, child] : children) y = CallChild(child, y, file + ": layer " + name);
-    return SameValues(y, whole);
-  };
-  Children children = TopChildren(top, o.expand);
-  if (!chain_matches(children)) {
-    Children plain = TopChildren(top, false);
-    if (!o.expand || plain.size() == children.size() || !chain_matches(plain)) {
-      std::vector<std::string> names;
-      for (const auto& c : plain) names.push_back(c.first);
-      ThrowInput(
-          "{}: the module's forward is not its children called one after another in "
-          "registration order ({}); dapple needs a chain (no residual around a child, no "
-          "reordering)",
-          file, fmt::join(names, ", "));
-    }
-    children = std::move(plain);
-  }
-  if (whole.size() != 1) {
-    ThrowInput("{}: the last layer ({}) returns {} tensors; the loss takes one", file,
-               children.back().first, whole.size());
-  }
-  top.train();
+  std::shared_ptr<LazyArchive> archive = LoadFile(path);
+  torch::jit::Module top = archive->module();
+  GraphCut cut = CutOrExplain(top, o, file);
 
   Model m;
   m.name = file;
   m.input_shape = o.input_shape;
   m.input_dtype = c10::isFloatingType(o.input_dtype) ? dtype : o.input_dtype;
-  const torch::Tensor& out = whole[0];
-  std::vector<int64_t> out_sample(out.sizes().begin() + 1, out.sizes().end());
-  if (o.loss.empty()) {
-    if (!top.find_method("loss")) {
-      ThrowInput("{}: the module has no loss(output, target) method; pass --loss {}", file,
-                 fmt::join(BuiltInLosses(), "|"));
-    }
-    m.loss = [top](const torch::Tensor& output, const torch::Tensor& target) mutable {
-      return top.get_method("loss")({output, target}).toTensor();
-    };
-    m.target_shape = out_sample;  // a guess for synthetic targets; --data gives the real ones
-    m.target_dtype = dtype;
-  } else {
-    m.loss = BuiltInLoss(o.loss, file);
-    if (o.loss == "cross-entropy" || o.loss == "nll") {
-      m.target_shape.assign(out_sample.begin(), out_sample.end() - (out_sample.empty() ? 0 : 1));
-      m.target_dtype = torch::kInt64;
-      m.num_classes = out.dim() > 1 ? out.size(-1) : 0;
-    } else {
-      m.target_shape = out_sample;
-      m.target_dtype = dtype;
-    }
+  if (cut.token_input && c10::isFloatingType(o.input_dtype)) m.input_dtype = torch::kInt64;
+  if (m.input_shape.empty() && c10::isFloatingType(m.input_dtype))
+    ThrowInput("{}: the input sample shape is unknown: pass --data or --input-shape", file);
+  if (m.input_dtype == torch::kInt64) m.vocab_size = VocabSize(top);
+  SetLoss(&m, top, cut, o, file);
+  if (cut.loss) {
+    ScriptLayerModule loss_tensors(top, cut.loss->attrs);
+    for (const auto& t : loss_tensors.parameters()) archive->Materialize(t, dtype);
+    for (const auto& t : loss_tensors.buffers()) archive->Materialize(t, dtype);
   }
-  m.shared_parameters = FindShared(children);
-  // Token models: the first embedding table's rows bound the ids (synthetic data, token
-  // files).
-  if (!c10::isFloatingType(m.input_dtype)) {
-    for (const auto& sub : children.front().second.modules()) {
-      auto type = sub.type()->name();
-      if (!type || type->qualifiedName().find("Embedding") == std::string::npos) continue;
-      for (const auto& p : sub.named_parameters(false))
-        if (p.name == "weight" && p.value.dim() == 2) m.vocab_size = p.value.size(0);
-      if (m.vocab_size > 0) break;
-    }
-  }
-
-  // Note [Stage-local models]: free what this process does not hold, except tensors a held
-  // layer shares.
-  const int n = static_cast<int>(children.size());
-  std::set<const void*> keep;
-  for (int i = 0; i < n; ++i) {
-    if (!held.Contains(i, n)) continue;
-    for (const auto& p : children[i].second.named_parameters(true))
-      keep.insert(p.value.unsafeGetTensorImpl());
-    for (const auto& b : children[i].second.named_buffers(true))
-      keep.insert(b.value.unsafeGetTensorImpl());
-  }
-  for (int i = 0; i < n; ++i) {
-    auto& [name, child] = children[i];
-    if (!held.Contains(i, n)) {
-      for (auto p : child.named_parameters(true))
-        if (!keep.count(p.value.unsafeGetTensorImpl()))
-          p.value.set_data(torch::empty({0}, p.value.options()));
-      for (auto b : child.named_buffers(true))
-        if (!keep.count(b.value.unsafeGetTensorImpl()))
-          b.value.set_data(torch::empty({0}, b.value.options()));
-      m.layers.push_back({name, nullptr, {}});
-      continue;
-    }
+  for (const GraphLayer& g : cut.layers) {
     NamedLayer layer;
-    layer.name = name;
-    layer.module = std::make_shared<ScriptLayerModule>(child);
-    std::string where = file + ": layer " + name;
-    layer.forward = [child, where](const Activations& a) mutable {
-      return CallChild(child, a, where);
-    };
+    layer.name = g.name;
+    layer.module = std::make_shared<ScriptLayerModule>(top, g.attrs);
+    layer.forward = ForwardOf(std::make_shared<GraphLayerRunner>(top, g), file + ": layer " + g.name);
     m.layers.push_back(std::move(layer));
   }
+  top.train();
+  const std::set<const void*> keep = HeldTensors(m, held);
+  ProbeOutput(&m, *archive, keep, o, dtype, cut.loss.has_value(), file);
+  m.shared_parameters = FindShared(m.layers);
+  const int n = m.num_layers();
+  for (int i = 0; i < n; ++i) {
+    if (held.Contains(i, n)) continue;
+    m.layers[i].module = nullptr;
+    m.layers[i].forward = {};
+  }
+  FreeUnheld(*archive, keep);
   return m;
 }
 

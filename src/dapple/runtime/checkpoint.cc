@@ -86,6 +86,7 @@ void CommitCheckpoint(const std::filesystem::path& dir, const CheckpointMeta& me
             {"dtype", meta.dtype},
             {"layers", meta.layers},
             {"losses", meta.losses}};
+  if (!meta.recipe.empty()) j["recipe"] = meta.recipe;
   if (!meta.files.empty()) {  // Note [Checkpoint checksums]
     Json files = Json::object();
     for (const auto& [layer, sum] : meta.files)
@@ -117,6 +118,11 @@ CheckpointMeta ReadCheckpointMeta(const std::filesystem::path& step_dir) {
   m.dtype = f["dtype"].String();
   for (size_t i = 0; i < f["layers"].size(); ++i) m.layers.push_back(f["layers"][i].String());
   for (size_t i = 0; i < f["losses"].size(); ++i) m.losses.push_back(f["losses"][i].Number());
+  if (f.Has("recipe")) {  // absent in checkpoints written before recipes
+    f["recipe"].ExpectObject();
+    for (const auto& [name, value] : j["recipe"].items())
+      m.recipe[name] = f["recipe"][name].String();
+  }
   if (f.Has("files")) {  // absent in checkpoints written before sums
     f["files"].ExpectObject();
     for (const auto& [layer, sum] : j["files"].items()) {

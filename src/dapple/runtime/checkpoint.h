@@ -35,6 +35,9 @@ struct CheckpointMeta {
   std::string dtype;      // "float32", "float64"
   std::vector<std::string> layers;
   std::vector<double> losses;  // mean loss of every completed step, for the record
+  // Setting -> value (Note [Recipes in checkpoints], recipe.h); empty in checkpoints written
+  // before recipes.
+  std::map<std::string, std::string> recipe;
   // Layer name -> its file's size and checksum; empty in checkpoints written before sums.
   std::map<std::string, LayerFileSum> files;
 };

@@ -228,7 +228,10 @@ void EvaluateTrainedStages(const TrainOptions& o, Model& model, const RankGrid& 
       model.input_dtype == torch::kInt64 && model.target_shape == model.input_shape;
   auto r = EvaluatePipelined(comm, stage_ranks, mine, kEvalChunkRows, language_model);
   if (!mine.empty()) model.SetTraining(true);
-  if (r) PrintEvaluation(*r, o.data, o.log_json);
+  // The file evaluated: --eval-data, or the held-out split of --data.
+  const std::string evaluated =
+      o.data_files.eval_path.empty() ? o.data : o.data_files.eval_path.string();
+  if (r) PrintEvaluation(*r, evaluated, o.log_json);
 }
 
 void PrintEvaluation(const EvalResult& r, const std::string& data, bool json) {

@@ -1,6 +1,8 @@
 // Optimizer construction and per-parameter state export/import over torch::optim.
 #include "dapple/runtime/optimizer.h"
 
+#include <cmath>
+
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
@@ -30,7 +32,35 @@ std::unique_ptr<State> ImportAdamLike(const std::map<std::string, torch::Tensor>
   return s;
 }
 
+// One group of every parameter, or with `no_decay_on_norm_and_bias` two: parameters of 2 or
+// more dimensions with `opts`' weight decay, the others (biases, normalisation weights)
+// without, as nanoGPT splits them.
+template <typename Opt, typename Options>
+std::unique_ptr<torch::optim::Optimizer> MakeWithGroups(const Options& opts,
+                                                        const std::vector<torch::Tensor>& params,
+                                                        bool no_decay_on_norm_and_bias) {
+  if (!no_decay_on_norm_and_bias) return std::make_unique<Opt>(params, opts);
+  std::vector<torch::Tensor> decayed, plain;
+  for (const auto& p : params) (p.dim() >= 2 ? decayed : plain).push_back(p);
+  Options plain_opts = opts;
+  plain_opts.weight_decay(0);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  if (!decayed.empty()) groups.emplace_back(decayed, std::make_unique<Options>(opts));
+  if (!plain.empty()) groups.emplace_back(plain, std::make_unique<Options>(plain_opts));
+  if (groups.empty()) return std::make_unique<Opt>(params, opts);  // no parameters
+  return std::make_unique<Opt>(std::move(groups), opts);
+}
+
 }  // namespace
+
+void CheckOptimizerOptions(const OptimizerOptions& o) {
+  if (!std::isfinite(o.lr) || o.lr <= 0) ThrowInput("--lr {}: expected a number above 0", o.lr);
+  if (!std::isfinite(o.momentum) || o.momentum < 0 || o.momentum >= 1)
+    ThrowInput("--momentum {}: expected a number in [0, 1)", o.momentum);
+  // -1 is the default (the optimizer's own decay).
+  if (!std::isfinite(o.weight_decay) || (o.weight_decay < 0 && o.weight_decay != -1))
+    ThrowInput("--weight-decay {}: expected a number of at least 0", o.weight_decay);
+}
 
 OptimizerKind ParseOptimizerKind(const std::string& s) {
   if (s == "sgd") return OptimizerKind::kSgd;
@@ -58,21 +88,27 @@ std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimizerOptions& o
       torch::optim::SGDOptions opts(o.lr);
       opts.momentum(o.momentum);
       if (o.weight_decay >= 0) opts.weight_decay(o.weight_decay);
-      return std::make_unique<torch::optim::SGD>(params, opts);
+      return MakeWithGroups<torch::optim::SGD>(opts, params, o.no_decay_on_norm_and_bias);
     }
     case OptimizerKind::kAdam: {
       torch::optim::AdamOptions opts(o.lr);
       if (o.weight_decay >= 0) opts.weight_decay(o.weight_decay);
-      return std::make_unique<torch::optim::Adam>(params, opts);
+      opts.betas({o.beta1, o.beta2}).eps(o.eps);
+      return MakeWithGroups<torch::optim::Adam>(opts, params, o.no_decay_on_norm_and_bias);
     }
     case OptimizerKind::kAdamW: {
       torch::optim::AdamWOptions opts(o.lr);
       if (o.weight_decay >= 0) opts.weight_decay(o.weight_decay);
-      return std::make_unique<torch::optim::AdamW>(params, opts);
+      opts.betas({o.beta1, o.beta2}).eps(o.eps);
+      return MakeWithGroups<torch::optim::AdamW>(opts, params, o.no_decay_on_norm_and_bias);
     }
   }
   DAPPLE_CHECK(false, "unknown optimizer kind");
   return nullptr;
+}
+
+void SetLearningRate(torch::optim::Optimizer& opt, double lr) {
+  for (auto& group : opt.param_groups()) group.options().set_lr(lr);
 }
 
 std::map<std::string, torch::Tensor> ExportParamState(torch::optim::Optimizer& opt,

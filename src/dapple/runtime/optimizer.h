@@ -18,9 +18,18 @@ enum class OptimizerKind { kSgd, kAdam, kAdamW };
 struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::kSgd;
   double lr = 0.01;
-  double momentum = 0.9;     // SGD only
-  double weight_decay = -1;  // < 0: the optimizer's default (0; AdamW 0.01)
+  double momentum = 0.9;              // SGD only
+  double weight_decay = -1;           // < 0: the optimizer's default (0; AdamW 0.01)
+  double beta1 = 0.9, beta2 = 0.999;  // Adam and AdamW only
+  double eps = 1e-8;                  // Adam and AdamW only
+  // Weight decay only on parameters of 2 or more dimensions (matrices, embeddings), as
+  // nanoGPT and Megatron: none on biases and normalisation weights.
+  bool no_decay_on_norm_and_bias = false;
 };
+
+// Throws InputError naming the flag when a value is not finite or out of range: --lr above
+// 0, --momentum in [0, 1), --weight-decay at least 0.
+void CheckOptimizerOptions(const OptimizerOptions& o);
 
 // "sgd", "adam", "adamw"; throws InputError listing them.
 OptimizerKind ParseOptimizerKind(const std::string& s);
@@ -30,6 +39,9 @@ std::string ToString(OptimizerKind k);
 // parameter-free layers); its step does nothing.
 std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimizerOptions& o,
                                                        const std::vector<torch::Tensor>& params);
+
+// Sets the learning rate of every parameter group (a schedule's rate for the next step).
+void SetLearningRate(torch::optim::Optimizer& opt, double lr);
 
 // State of parameter `p` as named tensors ("momentum_buffer"; "step", "exp_avg",
 // "exp_avg_sq", "max_exp_avg_sq"); empty before its first step.

@@ -234,6 +234,7 @@ void StageWorker::Execute(const Instruction& inst, int pc) {
       return;
     case Op::kOptimizerStep:
       if (opt_.tied) opt_.tied->AllReduceGradients(Where(-1, "allreduce of tied parameters"));
+      if (opt_.clip) opt_.clip->Clip(Where(-1, "allreduce of the gradient norm"));
       optimizer_.step();
       optimizer_.zero_grad();
       return;

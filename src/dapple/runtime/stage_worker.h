@@ -18,6 +18,7 @@
 #include "dapple/models/model.h"
 #include "dapple/runtime/boundary.h"
 #include "dapple/runtime/communicator.h"
+#include "dapple/runtime/grad_clipping.h"
 #include "dapple/runtime/overlapped_allreduce.h"
 #include "dapple/runtime/rank_grid.h"
 #include "dapple/runtime/tied_parameters.h"
@@ -51,6 +52,9 @@ struct StageWorkerOptions {
   int die_at_step = -1;  // test hook: SIGKILL itself halfway through this step
   // Parameters shared with other stages (Note [Tied parameters]); null: none.
   TiedParameters* tied = nullptr;
+  // --clip-grad-norm: clips every gradient of the rank at STEP (Note [Global gradient
+  // clipping]); null: no clipping.
+  GradClipper* clip = nullptr;
   // Interleaved plans (chunk_set.h): the virtual stage this worker runs (-1: the rank's
   // stage), and the counts of live activations of all the rank's chunks together.
   int virtual_stage = -1;

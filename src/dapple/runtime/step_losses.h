@@ -23,14 +23,21 @@ namespace dapple {
 // pipeline's own transfers keep the ranks within a step of each other), or at once before
 // a checkpoint, the trace and the end, which need every loss so far. The losses are the
 // same numbers in the same order; only where the wait happens moves. Collectives on the
-// loss group keep one order on every member: at most one sum is in flight.
+// loss group keep one order on every member: at most one sum is in flight. The step's
+// global gradient norm (Note [Global gradient clipping]), which every training rank knows,
+// rides in the same sum: one rank adds it, the others add 0, so rank 0 gets it exactly.
 struct FinishedStep {
   int64_t step = 0;
   double loss = 0;
+  double grad_norm = 0;   // with --clip-grad-norm
   double t0 = 0, t1 = 0;  // the step's schedule ran from t0 to t1 (ms, steady clock)
   double step_ms = 0;     // wall time of the step: from t0 to the next step's t0
   std::vector<TimelineEvent> events;
 };
+
+// Throws when `done`'s loss is not finite (Note [Non-finite losses] in step_losses.cc):
+// InputError naming the step and its samples when `report`, else ReportedElsewhere.
+void CheckLossFinite(const FinishedStep& done, int64_t global_batch, bool shuffled, bool report);
 
 class StepLosses {
  public:
@@ -38,8 +45,9 @@ class StepLosses {
   // its members (idle ranks are not).
   StepLosses(Communicator& comm, std::string group, bool participates, int rank,
              std::chrono::milliseconds timeout);
-  // Starts summing step `step`'s loss part. REQUIRES: no step pending (Finish first).
-  void Start(int64_t step, double loss_part, double t0, double t1,
+  // Starts summing step `step`'s loss part and gradient-norm part (0 on all ranks but
+  // one). REQUIRES: no step pending (Finish first).
+  void Start(int64_t step, double loss_part, double grad_norm_part, double t0, double t1,
              std::vector<TimelineEvent> events);
   // Waits for the pending step's sum; its wall time ends at `until` (ms). nullopt when no
   // step is pending.

@@ -44,11 +44,16 @@ TiedParameters::TiedParameters(const Model& model, const Plan& plan, const RankG
     comm.CreateGroup(group, members);
     tied_.push_back({param, group});
     impls_.insert(param.unsafeGetTensorImpl());
+    if (*stages.begin() != stage) later_copies_.insert(param.unsafeGetTensorImpl());
   }
 }
 
 bool TiedParameters::Contains(const torch::Tensor& p) const {
   return impls_.count(p.unsafeGetTensorImpl()) > 0;
+}
+
+bool TiedParameters::CountedOnEarlierStage(const torch::Tensor& p) const {
+  return later_copies_.count(p.unsafeGetTensorImpl()) > 0;
 }
 
 void TiedParameters::AllReduceGradients(const std::string& what) {

@@ -33,6 +33,9 @@ class TiedParameters {
                  Communicator& comm);
   // Whether `p` is one of them (to leave out of the stage's allreduce).
   bool Contains(const torch::Tensor& p) const;
+  // Whether `p` is one of them and a stage before this one also holds it: its gradient
+  // counts in the global norm there, not here (Note [Global gradient clipping]).
+  bool CountedOnEarlierStage(const torch::Tensor& p) const;
   // Sums the gradients over each group (blocking). Call before the optimizer step.
   void AllReduceGradients(const std::string& what);
   bool empty() const { return tied_.empty(); }
@@ -45,6 +48,7 @@ class TiedParameters {
   Communicator& comm_;
   std::vector<Tied> tied_;
   std::set<const void*> impls_;
+  std::set<const void*> later_copies_;  // held first by an earlier stage
 };
 
 }  // namespace dapple

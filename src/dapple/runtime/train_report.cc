@@ -41,30 +41,41 @@ ProgressPrinter::ProgressPrinter(const TrainOptions& o, const Plan& plan, int64_
       tty_(isatty(fileno(stdout)) != 0),
       every_(o.log_every > 0 ? o.log_every : LogEvery(o.steps)) {}
 
-void ProgressPrinter::Step(int64_t step, double loss, double step_ms) {
+void ProgressPrinter::Step(int64_t step, double loss, double step_ms, double grad_norm) {
   total_ms_ += step_ms;
   ++done_;
   double per_s = step_ms > 0 ? gbs_ * 1000.0 / step_ms : 0;
   double eta_s = total_ms_ / done_ * static_cast<double>(o_.steps - step - 1) / 1000.0;
   const bool last = step + 1 == o_.steps;
+  const double lr = LearningRateAt(o_.lr_schedule, o_.optimizer.lr, step, o_.steps);
+  const bool clips = o_.clip_grad_norm > 0;
   if (o_.log_json) {
-    Json j = {{"step", step}, {"loss", loss}, {"step_ms", step_ms}, {"samples_per_s", per_s}};
+    Json j = {
+        {"step", step}, {"loss", loss}, {"step_ms", step_ms}, {"samples_per_s", per_s}, {"lr", lr}};
+    if (clips) j["grad_norm"] = grad_norm;
     std::printf("%s\n", j.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
-  } else if (o_.quiet) {
+    std::fflush(stdout);
     return;
-  } else if (tty_) {
+  }
+  if (o_.quiet) return;
+  // "  lr 0.0003  grad norm 1.234": what a recipe changes, when it does.
+  std::string recipe;
+  if (o_.lr_schedule.kind != LrScheduleKind::kConstant || o_.lr_schedule.warmup_steps > 0)
+    recipe += fmt::format("  lr {:.6g}", lr);
+  if (clips) recipe += fmt::format("  grad norm {:.4g}", grad_norm);
+  if (tty_) {
     // Redrawn at most ten times a second: a terminal that scrolls slower than the steps
     // run would otherwise slow training down.
     double now = NowMs();
     if (!last && now - last_draw_ms_ < 100) return;
     last_draw_ms_ = now;
-    std::printf("\rstep %lld/%lld  loss %.4f  %.0f samples/s  %.2f ms/step  ETA %.0f s \x1b[K%s",
-                static_cast<long long>(step + 1), static_cast<long long>(o_.steps), loss, per_s,
-                step_ms, eta_s, last ? "\n" : "");
+    std::printf("\rstep %lld/%lld  loss %.4f%s  %.0f samples/s  %.2f ms/step  ETA %.0f s \x1b[K%s",
+                static_cast<long long>(step + 1), static_cast<long long>(o_.steps), loss,
+                recipe.c_str(), per_s, step_ms, eta_s, last ? "\n" : "");
   } else if (step == start_ || last || (step + 1) % every_ == 0) {
-    std::printf("step %lld/%lld  loss %.6f  %.1f samples/s  %.2f ms/step  ETA %.1f s\n",
-                static_cast<long long>(step + 1), static_cast<long long>(o_.steps), loss, per_s,
-                step_ms, eta_s);
+    std::printf("step %lld/%lld  loss %.6f%s  %.1f samples/s  %.2f ms/step  ETA %.1f s\n",
+                static_cast<long long>(step + 1), static_cast<long long>(o_.steps), loss,
+                recipe.c_str(), per_s, step_ms, eta_s);
   } else {
     return;
   }

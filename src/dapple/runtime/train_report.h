@@ -19,11 +19,14 @@ namespace dapple {
 // Rank 0's progress on stdout: with --log-json one JSON object per step; else, on a
 // terminal, one line rewritten in place (step, loss, samples/s, ETA; at most ten times a
 // second, and the last step); else one line every o.log_every steps (0: LogEvery(steps)),
-// the first and the last step; nothing with --quiet.
+// the first and the last step; nothing with --quiet. The JSON objects hold the step's
+// learning rate, and with --clip-grad-norm its gradient norm, which the lines show too
+// (with the rate when it is scheduled).
 class ProgressPrinter {
  public:
   ProgressPrinter(const TrainOptions& o, const Plan& plan, int64_t start_step);
-  void Step(int64_t step, double loss, double step_ms);
+  // grad_norm: the step's global gradient norm (ignored without --clip-grad-norm).
+  void Step(int64_t step, double loss, double step_ms, double grad_norm);
 
  private:
   const TrainOptions& o_;

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <nlohmann/json.hpp>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -25,7 +27,9 @@
 #include "dapple/runtime/chunk_set.h"
 #include "dapple/runtime/evaluation.h"
 #include "dapple/runtime/export.h"
+#include "dapple/runtime/grad_clipping.h"
 #include "dapple/runtime/rank_grid.h"
+#include "dapple/runtime/recipe.h"
 #include "dapple/runtime/restarts.h"
 #include "dapple/runtime/resume_policy.h"
 #include "dapple/runtime/stage_worker.h"
@@ -74,6 +78,7 @@ void SaveCheckpoint(const TrainOptions& o, Model& model, const std::vector<int>&
     job.meta->dtype = DtypeName(o.dtype);
     job.meta->layers = LayerNames(model);
     job.meta->losses = losses;
+    job.meta->recipe = RecipeOf(o.optimizer, o.lr_schedule, o.clip_grad_norm, o.steps);
   }
   job.keep_checkpoints = o.keep_checkpoints;
   writer.Start(std::move(job));
@@ -96,6 +101,9 @@ CheckpointMeta Resume(const TrainOptions& o, Model& model, const std::vector<int
     ThrowInput("{}: optimizer is {}, not {} (pass --optimizer {})", where, meta.optimizer,
                ToString(o.optimizer.kind), meta.optimizer);
   }
+  auto change = CompareRecipes(
+      meta.recipe, RecipeOf(o.optimizer, o.lr_schedule, o.clip_grad_norm, o.steps), where);
+  if (change && comm.rank() == 0) std::fprintf(stderr, "%s\n", change->c_str());
   if (!layers.empty()) {
     std::vector<std::string> own;
     for (int l : layers) own.push_back(model.layers[l].name);
@@ -117,7 +125,6 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   CheckedPlan c{o.plan ? *o.plan : ReadPlanJson(o.plan_path),
                 LoadModel(SourceOf(o), o.seed, o.dtype, kNoLayers)};
   Plan& plan = c.plan;
-  if (auto why = ChunkedPlanError(plan, c.model)) ThrowInput("{}: {}", source, *why);
   if (plan.num_devices() > world_size) {
     ThrowInput("{}: the plan uses {} devices but the job has {} processes (--nproc or WORLD_SIZE)",
                source, plan.num_devices(), world_size);
@@ -151,6 +158,8 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
     }
   }
   ResolvePlanLayers(plan, names, source);
+  // After the layer ids are resolved: the check reads the chunks' layer ranges.
+  if (auto why = ChunkedPlanError(plan, c.model)) ThrowInput("{}: {}", source, *why);
   if (plan.stages.back().last_layer != n - 1) {
     ThrowInput(
         "{}: the plan's stages end at layer {} ('{}') but model {} has {} layers (last: "
@@ -293,7 +302,13 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
       comm.Publish(fmt::format("boundary{}", stage), BoundarySpecToJson(out_spec));
   }
   std::unique_ptr<torch::optim::Optimizer> optimizer;
-  if (sp) optimizer = MakeOptimizer(o.optimizer, HeldParameters(model, held));
+  std::optional<GradClipper> clipper;  // Note [Global gradient clipping]
+  if (sp) {
+    optimizer = MakeOptimizer(o.optimizer, HeldParameters(model, held));
+    if (o.clip_grad_norm > 0)
+      clipper.emplace(o.clip_grad_norm, HeldParameters(model, held), grid, env.rank,
+                      tied ? &*tied : nullptr, comm);
+  }
   int64_t start = 0;
   std::vector<double> losses;
   if (o.resume || (o.resume_auto && DecideToResume(ResumeMode::kAuto, o.checkpoint_dir, comm))) {
@@ -316,6 +331,7 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   wo.timeout = o.timeout;
   wo.die_at_step = o.die_at_rank == env.rank ? o.die_at_step : -1;
   wo.tied = tied && !tied->empty() ? &*tied : nullptr;
+  wo.clip = clipper ? &*clipper : nullptr;
   std::optional<StageWorker> worker;
   std::optional<ChunkSet> chunks;
   if (sp && chunked) {
@@ -341,9 +357,10 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   StepLosses step_losses(comm, loss_group, sums_loss, env.rank, o.timeout);
   auto record = [&](std::optional<FinishedStep> done) {
     if (!done) return;
+    CheckLossFinite(*done, plan.global_batch_size, o.data_files.shuffle, leader);
     losses.push_back(done->loss);
     stats.AddStep(done->events, done->t0, done->t1, done->step_ms, done->step == start);
-    if (leader) progress.Step(done->step, done->loss, done->step_ms);
+    if (leader) progress.Step(done->step, done->loss, done->step_ms, done->grad_norm);
   };
   // The traced steps also show what a rank does between its schedules (category "other"):
   // DATA (the next global batch), LOSS (waiting for the previous step's loss sum) and HOST
@@ -359,6 +376,8 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
     const bool traced_step = tracing && step >= first_traced;
     const double d0 = NowMs();
     Batch batch = data ? data->GlobalBatch(step, plan.global_batch_size) : Batch{};
+    if (optimizer)
+      SetLearningRate(*optimizer, LearningRateAt(o.lr_schedule, o.optimizer.lr, step, o.steps));
     double t0 = NowMs();
     StepResult r = worker   ? worker->RunStep(step, batch)
                    : chunks ? chunks->RunStep(step, batch)
@@ -372,7 +391,8 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
       host_event("DATA", d0, t0);
       host_event("LOSS", t1, t2);
     }
-    step_losses.Start(step, r.loss_part, t0, t1, std::move(r.events));
+    step_losses.Start(step, r.loss_part, clipper ? clipper->ReportedPart() : 0, t0, t1,
+                      std::move(r.events));
     if (traced_step) host_event("HOST", t2, NowMs());
     const bool last = step + 1 == o.steps;
     const bool due = !o.checkpoint_dir.empty() &&
@@ -393,7 +413,11 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   MeasuredRun measured = GatherAndPrintSummary(comm, grid, plan, o, stats, losses, start);
   if (!o.save_model.empty() && leader) {
     ExportScriptModel(o.model, CheckpointStepDir(o.checkpoint_dir, o.steps), o.save_model);
-    std::printf("wrote the trained model to %s\n", o.save_model.c_str());
+    if (o.log_json) {
+      std::printf("%s\n", nlohmann::json{{"saved_model", o.save_model}}.dump().c_str());
+    } else {
+      std::printf("wrote the trained model to %s\n", o.save_model.c_str());
+    }
   }
   if (o.evaluate) {
     std::vector<HeldStage> held_stages;  // in (virtual) stage order

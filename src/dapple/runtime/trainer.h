@@ -18,6 +18,7 @@
 #include "dapple/models/model.h"
 #include "dapple/models/model_source.h"
 #include "dapple/runtime/communicator.h"
+#include "dapple/runtime/lr_schedule.h"
 #include "dapple/runtime/optimizer.h"
 
 namespace dapple {
@@ -35,6 +36,10 @@ struct TrainOptions {
   std::string data = "synthetic";
   std::filesystem::path data_cache_dir;  // empty: DefaultDataCacheDir()
   OptimizerOptions optimizer;
+  LrSchedule lr_schedule;  // the rate of each step from optimizer.lr (lr_schedule.h)
+  // > 0: the global gradient norm is clipped to it every step and reported (Note [Global
+  // gradient clipping], grad_clipping.h); infinite: reported only. 0: neither.
+  double clip_grad_norm = 0;
   uint64_t seed = 0;
   torch::Dtype dtype = torch::kFloat32;
   std::filesystem::path checkpoint_dir;  // empty: no checkpoints

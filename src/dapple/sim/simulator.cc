@@ -14,6 +14,7 @@
 #include "dapple/common/slicing.h"
 #include "dapple/cost/grad_buckets.h"
 #include "dapple/sim/event_engine.h"
+#include "dapple/sim/global_norm.h"
 #include "dapple/sim/shared_compute.h"
 
 namespace dapple {
@@ -355,6 +356,12 @@ SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostMode
   const double shared = cost.SharedCompute();
   internal::EngineResult run =
       shared > 0 ? internal::RunWithSharedCompute(p.setup, shared) : internal::RunEngine(p.setup);
+  if (options.global_norm_allreduce) {
+    std::vector<int> all;
+    for (const internal::EngineDevice& ed : p.setup.devices)
+      all.push_back(plan.stages[ed.stage].devices[ed.replica]);
+    internal::AddGlobalNormAllReduce(p.setup, cost.ScalarAllReduceMs(all), run);
+  }
   FillDevices(plan, cost, p, run, p.result);
   if (options.record_timeline) FillTimeline(plan, p, run);
   return std::move(p.result);

@@ -18,6 +18,10 @@ namespace dapple {
 
 struct SimOptions {
   bool record_timeline = true;  // off in the planner's inner loop
+  // The gradients are clipped by their global norm (`--clip-grad-norm`): one scalar
+  // allreduce over every device of the plan before the optimizer steps (Note [The norm's
+  // allreduce in the simulator] in global_norm.h). Simulate only: not in BoundedRun.
+  bool global_norm_allreduce = false;
 };
 
 struct DeviceStats {

@@ -19,12 +19,14 @@
 #include "dapple/models/zoo.h"
 #include "dapple/runtime/communicator.h"
 #include "dapple/runtime/launcher.h"
+#include "dapple/runtime/recipe.h"
 #include "dapple/runtime/restarts.h"
 #include "dapple/runtime/resume_policy.h"
 #include "dapple/runtime/trainer.h"
 #include "elastic.h"
 #include "launch_cli.h"
 #include "model_cli.h"
+#include "recipe_cli.h"
 
 namespace dapple {
 namespace {
@@ -46,6 +48,7 @@ struct TrainArgs {
   bool elastic = false;
   ElasticInputs elastic_inputs;  // --profile, --cluster for --elastic
   std::string exclude_devices;   // --exclude-devices LIST
+  RecipeCli recipe;              // --lr-schedule, --clip-grad-norm, ...
 };
 
 void Finish(TrainArgs& a) {
@@ -57,6 +60,7 @@ void Finish(TrainArgs& a) {
   if (!a.o.save_model.empty() && !IsTorchScriptPath(a.o.model))
     ThrowInput("--save-model: only TorchScript models (--model PATH.pt) are exported");
   a.o.optimizer.kind = ParseOptimizerKind(a.optimizer);
+  CheckOptimizerOptions(a.o.optimizer);
   if (a.dtype == "float32") {
     a.o.dtype = torch::kFloat32;
   } else if (a.dtype == "float64") {
@@ -68,6 +72,7 @@ void Finish(TrainArgs& a) {
   a.o.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
   a.o.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(a.bucket_mb * 1048576));
   if (a.o.steps < 1) ThrowInput("--steps {}: must be at least 1", a.o.steps);
+  FinishRecipe(a.recipe, a.o);
   if (a.resume_given && a.resume_given->count() > 0) {
     ResumeMode mode = ParseResumeMode(a.resume);
     a.o.resume = mode == ResumeMode::kAlways;
@@ -129,6 +134,9 @@ int LaunchTraining(TrainArgs& a) {
     a.o.plan = PlanForProcesses(*planner, l.world_size(), plan, a.o.plan_path, false).plan;
   }
   CheckedPlan checked = LoadAndCheckPlan(a.o, l.world_size());
+  if (a.o.resume || a.o.resume_auto)  // Note [Recipes in checkpoints]: refused in one line
+    CheckRecipeOfLatestCheckpoint(a.o.checkpoint_dir, RecipeOf(a.o.optimizer, a.o.lr_schedule,
+                                                               a.o.clip_grad_norm, a.o.steps));
   // A user's data file is checked against the model here too: one line, no process started.
   if (IsDataFilePath(a.o.data)) MakeDataset(a.o.data, checked.model, a.o.seed, "", a.o.data_files);
   DeviceForLocalRank(0);  // a device without a transport: refused before any process starts
@@ -216,6 +224,7 @@ void AddTrainCommand(CLI::App& app) {
   cmd->add_option("--momentum", a->o.optimizer.momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", a->o.optimizer.weight_decay,
                   "Weight decay (default: the optimizer's own)");
+  AddRecipeOptions(cmd, &a->recipe, &a->o);
   cmd->add_option("--seed", a->o.seed, "Seed of the parameters and the data")
       ->capture_default_str();
   cmd->add_option("--dtype", a->dtype, "float32 | float64")->capture_default_str();
