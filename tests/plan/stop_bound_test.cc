@@ -1,4 +1,5 @@
-// SimOptions::stop_above_ms (Note [Stopping above a time] in sim/stop_bound.cc): the bound a
+// BoundedRun (sim/simulator.h; Note [Stopping above a time] in sim/stop_bound.cc), through
+// the planner's question SimulateSlowerThan (plan/slower_than.h): the bound a
 // run stops with never exceeds the time the whole run gives, so a run asked whether a plan
 // is faster than its own time (plus 1e-6) never stops and gives that time, and one asked
 // about less stops with a bound between the two. On the DP's candidates of random problems
@@ -6,11 +7,12 @@
 // chunks too), with and without re-computation and allreduce overlap; and through the
 // planner's memo, which keeps a stopped run only for the questions it answers. Such a
 // question is first put to a run without contention (Note [Uncontended first] in
-// sim/simulator.cc): these checks fail if it ever ends later than the contended run.
+// plan/slower_than.cc): these checks fail if it ever ends later than the contended run.
 #include <gtest/gtest.h>
 
 #include "dapple/plan/planner.h"
 #include "dapple/plan/sim_cache.h"
+#include "dapple/plan/slower_than.h"
 #include "dapple/sim/simulator.h"
 #include "random_mixed_problems.h"
 #include "random_plans.h"
@@ -19,8 +21,7 @@ namespace dapple {
 namespace {
 
 SimResult RunStopping(const Plan& plan, const CostModel& cost, double stop_above_ms) {
-  return SimulatePlan(plan, cost,
-                      SimOptions{.record_timeline = false, .stop_above_ms = stop_above_ms});
+  return SimulateSlowerThan(plan, cost, stop_above_ms);
 }
 
 using testing::PlansOf;
@@ -63,10 +64,11 @@ TEST(StopAbove, TheBoundNeverExceedsTheWholeRun) {
   EXPECT_GT(stopped_below, 0);
 }
 
-// SimOptions::uncontended_first changes what a run costs, not what it answers: asked
-// whether a plan is faster than t, a run with and one without the uncontended first run
-// (Note [Uncontended first] in sim/simulator.cc) say the same, and a whole run gives the
-// same time. The uncontended first run settles some of the questions (it is checked to).
+// SimulateSlowerThan's uncontended_first changes what a question costs, not what it
+// answers: asked whether a plan is faster than t, a run with and one without the
+// uncontended first run (Note [Uncontended first] in plan/slower_than.cc) say the same, and a whole
+// run gives the same time. The uncontended first run settles some of the questions (it is checked
+// to).
 TEST(StopAbove, UncontendedFirstAnswersAsTheContendedRunAlone) {
   int asked = 0, settled_apart = 0;
   for (unsigned seed = 0; seed < 12; ++seed) {
@@ -75,12 +77,7 @@ TEST(StopAbove, UncontendedFirstAnswersAsTheContendedRunAlone) {
       const double t =
           SimulatePlan(plan, *p->cost, SimOptions{.record_timeline = false}).iteration_ms;
       for (double f : {0.97, 0.999, 1.001, 1.05}) {
-        auto run = [&](bool first) {
-          return SimulatePlan(
-              plan, *p->cost,
-              SimOptions{
-                  .record_timeline = false, .stop_above_ms = t * f, .uncontended_first = first});
-        };
+        auto run = [&](bool first) { return SimulateSlowerThan(plan, *p->cost, t * f, first); };
         const SimResult with = run(true), without = run(false);
         const bool faster_with = !with.stopped && with.iteration_ms < t * f;
         const bool faster_without = !without.stopped && without.iteration_ms < t * f;
@@ -118,7 +115,7 @@ TEST(StopAbove, TheMemoKeepsAStoppedRunOnlyForWhatItAnswers) {
   EXPECT_EQ(cache.hits(), 2);
 }
 
-// The memo hands each run the facts of its lists it gathered once (ScheduleView::facts):
+// The memo hands each run the facts of its lists it gathered once (ListsChecked):
 // its runs stop where runs that gather them stop, with the same bound.
 TEST(StopAbove, TheMemosListFactsStopAsARunsOwn) {
   int stopped = 0;

@@ -101,21 +101,17 @@ void DpCosts::FindUsage() {
   }
 }
 
-std::pair<LatencyStage, double> DpCosts::Head(int ip) {
-  DAPPLE_CHECK(ip >= 1 && stage_->free_after >= 1);
-  if (!um_) FindUsage();
-  const int first = block_firsts_[ip], m = o_.micro_batch_size;
-  if (um_->head_cost[ip].forward_ms < 0) {
-    StageCost hc =
-        EvaluateStage(cost_, 0, first - 1, um_->head_devices, m, 0, false, false, uniform_);
-    um_->head_cost[ip] = {hc.forward_ms, hc.backward_ms, hc.allreduce_ms, hc.update_ms};
-  }
-  double transfer = head_to_ ? (*head_to_)[ip] : -1.0;
-  if (transfer < 0) {
-    transfer = cost_.TransferMs(first - 1, m, um_->head_devices, stage_->devices);
-    if (head_to_) (*head_to_)[ip] = transfer;
-  }
-  return {um_->head_cost[ip], transfer};
+LatencyStage DpCosts::HeadCost(int ip) const {
+  const StageCost hc = EvaluateStage(cost_, 0, block_firsts_[ip] - 1, um_->head_devices,
+                                     o_.micro_batch_size, 0, false, false, uniform_);
+  return {hc.forward_ms, hc.backward_ms, hc.allreduce_ms, hc.update_ms};
+}
+
+double DpCosts::HeadTransfer(int ip) {
+  const double transfer = cost_.TransferMs(block_firsts_[ip] - 1, o_.micro_batch_size,
+                                           um_->head_devices, stage_->devices);
+  if (head_to_) (*head_to_)[ip] = transfer;
+  return transfer;
 }
 
 }  // namespace dapple::internal

@@ -53,8 +53,14 @@ class DpCosts {
   }
   // The paper's T_PL head of a score at block ip: the layers before block ip as one stage
   // on the devices left free by s (fresh first, at most m), and its transfer to s.
-  // REQUIRES: ip >= 1, s.free_after >= 1.
-  std::pair<LatencyStage, double> Head(int ip);
+  // REQUIRES: ip >= 1, s.free_after >= 1. Inline: asked for most transitions.
+  std::pair<LatencyStage, double> Head(int ip) {
+    if (!um_) FindUsage();
+    LatencyStage& head = um_->head_cost[ip];
+    if (head.forward_ms < 0) head = HeadCost(ip);
+    const double transfer = head_to_ ? (*head_to_)[ip] : -1.0;
+    return {head, transfer < 0 ? HeadTransfer(ip) : transfer};
+  }
 
  private:
   // F and B of the largest slice with n replicas, static and activation bytes, update, of
@@ -71,8 +77,10 @@ class DpCosts {
   // Stage's figures when devices differ: EvaluateStage on the stage's devices.
   std::optional<StageCost> StageOnDevices(int ip, int k, DpStats& stats) const;
   void AskRange(int ip, RangeCost& rc) const;  // the cost model's figures of a range
-  void AskAllReduce();  // the stage's allreduce at every first block, at once
-  void FindUsage();     // um_ and head_to_ of the current stage
+  void AskAllReduce();                  // the stage's allreduce at every first block, at once
+  void FindUsage();                     // um_ and head_to_ of the current stage
+  LatencyStage HeadCost(int ip) const;  // the head's costs, asked of the cost model
+  double HeadTransfer(int ip);          // the head's transfer, asked (and kept, if kept)
 
   const CostModel& cost_;
   const DpOptions& o_;

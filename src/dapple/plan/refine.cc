@@ -65,7 +65,7 @@ namespace {
 // costs); scored[i] is empty when the simulator's peak does not fit memory.
 // A round's first neighbour is the one most often taken (54 of GNMT-16's 103 rounds), and
 // then a question put first to a run without contention (Note [Uncontended first] in
-// sim/simulator.cc) would only add that run: plans[0] goes to the contended run at once.
+// plan/slower_than.cc) would only add that run: plans[0] goes to the contended run at once.
 // Cost only: the answers are the same.
 void ScoreBatch(const std::vector<const internal::Neighbour*>& plans, size_t begin, size_t end,
                 const CostModel& cost, int threads, SimCache* cache, double stop_above_ms,

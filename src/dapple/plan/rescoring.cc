@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "dapple/common/error.h"
+#include "dapple/plan/slower_than.h"
 
 namespace dapple {
 namespace {
@@ -14,10 +15,7 @@ namespace {
 SimResult SimulateWithCache(const Plan& plan, const CostModel& cost, SimCache* cache,
                             double stop_above_ms, bool uncontended_first = true) {
   return cache ? cache->Simulate(plan, cost, stop_above_ms, uncontended_first)
-               : SimulatePlan(plan, cost,
-                              SimOptions{.record_timeline = false,
-                                         .stop_above_ms = stop_above_ms,
-                                         .uncontended_first = uncontended_first});
+               : SimulateSlowerThan(plan, cost, stop_above_ms, uncontended_first);
 }
 // Whether every device's simulated peak fits its memory.
 bool SimulatedFits(const SimResult& r, const CostModel& cost);

@@ -43,8 +43,8 @@ Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel&
 
 // SelectFastest of the one proposal `plan` (origin "") whose EvaluatePlan is `costs`,
 // which must fit: the plan scored, or nothing when the simulator's peak does not fit or
-// when the simulation proved it slower than `stop_above_ms` (SimOptions, as is
-// `uncontended_first`).
+// when the simulation proved it slower than `stop_above_ms` (SimulateSlowerThan's t, as
+// is `uncontended_first`).
 std::optional<Scored> ScoreFitting(const Plan& plan, PlanCosts costs, const CostModel& cost,
                                    SimCache* cache = nullptr,
                                    double stop_above_ms = std::numeric_limits<double>::infinity(),

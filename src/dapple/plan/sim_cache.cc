@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "dapple/plan/slower_than.h"
+
 namespace dapple {
 
 namespace {
@@ -101,20 +103,14 @@ SimResult SimCache::Simulate(const Plan& plan, const CostModel& cost, double sto
   if (any_single && !single) single = make(false);
   if (any_replicated && !replicated) replicated = make(true);
   const Schedule& some = single ? single->schedule : replicated->schedule;
-  ScheduleView view{some.num_stages,
-                    some.num_micro_batches,
-                    some.num_chunks,
-                    {},
-                    /*instructions_checked=*/true};
+  ScheduleView view{some.num_stages, some.num_micro_batches, some.num_chunks, {}};
+  ListsChecked checked;  // CheckSimulable passed on each list when the memo made it
   for (int s = 0; s < groups; ++s) {
     const Lowered& l = plan.stages[s].replicas() > 1 ? *replicated : *single;
     view.programs.push_back(&l.schedule.programs[s]);
-    view.facts.push_back(&l.facts[s]);
+    checked.facts.push_back(&l.facts[s]);
   }
-  SimResult r = dapple::Simulate(plan, view, cost,
-                                 SimOptions{.record_timeline = false,
-                                            .stop_above_ms = stop_above_ms,
-                                            .uncontended_first = uncontended_first});
+  SimResult r = SimulateSlowerThan(plan, view, cost, stop_above_ms, uncontended_first, &checked);
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, fresh] = results_.try_emplace(std::move(key), r);
   // Keep the most a plan's runs told: a whole run over a stopped one, else the larger bound.

@@ -29,9 +29,9 @@ class SimCache {
   // with the same SimKey. Two threads asking for one new plan may both simulate it (the
   // results are equal); the first stored is kept. The lowered lists are memoized too: a
   // stage's depends only on the schedule, S, M, v and whether it is replicated.
-  // With stop_above_ms (SimOptions): the run may stop once it proves the plan slower; a
-  // stopped result is kept too and serves a later call whose stop_above_ms it exceeds.
-  // uncontended_first: SimOptions's (the result is the same either way).
+  // With stop_above_ms (SimulateSlowerThan's t): the run may stop once it proves the plan
+  // slower; a stopped result is kept too and serves a later call whose stop_above_ms it
+  // exceeds. uncontended_first: SimulateSlowerThan's (the result is the same either way).
   SimResult Simulate(const Plan& plan, const CostModel& cost,
                      double stop_above_ms = std::numeric_limits<double>::infinity(),
                      bool uncontended_first = true);

@@ -93,7 +93,7 @@ struct EngineSetup {
   // then says so and nothing else of the result is filled.
   double stop_above_ms = std::numeric_limits<double>::infinity();
   // False: every transfer runs as soon as it is ready, whatever its resources hold (Note
-  // [Uncontended first] in simulator.cc): no time of such a run is later than the same
+  // [Runs without contention] in simulator.cc): no time of such a run is later than the same
   // setup's contended run gives.
   bool contended = true;
 };

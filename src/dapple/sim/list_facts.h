@@ -1,6 +1,6 @@
 // What the simulator's early stop (Note [Stopping above a time] in stop_bound.cc) reads of
 // one stage's lowered list, gathered in one pass over it. The planner's memo gathers it
-// once per list and hands it to every run (ScheduleView::facts) instead of a pass per run.
+// once per list and hands it to every run (ListsChecked in simulator.h) instead of a pass per run.
 #pragma once
 
 #include <vector>

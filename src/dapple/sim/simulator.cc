@@ -21,14 +21,14 @@ namespace dapple {
 namespace {
 
 // The plan and the lists agree on S, v and M, and the lists are simulable (CheckSimulable).
-void CheckShape(const Plan& plan, const ScheduleView& lowered) {
+void CheckShape(const Plan& plan, const ScheduleView& lowered, bool checked) {
   DAPPLE_CHECK(lowered.num_stages * lowered.num_chunks == plan.num_stages(),
                "schedule and plan stages differ");
   DAPPLE_CHECK(lowered.num_chunks == plan.virtual_stages, "schedule and plan chunks differ");
   DAPPLE_CHECK(static_cast<int>(lowered.programs.size()) == lowered.num_stages);
   DAPPLE_CHECK(lowered.num_micro_batches == plan.num_micro_batches,
                "schedule and plan micro-batches differ");
-  if (!lowered.instructions_checked) CheckSimulable(lowered);
+  if (!checked) CheckSimulable(lowered);
 }
 
 // Dense ids for the cost model's opaque resource ids.
@@ -125,8 +125,8 @@ void AddReplica(const Plan& plan, const CostModel& cost, int s, int j,
 // Group s: its list, its allreduce (whole or in buckets, per chunk), then its replicas.
 // Note [Twin replicas] (event_engine.cc): a stage whose every replica copies the costs of
 // the one before runs once when `may_twin`.
-void AddStage(const Plan& plan, const ScheduleView& lowered, const CostModel& cost, int s,
-              bool may_twin, Prepared& p) {
+void AddStage(const Plan& plan, const ScheduleView& lowered, const ListsChecked* checked,
+              const CostModel& cost, int s, bool may_twin, Prepared& p) {
   internal::EngineSetup& setup = p.setup;
   const int S = setup.num_stages, v = setup.num_chunks;
   const StagePlan& sp = plan.stages[s];
@@ -135,7 +135,7 @@ void AddStage(const Plan& plan, const ScheduleView& lowered, const CostModel& co
   const std::vector<Instruction>& program = *lowered.programs[s];
   es.program = program.data();
   es.length = static_cast<int>(program.size());
-  if (!lowered.facts.empty()) es.facts = lowered.facts[s];
+  if (checked) es.facts = checked->facts[s];
   es.first_device = static_cast<int>(setup.devices.size());
   es.replicas = sp.replicas();
   // In the split schedules the last weight gradients come from a W, not a B.
@@ -214,7 +214,7 @@ void AddSharedCompute(const Plan& plan, const CostModel& cost, internal::EngineS
 // plan.stages[c * S + g] is chunk c of group g (Note [Chunks] in schedule.h). With v = 1
 // the groups are the plan's stages.
 Prepared Prepare(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
-                 const SimOptions& options) {
+                 const SimOptions& options, const ListsChecked* checked) {
   const int S = lowered.num_stages, v = lowered.num_chunks;
   Prepared p;
   internal::EngineSetup& setup = p.setup;
@@ -222,30 +222,26 @@ Prepared Prepare(const Plan& plan, const ScheduleView& lowered, const CostModel&
   setup.num_micro_batches = plan.num_micro_batches;
   setup.num_chunks = v;
   setup.record_timeline = options.record_timeline;
-  if (!options.record_timeline) setup.stop_above_ms = options.stop_above_ms;
   setup.stages.resize(S);
   p.result.stages.resize(S * v);
   p.static_bytes.assign(S, 0.0);
   const bool shared = cost.SharedCompute() > 0;
   // Twins: not with a timeline nor with shared compute (op_scale).
   const bool may_twin = !options.record_timeline && !shared;
-  for (int s = 0; s < S; ++s) AddStage(plan, lowered, cost, s, may_twin, p);
+  for (int s = 0; s < S; ++s) AddStage(plan, lowered, checked, cost, s, may_twin, p);
   AddRoutes(plan, cost, p);
   if (shared) AddSharedCompute(plan, cost, setup);
   return p;
 }
 
-// Note [Uncontended first]
-// A question "is the plan slower than stop_above_ms?" is first put to a run without
-// contention: every transfer starts when it is ready. Each time in such a run is a
-// max of sums over the same instructions as in the contended run, where a transfer
-// starts at its ready time or later, and rounding is monotone, so no time of it is later
-// than the contended run's: when it proves the plan slower (by its end or by its own
-// stop bound), so would the contended run. Without links to take in turn it skips the
-// waiting list and the queue of finishes, so it costs less; on GNMT-16's searches
-// it settled 446 of the 563 questions (the neighbours a climb rejects are slower for
-// their stages, not for contention). The answer is the contended run's otherwise. Not
-// with shared compute, whose stretching is not monotone in the start times.
+// Note [Runs without contention]
+// In a run without contention every transfer starts when it is ready. Each time in such
+// a run is a max of sums over the same instructions as in the contended run, where a
+// transfer starts at its ready time or later, and rounding is monotone, so no time of it
+// is later than the contended run's: when it proves the plan slower than t (by its end or
+// by its own stop bound), so would the contended run. Without links to take in turn it
+// skips the waiting list and the queue of finishes, so it costs less. Not with shared
+// compute, whose stretching is not monotone in the start times.
 // Returns the bound that proves the plan slower, if the run without contention proves it.
 std::optional<double> UncontendedProof(internal::EngineSetup& setup) {
   setup.contended = false;
@@ -259,9 +255,8 @@ std::optional<double> UncontendedProof(internal::EngineSetup& setup) {
 }
 
 // The whole run's figures: iteration time, per-device busy, bubble and memory, speedup.
-void FillDevices(const Plan& plan, const CostModel& cost, Prepared& p,
-                 const internal::EngineResult& run) {
-  SimResult& result = p.result;
+void FillDevices(const Plan& plan, const CostModel& cost, const Prepared& p,
+                 const internal::EngineResult& run, SimResult& result) {
   const int D = static_cast<int>(p.setup.devices.size());
   for (const auto& d : run.devices) result.iteration_ms = std::max(result.iteration_ms, d.end_ms);
   result.devices.resize(D);
@@ -356,44 +351,76 @@ SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& c
 
 SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
                    const SimOptions& options) {
-  CheckShape(plan, lowered);
-  Prepared p = Prepare(plan, lowered, cost, options);
-  SimResult& result = p.result;
+  CheckShape(plan, lowered, /*checked=*/false);
+  Prepared p = Prepare(plan, lowered, cost, options, nullptr);
   const double shared = cost.SharedCompute();
-  if (shared <= 0 && options.uncontended_first &&
-      p.setup.stop_above_ms < std::numeric_limits<double>::infinity()) {
-    if (std::optional<double> bound = UncontendedProof(p.setup)) {
-      result.stopped = true;
-      result.iteration_ms = *bound;
-      return std::move(result);
-    }
-  }
   internal::EngineResult run =
       shared > 0 ? internal::RunWithSharedCompute(p.setup, shared) : internal::RunEngine(p.setup);
-  if (run.stopped) {
-    result.stopped = true;
-    result.iteration_ms = run.bound_ms;
-    return std::move(result);
-  }
   if (options.global_norm_allreduce) {
     std::vector<int> all;
     for (const internal::EngineDevice& ed : p.setup.devices)
       all.push_back(plan.stages[ed.stage].devices[ed.replica]);
     internal::AddGlobalNormAllReduce(p.setup, cost.ScalarAllReduceMs(all), run);
   }
-  FillDevices(plan, cost, p, run);
+  FillDevices(plan, cost, p, run, p.result);
   if (options.record_timeline) FillTimeline(plan, p, run);
-  return std::move(result);
+  return std::move(p.result);
 }
 
-SimResult SimulatePlan(const Plan& plan, const CostModel& cost, const SimOptions& options) {
+struct BoundedRun::State {
+  Prepared prepared;
+};
+
+BoundedRun::BoundedRun(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
+                       const ListsChecked* checked)
+    : plan_(plan), cost_(cost) {
+  CheckShape(plan, lowered, checked != nullptr);
+  state_ = std::make_unique<State>(
+      State{Prepare(plan, lowered, cost, {.record_timeline = false}, checked)});
+}
+
+BoundedRun::~BoundedRun() = default;
+
+SimResult BoundedRun::Run(double t) {
+  Prepared& p = state_->prepared;
+  const double shared = cost_.SharedCompute();
+  p.setup.stop_above_ms = t;
+  internal::EngineResult run =
+      shared > 0 ? internal::RunWithSharedCompute(p.setup, shared) : internal::RunEngine(p.setup);
+  SimResult result = p.result;
+  if (run.stopped) {
+    result.stopped = true;
+    result.iteration_ms = run.bound_ms;
+    return result;
+  }
+  FillDevices(plan_, cost_, p, run, result);
+  return result;
+}
+
+std::optional<SimResult> BoundedRun::SlowerWithoutContention(double t) {
+  Prepared& p = state_->prepared;
+  if (cost_.SharedCompute() > 0 || !(t < std::numeric_limits<double>::infinity()))
+    return std::nullopt;
+  p.setup.stop_above_ms = t;
+  const std::optional<double> bound = UncontendedProof(p.setup);
+  if (!bound) return std::nullopt;
+  SimResult result = p.result;
+  result.stopped = true;
+  result.iteration_ms = *bound;
+  return result;
+}
+
+Schedule LoweredSchedule(const Plan& plan) {
   const int groups = plan.num_device_groups();
   std::vector<int> replicas;
   replicas.reserve(groups);
   for (int s = 0; s < groups; ++s) replicas.push_back(plan.stages[s].replicas());
-  Schedule lowered = LowerComms(
+  return LowerComms(
       MakeSchedule(plan.schedule, groups, plan.num_micro_batches, plan.virtual_stages), replicas);
-  return Simulate(plan, lowered, cost, options);
+}
+
+SimResult SimulatePlan(const Plan& plan, const CostModel& cost, const SimOptions& options) {
+  return Simulate(plan, LoweredSchedule(plan), cost, options);
 }
 
 }  // namespace dapple

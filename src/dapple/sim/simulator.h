@@ -3,6 +3,8 @@
 #pragma once
 
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,19 +18,9 @@ namespace dapple {
 
 struct SimOptions {
   bool record_timeline = true;  // off in the planner's inner loop
-  // For a planner that only needs to know whether the plan is faster than some time: when
-  // finite, the run may stop as soon as it proves the iteration takes longer than this
-  // (Note [Stopping above a time] in stop_bound.cc). The result then has `stopped` set
-  // and iteration_ms a lower bound of the time (> stop_above_ms), nothing else. Ignored
-  // with shared compute (CostModel::SharedCompute) and with a timeline.
-  double stop_above_ms = std::numeric_limits<double>::infinity();
-  // With stop_above_ms: ask a run without contention first (Note [Uncontended first] in
-  // simulator.cc). A caller that expects the plan to be faster (so that the first run
-  // would not settle the question) turns it off; the answer is the same either way.
-  bool uncontended_first = true;
   // The gradients are clipped by their global norm (`--clip-grad-norm`): one scalar
   // allreduce over every device of the plan before the optimizer steps (Note [The norm's
-  // allreduce in the simulator] in global_norm.h). Not part of stop_above_ms's bound.
+  // allreduce in the simulator] in global_norm.h). Simulate only: not in BoundedRun.
   bool global_norm_allreduce = false;
 };
 
@@ -67,8 +59,8 @@ struct SimResult {
   std::vector<StageStats> stages;
   Timeline timeline;           // empty events unless record_timeline
   long long instructions = 0;  // executed (for the benchmark)
-  // SimOptions::stop_above_ms: the run stopped once it proved iteration_ms (then a lower
-  // bound) above it; the other fields are not filled.
+  // A BoundedRun stopped once it proved iteration_ms (then a lower bound) above its
+  // time; the other fields but `stages` are not filled.
   bool stopped = false;
 };
 
@@ -84,30 +76,65 @@ struct ScheduleView {
   int num_micro_batches = 0;
   int num_chunks = 1;
   std::vector<const std::vector<Instruction>*> programs;  // [stage]
-  // The caller checked every list's instructions against this shape already (the
-  // planner's memo, once per list): Simulate skips that pass over them.
-  bool instructions_checked = false;
-  // Optional, [stage]: FactsOf each list (the planner's memo keeps them with the lists).
-  std::vector<const ListFacts*> facts = {};
 };
 SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
                    const SimOptions& options = {});
 // A view of every list of `lowered` (which must outlive it).
 ScheduleView ViewOf(const Schedule& lowered);
-// Whether a lower bound of a run's time proves it longer than SimOptions::stop_above_ms:
-// by a relative 1e-9, so that the rounding of the bound's sums does not stop a run that
-// would end just at that time. The engine stops by it; the planner's memo reuses a stopped
-// run for a later question by it.
+// Whether a lower bound of a run's time proves it longer than a BoundedRun's time: by a
+// relative 1e-9, so that the rounding of the bound's sums does not stop a run that would
+// end just at that time. The engine stops by it; the planner's memo reuses a stopped run
+// for a later question by it.
 inline bool ProvesLonger(double bound_ms, double stop_above_ms) {
   return bound_ms > stop_above_ms * (1 + 1e-9);
 }
 // Memory safety of the engine, which indexes by micro-batch and neighbour: throws Error
 // unless every micro-batch and chunk of `lowered` is in range and every transfer goes to
-// an existing neighbour. Simulate checks it before each run unless the view says it was
-// (ScheduleView::instructions_checked). Deeper soundness (pairing, deadlock) is
+// an existing neighbour. Simulate checks it before each run, a BoundedRun unless its
+// lists come checked (ListsChecked). Deeper soundness (pairing, deadlock) is
 // FindScheduleError's job; a deadlock still throws.
 void CheckSimulable(const ScheduleView& lowered);
 // Builds plan.schedule's schedule, lowers it and runs it.
 SimResult SimulatePlan(const Plan& plan, const CostModel& cost, const SimOptions& options = {});
+// plan.schedule's lowered schedule, as SimulatePlan runs it.
+Schedule LoweredSchedule(const Plan& plan);
+
+// What a caller that runs the same lists many times (the planner's memo) did once per
+// list: CheckSimulable passed on each, and [stage] FactsOf each (list_facts.h).
+struct ListsChecked {
+  std::vector<const ListFacts*> facts;
+};
+
+// Runs of one plan for a search that only needs to know whether it is faster than a time
+// t: set up once (as Simulate, without a timeline), then asked with t. Whether and in
+// which order to ask them is the search's choice (plan/slower_than.h). With `checked`
+// (which must outlive the object), the lists are not checked again and their facts are
+// not gathered again.
+class BoundedRun {
+ public:
+  BoundedRun(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
+             const ListsChecked* checked = nullptr);
+  ~BoundedRun();
+  BoundedRun(const BoundedRun&) = delete;
+  BoundedRun& operator=(const BoundedRun&) = delete;
+
+  // The contended run, which may stop as soon as it proves the iteration longer than t
+  // (Note [Stopping above a time] in stop_bound.cc): then `stopped` and iteration_ms a
+  // lower bound of the time (ProvesLonger than t); else Simulate's result. It never stops
+  // with shared compute (CostModel::SharedCompute).
+  SimResult Run(double t);
+  // A run in which every transfer starts when it is ready, whatever links it needs, and
+  // which may stop likewise: cheaper, and no time of it later than the contended run's
+  // (Note [Runs without contention] in simulator.cc), so when it proves the iteration longer
+  // than t, so would the contended run. That proof as a stopped result; none when it does
+  // not prove it, with shared compute, or for an infinite t.
+  std::optional<SimResult> SlowerWithoutContention(double t);
+
+ private:
+  struct State;
+  const Plan& plan_;
+  const CostModel& cost_;
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace dapple

@@ -1,4 +1,4 @@
-// The lower bound behind SimOptions::stop_above_ms: see stop_bound.h.
+// The lower bound behind BoundedRun (simulator.h): see stop_bound.h.
 //
 // Note [Stopping above a time]
 // The planner asks most simulations only whether a plan is faster than one it has (a

@@ -1,4 +1,4 @@
-// The lower bound behind SimOptions::stop_above_ms (Note [Stopping above a time] in
+// The lower bound behind BoundedRun::Run (Note [Stopping above a time] in
 // stop_bound.cc). Internal to dapple_sim: the event engine asks it while it runs.
 #pragma once
 
