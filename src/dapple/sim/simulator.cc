@@ -36,7 +36,10 @@ int Dense(std::unordered_map<int, int>& ids, int id) {
   return ids.emplace(id, static_cast<int>(ids.size())).first->second;
 }
 
-// What Simulate builds before it runs the engine, and keeps to fill the result after.
+}  // namespace
+
+// What Simulate builds before it runs the engine, and keeps to fill the result after. Not in
+// the anonymous namespace: BoundedRun::State (declared in the header) holds one.
 struct Prepared {
   internal::EngineSetup setup;
   SimResult result;                  // its stages' figures, filled as the setup is made
@@ -45,6 +48,8 @@ struct Prepared {
       recompute_extra;             // per device: the activations a re-computing backward rebuilds
   std::vector<int> bucket_stages;  // the groups with bucketed allreduces (timeline tracks)
 };
+
+namespace {
 
 // Replica j of group s: its costs per chunk, its update and when its buckets are ready.
 // A replica of the kind of the one before with a slice of the same size costs the same
