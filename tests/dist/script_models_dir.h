@@ -29,8 +29,8 @@ inline fs::path WrittenModelsDir(const std::string& script_name,
   for (const auto& m : more) key += Slurp(source / m);
   const char* cache = std::getenv("DAPPLE_CACHE_DIR");
   const fs::path base = cache ? fs::path(cache) : fs::temp_directory_path();
-  const fs::path dir = base / (script.stem().string() + "-" +
-                               std::to_string(std::hash<std::string>{}(key)));
+  const fs::path dir =
+      base / (script.stem().string() + "-" + std::to_string(std::hash<std::string>{}(key)));
   if (fs::exists(dir / "complete")) return dir;
   const fs::path fresh = dir.string() + ".writing-" + std::to_string(::getpid());
   fs::remove_all(fresh);

@@ -75,10 +75,9 @@ fs::path TrainAndCheck(const GraphCase& c, const fs::path& models, int m = 2, in
   std::string cmd = std::string(kGraphModelsPython) + " " + DAPPLE_SOURCE_DIR +
                     "/tests/torch/graph_models.py check " + model + " " + c.data + " " + exported +
                     " " + losses.string() + " --steps " + std::to_string(steps) + " --gbs " +
-                    std::to_string(m * M) + " --micro-batch " + std::to_string(m) +
-                    " --slices " + std::to_string(c.slices) + " --seq-len " +
-                    std::to_string(c.seq_len) + " --loss " + c.loss + " --dtype " + c.dtype +
-                    " > " + json.string();
+                    std::to_string(m * M) + " --micro-batch " + std::to_string(m) + " --slices " +
+                    std::to_string(c.slices) + " --seq-len " + std::to_string(c.seq_len) +
+                    " --loss " + c.loss + " --dtype " + c.dtype + " > " + json.string();
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   j = nlohmann::json::parse(Slurp(json), nullptr, false);
   if (!j.is_object()) {
@@ -88,8 +87,7 @@ fs::path TrainAndCheck(const GraphCase& c, const fs::path& models, int m = 2, in
   const double tolerance = c.dtype == "float64" ? 1e-10 : 1e-4;
   EXPECT_EQ(j["steps"], steps);
   EXPECT_LT(j["max_loss_rel_diff"].get<double>(), tolerance) << j.dump();
-  EXPECT_LT(j["max_param_rel_diff"].get<double>(), c.dtype == "float64" ? 1e-9 : 1e-3)
-      << j.dump();
+  EXPECT_LT(j["max_param_rel_diff"].get<double>(), c.dtype == "float64" ? 1e-9 : 1e-3) << j.dump();
   EXPECT_TRUE(j["buffer_dtypes_kept"].get<bool>()) << j.dump();
   return dir;
 }
@@ -108,8 +106,7 @@ TEST_F(GraphModelTest, ResNet18ProfileHasItsBasicBlocksAsLayers) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> names;
   const nlohmann::json written = nlohmann::json::parse(Slurp(profile));
-  for (const auto& l : written["layers"])
-    names.push_back(l["name"].get<std::string>());
+  for (const auto& l : written["layers"]) names.push_back(l["name"].get<std::string>());
   EXPECT_EQ(names, (std::vector<std::string>{"conv1", "bn1", "layer1.0", "layer1.1", "layer2.0",
                                              "layer2.1", "layer3.0", "layer3.1", "layer4.0",
                                              "layer4.1", "fc"}));
@@ -208,10 +205,11 @@ TEST_F(GraphModelTest, TiedHeadAcrossChunksIsOneLine) {
                                                     2, 4, "interleaved"));
   j["virtual_stages"] = 2;
   fs::path plan = WritePlan(dir, "plan", j.dump(2));
-  RunResult r = RunDapple("train --model " + (*graph_ / "loop_gpt.pt").string() + " --plan " +
-                              plan.string() + " --data " + (*script_ / "tokens.bin").string() +
-                              " --seq-len 8 --loss cross-entropy --steps 1 --nproc 2 --timeout-s 20",
-                          dir);
+  RunResult r =
+      RunDapple("train --model " + (*graph_ / "loop_gpt.pt").string() + " --plan " + plan.string() +
+                    " --data " + (*script_ / "tokens.bin").string() +
+                    " --seq-len 8 --loss cross-entropy --steps 1 --nproc 2 --timeout-s 20",
+                dir);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("tied to layers of other chunks"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;

@@ -54,10 +54,10 @@ TEST(MemoryLimitTest, ModelLargerThanAProcessTrainsUnderFourStages) {
       "'" +
       (dir / "data.pt").string() + "')\"";
   ASSERT_EQ(std::system(write.c_str()), 0) << write;
-  fs::path plan = WritePlan(
-      dir, "plan",
-      PlanJson({{"0", "2", {0}}, {"4", "6", {1}}, {"8", "10", {2}}, {"12", "14", {3}}}, 2, 2,
-               "dapple-a"));
+  fs::path plan =
+      WritePlan(dir, "plan",
+                PlanJson({{"0", "2", {0}}, {"4", "6", {1}}, {"8", "10", {2}}, {"12", "14", {3}}}, 2,
+                         2, "dapple-a"));
   // Measured under a 620 MB limit: each rank's group peaked at 402-407 MB (its stage 128 MB,
   // gradients 128 MB, one accumulation, the rest of the process; libtorch's code pages are
   // charged to the group that first read them). Reading the whole archive would add the
@@ -70,15 +70,14 @@ TEST(MemoryLimitTest, ModelLargerThanAProcessTrainsUnderFourStages) {
   for (int r = 0; r < 4; ++r) {
     groups.push_back(std::make_unique<MemoryGroup>(
         "dapple_test_" + std::to_string(::getpid()) + "_" + std::to_string(r), limit));
-    std::string cmd = "sh -c 'echo $$ > " + (groups.back()->dir / "cgroup.procs").string() +
-                      " && exec env RANK=" + std::to_string(r) +
-                      " WORLD_SIZE=4 LOCAL_RANK=" + std::to_string(r) +
-                      " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
-                      DAPPLE_BINARY + " train --model " + (dir / "big.pt").string() +
-                      " --plan " + plan.string() + " --data " + (dir / "data.pt").string() +
-                      " --loss cross-entropy --momentum 0 --lr 0.01 --steps 2 --timeout-s 120 " +
-                      "--log-json' > " + (dir / ("rank" + std::to_string(r) + ".out")).string() +
-                      " 2>&1";
+    std::string cmd =
+        "sh -c 'echo $$ > " + (groups.back()->dir / "cgroup.procs").string() +
+        " && exec env RANK=" + std::to_string(r) + " WORLD_SIZE=4 LOCAL_RANK=" + std::to_string(r) +
+        " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " + DAPPLE_BINARY +
+        " train --model " + (dir / "big.pt").string() + " --plan " + plan.string() + " --data " +
+        (dir / "data.pt").string() +
+        " --loss cross-entropy --momentum 0 --lr 0.01 --steps 2 --timeout-s 120 " +
+        "--log-json' > " + (dir / ("rank" + std::to_string(r) + ".out")).string() + " 2>&1";
     ranks.emplace_back([cmd, &codes, r] {
       int status = std::system(cmd.c_str());
       codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -92,7 +91,8 @@ TEST(MemoryLimitTest, ModelLargerThanAProcessTrainsUnderFourStages) {
   RunResult r0;
   std::istringstream lines(Slurp(dir / "rank0.out"));
   for (std::string line; std::getline(lines, line);)
-    if (!line.empty() && line[0] == '{') r0.lines.push_back(nlohmann::json::parse(line, nullptr, false));
+    if (!line.empty() && line[0] == '{')
+      r0.lines.push_back(nlohmann::json::parse(line, nullptr, false));
   EXPECT_EQ(r0.Losses().size(), 2u);
 }
 

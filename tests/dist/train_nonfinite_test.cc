@@ -31,10 +31,10 @@ fs::path DataWithNan(const fs::path& models, const fs::path& dir, int row) {
 TEST_F(NonFiniteTest, NanSampleStopsAtItsStepAndTheCheckpointBeforeExports) {
   fs::path dir = TestDir("nan_stop");
   fs::path data = DataWithNan(*models_, dir, 9);  // global batch 1 of 8 samples: step 2
-  fs::path plan =
-      WritePlan(dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 4, 2, "dapple-a"));
-  RunResult r = RunDapple("train --model " + F("mlp.pt") + " --plan " + plan.string() +
-                              " --data " + data.string() +
+  fs::path plan = WritePlan(
+      dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 4, 2, "dapple-a"));
+  RunResult r = RunDapple("train --model " + F("mlp.pt") + " --plan " + plan.string() + " --data " +
+                              data.string() +
                               " --loss cross-entropy --no-shuffle --steps 4 --nproc 2 "
                               "--timeout-s 30 --checkpoint-every 1 --checkpoint-dir " +
                               (dir / "ckpt").string(),
@@ -62,8 +62,8 @@ TEST_F(NonFiniteTest, LogJsonStdoutIsOnlyJsonAndEvalNamesItsFile) {
   fs::path plan = WritePlan(dir, "plan", PlanJson({{"fc0", "head", {0}}}, 4, 2, "dapple-a"));
   fs::path eval = dir / "eval_data.pt";
   fs::copy_file(*models_ / "mlp_data.pt", eval);
-  RunResult r = RunDapple("train --model " + F("mlp.pt") + " --plan " + plan.string() +
-                              " --data " + F("mlp_data.pt") + " --eval-data " + eval.string() +
+  RunResult r = RunDapple("train --model " + F("mlp.pt") + " --plan " + plan.string() + " --data " +
+                              F("mlp_data.pt") + " --eval-data " + eval.string() +
                               " --eval --loss cross-entropy --steps 2 --log-json --timeout-s 30 "
                               "--save-model " +
                               (dir / "out.pt").string(),

@@ -17,10 +17,10 @@
 namespace dapple {
 namespace {
 
+using internal::ForEachUse;
 using torch::jit::Graph;
 using torch::jit::Node;
 using torch::jit::Value;
-using internal::ForEachUse;
 
 bool IsContainer(const torch::jit::Module& m) {
   auto name = m.type()->name();
@@ -84,7 +84,8 @@ bool ReadsTensors(const Run& run, const Graph& g, size_t first_attr) {
     ForEachUse(n, [&](Value* v) {
       if (v->node()->kind() != c10::prim::Param) return;
       size_t i = v->offset();
-      if (v->node() == g.param_node() && i >= first_attr && v->type()->kind() != c10::TypeKind::BoolType)
+      if (v->node() == g.param_node() && i >= first_attr &&
+          v->type()->kind() != c10::TypeKind::BoolType)
         found = true;
     });
   }

@@ -111,7 +111,8 @@ void LiftAttributes(const torch::jit::Module& top, Graph& graph, std::vector<Att
       continue;
     }
     auto path = ModulePath(n->input(0), self);
-    if (!path) ThrowInput("{}: forward reads attribute {} of a non-module object", file, n->s(attr::name));
+    if (!path)
+      ThrowInput("{}: forward reads attribute {} of a non-module object", file, n->s(attr::name));
     AttrRef ref{*path, n->s(attr::name)};
     c10::IValue value = SubmoduleAt(top, ref.path).attr(ref.name);
     Value* replacement = nullptr;

@@ -2,7 +2,7 @@
 #include "dapple/models/graph_layer_build.h"
 
 #include <algorithm>
-#include <map>
+#include <functional>
 #include <set>
 
 #include "dapple/common/error.h"
@@ -44,9 +44,8 @@ void ForEachUse(Node* n, const std::function<void(Value*)>& fn) {
   }
 }
 
-LayerGraphBuilder::LayerGraphBuilder(Graph& g, Value* x, Value* target,
-                                     std::vector<AttrRef> lifted, size_t first_attr,
-                                     std::string file)
+LayerGraphBuilder::LayerGraphBuilder(Graph& g, Value* x, Value* target, std::vector<AttrRef> lifted,
+                                     size_t first_attr, std::string file)
     : g_(g),
       x_(x),
       target_(target),
@@ -62,7 +61,8 @@ std::vector<Value*> LayerGraphBuilder::LiveAt(size_t c) const {
     if (d < static_cast<int>(c) && it != last_use_.end() && it->second >= static_cast<int>(c))
       live.push_back(v);
   }
-  std::sort(live.begin(), live.end(), [&](Value* a, Value* b) { return order_.at(a) < order_.at(b); });
+  std::sort(live.begin(), live.end(),
+            [&](Value* a, Value* b) { return order_.at(a) < order_.at(b); });
   return live;
 }
 

@@ -1,8 +1,8 @@
 // ScriptLayerModule and GraphLayerRunner: see script_layer.h.
 #include "dapple/models/script_layer.h"
 
+#include <functional>
 #include <map>
-#include <sstream>
 
 #include "dapple/models/graph_inline.h"
 
@@ -45,32 +45,14 @@ void ScriptLayerModule::train(bool on) {
 
 GraphLayerRunner::GraphLayerRunner(const torch::jit::Module& top, const GraphLayer& layer)
     : code_(std::make_shared<torch::jit::Code>(layer.graph, layer.name)) {
-  for (const AttrRef& a : layer.attrs) attrs_.push_back({internal::SubmoduleAt(top, a.path), a.name});
+  for (const AttrRef& a : layer.attrs)
+    attrs_.push_back({internal::SubmoduleAt(top, a.path), a.name});
 }
 
 std::vector<c10::IValue> GraphLayerRunner::Run(std::vector<c10::IValue> stack) const {
   for (const auto& [owner, name] : attrs_) stack.push_back(owner.attr(name));
   torch::jit::InterpreterState(*code_).run(stack);
   return stack;
-}
-
-c10::optional<torch::jit::Module> FindSubmodule(const torch::jit::Module& root,
-                                                const std::string& path) {
-  torch::jit::Module m = root;
-  std::stringstream parts(path);
-  std::string part;
-  while (std::getline(parts, part, '.')) {
-    bool found = false;
-    for (const auto& c : m.named_children()) {
-      if (c.name == part) {
-        m = c.value;
-        found = true;
-        break;
-      }
-    }
-    if (!found) return c10::nullopt;
-  }
-  return m;
 }
 
 }  // namespace dapple

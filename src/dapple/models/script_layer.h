@@ -40,8 +40,4 @@ class GraphLayerRunner {
   std::vector<std::pair<torch::jit::Module, std::string>> attrs_;
 };
 
-// The submodule of `root` at dotted `path` ("" is `root`); nullopt when there is none.
-c10::optional<torch::jit::Module> FindSubmodule(const torch::jit::Module& root,
-                                                const std::string& path);
-
 }  // namespace dapple

@@ -129,7 +129,8 @@ LayerForward ForwardOf(std::shared_ptr<GraphLayerRunner> run, std::string where)
     std::vector<c10::IValue> in(x.begin(), x.end());
     Activations out;
     for (const c10::IValue& v : run->Run(std::move(in))) {
-      if (!v.isTensor()) ThrowInput("{}: returns a {} where a tensor was expected", where, v.tagKind());
+      if (!v.isTensor())
+        ThrowInput("{}: returns a {} where a tensor was expected", where, v.tagKind());
       out.push_back(v.toTensor());
     }
     return out;
@@ -271,7 +272,8 @@ Model LoadScriptModel(const std::filesystem::path& path, const ScriptModelOption
     NamedLayer layer;
     layer.name = g.name;
     layer.module = std::make_shared<ScriptLayerModule>(top, g.attrs);
-    layer.forward = ForwardOf(std::make_shared<GraphLayerRunner>(top, g), file + ": layer " + g.name);
+    layer.forward =
+        ForwardOf(std::make_shared<GraphLayerRunner>(top, g), file + ": layer " + g.name);
     m.layers.push_back(std::move(layer));
   }
   top.train();

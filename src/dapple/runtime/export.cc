@@ -29,7 +29,8 @@ void CopyInto(const std::map<std::string, torch::Tensor>& from,
               const std::string& model) {
   for (const auto& [name, value] : from) {
     auto it = into.find(name);
-    if (it == into.end()) ThrowInput("{}: {} is not a parameter or buffer of {}", file, name, model);
+    if (it == into.end())
+      ThrowInput("{}: {} is not a parameter or buffer of {}", file, name, model);
     if (it->second.sizes() != value.sizes()) {
       ThrowInput("{}: {} has shape {} but the model's has {}", file, name,
                  fmt::join(value.sizes(), "x"), fmt::join(it->second.sizes(), "x"));
