@@ -64,9 +64,9 @@ std::vector<StageSummary> Summarise(const Plan& plan, const SimResult& r, const 
     s.memory_bytes = s.memory_bytes < 0 ? mem : std::min(s.memory_bytes, mem);
     s.bubble_ms += d.bubble_ms / plan.stages[d.stage].replicas();
   }
-  // Interleaved: chunk k runs on the devices of chunk k mod S, which the figures are of.
-  for (int k = plan.num_device_groups(); k < plan.num_stages(); ++k)
-    out[k] = out[k % plan.num_device_groups()];
+  // With chunks: chunk k runs on the devices of chunk GroupOf(k) (k mod S, or in a V
+  // 2S - 1 - k), which the figures are of: their peak memory sums over all their chunks.
+  for (int k = plan.num_device_groups(); k < plan.num_stages(); ++k) out[k] = out[plan.GroupOf(k)];
   return out;
 }
 
@@ -77,11 +77,14 @@ void PrintSummary(const Profile& profile, const Cluster& cluster, const Plan& pl
              cluster.num_devices(), ToString(plan.schedule), plan.global_batch_size,
              plan.num_micro_batches, plan.micro_batch_size,
              plan.AnyRecompute() ? ", re-computation" : "");
+  const int groups = plan.num_device_groups();
   if (plan.virtual_stages > 1)
     fmt::print(
-        "{} chunks per device group: stage k is chunk k of the model, on the devices of stage k "
-        "mod {} (mem and bubble are theirs)\n",
-        plan.virtual_stages, plan.num_device_groups());
+        "{} chunks per device group: stage k is chunk k of the model, on the devices of stage {} "
+        "(mem and bubble are theirs)\n",
+        plan.virtual_stages,
+        VShaped(plan.schedule) ? fmt::format("k for k < {}, else {} - k", groups, 2 * groups - 1)
+                               : fmt::format("k mod {}", groups));
   fmt::print("{:<6}{:<44}{:<14}{:>9}{:>9}{:>9}{:>9}{:>9}{:>16}{:>10}\n", "stage", "layers",
              "devices", "fwd ms", "bwd ms", "send ms", "AR ms", "step ms", "mem GB / dev",
              "bubble");

@@ -89,6 +89,9 @@ struct ScheduleView {
   bool instructions_checked = false;
   // Optional, [stage]: FactsOf each list (the planner's memo keeps them with the lists).
   std::vector<const ListFacts*> facts = {};
+  // The chunks in a V (Note [V placement] in chunk_placement.h): Simulate checks it
+  // against the plan's schedule.
+  bool v_shape = false;
 };
 SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
                    const SimOptions& options = {});
