@@ -196,6 +196,7 @@ void RunSimulate(const SimulateArgs& a) {
   ResolvePlanLayers(plan, profile, a.plan);
   ValidatePlan(plan, profile, cluster, a.plan);
   if (a.schedule) {
+    const ScheduleKind planned = plan.schedule;
     try {
       plan.schedule = ParseScheduleKind(*a.schedule);
     } catch (const InputError& e) {
@@ -203,6 +204,10 @@ void RunSimulate(const SimulateArgs& a) {
     }
     CheckChunks(plan.schedule, plan.num_device_groups(), plan.num_micro_batches,
                 plan.virtual_stages, "--schedule " + *a.schedule + " with the plan's ");
+    // Note [V placement]: the devices of the chunks were validated for the plan's placement.
+    if (plan.virtual_stages > 1 && VShaped(planned) != VShaped(plan.schedule))
+      ThrowInput("--schedule {}: the plan's chunks are placed for schedule '{}', {}", *a.schedule,
+                 ToString(planned), VShaped(planned) ? "in a V" : "not in a V");
   }
   if (a.no_overlap) plan.allreduce_overlap = false;
   CostOptions options = in.cost_options;
