@@ -19,8 +19,5 @@ inline int GroupOfVirtualStage(int virtual_stage, int num_groups, bool v_shape) 
   return v_shape && virtual_stage >= num_groups ? 2 * num_groups - 1 - virtual_stage
                                                 : virtual_stage % num_groups;
 }
-inline int ChunkOfVirtualStage(int virtual_stage, int num_groups) {
-  return virtual_stage / num_groups;
-}
 
 }  // namespace dapple

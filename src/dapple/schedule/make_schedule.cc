@@ -22,8 +22,7 @@ int WarmupDepth(ScheduleKind kind, int stage, int num_stages, int num_micro_batc
     case ScheduleKind::kDappleA:
     case ScheduleKind::kZbH1:
       return std::min(num_stages - stage, num_micro_batches);
-    case ScheduleKind::kZbV:  // of chunk 0 (Note [ZB-V])
-      return std::min(2 * (num_stages - stage) - 1, num_micro_batches);
+    case ScheduleKind::kZbV:  // forwards of chunk 0 (Note [ZB-V])
     case ScheduleKind::kDappleB:
     case ScheduleKind::kInterleaved:  // with one chunk; Note [Interleaved 1F1B] for more
       return std::min(2 * (num_stages - stage) - 1, num_micro_batches);

@@ -36,7 +36,7 @@ struct Schedule {
 
 // Warm-up depth K_s: forwards stage s runs before its first backward.
 // gpipe: M; dapple-a and zb-h1: min(S-s, M); dapple-b (and interleaved with one chunk):
-// min(2(S-s)-1, M).
+// min(2(S-s)-1, M); zb-v: the same, forwards of chunk 0 (Note [ZB-V]).
 int WarmupDepth(ScheduleKind kind, int stage, int num_stages, int num_micro_batches);
 // Most micro-batches stage s holds activations of at once (from F to B, or to W in the
 // split schedules): WarmupDepth, except zb-h1: min(S, M) on every stage (Note [ZB-H1]).
