@@ -1,5 +1,5 @@
-// Plans with chunks (`virtual_stages`, docs/schedules.md "Interleaved 1F1B"): JSON round
-// trip, and every bad combination is one InputError naming the file and the field.
+// Plans with chunks (`virtual_stages`, docs/schedules.md "Interleaved 1F1B" and "ZB-V"):
+// JSON round trip, and every bad combination is one InputError naming the file and the field.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -112,6 +112,61 @@ TEST(InterleavedPlan, BadChunksNameTheField) {
                       "plan.json");
       },
       ::testing::Throws<InputError>());
+}
+
+// Three groups ({0, 1}, {2}, {3}) of two one-layer chunks in a V: chunks 0, 1, 2 on
+// groups 0, 1, 2 and chunks 3, 4, 5 back on groups 2, 1, 0.
+constexpr const char* kZbVPlan = R"({
+  "format": "dapple-plan/1", "planner": "hand", "global_batch_size": 8,
+  "micro_batch_size": 2, "num_micro_batches": 4, "schedule": "zb-v", "virtual_stages": 2,
+  "stages": [
+    {"first_layer": 0, "last_layer": 0, "devices": [0, 1]},
+    {"first_layer": 1, "last_layer": 1, "devices": [2]},
+    {"first_layer": 2, "last_layer": 2, "devices": [3]},
+    {"first_layer": 3, "last_layer": 3, "devices": [3]},
+    {"first_layer": 4, "last_layer": 4, "devices": [2]},
+    {"first_layer": 5, "last_layer": 5, "devices": [0, 1]}
+  ]
+})";
+
+TEST(InterleavedPlan, ZbVReadsAndValidatesAV) {
+  Plan plan = ParsePlanJson(kZbVPlan, "plan.json");
+  EXPECT_EQ(plan.schedule, ScheduleKind::kZbV);
+  EXPECT_EQ(plan.virtual_stages, 2);
+  EXPECT_EQ(InterleavedValidateError(plan, 6), "(no error)");
+  EXPECT_EQ(plan.num_device_groups(), 3);
+  EXPECT_EQ(plan.num_devices(), 4);
+  const int groups[] = {0, 1, 2, 2, 1, 0};
+  for (int k = 0; k < 6; ++k) EXPECT_EQ(plan.GroupOf(k), groups[k]) << k;
+  Plan back = ParsePlanJson(PlanToJsonText(plan), "again.json");
+  EXPECT_EQ(back.schedule, ScheduleKind::kZbV);
+  EXPECT_EQ(back.virtual_stages, 2);
+  EXPECT_EQ(InterleavedValidateError(back, 6), "(no error)");
+}
+
+TEST(InterleavedPlan, ZbVBadShapesNameTheField) {
+  Plan p = ParsePlanJson(kZbVPlan, "plan.json");
+  p.virtual_stages = 1;
+  EXPECT_EQ(InterleavedValidateError(p, 6),
+            "plan.json: virtual_stages: schedule 'zb-v' runs 2 chunks per device group (a V), "
+            "not 1");
+  p.virtual_stages = 3;
+  EXPECT_EQ(InterleavedValidateError(p, 6),
+            "plan.json: virtual_stages: schedule 'zb-v' runs 2 chunks per device group (a V), "
+            "not 3");
+  // The looped placement of interleaved 1F1B is not a V.
+  p = ParsePlanJson(kZbVPlan, "plan.json");
+  p.stages[3].devices = {0, 1};
+  p.stages[5].devices = {3};
+  EXPECT_EQ(InterleavedValidateError(p, 6),
+            "plan.json: stages[3].devices: chunk 3 runs on the devices of chunk 2 (virtual_stages "
+            "2: zb-v places chunk k >= 3 on those of chunk 5 - k)");
+  // An interleaved plan with the same entries is checked against its own placement.
+  p.schedule = ScheduleKind::kInterleaved;
+  p.num_micro_batches = 3;
+  p.global_batch_size = 6;
+  p.stages[4].devices = {2};
+  EXPECT_EQ(InterleavedValidateError(p, 6), "(no error)");
 }
 
 }  // namespace

@@ -42,6 +42,9 @@ TEST(ScheduleText, MatchesGoldenFiles) {
       {"zb_h1_s3_m4_lowered_r2_1_3.txt", ScheduleKind::kZbH1, 3, 4, {2, 1, 3}},
       {"interleaved_s4_m8_v2.txt", ScheduleKind::kInterleaved, 4, 8, {}, 2},
       {"interleaved_s3_m3_v2_lowered_r2_1_3.txt", ScheduleKind::kInterleaved, 3, 3, {2, 1, 3}, 2},
+      {"zb_v_s4_m8.txt", ScheduleKind::kZbV, 4, 8, {}, 2},
+      {"zb_v_s3_m2.txt", ScheduleKind::kZbV, 3, 2, {}, 2},
+      {"zb_v_s2_m4_lowered_r1_2.txt", ScheduleKind::kZbV, 2, 4, {1, 2}, 2},
   };
   for (const Golden& g : goldens) {
     Schedule made = MakeSchedule(g.kind, g.stages, g.micro_batches, g.chunks);
@@ -50,6 +53,7 @@ TEST(ScheduleText, MatchesGoldenFiles) {
     EXPECT_EQ(read.num_stages, g.stages) << g.file;
     EXPECT_EQ(read.num_micro_batches, g.micro_batches) << g.file;
     EXPECT_EQ(read.num_chunks, g.chunks) << g.file;
+    EXPECT_EQ(read.v_shape, VShaped(g.kind)) << g.file;
     EXPECT_EQ(read.programs, made.programs) << g.file << " generated:\n" << ScheduleToText(made);
   }
 }
@@ -58,12 +62,14 @@ TEST(ScheduleText, RoundTrips) {
   for (ScheduleKind kind : AllScheduleKinds()) {
     for (int S : {1, 2, 5}) {
       for (int M : {1, 3, 8}) {
-        Schedule s = LowerComms(MakeSchedule(kind, S, M), std::vector<int>(S, 2));
+        Schedule s =
+            LowerComms(MakeSchedule(kind, S, M, VShaped(kind) ? 2 : 1), std::vector<int>(S, 2));
         std::string text = ScheduleToText(s);
         Schedule back = ParseScheduleText(text);
         EXPECT_EQ(back.num_stages, S);
         EXPECT_EQ(back.num_micro_batches, M);
         EXPECT_EQ(back.programs, s.programs);
+        EXPECT_EQ(back.v_shape, s.v_shape);
         EXPECT_EQ(ScheduleToText(back), text);
       }
     }

@@ -24,7 +24,7 @@ TEST(FindScheduleError, AcceptsEveryGeneratedSchedule) {
     for (int S = 1; S <= 8; ++S) {
       for (int M = 1; M <= 16; ++M) {
         for (const auto& replicas : ReplicaPatterns(S)) {
-          Schedule s = LowerComms(MakeSchedule(kind, S, M), replicas);
+          Schedule s = LowerComms(MakeSchedule(kind, S, M, VShaped(kind) ? 2 : 1), replicas);
           std::optional<std::string> err = FindScheduleError(s);
           EXPECT_FALSE(err.has_value())
               << ToString(kind) << " S=" << S << " M=" << M << ": " << *err;

@@ -239,6 +239,11 @@ void RunPlanCommand(const PlanArgs& a) {
   PlannerOptions o;
   o.planner = ParsePlannerKind(a.planner);
   if (a.schedule) o.schedule = ParseScheduleKind(*a.schedule);
+  if (o.schedule && VShaped(*o.schedule))
+    ThrowInput(
+        "--schedule {}: the planner does not search V-shape schedules yet (write the plan by "
+        "hand and run `dapple simulate`)",
+        ToString(*o.schedule));
   o.micro_batch_size = a.micro_batch;
   o.allreduce_overlap = a.overlap;
   o.refine_work = a.refine_work;

@@ -64,9 +64,9 @@ std::vector<StageSummary> Summarise(const Plan& plan, const SimResult& r, const 
     s.memory_bytes = s.memory_bytes < 0 ? mem : std::min(s.memory_bytes, mem);
     s.bubble_ms += d.bubble_ms / plan.stages[d.stage].replicas();
   }
-  // Interleaved: chunk k runs on the devices of chunk k mod S, which the figures are of.
-  for (int k = plan.num_device_groups(); k < plan.num_stages(); ++k)
-    out[k] = out[k % plan.num_device_groups()];
+  // With chunks: chunk k runs on the devices of chunk GroupOf(k) (k mod S, or in a V
+  // 2S - 1 - k), which the figures are of: their peak memory sums over all their chunks.
+  for (int k = plan.num_device_groups(); k < plan.num_stages(); ++k) out[k] = out[plan.GroupOf(k)];
   return out;
 }
 
@@ -77,11 +77,14 @@ void PrintSummary(const Profile& profile, const Cluster& cluster, const Plan& pl
              cluster.num_devices(), ToString(plan.schedule), plan.global_batch_size,
              plan.num_micro_batches, plan.micro_batch_size,
              plan.AnyRecompute() ? ", re-computation" : "");
+  const int groups = plan.num_device_groups();
   if (plan.virtual_stages > 1)
     fmt::print(
-        "{} chunks per device group: stage k is chunk k of the model, on the devices of stage k "
-        "mod {} (mem and bubble are theirs)\n",
-        plan.virtual_stages, plan.num_device_groups());
+        "{} chunks per device group: stage k is chunk k of the model, on the devices of stage {} "
+        "(mem and bubble are theirs)\n",
+        plan.virtual_stages,
+        VShaped(plan.schedule) ? fmt::format("k for k < {}, else {} - k", groups, 2 * groups - 1)
+                               : fmt::format("k mod {}", groups));
   fmt::print("{:<6}{:<44}{:<14}{:>9}{:>9}{:>9}{:>9}{:>9}{:>16}{:>10}\n", "stage", "layers",
              "devices", "fwd ms", "bwd ms", "send ms", "AR ms", "step ms", "mem GB / dev",
              "bubble");
@@ -193,6 +196,7 @@ void RunSimulate(const SimulateArgs& a) {
   ResolvePlanLayers(plan, profile, a.plan);
   ValidatePlan(plan, profile, cluster, a.plan);
   if (a.schedule) {
+    const ScheduleKind planned = plan.schedule;
     try {
       plan.schedule = ParseScheduleKind(*a.schedule);
     } catch (const InputError& e) {
@@ -200,6 +204,10 @@ void RunSimulate(const SimulateArgs& a) {
     }
     CheckChunks(plan.schedule, plan.num_device_groups(), plan.num_micro_batches,
                 plan.virtual_stages, "--schedule " + *a.schedule + " with the plan's ");
+    // Note [V placement]: the devices of the chunks were validated for the plan's placement.
+    if (plan.virtual_stages > 1 && VShaped(planned) != VShaped(plan.schedule))
+      ThrowInput("--schedule {}: the plan's chunks are placed for schedule '{}', {}", *a.schedule,
+                 ToString(planned), VShaped(planned) ? "in a V" : "not in a V");
   }
   if (a.no_overlap) plan.allreduce_overlap = false;
   CostOptions options = in.cost_options;
@@ -245,8 +253,9 @@ void AddSimulateCommand(CLI::App& app) {
       "simulate", "Simulate one training iteration of a plan (exact event-driven simulator)");
   AddModelInputOptions(cmd, args->inputs);
   cmd->add_option("--plan", args->plan, "plan JSON (dapple-plan/1)")->required();
-  cmd->add_option("--schedule", args->schedule,
-                  "override the plan's schedule: gpipe, dapple-a, dapple-b, zb-h1");
+  cmd->add_option(
+      "--schedule", args->schedule,
+      "override the plan's schedule: gpipe, dapple-a, dapple-b, zb-h1, interleaved, zb-v");
   cmd->add_option("--trace", args->trace, "write the timeline as Chrome trace JSON");
   cmd->add_option("--svg", args->svg, "write the timeline as an SVG Gantt chart");
   cmd->add_flag("--json", args->json, "print JSON instead of the table");

@@ -16,23 +16,31 @@ std::string ToString(ScheduleKind k) {
       return "zb-h1";
     case ScheduleKind::kInterleaved:
       return "interleaved";
+    case ScheduleKind::kZbV:
+      return "zb-v";
   }
   return "?";
 }
 
-bool SplitsBackward(ScheduleKind k) { return k == ScheduleKind::kZbH1; }
+bool SplitsBackward(ScheduleKind k) { return k == ScheduleKind::kZbH1 || VShaped(k); }
+
+bool VShaped(ScheduleKind k) { return k == ScheduleKind::kZbV; }
 
 ScheduleKind ParseScheduleKind(const std::string& s) {
   for (ScheduleKind k : AllScheduleKinds())
     if (ToString(k) == s) return k;
-  ThrowInput("unknown schedule '{}' (known: gpipe, dapple-a, dapple-b, zb-h1, interleaved)", s);
+  ThrowInput("unknown schedule '{}' (known: gpipe, dapple-a, dapple-b, zb-h1, interleaved, zb-v)",
+             s);
 }
 
 void CheckChunks(ScheduleKind kind, int num_stages, int num_micro_batches, int num_chunks,
                  const std::string& field_prefix) {
   const std::string& at = field_prefix;
   if (num_chunks < 1) ThrowInput("{}virtual_stages: must be at least 1 (got {})", at, num_chunks);
-  if (num_chunks == 1) return;
+  if (VShaped(kind) && num_chunks != 2)
+    ThrowInput("{}virtual_stages: schedule '{}' runs 2 chunks per device group (a V), not {}", at,
+               ToString(kind), num_chunks);
+  if (num_chunks == 1 || VShaped(kind)) return;
   if (kind != ScheduleKind::kInterleaved)
     ThrowInput("{}virtual_stages: {} chunks per stage need schedule 'interleaved', not '{}'", at,
                num_chunks, ToString(kind));
@@ -54,8 +62,8 @@ void CheckChunks(ScheduleKind kind, int num_stages, int num_micro_batches, int n
 }
 
 std::vector<ScheduleKind> AllScheduleKinds() {
-  return {ScheduleKind::kGPipe, ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1,
-          ScheduleKind::kInterleaved};
+  return {ScheduleKind::kGPipe, ScheduleKind::kDappleA,     ScheduleKind::kDappleB,
+          ScheduleKind::kZbH1,  ScheduleKind::kInterleaved, ScheduleKind::kZbV};
 }
 
 }  // namespace dapple

@@ -11,19 +11,24 @@ namespace dapple {
 // and W (weight gradient), W deferred into the bubbles (docs/schedules.md).
 // kInterleaved: interleaved 1F1B (Narayanan et al., SC'21): every device group runs v model
 // chunks (the plan's virtual_stages); with v = 1 it is dapple-b's order.
-enum class ScheduleKind { kGPipe, kDappleA, kDappleB, kZbH1, kInterleaved };
+// kZbV: zero bubble V (Qi et al., "Pipeline Parallelism with Controllable Memory", NeurIPS
+// 2024): two chunks per device group in a V (Note [V placement] in chunk_placement.h), the
+// backward split as in zb-h1 (docs/schedules.md, "ZB-V").
+enum class ScheduleKind { kGPipe, kDappleA, kDappleB, kZbH1, kInterleaved, kZbV };
 
-// "gpipe", "dapple-a", "dapple-b", "zb-h1", "interleaved"
+// "gpipe", "dapple-a", "dapple-b", "zb-h1", "interleaved", "zb-v"
 std::string ToString(ScheduleKind k);
 // True for the kinds whose backward is split into I and W instructions.
 bool SplitsBackward(ScheduleKind k);
+// True for the kinds that place two chunks per device group in a V (Note [V placement]).
+bool VShaped(ScheduleKind k);
 // Throws InputError listing the known names.
 ScheduleKind ParseScheduleKind(const std::string& s);
 std::vector<ScheduleKind> AllScheduleKinds();
 // Chunk counts the schedules can run, else InputError naming `field_prefix` + the field
-// ("plan.json: virtual_stages: ..."): v < 1; v > 1 with a kind other than interleaved or
-// on one stage; and for v > 1, M < S ("fewer micro-batches than stages") or M not a
-// multiple of S.
+// ("plan.json: virtual_stages: ..."): v < 1; a V-shaped kind with v other than 2; v > 1
+// with a kind other than interleaved or a V-shaped one, or on one stage; and for
+// interleaved with v > 1, M < S ("fewer micro-batches than stages") or M not a multiple of S.
 void CheckChunks(ScheduleKind kind, int num_stages, int num_micro_batches, int num_chunks,
                  const std::string& field_prefix = "");
 

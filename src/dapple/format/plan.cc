@@ -9,11 +9,12 @@ namespace dapple {
 namespace {
 
 // A plan with chunks: S*v entries in `stages`, each with at least one layer, and an M that
-// the interleaved schedule can run (CheckChunks, which also refuses another schedule).
+// the interleaved schedule can run (CheckChunks, which also refuses another schedule and a
+// V-shaped one without 2 chunks).
 void CheckVirtualStages(const Plan& plan, int num_layers, const std::string& source) {
   const int v = plan.virtual_stages, entries = plan.num_stages();
   if (v < 1) ThrowInput("{}: virtual_stages: must be at least 1 (got {})", source, v);
-  if (v == 1 && plan.schedule != ScheduleKind::kInterleaved) return;
+  if (v == 1 && plan.schedule != ScheduleKind::kInterleaved && !VShaped(plan.schedule)) return;
   if (entries % v != 0)
     ThrowInput(
         "{}: virtual_stages: {} chunks per device group do not divide the {} entries of stages "
@@ -99,11 +100,14 @@ void ValidatePlan(const Plan& plan, const Profile& profile, const Cluster& clust
           "the profile)",
           source, s, st.last_layer, st.first_layer, n - 1);
     if (st.devices.empty()) ThrowInput("{}: stages[{}].devices: must not be empty", source, s);
-    if (s >= groups && st.devices != plan.stages[s % groups].devices)
+    if (s >= groups && st.devices != plan.stages[plan.GroupOf(s)].devices)
       ThrowInput(
           "{}: stages[{}].devices: chunk {} runs on the devices of chunk {} (virtual_stages {}: "
-          "chunk k on those of chunk k mod {})",
-          source, s, s, s % groups, plan.virtual_stages, groups);
+          "{})",
+          source, s, s, plan.GroupOf(s), plan.virtual_stages,
+          VShaped(plan.schedule) ? fmt::format("{} places chunk k >= {} on those of chunk {} - k",
+                                               ToString(plan.schedule), groups, 2 * groups - 1)
+                                 : fmt::format("chunk k on those of chunk k mod {}", groups));
     for (size_t r = 0; s < groups && r < st.devices.size(); ++r) {
       int d = st.devices[r];
       if (d < 0 || d >= cluster.num_devices())

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dapple/common/chunk_placement.h"
 #include "dapple/common/schedule_kind.h"
 #include "dapple/format/cluster.h"
 #include "dapple/format/profile.h"
@@ -54,8 +55,9 @@ struct Plan {
   // `allreduce_overlap`, true when absent (docs/schedules.md, "Allreduce overlap").
   bool allreduce_overlap = true;
   // Model chunks per device group v (JSON `virtual_stages`, 1 when absent; > 1 only with
-  // schedule `interleaved`): `stages` then lists the S*v chunks in model order and chunk k
-  // runs on the devices of chunk k mod S (docs/schedules.md, "Interleaved 1F1B").
+  // schedule `interleaved`, and exactly 2 with `zb-v`): `stages` then lists the S*v chunks
+  // in model order and chunk k runs on the devices of chunk GroupOf(k): k mod S, or in a V
+  // 2S - 1 - k for k >= S (docs/schedules.md, "Interleaved 1F1B" and "ZB-V").
   int virtual_stages = 1;
   std::vector<StagePlan> stages;
   std::optional<PlanEstimate> estimate;
@@ -69,6 +71,10 @@ struct Plan {
   int num_stages() const { return static_cast<int>(stages.size()); }
   // Device groups S: the stages of a plan without chunks.
   int num_device_groups() const { return num_stages() / std::max(virtual_stages, 1); }
+  // The device group (entry of `stages` < S) whose devices run entry k (Note [V placement]).
+  int GroupOf(int k) const {
+    return GroupOfVirtualStage(k, num_device_groups(), VShaped(schedule));
+  }
   int num_devices() const;  // sum of replicas
   // Whether stage s re-computes: the plan's flag or the stage's.
   bool Recomputes(int s) const { return recompute || stages[s].recompute; }

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "dapple/common/error.h"
+#include "dapple/common/schedule_kind.h"
 #include "dapple/models/model_source.h"
 #include "dapple/runtime/boundary.h"
 
@@ -47,6 +48,12 @@ std::vector<torch::Tensor> HeldParameters(const Model& model,
 }
 
 std::optional<std::string> ChunkedPlanError(const Plan& plan, const Model& model) {
+  if (VShaped(plan.schedule)) {
+    return fmt::format(
+        "schedule: {} is simulated and planned by hand only; dapple train does not run V-shape "
+        "schedules yet",
+        ToString(plan.schedule));
+  }
   if (plan.virtual_stages <= 1) return std::nullopt;
   // Note [Tied parameters] across chunks: a rank may hold several uses in different chunks;
   // not built.

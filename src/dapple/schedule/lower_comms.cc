@@ -16,6 +16,7 @@ Schedule LowerComms(const Schedule& compute_only, const std::vector<int>& replic
   out.num_stages = num_stages;
   out.num_micro_batches = compute_only.num_micro_batches;
   out.num_chunks = compute_only.num_chunks;
+  out.v_shape = compute_only.v_shape;
   out.programs.resize(num_stages);
   const int last_virtual = compute_only.num_virtual_stages() - 1;
   for (int s = 0; s < num_stages; ++s) {

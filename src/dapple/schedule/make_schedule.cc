@@ -7,6 +7,7 @@
 #include "dapple/common/error.h"
 #include "dapple/schedule/interleaved.h"
 #include "dapple/schedule/schedule.h"
+#include "dapple/schedule/v_shape.h"
 
 namespace dapple {
 
@@ -21,6 +22,7 @@ int WarmupDepth(ScheduleKind kind, int stage, int num_stages, int num_micro_batc
     case ScheduleKind::kDappleA:
     case ScheduleKind::kZbH1:
       return std::min(num_stages - stage, num_micro_batches);
+    case ScheduleKind::kZbV:  // forwards of chunk 0 (Note [ZB-V])
     case ScheduleKind::kDappleB:
     case ScheduleKind::kInterleaved:  // with one chunk; Note [Interleaved 1F1B] for more
       return std::min(2 * (num_stages - stage) - 1, num_micro_batches);
@@ -39,6 +41,8 @@ int PeakInFlight(ScheduleKind kind, int stage, int num_stages, int num_micro_bat
       return WarmupDepth(kind, stage, num_stages, num_micro_batches);
     case ScheduleKind::kZbH1:  // K_s forwards, then stage s more while s W's are deferred
       return std::min(num_stages, num_micro_batches);
+    case ScheduleKind::kZbV:
+      return internal::ZbVPeakInFlight(stage, num_stages, num_micro_batches);
   }
   return num_micro_batches;
 }
@@ -94,6 +98,7 @@ Schedule MakeSchedule(ScheduleKind kind, int num_stages, int num_micro_batches, 
   s.num_stages = num_stages;
   s.num_micro_batches = num_micro_batches;
   s.num_chunks = num_chunks;
+  s.v_shape = VShaped(kind);
   s.programs.resize(num_stages);
   const int m = num_micro_batches;
   for (int stage = 0; stage < num_stages; ++stage) {
@@ -101,6 +106,10 @@ Schedule MakeSchedule(ScheduleKind kind, int num_stages, int num_micro_batches, 
     p.reserve(3 * m * num_chunks);
     if (kind == ScheduleKind::kInterleaved) {
       internal::AppendInterleaved(stage, num_stages, m, num_chunks, p);
+      continue;
+    }
+    if (kind == ScheduleKind::kZbV) {
+      internal::AppendZbV(stage, num_stages, m, p);
       continue;
     }
     if (SplitsBackward(kind)) {

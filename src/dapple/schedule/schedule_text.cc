@@ -9,7 +9,7 @@
 namespace dapple {
 
 std::string ScheduleToText(const Schedule& s) {
-  std::string out;
+  std::string out = s.v_shape ? "placement: v\n" : "";
   for (int st = 0; st < static_cast<int>(s.programs.size()); ++st) {
     out += "stage " + std::to_string(st) + ":";
     for (const Instruction& in : s.programs[st]) {
@@ -34,6 +34,10 @@ Schedule ParseScheduleText(const std::string& text) {
     std::istringstream words(line.substr(start));
     std::string word, label;
     words >> word >> label;
+    if (word == "placement:" && label == "v" && s.num_stages == 0 && !s.v_shape) {
+      s.v_shape = true;  // Note [V placement]
+      continue;
+    }
     const std::string expected = std::to_string(s.num_stages) + ":";
     if (word != "stage" || label != expected)
       ThrowInput("schedule text line {}: expected 'stage {}' followed by the instructions", line_no,

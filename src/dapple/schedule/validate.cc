@@ -146,7 +146,7 @@ std::optional<std::string> CheckOrder(const Schedule& s, int stage, StageIndex& 
 // has its receive on the other.
 std::optional<std::string> CheckPairs(const Schedule& s, int b, std::vector<StageIndex>& index) {
   const int S = s.num_stages;
-  const int st_lo = b % S, c_lo = b / S, st_hi = (b + 1) % S, c_hi = (b + 1) / S;
+  const int st_lo = s.StageOf(b), c_lo = b / S, st_hi = s.StageOf(b + 1), c_hi = (b + 1) / S;
   StageIndex &lo = index[st_lo], &hi = index[st_hi];
   const std::string on_lo = c_lo == 0 ? "" : fmt::format(" chunk {}", c_lo);
   const std::string on_hi = c_hi == 0 ? "" : fmt::format(" chunk {}", c_hi);
@@ -201,7 +201,7 @@ std::optional<std::string> DryRun(const Schedule& s) {
     if (pc[st] == static_cast<int>(s.programs[st].size())) continue;
     const Instruction& in = s.programs[st][pc[st]];
     const int vs = s.VirtualStage(st, in.chunk);
-    const int from = (in.op == Op::kRecvAct ? vs - 1 : vs + 1) % n;
+    const int from = s.StageOf(in.op == Op::kRecvAct ? vs - 1 : vs + 1);
     blocked += fmt::format("{}{} waits for stage {}", blocked.empty() ? "" : "; ",
                            At(st, pc[st], in), from);
   }
@@ -217,6 +217,8 @@ std::optional<std::string> FindScheduleError(const Schedule& s) {
   if (s.num_micro_batches <= 0)
     return fmt::format("schedule has {} micro-batches", s.num_micro_batches);
   if (s.num_chunks <= 0) return fmt::format("schedule has {} chunks", s.num_chunks);
+  if (s.v_shape && s.num_chunks != 2)
+    return fmt::format("schedule in a V has {} chunks per stage, not 2", s.num_chunks);
   std::vector<StageIndex> index(s.num_stages);
   for (int st = 0; st < s.num_stages; ++st)
     if (auto e = CheckStage(s, st, index[st])) return e;

@@ -158,7 +158,7 @@ class Engine {
   int GradRoute(int boundary) const { return V_ - 1 + boundary; }
   // Stage (device group) whose devices receive the transfers of `route`.
   int ReceiverStageOf(int route) const {
-    return (route < V_ - 1 ? route + 1 : route - (V_ - 1)) % S_;
+    return GroupOfVirtualStage(route < V_ - 1 ? route + 1 : route - (V_ - 1), S_, s_.v_shape);
   }
 
   // Note [Resuming on shared cores]: when devices are processes sharing a machine, a forward
@@ -203,7 +203,7 @@ class Engine {
     for (; pc < st.length; ++pc) {
       const Instruction in = prog[pc];
       const EngineChunkCost& cost = costs[in.chunk];
-      auto vs = [&] { return in.chunk * S_ + cfg.stage; };  // virtual stage
+      auto vs = [&] { return VirtualStageOf(cfg.stage, in.chunk, S_, s_.v_shape); };
       switch (in.op) {
         case Op::kForward: {
           const double ms = cost.forward_ms * Scale(d, pc) + Resume(dv, clock);

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "dapple/common/chunk_placement.h"
 #include "dapple/schedule/instruction.h"
 #include "dapple/sim/list_facts.h"
 #include "dapple/sim/timeline.h"
@@ -68,7 +69,8 @@ struct EngineRoute {
 struct EngineSetup {
   int num_stages = 0;  // device groups
   int num_micro_batches = 0;
-  int num_chunks = 1;  // chunks per group; virtual stage c * num_stages + g
+  int num_chunks = 1;    // chunks per group; virtual stage c * num_stages + g
+  bool v_shape = false;  // or in a V (Note [V placement] in chunk_placement.h)
   std::vector<EngineStage> stages;
   std::vector<EngineDevice> devices;
   std::vector<EngineChunkCost> costs;  // num_chunks per device

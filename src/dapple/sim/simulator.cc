@@ -25,6 +25,7 @@ void CheckShape(const Plan& plan, const ScheduleView& lowered, bool checked) {
   DAPPLE_CHECK(lowered.num_stages * lowered.num_chunks == plan.num_stages(),
                "schedule and plan stages differ");
   DAPPLE_CHECK(lowered.num_chunks == plan.virtual_stages, "schedule and plan chunks differ");
+  DAPPLE_CHECK(lowered.v_shape == VShaped(plan.schedule), "schedule and plan placements differ");
   DAPPLE_CHECK(static_cast<int>(lowered.programs.size()) == lowered.num_stages);
   DAPPLE_CHECK(lowered.num_micro_batches == plan.num_micro_batches,
                "schedule and plan micro-batches differ");
@@ -89,7 +90,7 @@ void AddReplica(const Plan& plan, const CostModel& cost, int s, int j,
   int bucket = 0;  // buckets in allreduce order: chunk v-1's first
   for (int c = 0; c < v; ++c) setup.costs.emplace_back();
   for (int c = v - 1; c >= 0; --c) {
-    const int vs = c * S + s;
+    const int vs = VirtualStageOf(s, c, S, setup.v_shape);
     const StagePlan& cp = plan.stages[vs];
     const int a = cp.first_layer, z = cp.last_layer;
     internal::EngineChunkCost& cc = setup.costs[ed.first_cost + c];
@@ -151,8 +152,9 @@ void AddStage(const Plan& plan, const ScheduleView& lowered, const ListsChecked*
   // their buckets go last.
   std::vector<std::vector<GradBucket>> buckets(v);
   for (int c = v - 1; c >= 0; --c) {
-    const StagePlan& cp = plan.stages[c * S + s];
-    StageStats& stats = p.result.stages[c * S + s];
+    const int vs = VirtualStageOf(s, c, S, setup.v_shape);
+    const StagePlan& cp = plan.stages[vs];
+    StageStats& stats = p.result.stages[vs];
     stats.allreduce_ms = cost.AllReduceMs(cp.first_layer, cp.last_layer, sp.devices);
     es.allreduce_ms += stats.allreduce_ms;
     p.static_bytes[s] += cost.StaticMemoryBytes(cp.first_layer, cp.last_layer);
@@ -216,8 +218,9 @@ void AddSharedCompute(const Plan& plan, const CostModel& cost, internal::EngineS
 }
 
 // The engine's setup for `plan` on `lowered`: S device groups of v chunks each;
-// plan.stages[c * S + g] is chunk c of group g (Note [Chunks] in schedule.h). With v = 1
-// the groups are the plan's stages.
+// plan.stages[c * S + g] is chunk c of group g (Note [Chunks] in schedule.h), or
+// plan.stages[2S - 1 - g] its chunk 1 in a V (Note [V placement]). With v = 1 the groups
+// are the plan's stages.
 Prepared Prepare(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
                  const SimOptions& options, const ListsChecked* checked) {
   const int S = lowered.num_stages, v = lowered.num_chunks;
@@ -226,6 +229,7 @@ Prepared Prepare(const Plan& plan, const ScheduleView& lowered, const CostModel&
   setup.num_stages = S;
   setup.num_micro_batches = plan.num_micro_batches;
   setup.num_chunks = v;
+  setup.v_shape = lowered.v_shape;
   setup.record_timeline = options.record_timeline;
   setup.stages.resize(S);
   p.result.stages.resize(S * v);
@@ -317,7 +321,7 @@ void CheckSimulable(const ScheduleView& lowered) {
   const int V = lowered.num_stages * lowered.num_chunks;
   for (int s = 0; s < S; ++s) {
     for (const Instruction& in : *lowered.programs[s]) {
-      const int vs = in.chunk * S + s;
+      const int vs = VirtualStageOf(s, in.chunk, S, lowered.v_shape);
       bool ok = in.chunk >= 0 && in.chunk < lowered.num_chunks;
       switch (in.op) {
         case Op::kForward:
@@ -345,6 +349,7 @@ void CheckSimulable(const ScheduleView& lowered) {
 
 ScheduleView ViewOf(const Schedule& lowered) {
   ScheduleView view{lowered.num_stages, lowered.num_micro_batches, lowered.num_chunks, {}};
+  view.v_shape = lowered.v_shape;
   for (const std::vector<Instruction>& p : lowered.programs) view.programs.push_back(&p);
   return view;
 }

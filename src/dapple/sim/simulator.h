@@ -76,6 +76,9 @@ struct ScheduleView {
   int num_micro_batches = 0;
   int num_chunks = 1;
   std::vector<const std::vector<Instruction>*> programs;  // [stage]
+  // The chunks in a V (Note [V placement] in chunk_placement.h): Simulate checks it
+  // against the plan's schedule.
+  bool v_shape = false;
 };
 SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
                    const SimOptions& options = {});

@@ -1,0 +1,74 @@
+// The V-shape schedules (Qi et al., "Pipeline Parallelism with Controllable Memory", NeurIPS
+// 2024; docs/schedules.md, "ZB-V").
+#include "dapple/schedule/v_shape.h"
+
+#include <algorithm>
+
+namespace dapple::internal {
+
+// Note [ZB-V]
+// Every stage (device group) g holds two chunks in a V (Note [V placement]): chunk 0 is
+// virtual stage g, chunk 1 virtual stage 2S - 1 - g. The backward is split into I and W as
+// in zb-h1 (Note [ZB-H1]). Stage g's list, after torch.distributed.pipelining's
+// ScheduleZBVZeroBubble (the construction of the paper's figure), for n = max(2S - 1, M)
+// micro-batches:
+// * warm-up: 2(S - g) - 1 forwards of chunk 0; then g times a forward of chunk 1 and one of
+//   chunk 0; then S - g times F I W of chunk 1;
+// * steady state, while forwards are left: F I W of chunk 0 (no F once chunk 0's run out),
+//   then F I W of chunk 1;
+// * cool-down: g times I of chunk 0 and I of chunk 1; S - g times I and W of chunk 0;
+//   then the deferred W's of chunk 1 and of chunk 0.
+// Micro-batches from M to n - 1 only pad the pattern when M < 2S - 1: their instructions
+// are left out. With F = I = W = t per chunk and free transfers (M >= 2S - 1) no stage idles
+// once its first forward started: stage S - 1 starts after the S - 1 forwards of
+// micro-batch 0 down chunk 0, so the iteration takes 6Mt + (S - 1)t, the work of two chunks
+// per micro-batch plus the fill of one chunk, the least any schedule can take on this V
+// (tests/sim/v_shape_test.cc). Every stage then holds 2S chunk-micro-batches at its peak
+// (2S - 1 of chunk 0 and one of chunk 1 at the end of the warm-up): S micro-batches of its
+// chunk pair, 1F1B's peak when the chunks are halves of its stages.
+void AppendZbV(int stage, int num_stages, int num_micro_batches, std::vector<Instruction>& p) {
+  const int S = num_stages, g = stage, n = std::max(2 * S - 1, num_micro_batches);
+  int f[2] = {0, 0}, i[2] = {0, 0}, w[2] = {0, 0};
+  auto emit = [&](Op op, int chunk, int& count) {
+    if (count < num_micro_batches) p.push_back({op, count, chunk});
+    ++count;
+  };
+  auto fiw = [&](int c, bool forward) {
+    if (forward) emit(Op::kForward, c, f[c]);
+    emit(Op::kInputGrad, c, i[c]);
+    emit(Op::kWeightGrad, c, w[c]);
+  };
+  for (int k = 0; k < 2 * (S - g) - 1; ++k) emit(Op::kForward, 0, f[0]);
+  for (int k = 0; k < g; ++k) {
+    emit(Op::kForward, 1, f[1]);
+    emit(Op::kForward, 0, f[0]);
+  }
+  for (int k = 0; k < S - g; ++k) fiw(1, true);
+  while (f[1] < f[0] || f[0] < n) {
+    fiw(0, f[0] < n);
+    fiw(1, true);
+  }
+  for (int k = 0; k < g; ++k) {
+    emit(Op::kInputGrad, 0, i[0]);
+    emit(Op::kInputGrad, 1, i[1]);
+  }
+  for (int k = 0; k < S - g; ++k) {
+    emit(Op::kInputGrad, 0, i[0]);
+    emit(Op::kWeightGrad, 0, w[0]);
+  }
+  while (w[1] < n) emit(Op::kWeightGrad, 1, w[1]);
+  while (w[0] < n) emit(Op::kWeightGrad, 0, w[0]);
+}
+
+int ZbVPeakInFlight(int stage, int num_stages, int num_micro_batches) {
+  std::vector<Instruction> p;
+  AppendZbV(stage, num_stages, num_micro_batches, p);
+  int in_flight = 0, peak = 0;
+  for (const Instruction& in : p) {
+    if (in.op == Op::kForward) peak = std::max(peak, ++in_flight);
+    if (in.op == Op::kWeightGrad) --in_flight;
+  }
+  return peak;
+}
+
+}  // namespace dapple::internal
