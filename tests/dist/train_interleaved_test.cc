@@ -182,5 +182,22 @@ TEST(TrainInterleavedEval, HeldOutLossEqualsOneProcess) {
   fs::remove_all(dir);
 }
 
+// A V-shape plan (zb-v: chunk k on group k, then back up) is simulated, not trained yet: one
+// line, exit 2, before any rank starts.
+TEST(TrainInterleaved, ZbVPlanIsOneLine) {
+  fs::path dir = TestDir("zbv_refused");
+  nlohmann::json j = nlohmann::json::parse(PlanJson(
+      {{"fc0", "fc0", {0}}, {"fc1", "fc1", {1}}, {"fc2", "fc2", {1}}, {"head", "head", {0}}}, 2,
+      4, "zb-v"));
+  j["virtual_stages"] = 2;
+  fs::path plan = WritePlan(dir, "plan", j.dump(2));
+  RunResult r = RunDapple(
+      "train " + InterleavedFlags(dir / "ckpt", 1) + " --plan " + plan.string() + " --nproc 2",
+      dir);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("does not run V-shape schedules"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace dapple::testing
