@@ -65,12 +65,7 @@ fs::path TrainAndCheck(const GraphCase& c, const fs::path& models, int m = 2, in
     ADD_FAILURE() << "expected " << steps << " losses\n" << r.out << r.err;
     return dir;
   }
-  fs::path losses = dir / "losses.txt";
-  {
-    std::ofstream out(losses);
-    out.precision(17);
-    for (double l : r.Losses()) out << l << "\n";
-  }
+  const fs::path losses = WriteLosses(r, dir / "losses.txt");
   fs::path json = dir / "check.json";
   std::string cmd = std::string(kGraphModelsPython) + " " + DAPPLE_SOURCE_DIR +
                     "/tests/torch/graph_models.py check " + model + " " + c.data + " " + exported +

@@ -28,12 +28,7 @@ nlohmann::json CheckAgainstPyTorch(const RunResult& r, const fs::path& dir,
                                    const std::string& model, const std::string& data,
                                    const std::string& exported, int steps, int gbs, int seq_len,
                                    const std::string& python_flags = "") {
-  fs::path losses = dir / "losses.txt";
-  {
-    std::ofstream out(losses);
-    out.precision(17);
-    for (double l : r.Losses()) out << l << "\n";
-  }
+  const fs::path losses = WriteLosses(r, dir / "losses.txt");
   fs::path json = dir / "check.json";
   std::string cmd = std::string(kPython) + " " + DAPPLE_SOURCE_DIR +
                     "/tests/torch/script_models.py check " + model + " " + data + " " + exported +

@@ -128,6 +128,15 @@ inline void ExpectOneErrorLine(const RunResult& r, const std::vector<std::string
     EXPECT_NE(err.find(w), std::string::npos) << "'" << w << "' in: " << err;
 }
 
+// Writes `r`'s per-step losses to `file`, one per line at full precision (for a reference
+// script to compare against); returns `file`.
+inline fs::path WriteLosses(const RunResult& r, const fs::path& file) {
+  std::ofstream out(file);
+  out.precision(17);
+  for (double l : r.Losses()) out << l << "\n";
+  return file;
+}
+
 // Largest |a-b| / max(|b|, 1e-12) over every parameter of every layer of two checkpoints.
 inline double MaxRelativeDifference(const fs::path& a, const fs::path& b,
                                     const std::vector<std::string>& layers) {

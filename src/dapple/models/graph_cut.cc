@@ -82,11 +82,8 @@ bool ReadsTensors(const Run& run, const Graph& g, size_t first_attr) {
   bool found = false;
   for (Node* n : run.nodes) {
     ForEachUse(n, [&](Value* v) {
-      if (v->node()->kind() != c10::prim::Param) return;
-      size_t i = v->offset();
-      if (v->node() == g.param_node() && i >= first_attr &&
-          v->type()->kind() != c10::TypeKind::BoolType)
-        found = true;
+      found |= v->node() == g.param_node() && v->offset() >= first_attr &&
+               v->type()->kind() != c10::TypeKind::BoolType;  // not a training flag
     });
   }
   return found;
@@ -122,23 +119,32 @@ std::vector<std::string> LayerNames(const std::vector<Run>& runs) {
   return names;
 }
 
-// The nodes after the last one that came from a submodule, and every node computed from
-// `target`: the loss part of a forward(input, target). Throws when a submodule's operation
-// depends on the target.
+// `target` and every value computed from it by `nodes` (in program order).
+std::set<Value*> ComputedFrom(const std::vector<Node*>& nodes, Value* target) {
+  std::set<Value*> from{target};
+  for (Node* n : nodes) {
+    bool depends = false;
+    ForEachUse(n, [&](Value* v) { depends |= from.count(v) > 0; });
+    if (depends)
+      for (Value* o : n->outputs()) from.insert(o);
+  }
+  return from;
+}
+
+// The nodes after the last one that came from a submodule: the loss part of a
+// forward(input, target). Throws when an operation before it depends on the target
+// (`from_target`).
 std::vector<Node*> SplitLoss(std::vector<Node*>* nodes, const internal::InlinedForward& f,
-                             Value* target, const std::string& file) {
+                             const std::set<Value*>& from_target, const std::string& file) {
   size_t split = 0;
   for (size_t i = 0; i < nodes->size(); ++i)
     if (auto it = f.origin.find((*nodes)[i]); it != f.origin.end() && !it->second.empty())
       split = i + 1;
-  std::set<Value*> from_target{target};
-  for (size_t i = 0; i < nodes->size(); ++i) {
+  for (size_t i = 0; i < split; ++i) {
     Node* n = (*nodes)[i];
     bool depends = false;
     ForEachUse(n, [&](Value* v) { depends |= from_target.count(v) > 0; });
-    if (!depends) continue;
-    for (Value* o : n->outputs()) from_target.insert(o);
-    if (i < split) {
+    if (depends) {
       ThrowInput(
           "{}: forward uses its second argument (the target) before its last submodule call "
           "({}); dapple feeds the target to the loss after the model",
@@ -151,18 +157,11 @@ std::vector<Node*> SplitLoss(std::vector<Node*>* nodes, const internal::InlinedF
 }
 
 // The value forward returns as the loss: its only output, or the element of the returned
-// tuple computed from the target.
-Value* LossOutput(Graph& g, Value* target, const std::string& file) {
+// tuple computed from the target (`from_target`).
+Value* LossOutput(Graph& g, const std::set<Value*>& from_target, const std::string& file) {
   Value* out = g.outputs()[0];
   std::vector<Value*> candidates{out};
   if (out->node()->kind() == c10::prim::TupleConstruct) candidates = out->node()->inputs().vec();
-  std::set<Value*> from_target{target};
-  for (Node* n : g.nodes()) {
-    bool depends = false;
-    ForEachUse(n, [&](Value* v) { depends |= from_target.count(v) > 0; });
-    if (depends)
-      for (Value* o : n->outputs()) from_target.insert(o);
-  }
   for (Value* c : candidates)
     if (from_target.count(c) && c->type()->kind() == c10::TypeKind::TensorType) return c;
   ThrowInput("{}: forward(input, target) returns nothing computed from the target to train on",
@@ -227,8 +226,9 @@ GraphCut CutForwardGraph(const torch::jit::Module& top, const GraphCutOptions& o
   std::vector<Node*> loss_nodes;
   Value* final_value = nullptr;
   if (has_target) {
-    loss_nodes = SplitLoss(&nodes, f, target, file);
-    final_value = LossOutput(g, target, file);
+    const std::set<Value*> from_target = ComputedFrom(nodes, target);
+    final_value = LossOutput(g, from_target, file);
+    loss_nodes = SplitLoss(&nodes, f, from_target, file);
   } else {
     final_value = ModelOutput(g, file);
   }

@@ -130,9 +130,4 @@ void LazyArchive::Release(torch::Tensor t) {
   it->second.state = Tensor::kReleased;
 }
 
-bool LazyArchive::Materialized(const torch::Tensor& t) const {
-  auto it = tensors_.find(t.unsafeGetTensorImpl());
-  return it == tensors_.end() || it->second.state == Tensor::kMaterialized;
-}
-
 }  // namespace dapple

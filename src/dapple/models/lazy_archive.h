@@ -34,8 +34,6 @@ class LazyArchive {
   void Materialize(torch::Tensor t, torch::Dtype dtype);
   // Frees `t`'s values; a later Materialize reads them again.
   void Release(torch::Tensor t);
-  // Whether `t`'s values are in memory (not pending, not released).
-  bool Materialized(const torch::Tensor& t) const;
 
  private:
   struct Range {
