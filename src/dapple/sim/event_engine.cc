@@ -269,7 +269,7 @@ class Engine {
           // ranks on 2 cores the mean delivery of a message to a waiting rank was 1-2.5 ms
           // on the loopback against 0.14 ms for its bytes (0.3-0.7 ms with one rank per
           // core; docs/two-server.md). wake_ms is that mean excess (`dapple calibrate`:
-          // shared_compute_wake_s); a message that is in before its receive is reached is
+          // emulation.wake_s); a message that is in before its receive is reached is
           // read in the background and costs nothing.
           if (x.finish > clock) clock = x.finish + s_.wake_ms;
           break;
