@@ -28,7 +28,7 @@ TrainOptions WithCheckpointDir(TrainOptions o) {
   return o;
 }
 
-Schedule LoweredSchedule(const Plan& plan, const RankGrid& grid, const std::string& source) {
+Schedule LoweredForRanks(const Plan& plan, const RankGrid& grid, const std::string& source) {
   Schedule lowered = LowerComms(
       MakeSchedule(plan.schedule, grid.num_stages(), plan.num_micro_batches, grid.num_chunks()),
       grid.Replicas());
@@ -49,7 +49,7 @@ TrainingRun::TrainingRun(const TrainOptions& options, const DistEnv& env)
       checked_(LoadAndCheckPlan(o_, env.world_size)),
       plan_(checked_.plan),
       grid_(plan_, env.world_size, o_.plan_path.string()),
-      lowered_(LoweredSchedule(plan_, grid_, o_.plan_path.string())),
+      lowered_(LoweredForRanks(plan_, grid_, o_.plan_path.string())),
       device_(DeviceForLocalRank(env.local_rank)) {
   try {
     SetUpStage();
