@@ -1,6 +1,6 @@
-// `dapple train` under interleaved 1F1B plans (virtual_stages v = 2) equals a single-process
-// run: the parameters after 3 steps match to 1e-10 (float64), also with groups of different
-// widths (split-concat between chunks), with the allreduce overlapped or not, and across
+// `dapple train` under interleaved 1F1B and zb-v plans (virtual_stages v = 2) equals a
+// single-process run: the parameters after 3 steps match to 1e-10 (float64), also with groups of
+// different widths (split-concat between chunks), with the allreduce overlapped or not, and across
 // resumes between an interleaved plan and a plain dapple-a plan in both directions. Each
 // device group's peak of live activations is PeakInFlight's (chunk, micro-batch) count.
 // --eval through the chunks equals one process's evaluation.
@@ -23,11 +23,10 @@ std::string InterleavedFlags(const fs::path& ckpt, int steps) {
          ckpt.string() + " --steps " + std::to_string(steps);
 }
 
-// `stages` lists the S x v chunks in model order.
+// `stages` lists the S x v chunks in model order; `chunked`: the schedule with v > 1.
 fs::path WriteChunkedPlan(const fs::path& dir, const std::vector<StageSpec>& stages, int m, int M,
-                          int v, bool overlap = true) {
-  nlohmann::json j =
-      nlohmann::json::parse(PlanJson(stages, m, M, v > 1 ? "interleaved" : "dapple-a"));
+                          int v, bool overlap = true, const std::string& chunked = "interleaved") {
+  nlohmann::json j = nlohmann::json::parse(PlanJson(stages, m, M, v > 1 ? chunked : "dapple-a"));
   if (v > 1) j["virtual_stages"] = v;
   j["allreduce_overlap"] = overlap;
   return WritePlan(dir, "plan", j.dump(2));
@@ -125,18 +124,22 @@ INSTANTIATE_TEST_SUITE_P(Plans, TrainInterleaved, ::testing::Range(0, 3),
                          [](const auto& info) { return ChunkCases()[info.param].name; });
 
 // Checkpoints are per layer: 2 steps under one plan, the third resumed under the other.
-void ResumeAcross(bool interleaved_first) {
-  const std::vector<StageSpec> chunked = {
-      {"fc0", "fc0", {0}}, {"fc1", "fc1", {1}}, {"fc2", "fc2", {0}}, {"head", "head", {1}}};
+// `chunked`: interleaved (looped chunks) or zb-v (a V).
+void ResumeAcross(bool chunked_first, const std::string& chunked = "interleaved") {
+  const bool v_shape = chunked == "zb-v";
+  const std::vector<StageSpec> chunks = {{"fc0", "fc0", {0}},
+                                         {"fc1", "fc1", {1}},
+                                         {"fc2", "fc2", {v_shape ? 1 : 0}},
+                                         {"head", "head", {v_shape ? 0 : 1}}};
   const std::vector<StageSpec> plain = {{"fc0", "fc1", {0}}, {"fc2", "head", {1}}};
-  fs::path dir = TestDir(interleaved_first ? "resume_from_interleaved" : "resume_to_interleaved");
+  fs::path dir = TestDir(chunked + (chunked_first ? "_resume_from" : "_resume_to"));
   fs::path a = dir / "a", b = dir / "b";
   fs::create_directories(a);
   fs::create_directories(b);
-  fs::path first = interleaved_first ? WriteChunkedPlan(a, chunked, 2, 4, 2)
-                                     : WriteChunkedPlan(a, plain, 2, 4, 1);
-  fs::path second = interleaved_first ? WriteChunkedPlan(b, plain, 2, 4, 1)
-                                      : WriteChunkedPlan(b, chunked, 2, 4, 2);
+  fs::path first = chunked_first ? WriteChunkedPlan(a, chunks, 2, 4, 2, true, chunked)
+                                 : WriteChunkedPlan(a, plain, 2, 4, 1);
+  fs::path second = chunked_first ? WriteChunkedPlan(b, plain, 2, 4, 1)
+                                  : WriteChunkedPlan(b, chunks, 2, 4, 2, true, chunked);
   RunResult r1 = RunDapple(
       "train " + InterleavedFlags(dir / "ckpt", 2) + " --plan " + first.string() + " --nproc 2", a);
   ASSERT_EQ(r1.exit_code, 0) << r1.out << r1.err;
@@ -182,22 +185,51 @@ TEST(TrainInterleavedEval, HeldOutLossEqualsOneProcess) {
   fs::remove_all(dir);
 }
 
-// A V-shape plan (zb-v: chunk k on group k, then back up) is simulated, not trained yet: one
-// line, exit 2, before any rank starts.
-TEST(TrainInterleaved, ZbVPlanIsOneLine) {
-  fs::path dir = TestDir("zbv_refused");
-  nlohmann::json j = nlohmann::json::parse(PlanJson(
-      {{"fc0", "fc0", {0}}, {"fc1", "fc1", {1}}, {"fc2", "fc2", {1}}, {"head", "head", {0}}}, 2,
-      4, "zb-v"));
-  j["virtual_stages"] = 2;
-  fs::path plan = WritePlan(dir, "plan", j.dump(2));
-  RunResult r = RunDapple(
-      "train " + InterleavedFlags(dir / "ckpt", 1) + " --plan " + plan.string() + " --nproc 2",
-      dir);
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("does not run V-shape schedules"), std::string::npos) << r.err;
-  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+// V-shape plans (zb-v, Note [V placement]: chunk 0 of group g is virtual stage g, chunk 1 is
+// 2S-1-g): the last group hands activations and gradients between its own two chunks (Note
+// [Messages to oneself]) and group 0 reads both the inputs and the targets. Equal to one
+// process with groups of one and of two ranks (split-concat into and out of the pair);
+// each group's peak of live activations is PeakInFlight's.
+TEST(TrainVShape, MatchesSingleProcessAndHoldsPeakInFlight) {
+  const std::vector<ChunkCase> cases = {
+      {"zbv_s2",
+       {{"fc0", "fc0", {0}}, {"fc1", "fc1", {1}}, {"fc2", "fc2", {1}}, {"head", "head", {0}}},
+       2,
+       4,
+       true,
+       ""},
+      {"zbv_s2_1to2",
+       {{"fc0", "fc0", {0}}, {"fc1", "fc1", {1, 2}}, {"fc2", "fc2", {1, 2}}, {"head", "head", {0}}},
+       3,
+       4,
+       false,
+       ""},
+  };
+  const int S = 2, v = 2;
+  for (const ChunkCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    int world = 0;
+    for (int g = 0; g < S; ++g) world += static_cast<int>(c.chunks[g].devices.size());
+    fs::path dir = TestDir(c.name);
+    fs::path plan = WriteChunkedPlan(dir, c.chunks, c.m, c.M, v, c.overlap, "zb-v");
+    RunResult r = RunDapple("train " + InterleavedFlags(dir / "ckpt", 3) + " --plan " +
+                                plan.string() + " --nproc " + std::to_string(world),
+                            dir);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    ExpectSameAsReference(r, dir / "ckpt", c.m * c.M);
+    auto summary = r.Summary();
+    ASSERT_EQ(summary["stages"].size(), static_cast<size_t>(S)) << r.out;
+    for (int g = 0; g < S; ++g) {
+      EXPECT_EQ(summary["stages"][g]["peak_live_micro_batches"].get<int>(),
+                PeakInFlight(ScheduleKind::kZbV, g, S, c.M, v))
+          << "group " << g;
+    }
+    fs::remove_all(dir);
+  }
 }
+
+TEST(TrainVShapeResume, VShapeCheckpointResumesUnderDappleA) { ResumeAcross(true, "zb-v"); }
+TEST(TrainVShapeResume, DappleACheckpointResumesUnderVShape) { ResumeAcross(false, "zb-v"); }
 
 }  // namespace
 }  // namespace dapple::testing

@@ -17,8 +17,10 @@ std::vector<std::pair<int, int>> HeldRanges(const Plan& plan, const RankGrid& gr
   std::vector<std::pair<int, int>> ranges;
   if (grid.Idle(rank)) return ranges;
   const int g = grid.Of(rank).stage;
-  for (int vs = g; vs < plan.num_stages(); vs += grid.num_stages())
-    ranges.emplace_back(plan.stages[vs].first_layer, plan.stages[vs].last_layer);
+  for (int c = 0; c < grid.num_chunks(); ++c) {
+    const StagePlan& sp = plan.stages[grid.VirtualStage(g, c)];
+    ranges.emplace_back(sp.first_layer, sp.last_layer);
+  }
   return ranges;
 }
 
@@ -47,12 +49,6 @@ std::vector<torch::Tensor> HeldParameters(const Model& model,
 }
 
 std::optional<std::string> ChunkedPlanError(const Plan& plan, const Model& model) {
-  if (VShaped(plan.schedule)) {
-    return fmt::format(
-        "schedule: {} is simulated and planned by hand only; dapple train does not run V-shape "
-        "schedules yet",
-        ToString(plan.schedule));
-  }
   if (plan.virtual_stages <= 1) return std::nullopt;
   // Note [Tied parameters] across chunks: a rank may hold several uses in different chunks;
   // not built.
@@ -78,12 +74,12 @@ ChunkSet::ChunkSet(Model& model, const Plan& plan, const RankGrid& grid, int ran
                    torch::optim::Optimizer& optimizer, torch::Device device,
                    StageWorkerOptions options, bool recompute_all)
     : program_(program), who_(grid.Describe(rank)), faults_(options.faults) {
-  const int S = grid.num_stages(), V = grid.num_virtual_stages(), v = grid.num_chunks();
+  const int V = grid.num_virtual_stages(), v = grid.num_chunks();
   const auto [g, replica] = grid.Of(rank);
   bool has_ar = false;
   for (const auto& inst : program_) has_ar = has_ar || inst.op == Op::kAllReduceGrads;
   for (int c = 0; c < v; ++c) {
-    const int vs = c * S + g;
+    const int vs = grid.VirtualStage(g, c);
     const StagePlan& sp = plan.stages[vs];
     // Boundary shapes (as the trainer's for one stage): vs-1's output comes from the store.
     BoundarySpec in =

@@ -96,7 +96,13 @@ CommWork::CommWork(c10::intrusive_ptr<c10d::Work> work, std::vector<torch::Tenso
                    std::string what)
     : work_(std::move(work)), tensors_(std::move(tensors)), what_(std::move(what)) {}
 
-bool CommWork::Done() const { return !work_.defined() || work_->isCompleted(); }
+CommWork::CommWork(MessagesToSelf& box, uint32_t tag, torch::Tensor buffer, std::string what)
+    : tensors_{std::move(buffer)}, what_(std::move(what)), from_self_(&box), from_tag_(tag) {}
+
+bool CommWork::Done() const {
+  if (from_self_) return from_self_->count(from_tag_) > 0;
+  return !work_.defined() || work_->isCompleted();
+}
 
 void CommWork::RecordCompletion() {
   if (!work_.defined() || completed_ms_) return;
@@ -116,6 +122,15 @@ double Deadline::ElapsedSeconds() const {
 }
 
 void CommWork::Wait(const Deadline& deadline) {
+  if (from_self_) {
+    auto it = from_self_->find(from_tag_);
+    if (it == from_self_->end())
+      throw Error(fmt::format("{}: waits for a message to itself that was not sent before", what_));
+    tensors_.at(0).copy_(it->second);
+    from_self_->erase(it);
+    from_self_ = nullptr;
+    return;
+  }
   if (!work_.defined()) return;
   try {
     work_->wait(deadline.Left());
@@ -185,6 +200,10 @@ c10d::ProcessGroup& Communicator::Group(const std::string& name) const {
 
 CommWork Communicator::Send(const torch::Tensor& t, int peer, uint32_t tag, std::string what) {
   DAPPLE_CHECK(t.is_contiguous());
+  if (peer == env_.rank) {
+    DAPPLE_CHECK(to_self_.emplace(tag, t.clone()).second, what + ": a second message to itself");
+    return CommWork();
+  }
   std::vector<torch::Tensor> v{t};
   try {
     return CommWork(Group("").send(v, peer, static_cast<int>(tag)), v, std::move(what));
@@ -195,6 +214,7 @@ CommWork Communicator::Send(const torch::Tensor& t, int peer, uint32_t tag, std:
 
 CommWork Communicator::Recv(const torch::Tensor& t, int peer, uint32_t tag, std::string what) {
   DAPPLE_CHECK(t.is_contiguous());
+  if (peer == env_.rank) return CommWork(to_self_, tag, t, std::move(what));
   std::vector<torch::Tensor> v{t};
   try {
     return CommWork(Group("").recv(v, peer, static_cast<int>(tag)), v, std::move(what));

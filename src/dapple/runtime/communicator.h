@@ -69,12 +69,22 @@ class Deadline {
 // An asynchronous send, receive or collective. Keeps its tensors alive until Wait returns.
 // Wait rethrows a failure or a timeout as CommError prefixed with `what` (for example
 // "rank 2 (stage 1, replica 0), step 3: RA4 from rank 0").
+// Note [Messages to oneself]: in a V-shaped plan the last group's two chunks hand their
+// activations and gradients to each other on one rank, and Gloo has no pair from a rank to
+// itself. Such a message stays in the process: the send keeps a copy under its tag (the tag
+// names the boundary, direction and micro-batch), and the receive copies it into its buffer
+// when waited for. A rank's instruction list sends before it waits for the receive (the
+// schedule's validator and simulator see one device that would otherwise wait on itself).
+using MessagesToSelf = std::map<uint32_t, torch::Tensor>;
+
 class CommWork {
  public:
   CommWork() = default;
   CommWork(c10::intrusive_ptr<c10d::Work> work, std::vector<torch::Tensor> tensors,
            std::string what);
-  bool valid() const { return work_.defined(); }
+  // A receive from this rank itself (Note [Messages to oneself]).
+  CommWork(MessagesToSelf& box, uint32_t tag, torch::Tensor buffer, std::string what);
+  bool valid() const { return work_.defined() || from_self_ != nullptr; }
   // True once the operation finished (successfully or not); never blocks.
   bool Done() const;
   // Waits at most what is left of `deadline` (Note [One deadline per wait chain]).
@@ -93,6 +103,8 @@ class CommWork {
   std::vector<torch::Tensor> tensors_;
   std::string what_;
   std::shared_ptr<std::atomic<double>> completed_ms_;
+  MessagesToSelf* from_self_ = nullptr;  // with from_tag_: a receive from this rank
+  uint32_t from_tag_ = 0;
 };
 
 // Thread-compatible (one thread drives it), except that GatherStrings may also be called
@@ -121,7 +133,8 @@ class Communicator {
   std::chrono::milliseconds timeout() const { return timeout_; }
 
   // Point-to-point with `tag`; a send must be paired with a receive of the same tag and
-  // size on `peer`. REQUIRES: contiguous tensors.
+  // size on `peer`, which may be this rank (Note [Messages to oneself]). REQUIRES:
+  // contiguous tensors.
   CommWork Send(const torch::Tensor& t, int peer, uint32_t tag, std::string what);
   CommWork Recv(const torch::Tensor& t, int peer, uint32_t tag, std::string what);
 
@@ -155,6 +168,7 @@ class Communicator {
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
   std::map<std::string, c10::intrusive_ptr<c10d::ProcessGroup>> groups_;  // "" = world
+  MessagesToSelf to_self_;  // Note [Messages to oneself]
 };
 
 }  // namespace dapple

@@ -206,9 +206,9 @@ std::optional<EvalResult> EvaluatePipelined(Communicator& comm, const std::vecto
 void EvaluateTrainedStages(const TrainOptions& o, Model& model, const RankGrid& grid, int rank,
                            const std::vector<HeldStage>& held, Dataset* data, torch::Device device,
                            Communicator& comm) {
-  const int S = grid.num_stages(), V = grid.num_virtual_stages();
-  std::vector<int> stage_ranks;  // virtual stage vs runs on device group vs mod S
-  for (int vs = 0; vs < V; ++vs) stage_ranks.push_back(grid.RanksOf(vs % S).front());
+  const int V = grid.num_virtual_stages();
+  std::vector<int> stage_ranks;  // virtual stage vs runs on its device group's replica 0
+  for (int vs = 0; vs < V; ++vs) stage_ranks.push_back(grid.RanksOf(grid.GroupOf(vs)).front());
   std::vector<EvalStage> mine;
   if (!grid.Idle(rank) && grid.Of(rank).replica == 0) {
     model.SetTraining(false);

@@ -6,12 +6,14 @@
 #include <algorithm>
 
 #include "dapple/common/error.h"
+#include "dapple/common/schedule_kind.h"
 #include "dapple/format/message_tags.h"
 
 namespace dapple {
 
 RankGrid::RankGrid(const Plan& plan, int world_size, const std::string& source)
     : chunks_(std::max(1, plan.virtual_stages)),
+      v_shape_(VShaped(plan.schedule)),
       num_micro_batches_(std::max(1, plan.num_micro_batches)) {
   if (plan.num_devices() > world_size) {
     ThrowInput("{}: the plan uses {} devices but the job has {} processes (WORLD_SIZE / --nproc)",
@@ -23,9 +25,10 @@ RankGrid::RankGrid(const Plan& plan, int world_size, const std::string& source)
     const auto& devices = plan.stages[s].devices;
     if (devices.empty()) ThrowInput("{}: stages[{}].devices: empty", source, s);
     if (s >= groups) {  // a later chunk: the devices of its group (ValidatePlan)
-      if (devices != ranks_[s % groups]) {
+      const int g = GroupOfVirtualStage(s, groups, v_shape_);
+      if (devices != ranks_[g]) {
         ThrowInput("{}: stages[{}].devices: chunk {} must run on the devices of chunk {}", source,
-                   s, s, s % groups);
+                   s, s, g);
       }
       continue;
     }
@@ -53,12 +56,12 @@ std::vector<int> RankGrid::Replicas() const {
 }
 
 SampleRange RankGrid::SliceRows(int stage, int replica, int64_t m) const {
-  return SliceOf(m, replicas(stage % num_stages()), replica);
+  return SliceOf(m, replicas(GroupOf(stage)), replica);
 }
 
 std::vector<TransferPiece> RankGrid::Pieces(int boundary, int64_t m) const {
   DAPPLE_CHECK(boundary >= 0 && boundary + 1 < num_virtual_stages());
-  const int S = num_stages(), from = boundary % S, to = (boundary + 1) % S;
+  const int from = GroupOf(boundary), to = GroupOf(boundary + 1);
   std::vector<TransferPiece> out;
   int rs = replicas(from), rr = replicas(to);
   for (int k = 0; k < rr; ++k) {

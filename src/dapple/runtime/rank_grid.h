@@ -1,8 +1,9 @@
 // Which rank runs which stage replica, and how a micro-batch's rows move between stages of
 // any replica counts (split-concat, docs/design.md section 1). Torch-free.
 //
-// In an interleaved plan (virtual_stages v > 1) a "stage" here is a device group: the plan's
-// first S entries give the groups, and virtual stage (chunk) k runs on group k mod S. The
+// In a plan with chunks (virtual_stages v > 1) a "stage" here is a device group: the plan's
+// first S entries give the groups, and virtual stage (chunk) k runs on the group its
+// placement says (Note [V placement] in common/chunk_placement.h: k mod S when looped). The
 // boundaries and slices below take virtual stages; for other plans the two coincide.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "dapple/common/chunk_placement.h"
 #include "dapple/common/slicing.h"
 #include "dapple/format/plan.h"
 
@@ -47,6 +49,11 @@ class RankGrid {
   int num_chunks() const { return chunks_; }                          // v
   int num_virtual_stages() const { return num_stages() * chunks_; }
   int num_micro_batches() const { return num_micro_batches_; }
+  // The device group of virtual stage `vs`, and the virtual stage of a group's chunk.
+  int GroupOf(int vs) const { return GroupOfVirtualStage(vs, num_stages(), v_shape_); }
+  int VirtualStage(int group, int chunk) const {
+    return VirtualStageOf(group, chunk, num_stages(), v_shape_);
+  }
   // {-1, -1} for an idle rank.
   StageReplica Of(int rank) const { return of_.at(rank); }
   bool Idle(int rank) const { return of_.at(rank).stage < 0; }
@@ -72,6 +79,7 @@ class RankGrid {
   std::vector<StageReplica> of_;         // [rank]
   std::vector<std::vector<int>> ranks_;  // [device group][replica]
   int chunks_ = 1;
+  bool v_shape_ = false;  // Note [V placement]
   int num_micro_batches_ = 1;
 };
 

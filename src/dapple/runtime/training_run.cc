@@ -130,7 +130,10 @@ void TrainingRun::SetUpOptimizerAndData() {
   }
   if (o_.resume || (o_.resume_auto && DecideToResume(ResumeMode::kAuto, o_.checkpoint_dir, *comm_)))
     ResumeFromCheckpoint();
-  if (sp_ && (stage_ == 0 || stage_ == grid_.num_stages() - 1)) {
+  // The groups of the first and the last virtual stage read the data (in a V both are
+  // group 0).
+  const int last = grid_.num_virtual_stages() - 1;
+  if (sp_ && (stage_ == grid_.GroupOf(0) || stage_ == grid_.GroupOf(last))) {
     data_ = MakeDataset(o_.data, model_, o_.seed,
                         o_.data_cache_dir.empty() ? DefaultDataCacheDir() : o_.data_cache_dir,
                         o_.data_files);
@@ -305,10 +308,10 @@ void TrainingRun::ResumeFromCheckpoint() {
 
 void TrainingRun::Evaluate() {
   std::vector<HeldStage> held_stages;  // in (virtual) stage order
-  const int S = grid_.num_stages();
   if (sp_ && chunked_) {
     for (int c = 0; c < grid_.num_chunks(); ++c)
-      held_stages.push_back({c * S + stage_, held_[c].first, held_[c].second, chunks_->input(c)});
+      held_stages.push_back(
+          {grid_.VirtualStage(stage_, c), held_[c].first, held_[c].second, chunks_->input(c)});
   } else if (sp_) {
     held_stages.push_back({stage_, sp_->first_layer, sp_->last_layer, in_spec_});
   }
