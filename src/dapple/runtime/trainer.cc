@@ -31,6 +31,7 @@
 #include "dapple/runtime/rank_grid.h"
 #include "dapple/runtime/recipe.h"
 #include "dapple/runtime/restarts.h"
+#include "dapple/runtime/sharded_optimizer.h"
 #include "dapple/runtime/resume_policy.h"
 #include "dapple/runtime/stage_worker.h"
 #include "dapple/runtime/step_losses.h"
@@ -57,17 +58,22 @@ std::string FewNames(const std::vector<std::string>& names) {
 // Saves this rank's layers (`layers`; none on an idle rank) when it is replica 0 of its stage;
 // rank 0 commits. Note [Asynchronous checkpoints]: waits for the previous save, copies the
 // tensors, and leaves the rest to `writer`.
+// A sharded stage's replicas all take part in assembling the state (Note [Optimizer
+// sharding]); replica 0 keeps it.
 void SaveCheckpoint(const TrainOptions& o, Model& model, const std::vector<int>& layers,
-                    int replica, torch::optim::Optimizer* opt, int rank, CheckpointWriter& writer,
-                    int64_t steps_done, const std::vector<double>& losses) {
+                    int replica, ParamStateStore* states, bool sharded, int rank,
+                    CheckpointWriter& writer, int64_t steps_done,
+                    const std::vector<double>& losses) {
   writer.Wait();
   CheckpointJob job;
   job.dir = o.checkpoint_dir;
   job.step = steps_done;
-  if (replica == 0) {
-    for (int l : layers)
-      job.layers.push_back(
-          SnapshotLayer(model.layers[l].name, *model.layers[l].module, opt, o.optimizer.kind));
+  if (replica == 0 || sharded) {
+    for (int l : layers) {
+      LayerSnapshot snapshot =
+          SnapshotLayer(model.layers[l].name, *model.layers[l].module, states);
+      if (replica == 0) job.layers.push_back(std::move(snapshot));
+    }
   }
   job.die_after_first_layer = o.die_in_save_rank == rank && o.die_in_save_steps == steps_done;
   if (rank == 0) {
@@ -87,7 +93,7 @@ void SaveCheckpoint(const TrainOptions& o, Model& model, const std::vector<int>&
 // Loads this rank's layers (`layers`; none on an idle rank) from the newest checkpoint;
 // returns its meta.
 CheckpointMeta Resume(const TrainOptions& o, Model& model, const std::vector<int>& layers,
-                      torch::optim::Optimizer* opt, Communicator& comm) {
+                      ParamStateStore* states, Communicator& comm) {
   // Note [Checkpoint checksums]: the newest intact checkpoint, as rank 0 sees it.
   const std::filesystem::path latest = AgreeOnCheckpoint(o.checkpoint_dir, comm);
   CheckpointMeta meta = ReadCheckpointMeta(latest);
@@ -110,7 +116,7 @@ CheckpointMeta Resume(const TrainOptions& o, Model& model, const std::vector<int
     if (std::string why = CheckLayerFiles(latest, meta, own); !why.empty())
       ThrowInput("{}", why);  // damaged after rank 0 checked it, or not visible to rank 0
     for (int l : layers) {
-      LoadLayer(latest, model.layers[l].name, *model.layers[l].module, opt, o.optimizer.kind);
+      LoadLayer(latest, model.layers[l].name, *model.layers[l].module, states);
     }
   }
   return meta;
@@ -125,6 +131,12 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   CheckedPlan c{o.plan ? *o.plan : ReadPlanJson(o.plan_path),
                 LoadModel(SourceOf(o), o.seed, o.dtype, kNoLayers)};
   Plan& plan = c.plan;
+  if (o.shard_optimizer) {  // --shard-optimizer
+    if (plan.virtual_stages > 1)
+      ThrowInput("--shard-optimizer: not supported with a plan of chunks ({}: virtual_stages {})",
+                 source, plan.virtual_stages);
+    for (StagePlan& st : plan.stages) st.shard_optimizer = st.shard_optimizer || st.replicas() > 1;
+  }
   if (plan.num_devices() > world_size) {
     ThrowInput("{}: the plan uses {} devices but the job has {} processes (--nproc or WORLD_SIZE)",
                source, plan.num_devices(), world_size);
@@ -301,18 +313,34 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
     if (replica == 0 && stage + 1 < S)
       comm.Publish(fmt::format("boundary{}", stage), BoundarySpecToJson(out_spec));
   }
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
-  std::optional<GradClipper> clipper;  // Note [Global gradient clipping]
-  if (sp) {
-    optimizer = MakeOptimizer(o.optimizer, HeldParameters(model, held));
-    if (o.clip_grad_norm > 0)
-      clipper.emplace(o.clip_grad_norm, HeldParameters(model, held), grid, env.rank,
-                      tied ? &*tied : nullptr, comm);
+  // The optimizer: whole on every replica, or sharded (Note [Optimizer sharding]).
+  std::unique_ptr<torch::optim::Optimizer> whole;
+  std::unique_ptr<ShardedOptimizer> sharded;
+  torch::optim::Optimizer* optimizer = nullptr;
+  std::unique_ptr<ParamStateStore> states;  // what checkpoints save and load
+  std::optional<GradClipper> clipper;       // Note [Global gradient clipping]
+  if (sp && sp->shard_optimizer) {
+    sharded = std::make_unique<ShardedOptimizer>(
+        o.optimizer, comm, fmt::format("stage{}", stage), replica, sp->replicas(),
+        BucketedLayerParams(model, sp->first_layer, sp->last_layer,
+                            tied && !tied->empty() ? &*tied : nullptr),
+        sp->first_layer, o.bucket_bytes, HeldParameters(model, held));
+    optimizer = &sharded->optimizer();
+  } else if (sp) {
+    whole = MakeOptimizer(o.optimizer, HeldParameters(model, held));
+    optimizer = whole.get();
+    states = std::make_unique<WholeParamStates>(*whole, o.optimizer.kind);
+  }
+  ParamStateStore* param_states = sharded ? sharded.get() : states.get();
+  if (sp && o.clip_grad_norm > 0) {
+    clipper.emplace(o.clip_grad_norm, HeldParameters(model, held), grid, env.rank,
+                    tied ? &*tied : nullptr, comm);
+    if (sharded) clipper->UseShards(sharded->ShardedParameters(), sharded->shards());
   }
   int64_t start = 0;
   std::vector<double> losses;
   if (o.resume || (o.resume_auto && DecideToResume(ResumeMode::kAuto, o.checkpoint_dir, comm))) {
-    CheckpointMeta meta = Resume(o, model, held_layers, optimizer.get(), comm);
+    CheckpointMeta meta = Resume(o, model, held_layers, param_states, comm);
     start = meta.step;
     losses = meta.losses;
   }
@@ -332,6 +360,7 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   wo.die_at_step = o.die_at_rank == env.rank ? o.die_at_step : -1;
   wo.tied = tied && !tied->empty() ? &*tied : nullptr;
   wo.clip = clipper ? &*clipper : nullptr;
+  wo.sharded = sharded.get();
   std::optional<StageWorker> worker;
   std::optional<ChunkSet> chunks;
   if (sp && chunked) {
@@ -399,8 +428,8 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
                      (last || (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0));
     if (due || last) record(step_losses.Finish(NowMs()));
     if (due)
-      SaveCheckpoint(o, model, held_layers, replica, optimizer.get(), env.rank, writer, step + 1,
-                     losses);
+      SaveCheckpoint(o, model, held_layers, replica, param_states, sharded != nullptr, env.rank,
+                     writer, step + 1, losses);
     if (tracing && last) WriteMeasuredTrace(comm, grid, plan, o, traced);
   }
   writer.Wait();  // the final checkpoint is committed before the summary and the export
