@@ -79,9 +79,10 @@ bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<b
 // Note [Optimizer sharding in the planner]
 // A stage of 2 or more replicas (in a plan without chunks) shards its optimizer state
 // (StagePlan::shard_optimizer) where that makes it fit its devices' memory and it does not
-// fit without, or where it fits and is no slower: its reduce-scatter in place of the
+// fit without, or where it fits and is faster: its reduce-scatter in place of the
 // allreduce (exposed part, as EvaluateStage counts it), plus its 1/r update and all-gather,
-// take at most the allreduce and the whole update. Sets the flag on those stages and clears
+// take less than the allreduce and the whole update. A tie does not shard: the runtime's
+// reduce-scatter holds a receive buffer per bucket that the allreduce does not. Sets the flag on those stages and clears
 // it on the others; returns whether some stage shards. RecomputeWhereNeeded shards first, so
 // re-computation is left to the stages that sharding cannot make fit.
 bool ShardWhereItPays(Plan& plan, const CostModel& cost);

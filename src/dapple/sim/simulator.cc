@@ -330,6 +330,10 @@ void FillTimeline(const Plan& plan, Prepared& p, internal::EngineResult& run) {
   t.events.reserve(2 * n);
   for (size_t i = 0; i < n; ++i) {
     TimelineEvent& e = t.events[i];
+    // Its buckets are reduce-scatters, named as the runtime's trace names them.
+    if (e.category == "allreduce" && e.name.rfind("AR b", 0) == 0 && e.stage >= 0 &&
+        p.result.stages[e.stage].allgather_ms > 0)
+      e.name[0] = 'R', e.name[1] = 'S';
     if (e.category != "step" || e.device >= static_cast<int>(p.result.devices.size())) continue;
     const double ag = p.result.stages[e.stage].allgather_ms;
     if (ag <= 0) continue;
