@@ -244,9 +244,10 @@ CommWork Communicator::AllToAllAsync(const torch::Tensor& output, const torch::T
   c10d::AllToAllOptions opts;
   opts.timeout = timeout_;
   torch::Tensor out = output, in = input;  // alltoall_base takes non-const references
+  std::vector<int64_t> equal_splits;       // empty: n equal parts
   c10::intrusive_ptr<c10d::Work> work;
   try {
-    work = Group(group).alltoall_base(out, in, {}, {}, opts);
+    work = Group(group).alltoall_base(out, in, equal_splits, equal_splits, opts);
   } catch (const std::exception& e) {
     throw CommError(fmt::format("{}: alltoall failed: {}", what, FirstLine(e)));
   }

@@ -333,7 +333,7 @@ void FillTimeline(const Plan& plan, Prepared& p, internal::EngineResult& run) {
     // Its buckets are reduce-scatters, named as the runtime's trace names them.
     if (e.category == "allreduce" && e.name.rfind("AR b", 0) == 0 && e.stage >= 0 &&
         p.result.stages[e.stage].allgather_ms > 0)
-      e.name[0] = 'R', e.name[1] = 'S';
+      e.name.replace(0, 2, "RS");
     if (e.category != "step" || e.device >= static_cast<int>(p.result.devices.size())) continue;
     const double ag = p.result.stages[e.stage].allgather_ms;
     if (ag <= 0) continue;
