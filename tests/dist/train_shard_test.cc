@@ -67,9 +67,9 @@ double MaxStateDifference(const fs::path& a, const fs::path& b) {
 
 // Largest relative change of any parameter of a checkpoint from its seed-3 initial value.
 double MovedFromInitial(const fs::path& step_dir) {
-  Model init = BuildModel(
-      "mlp", {{"input", "7"}, {"hidden", "16"}, {"layers", "3"}, {"classes", "5"}}, 3,
-      torch::kFloat64);
+  Model init =
+      BuildModel("mlp", {{"input", "7"}, {"hidden", "16"}, {"layers", "3"}, {"classes", "5"}}, 3,
+                 torch::kFloat64);
   double worst = 0;
   for (auto& layer : init.layers) {
     LayerState st = ReadLayer(step_dir, layer.name);
@@ -89,16 +89,15 @@ class ShardedTraining : public ::testing::TestWithParam<ShardCase> {};
 TEST_P(ShardedTraining, EqualsUnshardedWithAQuarterOfTheState) {
   const ShardCase& c = GetParam();
   fs::path dir = TestDir("shard_" + c.name);
-  RunResult whole = RunDapple(ShardFlags(c.optimizer, dir / "whole", kShardSteps) + " --plan " +
-                                  WritePlan(dir, "whole", FourReplicaPlan(false)).string() +
-                                  " --nproc 5",
-                              dir);
+  RunResult whole =
+      RunDapple(ShardFlags(c.optimizer, dir / "whole", kShardSteps) + " --plan " +
+                    WritePlan(dir, "whole", FourReplicaPlan(false)).string() + " --nproc 5",
+                dir);
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
-  RunResult sharded = RunDapple(ShardFlags(c.optimizer, dir / "sharded", kShardSteps) +
-                                    " --plan " +
-                                    WritePlan(dir, "sharded", FourReplicaPlan(true)).string() +
-                                    " --nproc 5",
-                                dir);
+  RunResult sharded =
+      RunDapple(ShardFlags(c.optimizer, dir / "sharded", kShardSteps) + " --plan " +
+                    WritePlan(dir, "sharded", FourReplicaPlan(true)).string() + " --nproc 5",
+                dir);
   ASSERT_EQ(sharded.exit_code, 0) << sharded.err;
   const std::string step = "step-" + std::to_string(kShardSteps);
   EXPECT_LT(MaxRelativeDifference(dir / "sharded" / step, dir / "whole" / step, kShardLayers),
@@ -114,8 +113,8 @@ TEST_P(ShardedTraining, EqualsUnshardedWithAQuarterOfTheState) {
   ASSERT_EQ(s.size(), 2u) << sharded.out;
   EXPECT_TRUE(s[1]["shard_optimizer"].get<bool>());
   EXPECT_FALSE(w[1]["shard_optimizer"].get<bool>());
-  const double ratio = s[1]["optimizer_state_bytes"].get<double>() /
-                       w[1]["optimizer_state_bytes"].get<double>();
+  const double ratio =
+      s[1]["optimizer_state_bytes"].get<double>() / w[1]["optimizer_state_bytes"].get<double>();
   EXPECT_GT(ratio, 0.2);
   EXPECT_LE(ratio, 0.3);
   EXPECT_EQ(s[0]["optimizer_state_bytes"], w[0]["optimizer_state_bytes"]);
@@ -138,9 +137,8 @@ TEST(ShardedCheckpoint, ResumesUnderOtherPlansAsTheUninterruptedRun) {
   fs::path dir = TestDir("shard_resume");
   const fs::path sharded = WritePlan(dir, "sharded", FourReplicaPlan(true));
   const fs::path other = WritePlan(dir, "other", OtherPlan());
-  RunResult ref = RunDapple(ShardFlags(adam, dir / "ref", kShardSteps) + " --plan " +
-                                other.string() + " --nproc 2",
-                            dir);
+  RunResult ref = RunDapple(
+      ShardFlags(adam, dir / "ref", kShardSteps) + " --plan " + other.string() + " --nproc 2", dir);
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
   const std::string step = "step-" + std::to_string(kShardSteps);
   struct Leg {

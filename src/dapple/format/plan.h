@@ -89,9 +89,10 @@ struct Plan {
 
 // Checks the plan against the profile's layers and the cluster: stages cover every layer
 // exactly once and in order, device ids exist and are not shared, GBS = M x m, every stage
-// has at least one device, a stage that shards its optimizer state has replicas, chunks (virtual_stages) that the stages and layers divide into and
-// M the schedule can run (CheckChunks), a re-computing stage has forward times in the profile (what
-// re-computation costs). Throws InputError naming `source` and the stage/field.
+// has at least one device, a stage that shards its optimizer state has replicas, chunks
+// (virtual_stages) that the stages and layers divide into and M the schedule can run (CheckChunks),
+// a re-computing stage has forward times in the profile (what re-computation costs). Throws
+// InputError naming `source` and the stage/field.
 void ValidatePlan(const Plan& plan, const Profile& profile, const Cluster& cluster,
                   const std::string& source);
 // Fills first_layer/last_layer from the ids (ids win) or the ids from the indices.

@@ -42,7 +42,7 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
       c.update_ms = std::max(c.update_ms, cost.UpdateMs(first, last, devices[j]));
   // Sharded: each replica updates 1/r of the parameters, then the all-gather follows.
   if (shard) c.update_ms = c.update_ms / r + cost.AllGatherMs(first, last, devices);
-  c.allreduce_ms = r == 1 ? 0.0
+  c.allreduce_ms = r == 1  ? 0.0
                    : shard ? cost.ReduceScatterMs(first, last, devices)
                            : cost.AllReduceMs(first, last, devices);
   c.allreduce_exposed_ms = c.allreduce_ms;
@@ -62,7 +62,8 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
   c.warmup_depth = warmup_depth;
   double act = cost.ActivationBytes(first, last, s);
   c.memory_bytes =
-      (shard ? cost.ShardedStaticMemoryBytes(first, last, r) : cost.StaticMemoryBytes(first, last)) +
+      (shard ? cost.ShardedStaticMemoryBytes(first, last, r)
+             : cost.StaticMemoryBytes(first, last)) +
       (recompute ? warmup_depth * cost.StageInputBytes(first, s) + act : warmup_depth * act);
   return c;
 }

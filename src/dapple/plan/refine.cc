@@ -70,8 +70,8 @@ bool ShardWhereItPays(Plan& plan, const CostModel& cost) {
     if (st.replicas() < 2 || plan.virtual_stages > 1) continue;
     const int k = PeakInFlight(plan.schedule, s, S, plan.num_micro_batches);
     auto evaluate = [&](bool shard) {
-      return EvaluateStage(cost, st.first_layer, st.last_layer, st.devices,
-                           plan.micro_batch_size, k, plan.Recomputes(s), plan.allreduce_overlap,
+      return EvaluateStage(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size,
+                           k, plan.Recomputes(s), plan.allreduce_overlap,
                            /*uniform=*/false, shard);
     };
     const StageCost whole = evaluate(false), sharded = evaluate(true);

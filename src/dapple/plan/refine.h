@@ -82,9 +82,9 @@ bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<b
 // fit without, or where it fits and is faster: its reduce-scatter in place of the
 // allreduce (exposed part, as EvaluateStage counts it), plus its 1/r update and all-gather,
 // take less than the allreduce and the whole update. A tie does not shard: the runtime's
-// reduce-scatter holds a receive buffer per bucket that the allreduce does not. Sets the flag on those stages and clears
-// it on the others; returns whether some stage shards. RecomputeWhereNeeded shards first, so
-// re-computation is left to the stages that sharding cannot make fit.
+// reduce-scatter holds a receive buffer per bucket that the allreduce does not. Sets the flag on
+// those stages and clears it on the others; returns whether some stage shards. RecomputeWhereNeeded
+// shards first, so re-computation is left to the stages that sharding cannot make fit.
 bool ShardWhereItPays(Plan& plan, const CostModel& cost);
 
 }  // namespace dapple

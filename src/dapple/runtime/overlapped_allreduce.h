@@ -31,10 +31,10 @@ struct GradShards {
 
 // One flat gradient buffer (a dtype of a bucket) as the sharded optimizer sees it.
 struct GradPart {
-  torch::Tensor flat;                  // numel a multiple of the shard count (zero padding)
-  std::vector<torch::Tensor> params;   // whose .grad are views of `flat`
-  std::vector<int64_t> offset;         // of each in `flat`
-  bool matrices = false;               // with GradShards::split_matrices: all have dim >= 2
+  torch::Tensor flat;                 // numel a multiple of the shard count (zero padding)
+  std::vector<torch::Tensor> params;  // whose .grad are views of `flat`
+  std::vector<int64_t> offset;        // of each in `flat`
+  bool matrices = false;              // with GradShards::split_matrices: all have dim >= 2
 };
 
 // Not thread-safe beyond what autograd does: the hooks run on the thread that runs the
@@ -59,15 +59,17 @@ class OverlappedAllReduce {
   // been accumulated, and a bucket's parameters all have, the bucket is allreduced
   // asynchronously, in bucket order (bucket 0 holds the stage's last layer), so every
   // replica starts the collectives in the same order. Sharded, a bucket is reduce-scattered
-  // instead (an alltoall, then the sum of the received parts into this replica's shard). `what` prefixes failures
+  // instead (an alltoall, then the sum of the received parts into this replica's shard). `what`
+  // prefixes failures
   // ("rank 1 (stage 0, ...)").
   void Arm(const std::string& what);
 
   // Disarms, starts the buckets still waiting (a parameter the backward did not reach
   // contributes its accumulated gradient, or zeros), waits for all buckets together
-  // within one `timeout` (Note [One deadline per wait chain]; a failure names the bucket); the gradients then hold the sums.
-  // Returns one "AR b<k>" event per bucket on `track`: from its launch to when its wait
-  // returned (an upper bound of its end). Returns the bytes reduced via *bytes if given.
+  // within one `timeout` (Note [One deadline per wait chain]; a failure names the bucket); the
+  // gradients then hold the sums. Returns one "AR b<k>" event per bucket on `track`: from its
+  // launch to when its wait returned (an upper bound of its end). Returns the bytes reduced via
+  // *bytes if given.
   std::vector<TimelineEvent> Finish(std::chrono::milliseconds timeout, int track, int stage,
                                     int64_t* bytes = nullptr);
 

@@ -23,8 +23,8 @@ torch::Tensor StorageAlias(const torch::Tensor& flat, int64_t offset, torch::Int
 
 }  // namespace
 
-std::vector<std::vector<torch::Tensor>> BucketedLayerParams(const Model& model, int first,
-                                                            int last, const TiedParameters* tied) {
+std::vector<std::vector<torch::Tensor>> BucketedLayerParams(const Model& model, int first, int last,
+                                                            const TiedParameters* tied) {
   std::vector<std::vector<torch::Tensor>> layer_params;
   std::set<const void*> seen;
   for (int l = first; l <= last; ++l) {
@@ -40,7 +40,8 @@ std::vector<std::vector<torch::Tensor>> BucketedLayerParams(const Model& model, 
 ShardedOptimizer::ShardedOptimizer(const OptimizerOptions& options, Communicator& comm,
                                    std::string group, int replica, int replicas,
                                    std::vector<std::vector<torch::Tensor>> layer_params, int first,
-                                   int64_t bucket_bytes, const std::vector<torch::Tensor>& all_params)
+                                   int64_t bucket_bytes,
+                                   const std::vector<torch::Tensor>& all_params)
     : comm_(comm),
       group_(std::move(group)),
       replica_(replica),
@@ -77,7 +78,8 @@ ShardedOptimizer::ShardedOptimizer(const OptimizerOptions& options, Communicator
 
 std::vector<torch::Tensor> ShardedOptimizer::ShardedParameters() const {
   std::vector<torch::Tensor> params;
-  for (const GradPart& part : parts_) params.insert(params.end(), part.params.begin(), part.params.end());
+  for (const GradPart& part : parts_)
+    params.insert(params.end(), part.params.begin(), part.params.end());
   return params;
 }
 
@@ -124,9 +126,9 @@ std::map<std::string, torch::Tensor> ShardedOptimizer::Export(const torch::Tenso
     }
     torch::Tensor whole = torch::zeros({p.numel()}, t.options());
     if (n > 0) whole.narrow(0, in_param, n).copy_(t.reshape(-1).narrow(0, in_shard, n));
-    comm_.AllReduceSum(whole, group_,
-                       fmt::format("replica {}: assembling the optimizer state for a checkpoint",
-                                   replica_));
+    comm_.AllReduceSum(
+        whole, group_,
+        fmt::format("replica {}: assembling the optimizer state for a checkpoint", replica_));
     out[field] = whole.view(p.sizes());
   }
   return out;

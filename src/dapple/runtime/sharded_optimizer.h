@@ -53,8 +53,8 @@ namespace dapple {
 
 // The parameters a stage's gradient buckets hold, per layer of [first, last]: each once,
 // without those of `tied` (null: none), which have their own allreduce.
-std::vector<std::vector<torch::Tensor>> BucketedLayerParams(const Model& model, int first,
-                                                            int last, const TiedParameters* tied);
+std::vector<std::vector<torch::Tensor>> BucketedLayerParams(const Model& model, int first, int last,
+                                                            const TiedParameters* tied);
 
 class ShardedOptimizer final : public ParamStateStore {
  public:
@@ -63,9 +63,8 @@ class ShardedOptimizer final : public ParamStateStore {
   // first..) with cap `bucket_bytes`, and the optimizer over this replica's shards and the
   // parameters of `all_params` outside the buckets. Not collective.
   ShardedOptimizer(const OptimizerOptions& options, Communicator& comm, std::string group,
-                   int replica, int replicas,
-                   std::vector<std::vector<torch::Tensor>> layer_params, int first,
-                   int64_t bucket_bytes, const std::vector<torch::Tensor>& all_params);
+                   int replica, int replicas, std::vector<std::vector<torch::Tensor>> layer_params,
+                   int first, int64_t bucket_bytes, const std::vector<torch::Tensor>& all_params);
 
   OverlappedAllReduce& buckets() { return *buckets_; }
   // What the learning rate is set on and the state bytes are counted in.

@@ -236,8 +236,8 @@ void StageWorker::Execute(const Instruction& inst, int pc) {
         norm_events_.push_back({rank_, "NORM", "allreduce", start, NowMs(), stage_, -1});
       }
       if (opt_.sharded) {  // the step, then the all-gather (Note [Optimizer sharding])
-        auto [start, end] =
-            opt_.sharded->Step(Where(-1, "AG (all-gather of the sharded parameters)"), opt_.timeout);
+        auto [start, end] = opt_.sharded->Step(
+            Where(-1, "AG (all-gather of the sharded parameters)"), opt_.timeout);
         norm_events_.push_back({rank_, "AG", "allreduce", start, end, stage_, -1});
         return;
       }

@@ -146,8 +146,8 @@ class StageWorker {
   std::vector<torch::Tensor> params_;
   SampleRange my_rows_;                                // my slice of every micro-batch
   std::vector<TransferPiece> in_pieces_, out_pieces_;  // boundary before / after my stage
-  std::unique_ptr<OverlappedAllReduce> own_buckets_;  // unless the optimizer is sharded
-  OverlappedAllReduce* grad_buckets_ = nullptr;       // the gradient buckets; null: no AR
+  std::unique_ptr<OverlappedAllReduce> own_buckets_;   // unless the optimizer is sharded
+  OverlappedAllReduce* grad_buckets_ = nullptr;        // the gradient buckets; null: no AR
   int last_backward_pc_ = -1;                          // the B or W that grad_buckets_ is armed for
   bool split_ = false;                        // the program has I and W (keep every layer's output)
   std::vector<Activations> kept_outputs_;     // RunLayers' layer outputs when split_

@@ -4,13 +4,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <nlohmann/json.hpp>
-
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "dapple/common/clock.h"
@@ -31,8 +30,8 @@
 #include "dapple/runtime/rank_grid.h"
 #include "dapple/runtime/recipe.h"
 #include "dapple/runtime/restarts.h"
-#include "dapple/runtime/sharded_optimizer.h"
 #include "dapple/runtime/resume_policy.h"
+#include "dapple/runtime/sharded_optimizer.h"
 #include "dapple/runtime/stage_worker.h"
 #include "dapple/runtime/step_losses.h"
 #include "dapple/runtime/tied_parameters.h"
@@ -70,8 +69,7 @@ void SaveCheckpoint(const TrainOptions& o, Model& model, const std::vector<int>&
   job.step = steps_done;
   if (replica == 0 || sharded) {
     for (int l : layers) {
-      LayerSnapshot snapshot =
-          SnapshotLayer(model.layers[l].name, *model.layers[l].module, states);
+      LayerSnapshot snapshot = SnapshotLayer(model.layers[l].name, *model.layers[l].module, states);
       if (replica == 0) job.layers.push_back(std::move(snapshot));
     }
   }
