@@ -8,7 +8,6 @@
 #include <map>
 #include <string>
 
-#include "dapple/models/model.h"
 #include "train_test_util.h"
 
 namespace dapple::testing {
@@ -65,21 +64,6 @@ double MaxStateDifference(const fs::path& a, const fs::path& b) {
   return worst;
 }
 
-// Largest relative change of any parameter of a checkpoint from its seed-3 initial value.
-double MovedFromInitial(const fs::path& step_dir) {
-  Model init =
-      BuildModel("mlp", {{"input", "7"}, {"hidden", "16"}, {"layers", "3"}, {"classes", "5"}}, 3,
-                 torch::kFloat64);
-  double worst = 0;
-  for (auto& layer : init.layers) {
-    LayerState st = ReadLayer(step_dir, layer.name);
-    for (const auto& item : layer.module->named_parameters())
-      worst = std::max(worst, (st.params.at(item.key()) - item.value()).abs().max().item<double>() /
-                                  std::max(item.value().abs().max().item<double>(), 1e-12));
-  }
-  return worst;
-}
-
 struct ShardCase {
   std::string name, optimizer;
 };
@@ -107,7 +91,11 @@ TEST_P(ShardedTraining, EqualsUnshardedWithAQuarterOfTheState) {
   ASSERT_EQ(losses.size(), static_cast<size_t>(kShardSteps));
   ASSERT_EQ(ref.size(), losses.size());
   for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(losses[i], ref[i], 1e-9 * ref[i]) << i;
-  EXPECT_GT(MovedFromInitial(dir / "whole" / step), 1e-2) << "training did not move";
+  EXPECT_GT(DistanceFromInitial(
+                "mlp", {{"input", "7"}, {"hidden", "16"}, {"layers", "3"}, {"classes", "5"}}, 3,
+                dir / "whole" / step),
+            1e-2)
+      << "training did not move";
   // Each rank's own optimizer state (the largest of the stage's ranks).
   const auto s = sharded.Summary()["stages"], w = whole.Summary()["stages"];
   ASSERT_EQ(s.size(), 2u) << sharded.out;
