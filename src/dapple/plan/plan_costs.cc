@@ -68,6 +68,11 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
   return c;
 }
 
+bool ShardingPays(const StageCost& whole, const StageCost& sharded) {
+  return sharded.fits() && (!whole.fits() || sharded.allreduce_exposed_ms + sharded.update_ms <
+                                                 whole.allreduce_exposed_ms + whole.update_ms);
+}
+
 double SplitBackwardMs(const CostModel& cost, int first, int last, const std::vector<int>& devices,
                        int micro_batch) {
   double ms = 0;

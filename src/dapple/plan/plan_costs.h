@@ -52,6 +52,11 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
                         bool allreduce_overlap = false, bool uniform = false,
                         bool shard_optimizer = false);
 
+// Note [Optimizer sharding in the planner] (refine.h): whether a stage costing `whole`
+// should rather shard its optimizer state, costing `sharded`: when only that fits, or when it
+// fits and its tail (exposed allreduce + update) is shorter.
+bool ShardingPays(const StageCost& whole, const StageCost& sharded);
+
 // True when every device computes at the same speed and has the same memory, as the cost
 // model says: then a stage's F and B depend only on its layers and its largest slice, and
 // EvaluateStage(..., uniform = true) only evaluates the first replica (O(1) cost calls).

@@ -74,10 +74,7 @@ bool ShardWhereItPays(Plan& plan, const CostModel& cost) {
                            k, plan.Recomputes(s), plan.allreduce_overlap,
                            /*uniform=*/false, shard);
     };
-    const StageCost whole = evaluate(false), sharded = evaluate(true);
-    const double whole_ms = whole.allreduce_exposed_ms + whole.update_ms;
-    const double sharded_ms = sharded.allreduce_exposed_ms + sharded.update_ms;
-    st.shard_optimizer = sharded.fits() && (!whole.fits() || sharded_ms < whole_ms);
+    st.shard_optimizer = ShardingPays(evaluate(false), evaluate(true));
     any = any || st.shard_optimizer;
   }
   return any;
