@@ -87,17 +87,17 @@ std::pair<double, double> ShardedOptimizer::Step(const std::string& what,
                                                  std::chrono::milliseconds timeout) {
   optimizer_->step();
   const double start = NowMs();
-  std::vector<CommWork> works;
+  // One part at a time: Gloo's allgather holds a flat copy of its output while it runs, so
+  // the memory it takes beside the parameters stays within one bucket.
+  const Deadline deadline(timeout);  // Note [One deadline per wait chain]
   for (size_t k = 0; k < param_flats_.size(); ++k) {
     const torch::Tensor& flat = param_flats_[k];
     const int64_t c = flat.numel() / replicas_;
     std::vector<torch::Tensor> outputs;
     for (int j = 0; j < replicas_; ++j) outputs.push_back(flat.narrow(0, j * c, c));
-    works.push_back(comm_.AllGatherAsync(outputs, outputs[replica_], group_,
-                                         fmt::format("{} (part {})", what, k)));
+    comm_.AllGatherAsync(outputs, outputs[replica_], group_, fmt::format("{} (part {})", what, k))
+        .Wait(deadline);
   }
-  const Deadline deadline(timeout);  // Note [One deadline per wait chain]
-  for (auto& w : works) w.Wait(deadline);
   const double end = NowMs();
   optimizer_->zero_grad();  // the shards' and the other parameters' gradients
   for (const GradPart& part : parts_) part.flat.zero_();

@@ -25,8 +25,11 @@
 //   dimensions: decayed) groups it as its parameters.
 // - All-gather. Gloo's allgather (a ring: (r-1)/r of the buffer per replica) brings every
 //   replica's updated shard into every replica's parameter buffer, after the step and before
-//   the next forward (event "AG" inside STEP). Reduce-scatter plus all-gather send the bytes
-//   of one ring allreduce.
+//   the next forward (event "AG" inside STEP), one part at a time: Gloo holds a flat copy of
+//   the output while it runs. Reduce-scatter plus all-gather send the bytes of one ring
+//   allreduce. So the saving in resident memory, 1 - 1/r of the state, is less the
+//   transient buffers: up to the stage's gradient bytes of receive buffers at the end of the
+//   last backward, and one part's bytes during the all-gather.
 // - Clipping: each replica counts the norm of its shards' reduced gradients, replica 0 that
 //   of the parameters outside the buckets (GradClipper::UseShards).
 // - Checkpoints hold each parameter's whole state, so they do not depend on the plan: Export
