@@ -117,6 +117,15 @@ TEST_F(RecipeTest, TiedGptTwoToOneReplicasCosineClippedAdamW) {
                 "dapple-a", kTiedGptRecipe);
 }
 
+// Stage 0's optimizer state sharded over its two replicas (Note [Optimizer sharding]): the
+// tied embedding outside the shards, matrices and the rest in separate parts (decay on
+// matrices only), the norm counted from the shards.
+TEST_F(RecipeTest, TiedGptShardedOptimizerCosineClippedAdamW) {
+  RunRecipeCase(*models_, "gpt21_shard", kGpt,
+                {{"embed", "block0", {0, 1}}, {"block1", "head", {2}}}, "dapple-a", kTiedGptRecipe,
+                "--shard-optimizer");
+}
+
 TEST_F(RecipeTest, TiedGptOneToTwoReplicasLinearWithRecompute) {
   RunRecipeCase(*models_, "gpt12", kGpt, {{"embed", "embed", {0}}, {"block0", "head", {1, 2}}},
                 "dapple-a",
@@ -137,6 +146,15 @@ TEST_F(RecipeTest, MlpZbH1SgdCosineClipped) {
   int norms = 0;
   for (const auto& e : t["traceEvents"]) norms += e.value("name", "") == "NORM";
   EXPECT_EQ(norms, 3);  // one per rank in the traced (last) step
+}
+
+// A sharded optimizer under a schedule that splits the backward (the buckets start in W).
+TEST_F(RecipeTest, MlpZbH1ShardedSgdClipped) {
+  RunRecipeCase(*models_, "mlp_zb_shard", kMlp, {{"fc0", "fc1", {0}}, {"fc2", "head", {1, 2}}},
+                "zb-h1",
+                "--optimizer sgd --lr 0.1 --momentum 0.9 --lr-schedule cosine --warmup-steps 1 "
+                "--clip-grad-norm 0.2",
+                "--shard-optimizer --bucket-mb 0.00005");
 }
 
 TEST_F(RecipeTest, MlpInterleavedAdamWClipped) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "dapple/models/model.h"
 #include "dapple/runtime/checkpoint.h"
 
 namespace dapple::testing {
@@ -153,6 +154,23 @@ inline double MaxRelativeDifference(const fs::path& a, const fs::path& b,
       double diff = (it->second - t).abs().max().item<double>();
       double scale = std::max(t.abs().max().item<double>(), 1e-12);
       worst = std::max(worst, diff / scale);
+    }
+  }
+  return worst;
+}
+
+// Largest relative change of any parameter of the checkpoint in `step_dir` from its initial
+// value: model `name` with `options` built in float64 from `seed` (non-vacuous comparisons).
+inline double DistanceFromInitial(const std::string& name, const ModelOptions& options,
+                                  uint64_t seed, const fs::path& step_dir) {
+  Model init = BuildModel(name, options, seed, torch::kFloat64);
+  double worst = 0;
+  for (auto& layer : init.layers) {
+    LayerState st = ReadLayer(step_dir, layer.name);
+    for (const auto& item : layer.module->named_parameters()) {
+      torch::Tensor diff = (st.params.at(item.key()) - item.value()).abs().max();
+      worst = std::max(
+          worst, diff.item<double>() / std::max(item.value().abs().max().item<double>(), 1e-12));
     }
   }
   return worst;

@@ -157,6 +157,25 @@ TEST(Plan, RecomputeNeedsForwardTimes) {
   EXPECT_NO_THROW(ValidatePlan(plan, p, ClusterPreset("paper-a"), "plan.json"));
 }
 
+TEST(Plan, PerStageOptimizerSharding) {
+  Plan plan = TwoStages();
+  plan.stages[0].shard_optimizer = true;  // 2 replicas
+  Plan q = ParsePlanJson(PlanToJsonText(plan), "plan.json");
+  EXPECT_TRUE(q.stages[0].shard_optimizer);
+  EXPECT_FALSE(q.stages[1].shard_optimizer);
+  EXPECT_TRUE(q.AnyShardedOptimizer());
+  EXPECT_EQ(PlanToJsonText(q), PlanToJsonText(plan));
+  EXPECT_EQ(PlanToJsonText(TwoStages()).find("shard_optimizer"), std::string::npos);
+  EXPECT_EQ(ValidateError(plan), "(no error)");
+  plan.stages[1].shard_optimizer = true;  // 1 device
+  EXPECT_THAT(ValidateError(plan), HasSubstr("plan.json: stages[1].shard_optimizer: the stage "
+                                             "has 1 device"));
+  EXPECT_THAT(ParseError(R"({"format": "dapple-plan/1", "global_batch_size": 8,
+      "micro_batch_size": 2, "stages": [
+        {"first_layer": 0, "last_layer": 9, "devices": [0, 1], "shard_optimizer": "yes"}]})"),
+              HasSubstr("plan.json.stages[0].shard_optimizer: expected true or false"));
+}
+
 TEST(Plan, IdsWinOverIndices) {
   Plan plan = ParsePlanJson(R"({"format": "dapple-plan/1", "global_batch_size": 8,
       "micro_batch_size": 2, "stages": [

@@ -53,6 +53,9 @@ class OneByOne : public CostModel {
   double ParameterBytes(int f, int l) const override { return c_.ParameterBytes(f, l); }
   double AllReduceBucketBytes() const override { return c_.AllReduceBucketBytes(); }
   double StaticMemoryBytes(int f, int l) const override { return c_.StaticMemoryBytes(f, l); }
+  double ShardedStaticMemoryBytes(int f, int l, int r) const override {
+    return c_.ShardedStaticMemoryBytes(f, l, r);
+  }
   double ActivationBytes(int f, int l, double s) const override {
     return c_.ActivationBytes(f, l, s);
   }

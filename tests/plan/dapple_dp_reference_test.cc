@@ -126,7 +126,12 @@ class PlainDp {
                std::vector<std::vector<std::vector<Suffix>>>& memo) {
     const int m = o_.micro_batch_size, M = o_.num_micro_batches;
     const int first = ip == 0 ? 0 : ends_[ip - 1] + 1, last = ends_[i - 1];
-    const StageCost c = EvaluateStage(cost_, first, last, devices, m, k);
+    StageCost c = EvaluateStage(cost_, first, last, devices, m, k);
+    if (!c.fits() && devices.size() > 1) {  // sharded where only that fits (dp_costs.h)
+      const StageCost sharded = EvaluateStage(cost_, first, last, devices, m, k, false, false,
+                                              false, /*shard_optimizer=*/true);
+      if (sharded.fits()) c = sharded;
+    }
     if (o_.enforce_memory && !c.fits()) return;
     next.lat = {{c.forward_ms, c.backward_ms, c.allreduce_ms, c.update_ms}};
     if (!suffix.stages.empty()) {
@@ -136,6 +141,7 @@ class PlainDp {
     }
     next.stages = suffix.stages;
     next.stages.insert(next.stages.begin(), StagePlan{first, last, "", "", devices});
+    next.stages.front().shard_optimizer = c.shard_optimizer;
     next.peak_memory = std::max(suffix.peak_memory, c.memory_bytes);
     if (ip == 0) {
       done_.push_back(

@@ -22,6 +22,7 @@ void ExpectSamePlan(const PlanResult& a, const PlanResult& b, const std::string&
     EXPECT_EQ(p.stages[s].first_layer, q.stages[s].first_layer) << what;
     EXPECT_EQ(p.stages[s].devices, q.stages[s].devices) << what;
     EXPECT_EQ(p.stages[s].recompute, q.stages[s].recompute) << what;
+    EXPECT_EQ(p.stages[s].shard_optimizer, q.stages[s].shard_optimizer) << what;
   }
   EXPECT_EQ(p.estimate->iteration_ms, q.estimate->iteration_ms) << what;
   EXPECT_EQ(a.origin, b.origin) << what;

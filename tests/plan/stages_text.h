@@ -12,6 +12,7 @@ inline std::string StagesText(const Plan& p) {
   for (const StagePlan& st : p.stages) {
     s += "[" + std::to_string(st.first_layer) + "-" + std::to_string(st.last_layer) + ":";
     for (int d : st.devices) s += " " + std::to_string(d);
+    if (st.shard_optimizer) s += " sharded";
     s += "]";
   }
   return s;

@@ -167,6 +167,15 @@ void PrintTable(const PlanArgs& a, const Profile& profile, const Cluster& cluste
         cost.DeviceMemoryBytes(0) / 1e9, process);
   }
   for (const std::string& line : DeviceKindLines(cluster, p)) fmt::print("{}\n", line);
+  std::vector<int> sharded;
+  for (int s = 0; s < p.num_stages(); ++s)
+    if (p.stages[s].shard_optimizer) sharded.push_back(s);
+  if (!sharded.empty())
+    fmt::print(
+        "stage{} {} shard{} the optimizer state across {} replicas (AR ms: the reduce-scatter; "
+        "the all-gather follows the update)\n",
+        sharded.size() == 1 ? "" : "s", IdRanges(sharded), sharded.size() == 1 ? "s" : "",
+        sharded.size() == 1 ? "its" : "their");
   fmt::print("simulated iteration {:.2f} ms, speedup {:.2f}x (analytic L {:.2f} ms)\n",
              e.iteration_ms, e.speedup, e.latency_ms);
   if (p.num_devices() < cluster.num_devices()) {

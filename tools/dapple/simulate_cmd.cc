@@ -120,6 +120,13 @@ void PrintSummary(const Profile& profile, const Cluster& cluster, const Plan& pl
         ss.allreduce_buckets, ss.allreduce_buckets == 1 ? "" : "s", ss.allreduce_exposed_ms,
         ss.allreduce_ms);
   }
+  for (int s = 0; s < plan.num_stages(); ++s) {
+    if (!plan.stages[s].shard_optimizer) continue;
+    fmt::print(
+        "stage {}: optimizer state sharded: reduce-scatter {:.3f} ms in the allreduce's place, "
+        "update {:.3f} ms, all-gather {:.3f} ms\n",
+        s, r.stages[s].allreduce_ms, r.stages[s].update_ms, r.stages[s].allgather_ms);
+  }
   if (!plan.allreduce_overlap) fmt::print("allreduce after the last backward (no overlap)\n");
   fmt::print("iteration time   {:.3f} ms\n", r.iteration_ms);
   fmt::print("speedup          {:.3f}x over one device\n", r.speedup);
@@ -177,6 +184,8 @@ Json ResultJson(const Profile& profile, const Cluster& cluster, const Plan& plan
                       {"allreduce_buckets", ss.allreduce_buckets},
                       {"allreduce_exposed_ms", ss.allreduce_exposed_ms},
                       {"update_ms", ss.update_ms},
+                      {"shard_optimizer", st.shard_optimizer},
+                      {"allgather_ms", ss.allgather_ms},
                       {"peak_memory_bytes", sum[s].peak_memory_bytes},
                       {"bubble_ms", sum[s].bubble_ms}});
   }

@@ -290,6 +290,13 @@ double AnalyticCostModel::StaticMemoryBytes(int first, int last) const {
   return (param_prefix_[last + 1] - param_prefix_[first]) * options_.state_factor;
 }
 
+double AnalyticCostModel::ShardedStaticMemoryBytes(int first, int last, int replicas) const {
+  CheckRange(first, last);
+  const double whole = std::min(options_.state_factor, 2.0);  // weights and gradients
+  return (param_prefix_[last + 1] - param_prefix_[first]) *
+         (whole + (options_.state_factor - whole) / std::max(replicas, 1));
+}
+
 double AnalyticCostModel::ActivationBytes(int first, int last, double samples) const {
   CheckRange(first, last);
   return (saved_prefix_[last + 1] - saved_prefix_[first]) * samples / profile_.batch_size;

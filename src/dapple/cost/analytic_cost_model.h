@@ -68,6 +68,8 @@ class AnalyticCostModel : public CostModel {
   double ParameterBytes(int first, int last) const override;
   double AllReduceBucketBytes() const override;
   double StaticMemoryBytes(int first, int last) const override;
+  // Parameters x (2 + (state_factor - 2) / replicas): weights and gradients whole.
+  double ShardedStaticMemoryBytes(int first, int last, int replicas) const override;
   double ActivationBytes(int first, int last, double samples) const override;
   double StageInputBytes(int first, double samples) const override;
   double DeviceMemoryBytes(int device) const override;

@@ -73,6 +73,17 @@ class CostModel {
   // Ring allreduce of the parameters of layers [first, last] among `devices` (0 if one).
   virtual double AllReduceMs(int first, int last, const std::vector<int>& devices) const = 0;
 
+  // Optimizer sharding (ZeRO stage 1, Note [Optimizer sharding] in the runtime's
+  // sharded_optimizer.h): the reduce-scatter of the gradients of [first, last] among
+  // `devices` and the all-gather of their parameters each send (r-1)/r of the bytes per
+  // device, half of what a ring allreduce sends: half of AllReduceMs each. 0 if one device.
+  double ReduceScatterMs(int first, int last, const std::vector<int>& devices) const {
+    return AllReduceMs(first, last, devices) / 2;
+  }
+  double AllGatherMs(int first, int last, const std::vector<int>& devices) const {
+    return AllReduceMs(first, last, devices) / 2;
+  }
+
   // Ring allreduce of one 8-byte number among `devices` (0 if one): the global gradient
   // norm of a clipped step. 0 in models without links.
   virtual double ScalarAllReduceMs(const std::vector<int>& /*devices*/) const { return 0; }
@@ -94,6 +105,11 @@ class CostModel {
   // Per device of a stage [first, last]: parameters x state factor (weights, gradients,
   // optimizer state).
   virtual double StaticMemoryBytes(int first, int last) const = 0;
+  // The same on each of `replicas` devices that shard the optimizer state: weights and
+  // gradients whole, the state beyond them 1/replicas. By default no saving.
+  virtual double ShardedStaticMemoryBytes(int first, int last, int /*replicas*/) const {
+    return StaticMemoryBytes(first, last);
+  }
   // Activations one micro-batch slice of `samples` samples keeps alive for the backward.
   virtual double ActivationBytes(int first, int last, double samples) const = 0;
   // The stage input of `samples` samples (what re-computation keeps per micro-batch).

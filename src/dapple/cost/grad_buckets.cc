@@ -50,11 +50,12 @@ std::vector<GradBucket> GroupGradientBuckets(const std::vector<double>& layer_by
 }
 
 std::vector<double> BucketAllReduceMs(const CostModel& cost, const std::vector<GradBucket>& buckets,
-                                      const std::vector<int>& devices) {
+                                      const std::vector<int>& devices, bool sharded) {
   std::vector<double> ms;
   ms.reserve(buckets.size());
   for (const GradBucket& b : buckets)
-    ms.push_back(cost.AllReduceMs(b.first_layer, b.last_layer, devices));
+    ms.push_back(sharded ? cost.ReduceScatterMs(b.first_layer, b.last_layer, devices)
+                         : cost.AllReduceMs(b.first_layer, b.last_layer, devices));
   return ms;
 }
 

@@ -30,9 +30,10 @@ std::vector<GradBucket> GradientBuckets(const CostModel& cost, int first, int la
 std::vector<GradBucket> GroupGradientBuckets(const std::vector<double>& layer_bytes, int first,
                                              double cap);
 
-// cost.AllReduceMs of each bucket among `devices`.
+// cost.AllReduceMs of each bucket among `devices`; with `sharded`, its ReduceScatterMs (a
+// stage that shards its optimizer state reduce-scatters each bucket instead).
 std::vector<double> BucketAllReduceMs(const CostModel& cost, const std::vector<GradBucket>& buckets,
-                                      const std::vector<int>& devices);
+                                      const std::vector<int>& devices, bool sharded = false);
 
 // The allreduce time left after one replica's last backward ends, when the buckets run
 // one after another on one stream and bucket k starts once that backward has passed

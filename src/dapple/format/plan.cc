@@ -40,6 +40,12 @@ bool Plan::AnyRecompute() const {
   return false;
 }
 
+bool Plan::AnyShardedOptimizer() const {
+  for (const StagePlan& st : stages)
+    if (st.shard_optimizer) return true;
+  return false;
+}
+
 void ResolvePlanLayers(Plan& plan, const Profile& profile, const std::string& source) {
   const int n = profile.num_layers();
   auto resolve = [&](int s, const char* what, int& index, std::string& id) {
@@ -125,6 +131,14 @@ void ValidatePlan(const Plan& plan, const Profile& profile, const Cluster& clust
           "{}: stages[{}].devices: {} replicas but micro_batch_size is {} (every replica "
           "needs at least one sample)",
           source, s, st.replicas(), plan.micro_batch_size);
+    if (st.shard_optimizer && st.replicas() < 2)
+      ThrowInput(
+          "{}: stages[{}].shard_optimizer: the stage has 1 device; sharding the optimizer "
+          "state needs at least 2 replicas",
+          source, s);
+    if (st.shard_optimizer && plan.virtual_stages > 1)
+      ThrowInput("{}: stages[{}].shard_optimizer: not supported with virtual_stages {} (chunks)",
+                 source, s, plan.virtual_stages);
   }
   // Re-computation runs the forward again before each backward: without forward times the
   // profile cannot say what that costs (a profile that only has backward or total times).

@@ -24,6 +24,11 @@ struct StagePlan {
   // Re-computation: the stage keeps only its input per micro-batch in flight and runs the
   // forward again before each backward. JSON `recompute` of the stage, false when absent.
   bool recompute = false;
+  // Optimizer sharding (ZeRO stage 1, docs/runtime.md "Optimizer sharding"): the replicas
+  // reduce-scatter the gradients, each updates its shard of the parameters with its shard of
+  // the optimizer state, then they all-gather the parameters. JSON `shard_optimizer` of the
+  // stage, false when absent; needs at least 2 replicas.
+  bool shard_optimizer = false;
   int replicas() const { return static_cast<int>(devices.size()); }
 };
 
@@ -79,13 +84,15 @@ struct Plan {
   // Whether stage s re-computes: the plan's flag or the stage's.
   bool Recomputes(int s) const { return recompute || stages[s].recompute; }
   bool AnyRecompute() const;
+  bool AnyShardedOptimizer() const;
 };
 
 // Checks the plan against the profile's layers and the cluster: stages cover every layer
 // exactly once and in order, device ids exist and are not shared, GBS = M x m, every stage
-// has at least one device, chunks (virtual_stages) that the stages and layers divide into and
-// M the schedule can run (CheckChunks), a re-computing stage has forward times in the profile (what
-// re-computation costs). Throws InputError naming `source` and the stage/field.
+// has at least one device, a stage that shards its optimizer state has replicas, chunks
+// (virtual_stages) that the stages and layers divide into and M the schedule can run (CheckChunks),
+// a re-computing stage has forward times in the profile (what re-computation costs). Throws
+// InputError naming `source` and the stage/field.
 void ValidatePlan(const Plan& plan, const Profile& profile, const Cluster& cluster,
                   const std::string& source);
 // Fills first_layer/last_layer from the ids (ids win) or the ids from the indices.

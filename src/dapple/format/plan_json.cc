@@ -23,6 +23,7 @@ StagePlan ReadStage(const JsonField& f) {
   for (size_t r = 0; r < devices.size(); ++r) st.devices.push_back(devices[r].NonNegativeInt());
   if (st.devices.empty()) devices.Fail("must not be empty");
   if (f.Has("recompute")) st.recompute = f["recompute"].Bool();
+  if (f.Has("shard_optimizer")) st.shard_optimizer = f["shard_optimizer"].Bool();
   return st;
 }
 
@@ -116,6 +117,7 @@ std::string PlanToJsonText(const Plan& plan) {
     if (!st.last_layer_id.empty()) o["last_layer_id"] = st.last_layer_id;
     o["devices"] = st.devices;
     if (st.recompute) o["recompute"] = true;
+    if (st.shard_optimizer) o["shard_optimizer"] = true;
     stages.push_back(std::move(o));
   }
   root["stages"] = std::move(stages);

@@ -39,6 +39,7 @@ struct Node {
   std::vector<int> usage;         // devices taken per server
   std::vector<LatencyStage> lat;  // the suffix's latency list, transfers included
   double peak_memory = 0;
+  bool shard = false;  // the front stage shards its optimizer state (dp_costs.h)
 };
 
 // One kept suffix of a state: stage [first, last] on `replicas` devices placed by
@@ -53,6 +54,7 @@ struct Entry {
   LatencyStage stage;
   double transfer_ms = 0;  // from the front stage to the parent's (when it has one)
   double peak_memory = 0;
+  bool shard = false;
 };
 
 struct Complete {
@@ -62,6 +64,7 @@ struct Complete {
   std::vector<int> devices;
   int next = 0;  // the node behind the front stage
   double peak_memory = 0;
+  bool shard = false;
 };
 
 // A suffix being extended: its node and what every new stage in front of it shares.
@@ -202,7 +205,7 @@ void DpSearch::PrependStage(int i, const Visit& v, const NewStage& s) {
     if (ip == 0) {
       const double l = LatencyWithTail(plan_list, v.tail);
       if (l >= threshold_) continue;
-      complete_.push_back({l, order_++, first, last, s.devices, v.node, peak});
+      complete_.push_back({l, order_++, first, last, s.devices, v.node, peak, c->shard_optimizer});
       if (static_cast<int>(complete_.size()) >= 4 * o_.top_k + 16) Trim();
       continue;
     }
@@ -212,7 +215,7 @@ void DpSearch::PrependStage(int i, const Visit& v, const NewStage& s) {
     full_[1] = {head_transfer, head_transfer, 0.0, 0.0};
     Keep(ip, s.state,
          Entry{LatencyWithTail(score_list, v.tail), v.node, first, last, s.replicas, s.placement,
-               full_[2], transfer, peak});
+               full_[2], transfer, peak, c->shard_optimizer});
   }
 }
 
@@ -259,6 +262,7 @@ int DpSearch::Expand(const Entry& e) {
     nd.lat.insert(nd.lat.end(), p.lat.begin(), p.lat.end());
   }
   nd.peak_memory = e.peak_memory;
+  nd.shard = e.shard;
   nodes_.push_back(std::move(nd));
   return static_cast<int>(nodes_.size()) - 1;
 }
@@ -287,8 +291,11 @@ std::vector<DpCandidate> DpSearch::Candidates() const {
     p.global_batch_size = m_ * M_;
     p.schedule = o_.memory_schedule;
     p.stages.push_back(StagePlan{c.first, c.last, "", "", c.devices});
-    for (int at = c.next; at > 0; at = nodes_[at].next)
+    p.stages.back().shard_optimizer = c.shard;
+    for (int at = c.next; at > 0; at = nodes_[at].next) {
       p.stages.push_back(StagePlan{nodes_[at].first, nodes_[at].last, "", "", nodes_[at].devices});
+      p.stages.back().shard_optimizer = nodes_[at].shard;
+    }
     out.push_back(std::move(cand));
   }
   return out;

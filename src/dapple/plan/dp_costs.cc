@@ -62,6 +62,11 @@ void DpCosts::StartStage(const NewStage& s) {
 std::optional<StageCost> DpCosts::StageOnDevices(int ip, int k, DpStats& stats) const {
   StageCost c =
       EvaluateStage(cost_, block_firsts_[ip], last_, stage_->devices, o_.micro_batch_size, k);
+  if (!c.fits() && stage_->replicas > 1) {  // sharded if only that fits (dp_costs.h)
+    StageCost sharded = EvaluateStage(cost_, block_firsts_[ip], last_, stage_->devices,
+                                      o_.micro_batch_size, k, false, false, false, true);
+    if (sharded.fits()) c = sharded;
+  }
   if (o_.enforce_memory && !c.fits()) return std::nullopt;
   if (o_.enforce_memory && o_.deeper_schedule) ++stats.deeper_misfits;
   return c;
@@ -74,6 +79,9 @@ void DpCosts::AskRange(int ip, RangeCost& rc) const {
   rc.b = cost_.BackwardMs(first, last_, samples, 0);
   rc.act = cost_.ActivationBytes(first, last_, samples);
   rc.stat = cost_.StaticMemoryBytes(first, last_);
+  rc.sharded_stat = stage_->replicas > 1
+                        ? cost_.ShardedStaticMemoryBytes(first, last_, stage_->replicas)
+                        : rc.stat;
   rc.update = cost_.UpdateMs(first, last_, 0);
 }
 

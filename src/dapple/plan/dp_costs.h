@@ -43,11 +43,23 @@ class DpCosts {
     c.update_ms = rc.update;
     c.memory_bytes = rc.stat + k * rc.act;
     c.device_memory_bytes = device_memory_;
+    // Note [Optimizer sharding in the planner]: a replicated stage that fits only with its
+    // optimizer state sharded is costed sharded (reduce-scatter and all-gather half of the
+    // allreduce each, 1/r of the update), as ShardWhereItPays then shards its plan.
+    const int r = stage_->replicas;
+    const bool shard = r > 1 && !c.fits() && rc.sharded_stat + k * rc.act <= device_memory_;
+    if (shard) c.memory_bytes = rc.sharded_stat + k * rc.act;
     if (o_.enforce_memory && !c.fits()) return std::nullopt;
-    if (o_.enforce_memory && rc.stat + k_deeper * rc.act > device_memory_) ++stats.deeper_misfits;
-    if (stage_->replicas > 1) {
+    const double stat = shard ? rc.sharded_stat : rc.stat;
+    if (o_.enforce_memory && stat + k_deeper * rc.act > device_memory_) ++stats.deeper_misfits;
+    if (r > 1) {
       if (!allreduce_asked_) AskAllReduce();  // the stage's devices are alike at every ip
       c.allreduce_ms = allreduce_by_ip_[ip];
+    }
+    if (shard) {
+      c.shard_optimizer = true;
+      c.allreduce_ms /= 2;
+      c.update_ms = rc.update / r + c.allreduce_ms;
     }
     return c;
   }
@@ -66,7 +78,7 @@ class DpCosts {
   // F and B of the largest slice with n replicas, static and activation bytes, update, of
   // a block range ending at the block's end (uniform devices; f < 0: not asked yet).
   struct RangeCost {
-    double f = -1, b = 0, act = 0, stat = 0, update = 0;
+    double f = -1, b = 0, act = 0, stat = 0, sharded_stat = 0, update = 0;
   };
   // Per usage: the head's devices, its costs by ip and its transfers per take.
   struct UsageMemo {

@@ -79,8 +79,18 @@ struct ExhaustiveSearch {
         if (mixed) FastestFirst(cluster, devs);  // as the DP lists them (placement.h)
         for (int first = last; first >= 0; --first) {
           StageCost c = EvaluateStage(cost, first, last, devs, m, k, false, allreduce_overlap);
+          // Sharded where it pays, as the DAPPLE planner shards (ShardWhereItPays), then
+          // re-computing where it still does not fit.
+          bool shard = false;
+          if (devs.size() > 1) {
+            StageCost sharded =
+                EvaluateStage(cost, first, last, devs, m, k, false, allreduce_overlap, false, true);
+            shard = ShardingPays(c, sharded);
+            if (shard) c = sharded;
+          }
           const bool recompute = !c.fits() && CanRecompute(forward_timed, first, last);
-          if (recompute) c = EvaluateStage(cost, first, last, devs, m, k, true, allreduce_overlap);
+          if (recompute)
+            c = EvaluateStage(cost, first, last, devs, m, k, true, allreduce_overlap, false, shard);
           if (!c.fits()) {
             min_memory = std::min(min_memory, c.memory_bytes);
             continue;
@@ -99,6 +109,7 @@ struct ExhaustiveSearch {
           sp.last_layer = last;
           sp.devices = devs;
           sp.recompute = recompute;
+          sp.shard_optimizer = shard;
           stages.push_back(std::move(sp));
           for (int x = 0; x < servers; ++x) usage[x] += take[x];
           if (first == 0) {

@@ -16,10 +16,12 @@ int SamplesPerReplica(int micro_batch, int replicas) {
 
 StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::vector<int>& devices,
                         int micro_batch, int warmup_depth, bool recompute, bool allreduce_overlap,
-                        bool uniform) {
+                        bool uniform, bool shard_optimizer) {
   DAPPLE_CHECK(!devices.empty() && micro_batch >= 1);
   StageCost c;
   const int r = static_cast<int>(devices.size());
+  const bool shard = shard_optimizer && r > 1;
+  c.shard_optimizer = shard;
   c.device_memory_bytes = 1e300;
   for (int j = 0; j < (uniform ? 1 : r); ++j) {
     double samples = static_cast<double>(SliceOf(micro_batch, r, j).size());
@@ -38,11 +40,15 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
   for (int j = 0; j < (uniform ? 1 : r); ++j)
     if (j == 0 || cost.DeviceKind(devices[j]) != cost.DeviceKind(devices[j - 1]))
       c.update_ms = std::max(c.update_ms, cost.UpdateMs(first, last, devices[j]));
-  c.allreduce_ms = r > 1 ? cost.AllReduceMs(first, last, devices) : 0.0;
+  // Sharded: each replica updates 1/r of the parameters, then the all-gather follows.
+  if (shard) c.update_ms = c.update_ms / r + cost.AllGatherMs(first, last, devices);
+  c.allreduce_ms = r == 1  ? 0.0
+                   : shard ? cost.ReduceScatterMs(first, last, devices)
+                           : cost.AllReduceMs(first, last, devices);
   c.allreduce_exposed_ms = c.allreduce_ms;
   if (allreduce_overlap && r > 1) {
     std::vector<GradBucket> buckets = GradientBuckets(cost, first, last);
-    std::vector<double> ms = BucketAllReduceMs(cost, buckets, devices);
+    std::vector<double> ms = BucketAllReduceMs(cost, buckets, devices, shard);
     for (int j = 0; j < r; ++j) {
       // On uniform devices a replica's figure depends only on its slice, and slices come
       // in two sizes: the first replica's and the last's.
@@ -56,9 +62,15 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
   c.warmup_depth = warmup_depth;
   double act = cost.ActivationBytes(first, last, s);
   c.memory_bytes =
-      cost.StaticMemoryBytes(first, last) +
+      (shard ? cost.ShardedStaticMemoryBytes(first, last, r)
+             : cost.StaticMemoryBytes(first, last)) +
       (recompute ? warmup_depth * cost.StageInputBytes(first, s) + act : warmup_depth * act);
   return c;
+}
+
+bool ShardingPays(const StageCost& whole, const StageCost& sharded) {
+  return sharded.fits() && (!whole.fits() || sharded.allreduce_exposed_ms + sharded.update_ms <
+                                                 whole.allreduce_exposed_ms + whole.update_ms);
 }
 
 double SplitBackwardMs(const CostModel& cost, int first, int last, const std::vector<int>& devices,
@@ -88,11 +100,13 @@ bool SameFrame(const Plan& plan, const Plan& base, const PlanCosts& base_costs, 
          base_costs.uniform_devices == uniform;
 }
 
-// Stage s of `plan` costs what stage s of `base` does: same layers, devices, re-computation.
+// Stage s of `plan` costs what stage s of `base` does: same layers, devices, re-computation,
+// optimizer sharding.
 bool SameStage(const Plan& plan, const Plan& base, int s) {
   const StagePlan &a = plan.stages[s], &b = base.stages[s];
   return a.first_layer == b.first_layer && a.last_layer == b.last_layer &&
-         plan.Recomputes(s) == base.Recomputes(s) && a.devices == b.devices;
+         plan.Recomputes(s) == base.Recomputes(s) && a.devices == b.devices &&
+         a.shard_optimizer == b.shard_optimizer;
 }
 
 PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
@@ -147,7 +161,7 @@ PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
                   : PeakInFlight(plan.schedule, s, S, M);
     StageCost c =
         EvaluateStage(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
-                      plan.Recomputes(s), plan.allreduce_overlap, uniform);
+                      plan.Recomputes(s), plan.allreduce_overlap, uniform, st.shard_optimizer);
     if (SplitsBackward(plan.schedule)) {
       // The backward runs as I + W, which may cost more than B (measured split). The
       // buckets start during the last W; no hiding is assumed, so lower bounds stay valid.

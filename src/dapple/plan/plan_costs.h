@@ -22,6 +22,9 @@ struct StageCost {
   double memory_bytes = 0;         // per device, at the warm-up depth
   double device_memory_bytes = 0;  // the smallest memory among the stage's devices
   int warmup_depth = 0;            // K_s
+  // The replicas shard the optimizer state (Note [Optimizer sharding] in the runtime):
+  // allreduce_ms is then the reduce-scatter, update_ms the 1/r update and the all-gather.
+  bool shard_optimizer = false;
   bool fits() const { return memory_bytes <= device_memory_bytes; }
 };
 
@@ -42,10 +45,17 @@ int SamplesPerReplica(int micro_batch, int replicas);
 // with `warmup_depth` micro-batches in flight; update_ms is the slowest device's update.
 // Forward/backward are those of the slowest replica (its slice and its device's speed).
 // `allreduce_overlap`: the gradients are allreduced in buckets during the last backward
-// (cost/grad_buckets.h).
+// (cost/grad_buckets.h). `shard_optimizer` (with 2 or more devices): the stage shards its
+// optimizer state.
 StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::vector<int>& devices,
                         int micro_batch, int warmup_depth, bool recompute = false,
-                        bool allreduce_overlap = false, bool uniform = false);
+                        bool allreduce_overlap = false, bool uniform = false,
+                        bool shard_optimizer = false);
+
+// Note [Optimizer sharding in the planner] (refine.h): whether a stage costing `whole`
+// should rather shard its optimizer state, costing `sharded`: when only that fits, or when it
+// fits and its tail (exposed allreduce + update) is shorter.
+bool ShardingPays(const StageCost& whole, const StageCost& sharded);
 
 // True when every device computes at the same speed and has the same memory, as the cost
 // model says: then a stage's F and B depend only on its layers and its largest slice, and

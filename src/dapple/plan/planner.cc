@@ -82,11 +82,11 @@ RefineOptions RefineOptionsFor(const Context& c, int threads) {
 }
 
 // SelectRefined's starts: when none fits, those of the proposals made without the memory
-// limit, re-computing where they need it.
+// limit, sharding the optimizer state and re-computing where they need it.
 RefineStarts SelectedStarts(const Context& c, const std::vector<Proposal>& proposals,
                             const RefineOptions& ro) {
   RefineStarts starts = SelectStarts(proposals, {}, c.cost, ro);
-  if (starts.starts.empty() && CanRecompute(ro.forward_timed, 0, c.profile.num_layers() - 1))
+  if (starts.starts.empty())
     starts = SelectStarts(proposals, Propose(c, /*enforce_memory=*/false), c.cost, ro);
   return starts;
 }

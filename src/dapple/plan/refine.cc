@@ -40,6 +40,7 @@
 #include "dapple/plan/parallel_for.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/refine_moves.h"
+#include "dapple/schedule/schedule.h"
 
 namespace dapple {
 
@@ -47,6 +48,7 @@ bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<b
                           PlanCosts* costs, const Plan* base, const PlanCosts* base_costs) {
   plan.recompute = false;
   for (StagePlan& st : plan.stages) st.recompute = false;
+  ShardWhereItPays(plan, cost);
   PlanCosts pc = base ? EvaluatePlanFrom(plan, *base, *base_costs, cost) : EvaluatePlan(plan, cost);
   bool any = false;
   for (int s = 0; s < plan.num_stages(); ++s) {
@@ -56,6 +58,25 @@ bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<b
     any = any || st.recompute;
   }
   if (costs) *costs = std::move(pc);
+  return any;
+}
+
+bool ShardWhereItPays(Plan& plan, const CostModel& cost) {
+  bool any = false;
+  const int S = plan.num_stages();
+  for (int s = 0; s < S; ++s) {
+    StagePlan& st = plan.stages[s];
+    st.shard_optimizer = false;
+    if (st.replicas() < 2 || plan.virtual_stages > 1) continue;
+    const int k = PeakInFlight(plan.schedule, s, S, plan.num_micro_batches);
+    auto evaluate = [&](bool shard) {
+      return EvaluateStage(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size,
+                           k, plan.Recomputes(s), plan.allreduce_overlap,
+                           /*uniform=*/false, shard);
+    };
+    st.shard_optimizer = ShardingPays(evaluate(false), evaluate(true));
+    any = any || st.shard_optimizer;
+  }
   return any;
 }
 

@@ -76,6 +76,17 @@ bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<b
                           PlanCosts* costs = nullptr, const Plan* base = nullptr,
                           const PlanCosts* base_costs = nullptr);
 
+// Note [Optimizer sharding in the planner]
+// A stage of 2 or more replicas (in a plan without chunks) shards its optimizer state
+// (StagePlan::shard_optimizer) where that makes it fit its devices' memory and it does not
+// fit without, or where it fits and is faster: its reduce-scatter in place of the
+// allreduce (exposed part, as EvaluateStage counts it), plus its 1/r update and all-gather,
+// take less than the allreduce and the whole update. A tie does not shard: the runtime's
+// reduce-scatter holds a receive buffer per bucket that the allreduce does not. Sets the flag on
+// those stages and clears it on the others; returns whether some stage shards. RecomputeWhereNeeded
+// shards first, so re-computation is left to the stages that sharding cannot make fit.
+bool ShardWhereItPays(Plan& plan, const CostModel& cost);
+
 }  // namespace dapple
 
 namespace dapple {
@@ -84,7 +95,9 @@ namespace dapple {
 // SelectFastest) per origin as the starts: the fastest fitting proposal of each origin and,
 // when `forward_timed` allows re-computation, the fastest of the proposals that fit only
 // with it (re-computing the stages that need it; their origin gets "+recompute"); `loose`
-// proposals (made without the memory limit) are used that way too. The starts come fastest
+// proposals (made without the memory limit) are used that way too, and as they are where
+// sharding the optimizer state makes them fit (origin "+shard"). Every proposal shards where
+// it pays (ShardWhereItPays). The starts come fastest
 // first, at most `max_starts` of them, with the simulations it took to pick them. Refine
 // (above) climbs from them, on the caller's threads (the planner runs the climbs of several
 // searches together), and Refined makes the selection from the starts and Refine's result

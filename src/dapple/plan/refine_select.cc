@@ -30,12 +30,25 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
       add(std::move(q));
     }
   };
+  // Each proposal with its stages sharded where it pays (Note [Optimizer sharding in the
+  // planner]); a proposal made without the memory limit when sharding makes it fit.
+  auto sharded = [&](const Proposal& p) {
+    Proposal q = p;
+    ShardWhereItPays(q.plan, cost);
+    return q;
+  };
   for (const Proposal& p : proposals) {
-    add(p);
+    add(sharded(p));
     if (may_recompute) add_recomputing(p);
   }
-  if (may_recompute)
-    for (const Proposal& p : loose) add_recomputing(p);
+  for (const Proposal& p : loose) {
+    Proposal q = sharded(p);
+    if (EvaluatePlan(q.plan, cost).fits) {
+      q.origin += "+shard";
+      add(std::move(q));
+    }
+    if (may_recompute) add_recomputing(p);
+  }
 
   std::vector<Scored>& starts = out.starts;
   for (const std::string& origin : order) {

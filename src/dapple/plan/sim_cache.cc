@@ -39,6 +39,7 @@ std::string SimKey(const Plan& plan) {
     Put(key, st.first_layer);
     Put(key, st.last_layer);
     Put(key, st.recompute ? -1 - st.replicas() : st.replicas());
+    Put(key, st.shard_optimizer ? 1 : 0);
     for (int d : st.devices) Put(key, d);
   }
   return key;

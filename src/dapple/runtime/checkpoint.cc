@@ -38,12 +38,19 @@ std::filesystem::path CheckpointStepDir(const std::filesystem::path& dir, int64_
 
 LayerSnapshot SnapshotLayer(const std::string& layer, torch::nn::Module& module,
                             torch::optim::Optimizer* opt, OptimizerKind kind) {
+  if (opt == nullptr) return SnapshotLayer(layer, module, nullptr);
+  WholeParamStates states(*opt, kind);
+  return SnapshotLayer(layer, module, &states);
+}
+
+LayerSnapshot SnapshotLayer(const std::string& layer, torch::nn::Module& module,
+                            ParamStateStore* states) {
   c10::Dict<std::string, torch::Tensor> dict;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     torch::Tensor p = item.value();
     dict.insert("param/" + item.key(), p.detach().cpu().clone());
-    if (opt == nullptr) continue;
-    for (const auto& [field, t] : ExportParamState(*opt, kind, p)) {
+    if (states == nullptr) continue;
+    for (const auto& [field, t] : states->Export(p)) {
       dict.insert("state/" + item.key() + "/" + field, t.detach().cpu().clone());
     }
   }
@@ -168,6 +175,13 @@ LayerState ReadLayer(const std::filesystem::path& step_dir, const std::string& l
 
 void LoadLayer(const std::filesystem::path& step_dir, const std::string& layer,
                torch::nn::Module& module, torch::optim::Optimizer* opt, OptimizerKind kind) {
+  if (opt == nullptr) return LoadLayer(step_dir, layer, module, nullptr);
+  WholeParamStates states(*opt, kind);
+  LoadLayer(step_dir, layer, module, &states);
+}
+
+void LoadLayer(const std::filesystem::path& step_dir, const std::string& layer,
+               torch::nn::Module& module, ParamStateStore* states) {
   LayerState st = ReadLayer(step_dir, layer);
   auto path = (step_dir / FileName(layer)).string();
   torch::NoGradGuard no_grad;
@@ -185,17 +199,17 @@ void LoadLayer(const std::filesystem::path& step_dir, const std::string& layer,
                  fmt::join(it->second.sizes(), "x"), fmt::join(p.sizes(), "x"));
     }
     p.copy_(it->second);
-    if (opt == nullptr) continue;
+    if (states == nullptr) continue;
     auto sit = st.optimizer.find(item.key());
     std::map<std::string, torch::Tensor> state;
     if (sit != st.optimizer.end()) {
       for (const auto& [field, t] : sit->second) state[field] = t.to(p.device());
     }
     try {
-      ImportParamState(*opt, kind, p, state);
+      states->Import(p, state);
     } catch (const std::out_of_range&) {
       ThrowInput("{}: optimizer state of {} does not fit optimizer {}", path, item.key(),
-                 ToString(kind));
+                 ToString(states->kind()));
     }
   }
   LoadBuffers(st, path, layer, module);

@@ -61,6 +61,10 @@ struct LayerSnapshot {
 // state) to host memory: the clones share nothing with the module.
 LayerSnapshot SnapshotLayer(const std::string& layer, torch::nn::Module& module,
                             torch::optim::Optimizer* opt, OptimizerKind kind);
+// The same with the optimizer state from `states` (null: none); with a sharded optimizer
+// collective over the stage's replicas (ShardedOptimizer::Export).
+LayerSnapshot SnapshotLayer(const std::string& layer, torch::nn::Module& module,
+                            ParamStateStore* states);
 // Writes a snapshot as SaveLayer does; any thread may call it. Returns the file's size.
 int64_t WriteLayerSnapshot(const std::filesystem::path& dir, int64_t step,
                            const LayerSnapshot& snapshot);
@@ -91,6 +95,9 @@ LayerState ReadLayer(const std::filesystem::path& step_dir, const std::string& l
 // the module's buffers stay as they are, with one line on stderr.
 void LoadLayer(const std::filesystem::path& step_dir, const std::string& layer,
                torch::nn::Module& module, torch::optim::Optimizer* opt, OptimizerKind kind);
+// The same with the optimizer state into `states` (null: none).
+void LoadLayer(const std::filesystem::path& step_dir, const std::string& layer,
+               torch::nn::Module& module, ParamStateStore* states);
 // The buffer part of LoadLayer; `path` names the file in errors.
 void LoadBuffers(const LayerState& st, const std::string& path, const std::string& layer,
                  torch::nn::Module& module);

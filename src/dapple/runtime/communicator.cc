@@ -259,6 +259,39 @@ CommWork Communicator::AllReduceSumAsync(const torch::Tensor& t, const std::stri
   return CommWork(work, v, std::move(what));
 }
 
+CommWork Communicator::AllToAllAsync(const torch::Tensor& output, const torch::Tensor& input,
+                                     const std::string& group, std::string what) {
+  c10d::AllToAllOptions opts;
+  opts.timeout = timeout_;
+  torch::Tensor out = output, in = input;  // alltoall_base takes non-const references
+  std::vector<int64_t> equal_splits;       // empty: n equal parts
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    work = Group(group).alltoall_base(out, in, equal_splits, equal_splits, opts);
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("{}: alltoall failed: {}", what, FirstLine(e)));
+  }
+  return CommWork(work, {out, in}, std::move(what));
+}
+
+CommWork Communicator::AllGatherAsync(const std::vector<torch::Tensor>& outputs,
+                                      const torch::Tensor& input, const std::string& group,
+                                      std::string what) {
+  c10d::AllgatherOptions opts;
+  opts.timeout = timeout_;
+  std::vector<std::vector<torch::Tensor>> out{outputs};
+  std::vector<torch::Tensor> in{input};
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    work = Group(group).allgather(out, in, opts);
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("{}: allgather failed: {}", what, FirstLine(e)));
+  }
+  std::vector<torch::Tensor> kept = outputs;
+  kept.push_back(input);
+  return CommWork(work, kept, std::move(what));
+}
+
 void Communicator::Barrier(const std::string& what) {
   c10d::BarrierOptions opts;
   opts.timeout = timeout_;

@@ -147,6 +147,15 @@ class Communicator {
   // The same, asynchronous: the sum is in `t` once the returned work's Wait returns.
   // Collectives on one group must be started in the same order on every member.
   CommWork AllReduceSumAsync(const torch::Tensor& t, const std::string& group, std::string what);
+  // Member j of group `name` receives the j-th of the group's n equal parts of `input` from
+  // every member, in `output` by sender (part i from member i). REQUIRES: contiguous 1-D
+  // tensors of one size divisible by n. Gloo's alltoall: each member sends (n-1)/n of it.
+  CommWork AllToAllAsync(const torch::Tensor& output, const torch::Tensor& input,
+                         const std::string& group, std::string what);
+  // outputs[i] (of the group's n members) receives member i's `input`; every tensor has
+  // input's size. Outputs may be views of one buffer.
+  CommWork AllGatherAsync(const std::vector<torch::Tensor>& outputs, const torch::Tensor& input,
+                          const std::string& group, std::string what);
   void Barrier(const std::string& what);
 
   // Small metadata through the store: every rank calls with its own `value`; rank `root`

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <utility>
 
 namespace dapple {
@@ -26,6 +27,25 @@ GradClipper::GradClipper(double max_norm, std::vector<torch::Tensor> params, con
     for (int r : grid.RanksOf(s)) training.push_back(r);
   std::sort(training.begin(), training.end());
   comm_.CreateGroup(kNormGroup, training);
+}
+
+void GradClipper::UseShards(const std::vector<torch::Tensor>& sharded,
+                            const std::vector<torch::Tensor>& shards) {
+  std::set<const void*> gone;
+  for (const auto& p : sharded) gone.insert(p.unsafeGetTensorImpl());
+  std::vector<torch::Tensor> params;
+  std::vector<bool> counted;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (gone.count(params_[i].unsafeGetTensorImpl())) continue;
+    params.push_back(params_[i]);
+    counted.push_back(counted_[i]);
+  }
+  for (const auto& s : shards) {
+    params.push_back(s);
+    counted.push_back(true);
+  }
+  params_ = std::move(params);
+  counted_ = std::move(counted);
 }
 
 double GradClipper::Clip(const std::string& what) {

@@ -39,6 +39,11 @@ class GradClipper {
   // gradients by min(1, max_norm / (norm + 1e-6)) and returns the norm. Parameters without
   // a gradient are left out, as clip_grad_norm_ leaves them.
   double Clip(const std::string& what);
+  // A stage that shards its optimizer (Note [Optimizer sharding]): the reduced gradients of
+  // `sharded` are in `shards` only, one shard per replica. Counts and scales the shards, on
+  // every replica, instead of those parameters.
+  void UseShards(const std::vector<torch::Tensor>& sharded,
+                 const std::vector<torch::Tensor>& shards);
   // The last norm on the rank that reports it (stage 0's replica 0), 0 on the others: a part
   // of a sum over ranks that is the norm (Note [Loss off the critical path]).
   double ReportedPart() const { return reports_ ? last_norm_ : 0; }

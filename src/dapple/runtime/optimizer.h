@@ -53,4 +53,34 @@ int64_t OptimizerStateBytes(torch::optim::Optimizer& opt, OptimizerKind kind);
 void ImportParamState(torch::optim::Optimizer& opt, OptimizerKind kind, const torch::Tensor& p,
                       const std::map<std::string, torch::Tensor>& state);
 
+// The per-parameter optimizer state that checkpoints save and load (as ExportParamState and
+// ImportParamState name it), however the optimizer holds it: whole per parameter, or in
+// shards across a stage's replicas (Note [Optimizer sharding], sharded_optimizer.h).
+class ParamStateStore {
+ public:
+  virtual ~ParamStateStore() = default;
+  virtual OptimizerKind kind() const = 0;
+  virtual std::map<std::string, torch::Tensor> Export(const torch::Tensor& p) = 0;
+  // Throws std::out_of_range when `state` lacks a field the optimizer needs.
+  virtual void Import(const torch::Tensor& p,
+                      const std::map<std::string, torch::Tensor>& state) = 0;
+};
+
+// The state of a torch::optim optimizer that holds every parameter whole.
+class WholeParamStates final : public ParamStateStore {
+ public:
+  WholeParamStates(torch::optim::Optimizer& opt, OptimizerKind kind) : opt_(opt), kind_(kind) {}
+  OptimizerKind kind() const override { return kind_; }
+  std::map<std::string, torch::Tensor> Export(const torch::Tensor& p) override {
+    return ExportParamState(opt_, kind_, p);
+  }
+  void Import(const torch::Tensor& p, const std::map<std::string, torch::Tensor>& s) override {
+    ImportParamState(opt_, kind_, p, s);
+  }
+
+ private:
+  torch::optim::Optimizer& opt_;
+  OptimizerKind kind_;
+};
+
 }  // namespace dapple

@@ -38,9 +38,10 @@ class AccumulatedHook final : public torch::autograd::FunctionPostHook {
 
 OverlappedAllReduce::OverlappedAllReduce(Communicator& comm, std::string group,
                                          std::vector<std::vector<torch::Tensor>> layer_params,
-                                         int first, int64_t bucket_bytes)
-    : comm_(comm), group_(std::move(group)) {
-  DAPPLE_CHECK(!layer_params.empty() && bucket_bytes > 0);
+                                         int first, int64_t bucket_bytes, GradShards shards)
+    : comm_(comm), group_(std::move(group)), shards_(shards) {
+  DAPPLE_CHECK(!layer_params.empty() && bucket_bytes > 0 && shards.count >= 1 &&
+               shards.index >= 0 && shards.index < shards.count);
   std::vector<double> layer_bytes;
   for (const auto& ps : layer_params) {
     double b = 0;
@@ -52,12 +53,17 @@ OverlappedAllReduce::OverlappedAllReduce(Communicator& comm, std::string group,
   // A parameter shared by several layers belongs to the first bucket that meets it.
   std::set<const void*> seen;
   for (int b = 0; b < static_cast<int>(buckets_.size()); ++b) {
-    std::map<c10::ScalarType, int> part_of;
+    std::map<std::pair<c10::ScalarType, bool>, int> part_of;
     for (int l = buckets_[b].last_layer; l >= buckets_[b].first_layer; --l) {
       for (const auto& p : layer_params[l - first]) {
         if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
-        auto [it, fresh] = part_of.emplace(p.scalar_type(), state_[b].parts.size());
-        if (fresh) state_[b].parts.emplace_back();
+        const bool matrix = shards_.split_matrices && p.dim() >= 2;
+        auto [it, fresh] = part_of.emplace(std::pair{p.scalar_type(), matrix},
+                                           static_cast<int>(state_[b].parts.size()));
+        if (fresh) {
+          state_[b].parts.emplace_back();
+          state_[b].parts.back().matrices = matrix;
+        }
         Part& part = state_[b].parts[it->second];
         const int index = static_cast<int>(params_.size());
         params_.push_back(p);
@@ -69,7 +75,8 @@ OverlappedAllReduce::OverlappedAllReduce(Communicator& comm, std::string group,
       }
     }
     for (Part& part : state_[b].parts) {
-      const int64_t n = part.offset.back() + params_[part.params.back()].numel();
+      int64_t n = part.offset.back() + params_[part.params.back()].numel();
+      n = (n + shards_.count - 1) / shards_.count * shards_.count;  // equal shards
       part.flat = torch::zeros({n}, params_[part.params[0]].options().requires_grad(false));
     }
   }
@@ -137,11 +144,16 @@ void OverlappedAllReduce::Launch(int b) {
   bk.launched = true;
   bk.launch_ms = NowMs();
   for (size_t p = 0; p < bk.parts.size(); ++p) {
-    bk.parts[p].work =
-        comm_.AllReduceSumAsync(bk.parts[p].flat, group_,
-                                fmt::format("{} (bucket {}, layers {}-{})", what_, b,
-                                            buckets_[b].first_layer, buckets_[b].last_layer));
-    bk.parts[p].work.RecordCompletion();  // the timeline's bucket ends when it completes
+    Part& part = bk.parts[p];
+    std::string what = fmt::format("{} (bucket {}, layers {}-{})", what_, b,
+                                   buckets_[b].first_layer, buckets_[b].last_layer);
+    if (shards_.count > 1) {
+      part.received = torch::empty_like(part.flat);
+      part.work = comm_.AllToAllAsync(part.received, part.flat, group_, std::move(what));
+    } else {
+      part.work = comm_.AllReduceSumAsync(part.flat, group_, std::move(what));
+    }
+    part.work.RecordCompletion();  // the timeline's bucket ends when it completes
   }
 }
 
@@ -171,13 +183,34 @@ std::vector<TimelineEvent> OverlappedAllReduce::Finish(std::chrono::milliseconds
       const double done = part.work.CompletedMs();
       end = std::max(end, done >= 0 ? done : NowMs());
       part.work = CommWork();
+      if (shards_.count > 1) SumReceived(part);
       total += part.flat.numel() * static_cast<int64_t>(part.flat.element_size());
     }
-    events.push_back(
-        {track, "AR b" + std::to_string(b), "allreduce", bk.launch_ms, end, stage, -1});
+    events.push_back({track, (shards_.count > 1 ? "RS b" : "AR b") + std::to_string(b), "allreduce",
+                      bk.launch_ms, end, stage, -1});
   }
   if (bytes) *bytes = total;
   return events;
+}
+
+void OverlappedAllReduce::SumReceived(Part& part) {
+  // received holds every member's copy of this replica's shard, by sender: their sum in
+  // sender order is the shard's reduced gradient (the rest of `flat` stays unreduced).
+  const int64_t c = part.flat.numel() / shards_.count;
+  part.flat.narrow(0, shards_.index * c, c).copy_(part.received.view({shards_.count, c}).sum(0));
+  part.received = torch::Tensor();
+}
+
+std::vector<GradPart> OverlappedAllReduce::Parts() const {
+  std::vector<GradPart> parts;
+  for (const Bucket& bk : state_) {
+    for (const Part& part : bk.parts) {
+      GradPart g{part.flat, {}, part.offset, part.matrices};
+      for (int i : part.params) g.params.push_back(params_[i]);
+      parts.push_back(std::move(g));
+    }
+  }
+  return parts;
 }
 
 }  // namespace dapple

@@ -18,6 +18,25 @@
 
 namespace dapple {
 
+// How a stage's replicas split the reduced gradients (Note [Optimizer sharding],
+// sharded_optimizer.h): `count` shards, this replica's is `index`; count 1: none. With
+// `split_matrices`, a bucket keeps parameters of 2 or more dimensions and the others in
+// separate parts (weight decay on matrices only), so that each shard of a part is all
+// decayed or all plain.
+struct GradShards {
+  int count = 1;
+  int index = 0;
+  bool split_matrices = false;
+};
+
+// One flat gradient buffer (a dtype of a bucket) as the sharded optimizer sees it.
+struct GradPart {
+  torch::Tensor flat;                 // numel a multiple of the shard count (zero padding)
+  std::vector<torch::Tensor> params;  // whose .grad are views of `flat`
+  std::vector<int64_t> offset;        // of each in `flat`
+  bool matrices = false;              // with GradShards::split_matrices: all have dim >= 2
+};
+
 // Not thread-safe beyond what autograd does: the hooks run on the thread that runs the
 // backward. Every replica of the stage must drive it identically (same model, same calls).
 class OverlappedAllReduce {
@@ -26,7 +45,7 @@ class OverlappedAllReduce {
   // GroupGradientBuckets on each layer's parameter bytes with cap `bucket_bytes`.
   OverlappedAllReduce(Communicator& comm, std::string group,
                       std::vector<std::vector<torch::Tensor>> layer_params, int first,
-                      int64_t bucket_bytes);
+                      int64_t bucket_bytes, GradShards shards = {});
   ~OverlappedAllReduce();
   OverlappedAllReduce(const OverlappedAllReduce&) = delete;
   OverlappedAllReduce& operator=(const OverlappedAllReduce&) = delete;
@@ -39,25 +58,33 @@ class OverlappedAllReduce {
   // Watches the next backward (the last micro-batch's): when a parameter's gradient has
   // been accumulated, and a bucket's parameters all have, the bucket is allreduced
   // asynchronously, in bucket order (bucket 0 holds the stage's last layer), so every
-  // replica starts the collectives in the same order. `what` prefixes failures
+  // replica starts the collectives in the same order. Sharded, a bucket is reduce-scattered
+  // instead (an alltoall, then the sum of the received parts into this replica's shard). `what`
+  // prefixes failures
   // ("rank 1 (stage 0, ...)").
   void Arm(const std::string& what);
 
   // Disarms, starts the buckets still waiting (a parameter the backward did not reach
   // contributes its accumulated gradient, or zeros), waits for all buckets together
-  // within one `timeout` (Note [One deadline per wait chain]; a failure names the bucket); the gradients then hold the sums.
-  // Returns one "AR b<k>" event per bucket on `track`: from its launch to when its wait
-  // returned (an upper bound of its end). Returns the bytes reduced via *bytes if given.
+  // within one `timeout` (Note [One deadline per wait chain]; a failure names the bucket); the
+  // gradients then hold the sums. Returns one "AR b<k>" event per bucket on `track`: from its
+  // launch to when its wait returned (an upper bound of its end). Returns the bytes reduced via
+  // *bytes if given.
   std::vector<TimelineEvent> Finish(std::chrono::milliseconds timeout, int track, int stage,
                                     int64_t* bytes = nullptr);
 
   const std::vector<GradBucket>& buckets() const { return buckets_; }
+  // Every part of every bucket, in bucket order.
+  std::vector<GradPart> Parts() const;
+  const GradShards& shards() const { return shards_; }
 
  private:
   struct Part {                   // one dtype of one bucket: a flat buffer of its gradients
     std::vector<int> params;      // indices into params_
     std::vector<int64_t> offset;  // of each in `flat`
     torch::Tensor flat;
+    torch::Tensor received;  // sharded: what the alltoall brought, until Finish sums it
+    bool matrices = false;
     CommWork work;
   };
   struct Bucket {
@@ -70,9 +97,11 @@ class OverlappedAllReduce {
   void LaunchReady();
   void Launch(int b);
   void RemoveHooks();
+  void SumReceived(Part& part);
 
   Communicator& comm_;
   std::string group_;
+  GradShards shards_;
   std::vector<GradBucket> buckets_;
   std::vector<torch::Tensor> params_;
   std::vector<int> bucket_of_;                // per parameter

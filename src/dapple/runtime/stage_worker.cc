@@ -105,19 +105,14 @@ StageWorker::StageWorker(Model& model, const RankGrid& grid, int rank,
                grid.Describe(rank));
   // Both with and without overlap the gradients live in the buckets (Note [Gradients are
   // bucket views] in overlapped_allreduce.h): without overlap, AR launches every bucket.
-  if (has_ar) {
+  if (has_ar && opt_.sharded) {
+    grad_buckets_ = &opt_.sharded->buckets();
+  } else if (has_ar) {
     // Each parameter once; tied ones have their own allreduce (Note [Tied parameters]).
-    std::vector<std::vector<torch::Tensor>> layer_params;
-    std::set<const void*> seen;
-    for (int l = first_; l <= last_; ++l) {
-      layer_params.emplace_back();
-      for (const auto& p : model.Parameters(l, l)) {
-        if (opt_.tied && opt_.tied->Contains(p)) continue;
-        if (seen.insert(p.unsafeGetTensorImpl()).second) layer_params.back().push_back(p);
-      }
-    }
-    grad_buckets_ = std::make_unique<OverlappedAllReduce>(
-        comm_, fmt::format("stage{}", stage_), std::move(layer_params), first_, opt_.bucket_bytes);
+    own_buckets_ = std::make_unique<OverlappedAllReduce>(
+        comm_, fmt::format("stage{}", stage_), BucketedLayerParams(model, first_, last_, opt_.tied),
+        first_, opt_.bucket_bytes);
+    grad_buckets_ = own_buckets_.get();
   }
 }
 
@@ -236,6 +231,12 @@ void StageWorker::Execute(const Instruction& inst, int pc) {
         const double start = NowMs();
         opt_.clip->Clip(Where(-1, "allreduce of the gradient norm"));
         norm_events_.push_back({rank_, "NORM", "allreduce", start, NowMs(), stage_, -1});
+      }
+      if (opt_.sharded) {  // the step, then the all-gather (Note [Optimizer sharding])
+        auto [start, end] = opt_.sharded->Step(
+            Where(-1, "AG (all-gather of the sharded parameters)"), opt_.timeout);
+        norm_events_.push_back({rank_, "AG", "allreduce", start, end, stage_, -1});
+        return;
       }
       optimizer_.step();
       optimizer_.zero_grad();

@@ -21,6 +21,7 @@
 #include "dapple/runtime/grad_clipping.h"
 #include "dapple/runtime/overlapped_allreduce.h"
 #include "dapple/runtime/rank_grid.h"
+#include "dapple/runtime/sharded_optimizer.h"
 #include "dapple/runtime/tied_parameters.h"
 #include "dapple/schedule/instruction.h"
 #include "dapple/sim/timeline.h"
@@ -58,6 +59,10 @@ struct StageWorkerOptions {
   // --clip-grad-norm: clips every gradient of the rank at STEP (Note [Global gradient
   // clipping]); null: no clipping.
   GradClipper* clip = nullptr;
+  // The stage shards its optimizer state (Note [Optimizer sharding]): its buckets are the
+  // gradient buckets and STEP is its Step; the optimizer given to the worker is its
+  // optimizer(). Null: whole state on every replica.
+  ShardedOptimizer* sharded = nullptr;
   // Interleaved plans (chunk_set.h): the virtual stage this worker runs (-1: the rank's
   // stage), and the counts of live activations of all the rank's chunks together.
   int virtual_stage = -1;
@@ -144,12 +149,13 @@ class StageWorker {
   std::vector<torch::Tensor> params_;
   SampleRange my_rows_;                                // my slice of every micro-batch
   std::vector<TransferPiece> in_pieces_, out_pieces_;  // boundary before / after my stage
-  std::unique_ptr<OverlappedAllReduce> grad_buckets_;  // the gradient buckets; null: no AR
+  std::unique_ptr<OverlappedAllReduce> own_buckets_;   // unless the optimizer is sharded
+  OverlappedAllReduce* grad_buckets_ = nullptr;        // the gradient buckets; null: no AR
   int last_backward_pc_ = -1;                          // the B or W that grad_buckets_ is armed for
   bool split_ = false;                        // the program has I and W (keep every layer's output)
   std::vector<Activations> kept_outputs_;     // RunLayers' layer outputs when split_
   std::vector<TimelineEvent> bucket_events_;  // this step's "AR b<k>"
-  std::vector<TimelineEvent> norm_events_;    // this step's "NORM" (inside its STEP)
+  std::vector<TimelineEvent> norm_events_;    // this step's "NORM" and "AG" (inside its STEP)
 
   // Per-step state.
   int64_t step_ = 0;

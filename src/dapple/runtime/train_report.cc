@@ -208,7 +208,8 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
                         {"peak_live_micro_batches", peak_mbs[s]},
                         {"peak_live_activation_bytes", peak_bytes[s]},
                         {"parameter_bytes", param_bytes[s]},
-                        {"optimizer_state_bytes", opt_bytes[s]},
+                        {"optimizer_state_bytes", opt_bytes[s]},  // a rank's own
+                        {"shard_optimizer", plan.stages[s].shard_optimizer},
                         {"peak_resident_bytes", rss_bytes[s]},
                         {"peak_resident_above_start_bytes", rss_grown[s]},
                         {"planned_peak_memory_bytes", estimate(s)},
@@ -244,9 +245,10 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
         planned = fmt::format(" (planned peak {:.1f} MiB)", estimate(s) / 1048576.0);
       }
       std::printf(
-          "    holds parameters %.3f MiB, optimizer state %.3f MiB; peak resident %.1f MiB, "
+          "    holds parameters %.3f MiB, optimizer state %.3f MiB%s; peak resident %.1f MiB, "
           "%.1f MiB above the process's start%s\n",
-          param_bytes[s] / 1048576.0, opt_bytes[s] / 1048576.0, rss_bytes[s] / 1048576.0,
+          param_bytes[s] / 1048576.0, opt_bytes[s] / 1048576.0,
+          plan.stages[s].shard_optimizer ? " (its shard)" : "", rss_bytes[s] / 1048576.0,
           rss_grown[s] / 1048576.0, planned.c_str());
     }
   }

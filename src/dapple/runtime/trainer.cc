@@ -30,6 +30,12 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   CheckedPlan c{o.plan ? *o.plan : ReadPlanJson(o.plan_path),
                 LoadModel(SourceOf(o), o.seed, o.dtype, kNoLayers)};
   Plan& plan = c.plan;
+  if (o.shard_optimizer) {  // --shard-optimizer
+    if (plan.virtual_stages > 1)
+      ThrowInput("--shard-optimizer: not supported with a plan of chunks ({}: virtual_stages {})",
+                 source, plan.virtual_stages);
+    for (StagePlan& st : plan.stages) st.shard_optimizer = st.shard_optimizer || st.replicas() > 1;
+  }
   if (plan.num_devices() > world_size) {
     ThrowInput("{}: the plan uses {} devices but the job has {} processes (--nproc or WORLD_SIZE)",
                source, plan.num_devices(), world_size);

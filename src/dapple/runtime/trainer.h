@@ -54,6 +54,9 @@ struct TrainOptions {
   bool resume = false;
   bool resume_auto = false;  // --resume auto: resume when a checkpoint exists (resume_policy.h)
   bool recompute = false;    // every stage; else the plan says per stage
+  // Every stage with more than one replica shards its optimizer state (Note [Optimizer
+  // sharding]); else the plan says per stage.
+  bool shard_optimizer = false;
   std::filesystem::path trace_path;  // empty: no trace
   int trace_steps = 1;               // the last this many steps go into the trace
   bool log_json = false;

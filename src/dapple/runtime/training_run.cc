@@ -122,11 +122,24 @@ void TrainingRun::SetUpStage() {
 // The optimizer and clipper of the held parameters, a resumed checkpoint, and the data of
 // the first and last stage.
 void TrainingRun::SetUpOptimizerAndData() {
-  if (sp_) {
-    optimizer_ = MakeOptimizer(o_.optimizer, HeldParameters(model_, held_));
-    if (o_.clip_grad_norm > 0)
-      clipper_.emplace(o_.clip_grad_norm, HeldParameters(model_, held_), grid_, env_.rank,
-                       tied_ ? &*tied_ : nullptr, *comm_);
+  if (sp_ && sp_->shard_optimizer) {
+    sharded_ = std::make_unique<ShardedOptimizer>(
+        o_.optimizer, *comm_, fmt::format("stage{}", stage_), replica_, sp_->replicas(),
+        BucketedLayerParams(model_, sp_->first_layer, sp_->last_layer,
+                            tied_ && !tied_->empty() ? &*tied_ : nullptr),
+        sp_->first_layer, o_.bucket_bytes, HeldParameters(model_, held_));
+    optimizer_ = &sharded_->optimizer();
+    param_states_ = sharded_.get();
+  } else if (sp_) {
+    whole_ = MakeOptimizer(o_.optimizer, HeldParameters(model_, held_));
+    optimizer_ = whole_.get();
+    whole_states_ = std::make_unique<WholeParamStates>(*whole_, o_.optimizer.kind);
+    param_states_ = whole_states_.get();
+  }
+  if (sp_ && o_.clip_grad_norm > 0) {
+    clipper_.emplace(o_.clip_grad_norm, HeldParameters(model_, held_), grid_, env_.rank,
+                     tied_ ? &*tied_ : nullptr, *comm_);
+    if (sharded_) clipper_->UseShards(sharded_->ShardedParameters(), sharded_->shards());
   }
   if (o_.resume || (o_.resume_auto && DecideToResume(ResumeMode::kAuto, o_.checkpoint_dir, *comm_)))
     ResumeFromCheckpoint();
@@ -153,6 +166,7 @@ void TrainingRun::SetUpWorker() {
   wo.faults = &faults_;
   wo.tied = tied_ && !tied_->empty() ? &*tied_ : nullptr;
   wo.clip = clipper_ ? &*clipper_ : nullptr;
+  wo.sharded = sharded_.get();
   if (sp_ && chunked_) {
     chunks_.emplace(model_, plan_, grid_, env_.rank, lowered_.programs[stage_], *comm_, *optimizer_,
                     device_, wo, o_.recompute);
@@ -254,10 +268,14 @@ void TrainingRun::SaveCheckpoint(int64_t steps_done) {
   CheckpointJob job;
   job.dir = o_.checkpoint_dir;
   job.step = steps_done;
-  if (replica_ == 0) {
-    for (int l : held_layers_)
-      job.layers.push_back(SnapshotLayer(model_.layers[l].name, *model_.layers[l].module,
-                                         optimizer_.get(), o_.optimizer.kind));
+  // A sharded stage's replicas all take part in assembling the state (Note [Optimizer
+  // sharding]); replica 0 keeps it.
+  if (replica_ == 0 || sharded_) {
+    for (int l : held_layers_) {
+      LayerSnapshot snapshot =
+          SnapshotLayer(model_.layers[l].name, *model_.layers[l].module, param_states_);
+      if (replica_ == 0) job.layers.push_back(std::move(snapshot));
+    }
   }
   job.die_after_first_layer = faults_.DiesInSave(steps_done);
   if (leader_) {
@@ -299,8 +317,7 @@ void TrainingRun::ResumeFromCheckpoint() {
     if (std::string why = CheckLayerFiles(latest, meta, own); !why.empty())
       ThrowInput("{}", why);  // damaged after rank 0 checked it, or not visible to rank 0
     for (int l : held_layers_)
-      LoadLayer(latest, model_.layers[l].name, *model_.layers[l].module, optimizer_.get(),
-                o_.optimizer.kind);
+      LoadLayer(latest, model_.layers[l].name, *model_.layers[l].module, param_states_);
   }
   start_ = meta.step;
   losses_ = meta.losses;

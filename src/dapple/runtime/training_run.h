@@ -21,7 +21,9 @@
 #include "dapple/runtime/communicator.h"
 #include "dapple/runtime/fault_injector.h"
 #include "dapple/runtime/grad_clipping.h"
+#include "dapple/runtime/optimizer.h"
 #include "dapple/runtime/rank_grid.h"
+#include "dapple/runtime/sharded_optimizer.h"
 #include "dapple/runtime/stage_worker.h"
 #include "dapple/runtime/step_losses.h"
 #include "dapple/runtime/tied_parameters.h"
@@ -82,7 +84,13 @@ class TrainingRun {
   std::unique_ptr<Communicator> comm_;
   std::optional<TiedParameters> tied_;
   BoundarySpec in_spec_, out_spec_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  // The optimizer: whole on every replica, or sharded (Note [Optimizer sharding]);
+  // optimizer_ is the one of the two that steps, param_states_ what checkpoints save and load.
+  std::unique_ptr<torch::optim::Optimizer> whole_;
+  std::unique_ptr<ShardedOptimizer> sharded_;
+  torch::optim::Optimizer* optimizer_ = nullptr;
+  std::unique_ptr<ParamStateStore> whole_states_;
+  ParamStateStore* param_states_ = nullptr;
   std::optional<GradClipper> clipper_;  // Note [Global gradient clipping]
   int64_t start_ = 0;
   std::vector<double> losses_;

@@ -101,9 +101,13 @@ void AddReplica(const Plan& plan, const CostModel& cost, int s, int j,
     // Split backward: the input-gradient part rebuilds the forward first.
     cc.input_grad_ms = refwd + cost.BackwardInputMs(a, z, samples, dev);
     cc.weight_grad_ms = cost.BackwardWeightMs(a, z, samples, dev);
-    // Every replica updates all of its stage's parameters, whatever its slice.
-    const double update = cost.UpdateMs(a, z, dev);
-    ed.step_ms += update;
+    // Every replica updates all of its stage's parameters, whatever its slice; with the
+    // optimizer sharded 1/r of them, and STEP ends with the all-gather (Note [Optimizer
+    // sharding in the simulator]).
+    const bool shard = cp.shard_optimizer && es.replicas > 1;
+    const double update = cost.UpdateMs(a, z, dev) / (shard ? es.replicas : 1);
+    const double all_gather = shard ? cost.AllGatherMs(a, z, sp.devices) : 0.0;
+    ed.step_ms += update + all_gather;
     // Bucket k is ready once the backward (or W) has passed through its lowest layer
     // (both run from the last layer down); the last bucket with the whole of it.
     const std::vector<GradBucket>& bs = buckets[c];
@@ -123,6 +127,7 @@ void AddReplica(const Plan& plan, const CostModel& cost, int s, int j,
     stats.input_grad_ms = std::max(stats.input_grad_ms, cc.input_grad_ms);
     stats.weight_grad_ms = std::max(stats.weight_grad_ms, cc.weight_grad_ms);
     stats.update_ms = std::max(stats.update_ms, update);
+    stats.allgather_ms = all_gather;
   }
   p.recompute_extra.push_back(extra);
   setup.devices.push_back(ed);
@@ -155,12 +160,18 @@ void AddStage(const Plan& plan, const ScheduleView& lowered, const ListsChecked*
     const int vs = VirtualStageOf(s, c, S, setup.v_shape);
     const StagePlan& cp = plan.stages[vs];
     StageStats& stats = p.result.stages[vs];
-    stats.allreduce_ms = cost.AllReduceMs(cp.first_layer, cp.last_layer, sp.devices);
+    // A stage that shards its optimizer reduce-scatters instead (Note [Optimizer sharding
+    // in the simulator]).
+    const bool shard = cp.shard_optimizer && es.replicas > 1;
+    stats.allreduce_ms = shard ? cost.ReduceScatterMs(cp.first_layer, cp.last_layer, sp.devices)
+                               : cost.AllReduceMs(cp.first_layer, cp.last_layer, sp.devices);
     es.allreduce_ms += stats.allreduce_ms;
-    p.static_bytes[s] += cost.StaticMemoryBytes(cp.first_layer, cp.last_layer);
+    p.static_bytes[s] +=
+        shard ? cost.ShardedStaticMemoryBytes(cp.first_layer, cp.last_layer, es.replicas)
+              : cost.StaticMemoryBytes(cp.first_layer, cp.last_layer);
     if (!overlap) continue;
     buckets[c] = GradientBuckets(cost, cp.first_layer, cp.last_layer);
-    std::vector<double> ms = BucketAllReduceMs(cost, buckets[c], sp.devices);
+    std::vector<double> ms = BucketAllReduceMs(cost, buckets[c], sp.devices, shard);
     es.bucket_ms.insert(es.bucket_ms.end(), ms.begin(), ms.end());
     es.bucket_chunk.insert(es.bucket_chunk.end(), ms.size(), c);
     stats.allreduce_ms = 0;
@@ -305,6 +316,24 @@ void FillTimeline(const Plan& plan, Prepared& p, internal::EngineResult& run) {
   for (int s : p.bucket_stages)
     t.device_labels.push_back(fmt::format("allreduce stage {} (buckets)", s));
   t.events = std::move(run.events);
+  // Note [Optimizer sharding in the simulator]: a sharded stage's STEP is its 1/r update
+  // and then the all-gather of the parameters (AllGatherMs), which the engine runs as one
+  // instruction (nothing of the iteration follows a STEP); the timeline shows its two parts.
+  const size_t n = t.events.size();
+  t.events.reserve(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    TimelineEvent& e = t.events[i];
+    // Its buckets are reduce-scatters, named as the runtime's trace names them.
+    if (e.category == "allreduce" && e.name.rfind("AR b", 0) == 0 && e.stage >= 0 &&
+        p.result.stages[e.stage].allgather_ms > 0)
+      e.name.replace(0, 2, "RS");
+    if (e.category != "step" || e.device >= static_cast<int>(p.result.devices.size())) continue;
+    const double ag = p.result.stages[e.stage].allgather_ms;
+    if (ag <= 0) continue;
+    const double end = e.end_ms;
+    e.end_ms = std::max(e.start_ms, end - ag);
+    t.events.push_back({e.device, "AG", "allreduce", e.end_ms, end, e.stage, -1});
+  }
 }
 
 }  // namespace

@@ -49,6 +49,9 @@ struct StageStats {
   // How long the replicas waited at AR once the last of them reached it: the part of the
   // allreduce the backward did not hide (allreduce_ms without overlap).
   double allreduce_exposed_ms = 0;
+  // A stage that shards its optimizer state (StagePlan::shard_optimizer): allreduce_ms is its
+  // reduce-scatter, update_ms its 1/r update, and this the all-gather that ends its STEP.
+  double allgather_ms = 0;
 };
 
 struct SimResult {

@@ -260,6 +260,9 @@ void AddTrainCommand(CLI::App& app) {
                   "the start; the job is planned for the others");
   cmd->add_flag("--recompute", a->o.recompute,
                 "Keep only stage inputs and recompute the forward in the backward");
+  cmd->add_flag("--shard-optimizer", a->o.shard_optimizer,
+                "Shard the optimizer state across the replicas of every stage that has more "
+                "than one (reduce-scatter, sharded step, all-gather)");
   cmd->add_option("--trace", a->o.trace_path,
                   "Write the measured timeline of the last step (or --trace-steps) as a Chrome "
                   "trace, as `simulate`");
