@@ -239,11 +239,6 @@ void RunPlanCommand(const PlanArgs& a) {
   PlannerOptions o;
   o.planner = ParsePlannerKind(a.planner);
   if (a.schedule) o.schedule = ParseScheduleKind(*a.schedule);
-  if (o.schedule && VShaped(*o.schedule))
-    ThrowInput(
-        "--schedule {}: the planner does not search V-shape schedules yet (write the plan by "
-        "hand and run `dapple simulate`)",
-        ToString(*o.schedule));
   o.micro_batch_size = a.micro_batch;
   o.allreduce_overlap = a.overlap;
   o.refine_work = a.refine_work;
@@ -281,7 +276,8 @@ void RunPlanCommand(const PlanArgs& a) {
   if (a.baselines) {
     if (o.planner == PlannerKind::kDapple && !a.schedule) {
       for (ScheduleKind k : {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1,
-                             ScheduleKind::kInterleaved}) {
+                             ScheduleKind::kInterleaved, ScheduleKind::kZbV, ScheduleKind::kVHalf,
+                             ScheduleKind::kVMin}) {
         PlannerOptions fixed = o;
         fixed.schedule = k;
         auto done = std::find_if(r.families.begin(), r.families.end(),
@@ -330,7 +326,8 @@ void AddPlanCommand(CLI::App& app) {
                   "dapple, dp, straight, gpipe, pipedream or exhaustive (small problems)");
   cmd->add_option(
       "--schedule", args->schedule,
-      "Fix the schedule: gpipe, dapple-a, dapple-b, zb-h1, interleaved (default: searched)");
+      "Fix the schedule: gpipe, dapple-a, dapple-b, zb-h1, interleaved, zb-v, v-half, v-min "
+      "(default: searched)");
   cmd->add_option("--micro-batch", args->micro_batch, "Fix the micro-batch size m");
   cmd->add_option("-o,--output", args->output, "Write the plan JSON (dapple-plan/1) here");
   cmd->add_flag("--json", args->json, "Print the result and every baseline as JSON");

@@ -255,7 +255,8 @@ void AddSimulateCommand(CLI::App& app) {
   cmd->add_option("--plan", args->plan, "plan JSON (dapple-plan/1)")->required();
   cmd->add_option(
       "--schedule", args->schedule,
-      "override the plan's schedule: gpipe, dapple-a, dapple-b, zb-h1, interleaved, zb-v");
+      "override the plan's schedule: gpipe, dapple-a, dapple-b, zb-h1, interleaved, zb-v, "
+      "v-half, v-min");
   cmd->add_option("--trace", args->trace, "write the timeline as Chrome trace JSON");
   cmd->add_option("--svg", args->svg, "write the timeline as an SVG Gantt chart");
   cmd->add_flag("--json", args->json, "print JSON instead of the table");

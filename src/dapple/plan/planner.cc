@@ -156,6 +156,40 @@ void OfferInterleaving(const Context& c, Selection& sel, PlanResult& result) {
   sel.best = std::move(alt.best);
 }
 
+// The V-shape schedules a call offers (Note [V shapes from a plan] in interleaving.cc):
+// the fixed schedule when it is one, all three when the DAPPLE planner searches schedules
+// and may offer chunks, else none.
+std::vector<ScheduleKind> OfferedVShapes(const PlannerOptions& o) {
+  if (o.schedule)
+    return VShaped(*o.schedule) ? std::vector{*o.schedule} : std::vector<ScheduleKind>{};
+  if (o.planner != PlannerKind::kDapple || !o.interleave) return {};
+  return {ScheduleKind::kZbV, ScheduleKind::kVHalf, ScheduleKind::kVMin};
+}
+
+// V-shape plans of `bases`' groups for each kind of `kinds`, at every micro-batch size. With
+// the schedule fixed to a V the fastest that fits replaces the winner (none fitting: no
+// plan), else it does only when it is faster.
+void OfferVShapes(const Context& c, const std::vector<Plan>& bases,
+                  const std::vector<ScheduleKind>& kinds, Selection& sel, PlanResult& result) {
+  std::vector<Proposal> proposals;
+  for (const Plan& base : bases)
+    for (Proposal& p : VShapeProposals(base, c.cost, c.sizes, c.global_batch, kinds)) {
+      p.plan.allreduce_overlap = c.options.allreduce_overlap;
+      if (!MessageTagError(p.plan, c.cluster.num_devices())) proposals.push_back(std::move(p));
+    }
+  Selection alt = SelectFastest(proposals, c.cost, false, &c.shared->sims);
+  sel.simulated += alt.simulated;
+  const bool fixed = c.options.schedule.has_value();
+  if (!alt.best) {
+    if (fixed) sel.best.reset();
+    return;
+  }
+  if (!fixed && sel.best && alt.best->sim.iteration_ms >= sel.best->sim.iteration_ms) return;
+  result.refine_moves.push_back(fmt::format("v-shape {}", ToString(alt.best->plan.schedule)));
+  if (sel.best) alt.best->origin = sel.best->origin;
+  sel.best = std::move(alt.best);
+}
+
 // Fills a family's result from its search `r` and its final selection `sel` (r's winner,
 // or the interleaving offered on it, whose move OfferInterleaving recorded already).
 void FillFamily(PlanResult& fr, const RefinedSelection& r, const Selection& sel, const Context& c) {
@@ -264,7 +298,9 @@ Context ContextFor(const Profile& profile, const Cluster& cluster, const CostMod
     c.sizes = MicroBatchSizes(global_batch);
   }
   if (options.schedule) {
-    c.schedules = {*options.schedule};
+    // A V-shape plan is made from a plan of one chunk per stage: the search runs zb-h1's,
+    // whose split backward and peak (S micro-batches) are zb-v's (Note [V shapes from a plan]).
+    c.schedules = {VShaped(*options.schedule) ? ScheduleKind::kZbH1 : *options.schedule};
   } else {
     c.schedules = {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1};
   }
@@ -303,9 +339,20 @@ Selection Search(const Context& c, const std::vector<Proposal>& proposals, PlanR
   } else {
     sel = SelectFastest(proposals, c.cost, false, &c.shared->sims);
   }
+  // The bases of the V shapes: the one-chunk winner and each family's, or, when nothing fits
+  // with one chunk per stage, every proposal made without the memory limit.
+  std::vector<Plan> v_bases;
+  if (const std::vector<ScheduleKind> kinds = OfferedVShapes(options); !kinds.empty()) {
+    if (sel.best) v_bases.push_back(sel.best->plan);
+    for (const PlanResult& fr : result.families)
+      if (fr.plan && fr.plan->virtual_stages == 1) v_bases.push_back(*fr.plan);
+    if (v_bases.empty())
+      for (Proposal& p : Propose(c, /*enforce_memory=*/false)) v_bases.push_back(std::move(p.plan));
+  }
   if (sel.best && options.planner == PlannerKind::kDapple && options.interleave &&
       (!options.schedule || *options.schedule == ScheduleKind::kInterleaved))
     OfferInterleaving(c, sel, result);
+  if (!v_bases.empty()) OfferVShapes(c, v_bases, OfferedVShapes(options), sel, result);
   return sel;
 }
 

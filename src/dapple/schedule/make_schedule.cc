@@ -26,6 +26,9 @@ int WarmupDepth(ScheduleKind kind, int stage, int num_stages, int num_micro_batc
     case ScheduleKind::kDappleB:
     case ScheduleKind::kInterleaved:  // with one chunk; Note [Interleaved 1F1B] for more
       return std::min(2 * (num_stages - stage) - 1, num_micro_batches);
+    case ScheduleKind::kVHalf:  // forwards of both chunks (Note [V-Half and V-Min])
+    case ScheduleKind::kVMin:
+      return internal::VShapeWarmup(kind, stage, num_stages, num_micro_batches);
   }
   return num_micro_batches;
 }
@@ -42,7 +45,9 @@ int PeakInFlight(ScheduleKind kind, int stage, int num_stages, int num_micro_bat
     case ScheduleKind::kZbH1:  // K_s forwards, then stage s more while s W's are deferred
       return std::min(num_stages, num_micro_batches);
     case ScheduleKind::kZbV:
-      return internal::ZbVPeakInFlight(stage, num_stages, num_micro_batches);
+    case ScheduleKind::kVHalf:
+    case ScheduleKind::kVMin:
+      return internal::VShapePeakInFlight(kind, stage, num_stages, num_micro_batches);
   }
   return num_micro_batches;
 }
@@ -101,6 +106,10 @@ Schedule MakeSchedule(ScheduleKind kind, int num_stages, int num_micro_batches, 
   s.v_shape = VShaped(kind);
   s.programs.resize(num_stages);
   const int m = num_micro_batches;
+  if (kind == ScheduleKind::kVHalf || kind == ScheduleKind::kVMin) {
+    s.programs = internal::MakeControlledV(kind, num_stages, m);
+    return s;
+  }
   for (int stage = 0; stage < num_stages; ++stage) {
     std::vector<Instruction>& p = s.programs[stage];
     p.reserve(3 * m * num_chunks);

@@ -3,6 +3,7 @@
 #include "dapple/schedule/v_shape.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace dapple::internal {
 
@@ -60,15 +61,45 @@ void AppendZbV(int stage, int num_stages, int num_micro_batches, std::vector<Ins
   while (w[0] < n) emit(Op::kWeightGrad, 0, w[0]);
 }
 
-int ZbVPeakInFlight(int stage, int num_stages, int num_micro_batches) {
+namespace {
+
+// Stage `stage`'s compute-only list under a V-shape kind. v-half and v-min make every stage
+// at once (the squeeze couples them) and the planner asks the stages of one shape in turn,
+// so the last shape's lists are kept per thread.
+std::vector<Instruction> VShapeList(ScheduleKind kind, int stage, int num_stages,
+                                    int num_micro_batches) {
   std::vector<Instruction> p;
-  AppendZbV(stage, num_stages, num_micro_batches, p);
+  if (kind == ScheduleKind::kZbV) {
+    AppendZbV(stage, num_stages, num_micro_batches, p);
+    return p;
+  }
+  thread_local std::tuple<ScheduleKind, int, int> last{kind, 0, 0};
+  thread_local std::vector<std::vector<Instruction>> lists;
+  if (last != std::tuple{kind, num_stages, num_micro_batches}) {
+    lists = MakeControlledV(kind, num_stages, num_micro_batches);
+    last = {kind, num_stages, num_micro_batches};
+  }
+  return lists[stage];
+}
+
+}  // namespace
+
+int VShapePeakInFlight(ScheduleKind kind, int stage, int num_stages, int num_micro_batches) {
   int in_flight = 0, peak = 0;
-  for (const Instruction& in : p) {
+  for (const Instruction& in : VShapeList(kind, stage, num_stages, num_micro_batches)) {
     if (in.op == Op::kForward) peak = std::max(peak, ++in_flight);
     if (in.op == Op::kWeightGrad) --in_flight;
   }
   return peak;
+}
+
+int VShapeWarmup(ScheduleKind kind, int stage, int num_stages, int num_micro_batches) {
+  int forwards = 0;
+  for (const Instruction& in : VShapeList(kind, stage, num_stages, num_micro_batches)) {
+    if (in.op != Op::kForward) break;
+    ++forwards;
+  }
+  return forwards;
 }
 
 }  // namespace dapple::internal
