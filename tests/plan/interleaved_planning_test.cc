@@ -47,7 +47,7 @@ TEST(InterleavedPlanning, NeverSlowerThanTheDappleSchedules) {
 // pipelines at m = 1, M = 8 (dapple-a/b: (M + S - 1)(F + B) = 11 x 12 = 132 ms; zb-h1 with
 // I = W = F: (3M + S - 1)F = 27 x 4 = 108 ms). Interleaved with v chunks of 4/v layers:
 // vM(f + b) + (S - 1)(f + b) with f + b = 12/v: v = 2 gives 96 + 18 = 114 ms, v = 4 gives
-// 96 + 9 = 105 ms, the fastest; the planner finds it.
+// 96 + 9 = 105 ms, the fastest of them; the planner finds it.
 TEST(InterleavedPlanning, ChoosesFourChunksWhereTheFormulaSaysSo) {
   const int layers = 16, devices = 4;
   FakeCostModel cost(layers, devices);
@@ -68,17 +68,15 @@ TEST(InterleavedPlanning, ChoosesFourChunksWhereTheFormulaSaysSo) {
   PlanResult zb = RunPlanner(profile, cluster, cost, 8, o);
   ASSERT_TRUE(zb.plan);
   EXPECT_DOUBLE_EQ(zb.plan->estimate->iteration_ms, 108);
-  PlanResult best = RunPlanner(profile, cluster, cost, 8, PlannerOptions{});
-  ASSERT_TRUE(best.plan) << best.reason;
-  EXPECT_EQ(best.plan->schedule, ScheduleKind::kInterleaved);
-  EXPECT_EQ(best.plan->virtual_stages, 4);
-  EXPECT_EQ(best.plan->num_stages(), 16);
-  EXPECT_EQ(best.plan->num_micro_batches, 8);
-  EXPECT_DOUBLE_EQ(best.plan->estimate->iteration_ms, 105);
-  // Fixing the schedule to interleaved gives the same; fixing another family, no chunks.
+  // Fixing the schedule to interleaved gives v = 4; fixing another family, no chunks. (The
+  // search over every family picks zb-v at 102 ms: VShapePlanning.ChoosesZbVWhereItHasNoBubble.)
   o.schedule = ScheduleKind::kInterleaved;
   PlanResult fixed = RunPlanner(profile, cluster, cost, 8, o);
-  ASSERT_TRUE(fixed.plan);
+  ASSERT_TRUE(fixed.plan) << fixed.reason;
+  EXPECT_EQ(fixed.plan->schedule, ScheduleKind::kInterleaved);
+  EXPECT_EQ(fixed.plan->virtual_stages, 4);
+  EXPECT_EQ(fixed.plan->num_stages(), 16);
+  EXPECT_EQ(fixed.plan->num_micro_batches, 8);
   EXPECT_DOUBLE_EQ(fixed.plan->estimate->iteration_ms, 105);
   EXPECT_EQ(zb.plan->virtual_stages, 1);
 }

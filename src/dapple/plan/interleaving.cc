@@ -19,9 +19,10 @@ namespace {
 
 // `base`'s groups with the model cut into v chunks per group: chunk k on group
 // GroupOfVirtualStage(k) (looped, or in a V for a V-shaped `kind`), each round of S chunks
-// 1/v of the model's compute cut among the groups in base's shares, in the order the round
-// visits the groups. REQUIRES: S * v <= layers.
-Plan CutIntoChunks(const Plan& base, int v, ScheduleKind kind, const CostModel& cost) {
+// 1/v of the model's compute cut among the groups in base's shares (`by_width`: in shares of
+// their replicas), in the order the round visits the groups. REQUIRES: S * v <= layers.
+Plan CutIntoChunks(const Plan& base, int v, ScheduleKind kind, const CostModel& cost,
+                   bool by_width = false) {
   const int S = base.num_stages(), n = cost.num_layers(), V = S * v;
   // prefix[i]: compute of layers 0..i-1 (forward + backward at the profile's batch).
   std::vector<double> prefix(n + 1, 0.0);
@@ -33,7 +34,10 @@ Plan CutIntoChunks(const Plan& base, int v, ScheduleKind kind, const CostModel& 
     for (int l = 0; l <= n; ++l) prefix[l] = l;  // no times: cut by layer counts
   const double total = prefix[n];
   std::vector<double> cum_share(S + 1, 0.0);  // of base's stages 0..g-1
-  for (int g = 0; g < S; ++g) cum_share[g + 1] = prefix[base.stages[g].last_layer + 1] / total;
+  for (int g = 0; g < S; ++g)
+    cum_share[g + 1] = by_width
+                           ? cum_share[g] + 1.0 * base.stages[g].replicas() / base.num_devices()
+                           : prefix[base.stages[g].last_layer + 1] / total;
   Plan p = base;
   p.schedule = kind;
   p.virtual_stages = v;
@@ -74,10 +78,19 @@ std::optional<Plan> InterleavePlan(const Plan& base, int v, const CostModel& cos
   return CutIntoChunks(base, v, ScheduleKind::kInterleaved, cost);
 }
 
-std::optional<Plan> VShapePlan(const Plan& base, ScheduleKind kind, const CostModel& cost) {
+// Note [V shapes from a plan]: the V-shape schedules are offered as interleaving is, on the
+// device groups of plans with one chunk per stage (the winner's and each family's; with the
+// schedule fixed to a V, zb-h1's winner, whose split backward and peak of S micro-batches
+// are zb-v's; when none fits, every proposal made without the memory limit). Each group runs
+// chunk g down the V and chunk 2S - 1 - g back up, each half of the model cut in base's shares
+// of compute. Where memory bound base's partition those shares are skewed (an early stage
+// of 1F1B holds more micro-batches, so it got fewer layers) while every group of a V holds
+// about the same, so the groups' shares by width are offered too.
+std::optional<Plan> VShapePlan(const Plan& base, ScheduleKind kind, const CostModel& cost,
+                               bool by_width) {
   DAPPLE_CHECK(VShaped(kind));
   if (2 * base.num_stages() > cost.num_layers() || base.virtual_stages != 1) return std::nullopt;
-  return CutIntoChunks(base, 2, kind, cost);
+  return CutIntoChunks(base, 2, kind, cost, by_width);
 }
 
 std::vector<Proposal> VShapeProposals(const Plan& base, const CostModel& cost,
@@ -93,8 +106,9 @@ std::vector<Proposal> VShapeProposals(const Plan& base, const CostModel& cost,
       Plan b = base;
       b.micro_batch_size = m;
       b.num_micro_batches = global_batch / m;
-      if (std::optional<Plan> p = VShapePlan(b, kind, cost))
-        out.push_back({std::move(*p), ToString(kind)});
+      for (bool by_width : {false, true})
+        if (std::optional<Plan> p = VShapePlan(b, kind, cost, by_width))
+          out.push_back({std::move(*p), ToString(kind)});
     }
   }
   return out;

@@ -27,12 +27,14 @@ std::vector<Proposal> InterleavedProposals(const Plan& base, const CostModel& co
 
 // `base` (one chunk per stage) with the same devices, micro-batches and a V-shaped schedule
 // `kind`: 2S chunks, the first S down the groups and the last S back up (Note [V
-// placement]), each half of the model cut among the groups in base's shares of compute.
-// Re-computation is dropped. nullopt when the layers cannot give every chunk one.
-std::optional<Plan> VShapePlan(const Plan& base, ScheduleKind kind, const CostModel& cost);
+// placement]), each half of the model cut among the groups in base's shares of compute
+// (`by_width`: in shares of their replicas). Re-computation is dropped. nullopt when the
+// layers cannot give every chunk one.
+std::optional<Plan> VShapePlan(const Plan& base, ScheduleKind kind, const CostModel& cost,
+                               bool by_width = false);
 
-// VShapePlan of `base`'s groups for each of `kinds` at every micro-batch size in `sizes`
-// that leaves every replica a sample (origin: the kind's name).
+// VShapePlan of `base`'s groups for each of `kinds`, by base's shares and by width, at every
+// micro-batch size in `sizes` that leaves every replica a sample (origin: the kind's name).
 std::vector<Proposal> VShapeProposals(const Plan& base, const CostModel& cost,
                                       const std::vector<int>& sizes, int global_batch,
                                       const std::vector<ScheduleKind>& kinds);
