@@ -55,9 +55,10 @@ struct Plan {
   // `allreduce_overlap`, true when absent (docs/schedules.md, "Allreduce overlap").
   bool allreduce_overlap = true;
   // Model chunks per device group v (JSON `virtual_stages`, 1 when absent; > 1 only with
-  // schedule `interleaved`, and exactly 2 with `zb-v`): `stages` then lists the S*v chunks
-  // in model order and chunk k runs on the devices of chunk GroupOf(k): k mod S, or in a V
-  // 2S - 1 - k for k >= S (docs/schedules.md, "Interleaved 1F1B" and "ZB-V").
+  // schedule `interleaved`, and exactly 2 with the V shapes `zb-v`, `v-half` and `v-min`):
+  // `stages` then lists the S*v chunks in model order and chunk k runs on the devices of
+  // chunk GroupOf(k): k mod S, or in a V 2S - 1 - k for k >= S (docs/schedules.md,
+  // "Interleaved 1F1B", "ZB-V" and "V-Half and V-Min").
   int virtual_stages = 1;
   std::vector<StagePlan> stages;
   std::optional<PlanEstimate> estimate;

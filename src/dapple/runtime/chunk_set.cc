@@ -50,7 +50,7 @@ std::vector<torch::Tensor> HeldParameters(const Model& model,
 std::optional<std::string> ChunkedPlanError(const Plan& plan, const Model& model) {
   if (VShaped(plan.schedule)) {
     return fmt::format(
-        "schedule: {} is simulated and planned by hand only; dapple train does not run V-shape "
+        "schedule: {} is simulated and planned only; dapple train does not run V-shape "
         "schedules yet",
         ToString(plan.schedule));
   }
