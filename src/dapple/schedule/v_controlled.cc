@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <deque>
+#include <optional>
 
 #include "dapple/common/error.h"
 #include "dapple/schedule/v_shape.h"
@@ -64,7 +65,7 @@ std::array<int, kNumPasses> BlockOffsets(ScheduleKind kind, int S, int g) {
 }
 
 // The units of one stage, with the memory it holds before each unit (W's filling the free
-// units): held[t] chunk-micro-batches, waiting[t] W's due. Recount after every change.
+// units): held[t] chunk-micro-batches, waiting[t] W's due, kept by Recount and Move.
 struct StageUnits {
   std::vector<Unit> units;
   std::vector<int> held, waiting;
@@ -94,16 +95,29 @@ struct StageUnits {
     }
   }
   // Whether moving the pass at unit `from` to the free unit `to` < `from` keeps the peak within
-  // `cap`. Counts from `to` until the state meets the stored one again after `from`.
-  bool MoveFits(int to, int from, int cap) const {
+  // `cap`: counts from `to` until the state meets the stored one again after `from`, and
+  // returns where it did (the units whose state the move changes end there), else nullopt.
+  std::optional<int> MoveFits(int to, int from, int cap) const {
     int h = held[to], w = waiting[to];
-    for (int t = to; t < static_cast<int>(units.size()); ++t) {
+    const int n = static_cast<int>(units.size());
+    for (int t = to; t < n; ++t) {
       const Unit& u = t == to ? units[from] : t == from ? Unit{} : units[t];
       Step(u, h, w);
-      if (h > cap) return false;
-      if (t >= from && h == held[t + 1] && w == waiting[t + 1]) return true;
+      if (h > cap) return std::nullopt;
+      if (t >= from && h == held[t + 1] && w == waiting[t + 1]) return t + 1;
     }
-    return true;
+    return n;
+  }
+  // Moves the pass at `from` to `to` and recounts the states up to `end` (MoveFits').
+  void Move(int to, int from, int end) {
+    units[to] = units[from];
+    units[from] = Unit{};
+    int h = held[to], w = waiting[to];
+    for (int t = to; t < end; ++t) {
+      Step(units[t], h, w);
+      held[t + 1] = h;
+      waiting[t + 1] = w;
+    }
   }
 };
 
@@ -184,10 +198,10 @@ std::vector<std::vector<Instruction>> MakeControlledV(ScheduleKind kind, int S, 
     StageUnits& s = stages[x.stage];
     const int from = at[x.stage][x.pass][x.micro_batch];
     for (int to = EarliestUnit(at, S, x.stage, x.pass, x.micro_batch); to < from; ++to) {
-      if (s.units[to].pass >= 0 || !s.MoveFits(to, from, cap)) continue;
-      s.units[to] = s.units[from];
-      s.units[from] = Unit{};
-      s.Recount();
+      if (s.units[to].pass >= 0) continue;
+      const std::optional<int> end = s.MoveFits(to, from, cap);
+      if (!end) continue;
+      s.Move(to, from, *end);
       at[x.stage][x.pass][x.micro_batch] = to;
       break;
     }
