@@ -326,8 +326,8 @@ void AddPlanCommand(CLI::App& app) {
                   "dapple, dp, straight, gpipe, pipedream or exhaustive (small problems)");
   cmd->add_option(
       "--schedule", args->schedule,
-      "Fix the schedule: gpipe, dapple-a, dapple-b, zb-h1, interleaved, zb-v, v-half, v-min "
-      "(default: searched)");
+      "Fix the schedule: gpipe, dapple-a, dapple-b, zb-h1, interleaved, zb-v, v-half, v-min, "
+      "zb-h2 (default: searched)");
   cmd->add_option("--micro-batch", args->micro_batch, "Fix the micro-batch size m");
   cmd->add_option("-o,--output", args->output, "Write the plan JSON (dapple-plan/1) here");
   cmd->add_flag("--json", args->json, "Print the result and every baseline as JSON");

@@ -22,11 +22,15 @@ std::string ToString(ScheduleKind k) {
       return "v-half";
     case ScheduleKind::kVMin:
       return "v-min";
+    case ScheduleKind::kZbH2:
+      return "zb-h2";
   }
   return "?";
 }
 
-bool SplitsBackward(ScheduleKind k) { return k == ScheduleKind::kZbH1 || VShaped(k); }
+bool SplitsBackward(ScheduleKind k) {
+  return k == ScheduleKind::kZbH1 || k == ScheduleKind::kZbH2 || VShaped(k);
+}
 
 bool VShaped(ScheduleKind k) {
   return k == ScheduleKind::kZbV || k == ScheduleKind::kVHalf || k == ScheduleKind::kVMin;
@@ -37,7 +41,7 @@ ScheduleKind ParseScheduleKind(const std::string& s) {
     if (ToString(k) == s) return k;
   ThrowInput(
       "unknown schedule '{}' (known: gpipe, dapple-a, dapple-b, zb-h1, interleaved, zb-v, v-half, "
-      "v-min)",
+      "v-min, zb-h2)",
       s);
 }
 

@@ -16,9 +16,22 @@ namespace dapple {
 // backward split as in zb-h1 (docs/schedules.md, "ZB-V").
 // kVHalf, kVMin: the same V at about a half and a third of ZB-V's activation memory, for a
 // bubble (same paper; docs/schedules.md, "V-Half and V-Min").
-enum class ScheduleKind { kGPipe, kDappleA, kDappleB, kZbH1, kInterleaved, kZbV, kVHalf, kVMin };
+// kZbH2: zero bubble H2 (the ICLR 2024 paper): zb-h1's split with dapple-b's warm-up and up to
+// 2s weight gradients deferred on stage s, a parallelogram that has no bubble in steady state
+// at twice zb-h1's activations (docs/schedules.md, "ZB-H2 and steady state").
+enum class ScheduleKind {
+  kGPipe,
+  kDappleA,
+  kDappleB,
+  kZbH1,
+  kInterleaved,
+  kZbV,
+  kVHalf,
+  kVMin,
+  kZbH2
+};
 
-// "gpipe", "dapple-a", "dapple-b", "zb-h1", "interleaved", "zb-v", "v-half", "v-min"
+// "gpipe", "dapple-a", "dapple-b", "zb-h1", "interleaved", "zb-v", "v-half", "v-min", "zb-h2"
 std::string ToString(ScheduleKind k);
 // True for the kinds whose backward is split into I and W instructions.
 bool SplitsBackward(ScheduleKind k);
