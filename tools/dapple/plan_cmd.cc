@@ -40,7 +40,8 @@ struct PlanArgs {
   std::string output;
   bool json = false;
   bool baselines = true;
-  bool overlap = true;  // allreduce overlapped with the backward
+  bool overlap = true;        // allreduce overlapped with the backward
+  bool steady_state = false;  // choose by the time per iteration in steady state
   long long refine_work = PlannerOptions{}.refine_work;
 };
 
@@ -241,6 +242,7 @@ void RunPlanCommand(const PlanArgs& a) {
   if (a.schedule) o.schedule = ParseScheduleKind(*a.schedule);
   o.micro_batch_size = a.micro_batch;
   o.allreduce_overlap = a.overlap;
+  o.steady_state = a.steady_state;
   o.refine_work = a.refine_work;
   PlanningMemo memo;  // the baselines' and families' calls reuse this one's DPs and simulations
   o.memo = &memo;
@@ -301,6 +303,7 @@ void RunPlanCommand(const PlanArgs& a) {
     Row self{a.planner, r, ""};
     j["result"] = RowJson(self);
     j["iteration_ms"] = r.plan->estimate->iteration_ms;
+    if (a.steady_state) j["steady_state_iteration_ms"] = r.steady_state_iteration_ms;
     j["speedup"] = r.plan->estimate->speedup;
     j["baselines"] = Json::array();
     for (const Row& row : rows) j["baselines"].push_back(RowJson(row));
@@ -309,6 +312,11 @@ void RunPlanCommand(const PlanArgs& a) {
     fmt::print("{}\n", j.dump(2));
   } else {
     PrintTable(a, profile, cluster, cost, r, rows);
+    if (a.steady_state)
+      fmt::print(
+          "steady state {:.2f} ms per iteration (each stage's next forward after its own "
+          "update; chosen by it)\n",
+          r.steady_state_iteration_ms);
     PrintFamilies(families);
     if (!a.output.empty()) fmt::print("plan written to {}\n", a.output);
   }
@@ -333,6 +341,9 @@ void AddPlanCommand(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print the result and every baseline as JSON");
   cmd->add_flag("!--no-baselines", args->baselines,
                 "Do not run the other planners nor the planner per schedule family");
+  cmd->add_flag("--steady-state", args->steady_state,
+                "Choose by the time per iteration in steady state (consecutive iterations, each "
+                "stage's next forward after its own update; offers zb-h2), recorded in the plan");
   cmd->add_flag("!--no-overlap", args->overlap,
                 "One allreduce after the last backward (the paper), not buckets during it");
   cmd->add_option("--refine-work", args->refine_work,

@@ -240,7 +240,7 @@ void RunSimulate(const SimulateArgs& a) {
   }
   std::vector<StageSummary> sum = Summarise(plan, r, cost);
   std::optional<SteadyState> steady;
-  if (a.steady_state) steady = SimulateSteadyState(plan, cost, 2, sim);
+  if (a.steady_state || plan.steady_state) steady = SimulateSteadyState(plan, cost, 2, sim);
   if (a.json) {
     Json j = ResultJson(profile, cluster, plan, r, sum, cost, fits);
     if (steady) j["steady_state_iteration_ms"] = steady->iteration_ms;
@@ -277,7 +277,8 @@ void AddSimulateCommand(CLI::App& app) {
                   "scalar allreduce of the global gradient norm (NORM in the timeline)");
   cmd->add_flag("--steady-state", args->steady_state,
                 "also print the time per iteration in steady state: two iterations, each "
-                "stage's next forward after its own update (docs/schedules.md)");
+                "stage's next forward after its own update (docs/schedules.md); on by default "
+                "for a plan made with it");
   cmd->callback([args] { RunSimulate(*args); });
 }
 

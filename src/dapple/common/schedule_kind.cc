@@ -76,7 +76,7 @@ void CheckChunks(ScheduleKind kind, int num_stages, int num_micro_batches, int n
 std::vector<ScheduleKind> AllScheduleKinds() {
   return {ScheduleKind::kGPipe, ScheduleKind::kDappleA,     ScheduleKind::kDappleB,
           ScheduleKind::kZbH1,  ScheduleKind::kInterleaved, ScheduleKind::kZbV,
-          ScheduleKind::kVHalf, ScheduleKind::kVMin};
+          ScheduleKind::kVHalf, ScheduleKind::kVMin,        ScheduleKind::kZbH2};
 }
 
 }  // namespace dapple
