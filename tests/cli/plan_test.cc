@@ -140,8 +140,8 @@ TEST_F(PlanCli, PrintsEachScheduleFamilyAndZbH1Simulates) {
                                " --cluster paper-b --global-batch 64 --json");
   ASSERT_EQ(all.code, 0) << all.err;
   nlohmann::json j = nlohmann::json::parse(all.out);
-  // dapple-a, dapple-b, zb-h1, interleaved, zb-v, v-half, v-min
-  ASSERT_EQ(j["schedules"].size(), 7u);
+  // dapple-a, dapple-b, zb-h1, zb-h2, interleaved, zb-v, v-half, v-min
+  ASSERT_EQ(j["schedules"].size(), 8u);
   std::map<std::string, double> ms;
   for (const auto& row : j["schedules"]) ms[row["planner"]] = row["iteration_ms"];
   EXPECT_LE(j["iteration_ms"].get<double>(), std::min(ms["dapple-a"], ms["dapple-b"]) * (1 + 1e-9));

@@ -278,8 +278,8 @@ void RunPlanCommand(const PlanArgs& a) {
   if (a.baselines) {
     if (o.planner == PlannerKind::kDapple && !a.schedule) {
       for (ScheduleKind k : {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1,
-                             ScheduleKind::kInterleaved, ScheduleKind::kZbV, ScheduleKind::kVHalf,
-                             ScheduleKind::kVMin}) {
+                             ScheduleKind::kZbH2, ScheduleKind::kInterleaved, ScheduleKind::kZbV,
+                             ScheduleKind::kVHalf, ScheduleKind::kVMin}) {
         PlannerOptions fixed = o;
         fixed.schedule = k;
         auto done = std::find_if(r.families.begin(), r.families.end(),
