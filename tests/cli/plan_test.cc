@@ -163,5 +163,28 @@ TEST_F(PlanCli, PrintsEachScheduleFamilyAndZbH1Simulates) {
   EXPECT_EQ(bad.err, "dapple: error: --weight-grad-share: must be in [0, 1], got 1.5\n");
 }
 
+// `dapple plan --steady-state` records it in the plan; `dapple simulate` then reports the time
+// per iteration in steady state (as with --steady-state on any plan), never more than a cold
+// start's (docs/schedules.md, "ZB-H2 and steady state").
+TEST_F(PlanCli, SteadyStateIsRecordedAndSimulated) {
+  fs::path plan = dir_ / "steady.json";
+  testing::CliRun r = Dapple("plan --profile " + Profile("bert-48-pbs-2.txt") +
+                             " --cluster paper-b --global-batch 16 --steady-state --no-baselines "
+                             "-o " +
+                             plan.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("steady state "), std::string::npos) << r.out;
+  std::ifstream in(plan);
+  nlohmann::json written = nlohmann::json::parse(in);
+  EXPECT_EQ(written["steady_state"], true);
+  testing::CliRun sim = Dapple("simulate --profile " + Profile("bert-48-pbs-2.txt") +
+                               " --cluster paper-b --plan " + plan.string() + " --json");
+  ASSERT_EQ(sim.code, 0) << sim.err;
+  nlohmann::json s = nlohmann::json::parse(sim.out);
+  ASSERT_TRUE(s.contains("steady_state_iteration_ms")) << sim.out;
+  EXPECT_LE(s["steady_state_iteration_ms"].get<double>(), s["iteration_ms"].get<double>());
+  EXPECT_GT(s["steady_state_iteration_ms"].get<double>(), 0);
+}
+
 }  // namespace
 }  // namespace dapple
