@@ -13,19 +13,19 @@
 namespace dapple {
 namespace {
 
-// 16 uniform layers (f = 1, b = 2 ms per sample, 1 MB of activations and 4 MB of weights and
-// optimizer state each), 4 devices, an allreduce so dear that no stage is replicated, free
+// `layers` uniform layers (f = 1, b = 2 ms per sample, 1 MB of activations and 4 MB of weights
+// and optimizer state each), 4 devices, an allreduce so dear that no stage is replicated, free
 // transfers, GBS 8, no forward times (so no re-computation).
 struct Uniform {
-  static constexpr int kLayers = 16, kDevices = 4;
-  FakeCostModel cost{kLayers, kDevices};
+  static constexpr int kDevices = 4;
+  FakeCostModel cost;
   Profile profile;
   Cluster cluster;
-  Uniform() {
+  explicit Uniform(int layers = 16) : cost(layers, kDevices) {
     cost.allreduce_ms = 1000;
     profile.model = "uniform";
     profile.batch_size = 1;
-    for (int i = 0; i < kLayers; ++i) {
+    for (int i = 0; i < layers; ++i) {
       LayerProfile l;
       l.id = fmt::format("l{}", i);
       profile.layers.push_back(l);
@@ -33,9 +33,11 @@ struct Uniform {
     cluster.name = "four";
     cluster.servers = {ServerSpec{kDevices, {}}};
   }
-  PlanResult Plan(std::optional<ScheduleKind> schedule = std::nullopt) const {
+  PlanResult Plan(std::optional<ScheduleKind> schedule = std::nullopt,
+                  bool steady_state = false) const {
     PlannerOptions o;
     o.schedule = schedule;
+    o.steady_state = steady_state;
     return RunPlanner(profile, cluster, cost, 8, o);
   }
 };
@@ -107,33 +109,19 @@ TEST(VShapePlanning, KeepsOtherFamiliesWhereTheVIsSlower) {
 // bubble (Note [ZB-H2]), and zb-v's twice as many transfers cost more: the planner asked for
 // steady state picks zb-h2, faster in steady state than the cold winner, and records it.
 TEST(SteadyStatePlanning, PicksZbH2ByItsSteadyState) {
-  FakeCostModel cost(8, 4);
-  cost.allreduce_ms = 1000;
-  cost.transfer_ms = 1;
-  Profile profile;
-  profile.model = "uniform";
-  profile.batch_size = 1;
-  for (int i = 0; i < 8; ++i) {
-    LayerProfile l;
-    l.id = fmt::format("l{}", i);
-    profile.layers.push_back(l);
-  }
-  Cluster cluster;
-  cluster.name = "four";
-  cluster.servers = {ServerSpec{4, {}}};
-  PlannerOptions o;
-  PlanResult cold = RunPlanner(profile, cluster, cost, 8, o);
+  Uniform u(8);
+  u.cost.transfer_ms = 1;
+  PlanResult cold = u.Plan();
   ASSERT_TRUE(cold.plan) << cold.reason;
   EXPECT_NE(cold.plan->schedule, ScheduleKind::kZbH2);
   EXPECT_FALSE(cold.plan->steady_state);
-  o.steady_state = true;
-  PlanResult steady = RunPlanner(profile, cluster, cost, 8, o);
+  PlanResult steady = u.Plan(std::nullopt, /*steady_state=*/true);
   ASSERT_TRUE(steady.plan) << steady.reason;
   EXPECT_EQ(steady.plan->schedule, ScheduleKind::kZbH2) << ToString(steady.plan->schedule);
   EXPECT_TRUE(steady.plan->steady_state);
   EXPECT_DOUBLE_EQ(steady.steady_state_iteration_ms,
-                   SimulateSteadyState(*steady.plan, cost).iteration_ms);
-  EXPECT_LT(steady.steady_state_iteration_ms, SimulateSteadyState(*cold.plan, cost).iteration_ms);
+                   SimulateSteadyState(*steady.plan, u.cost).iteration_ms);
+  EXPECT_LT(steady.steady_state_iteration_ms, SimulateSteadyState(*cold.plan, u.cost).iteration_ms);
   Plan read = ParsePlanJson(PlanToJsonText(*steady.plan), "plan.json");
   EXPECT_TRUE(read.steady_state);
 }
