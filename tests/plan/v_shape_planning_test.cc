@@ -122,6 +122,11 @@ TEST(SteadyStatePlanning, PicksZbH2ByItsSteadyState) {
   EXPECT_DOUBLE_EQ(steady.steady_state_iteration_ms,
                    SimulateSteadyState(*steady.plan, u.cost).iteration_ms);
   EXPECT_LT(steady.steady_state_iteration_ms, SimulateSteadyState(*cold.plan, u.cost).iteration_ms);
+  // A fixed schedule stays fixed.
+  PlanResult fixed = u.Plan(ScheduleKind::kZbH1, /*steady_state=*/true);
+  ASSERT_TRUE(fixed.plan) << fixed.reason;
+  EXPECT_EQ(fixed.plan->schedule, ScheduleKind::kZbH1);
+  EXPECT_TRUE(fixed.plan->steady_state);
   Plan read = ParsePlanJson(PlanToJsonText(*steady.plan), "plan.json");
   EXPECT_TRUE(read.steady_state);
 }

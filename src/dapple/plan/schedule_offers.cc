@@ -48,7 +48,8 @@ void ChooseForSteadyState(const Context& c, Selection& sel, PlanResult& result) 
   std::vector<Plan> candidates = {sel.best->plan};
   for (const PlanResult& fr : result.families)
     if (fr.plan) candidates.push_back(*fr.plan);
-  for (size_t i = 0, n = candidates.size(); i < n; ++i) {
+  // A fixed schedule stays fixed: zb-h2 is offered only when the search chose the schedule.
+  for (size_t i = 0, n = c.options.schedule ? 0 : candidates.size(); i < n; ++i) {
     if (candidates[i].virtual_stages != 1) continue;
     Plan h2 = candidates[i];
     h2.schedule = ScheduleKind::kZbH2;

@@ -21,8 +21,9 @@ std::vector<ScheduleKind> OfferedVShapes(const PlannerOptions& o);
 void OfferVShapes(const Context& c, const std::vector<Plan>& bases,
                   const std::vector<ScheduleKind>& kinds, Selection& sel, PlanResult& result);
 
-// REQUIRES: sel.best. Re-scores the winner, each family's and zb-h2 on the one-chunk ones'
-// stages by their steady state; keeps the fastest, marked Plan::steady_state.
+// REQUIRES: sel.best. Re-scores the winner, each family's and (unless the schedule is fixed)
+// zb-h2 on the one-chunk ones' stages by their steady state; keeps the fastest, marked
+// Plan::steady_state.
 void ChooseForSteadyState(const Context& c, Selection& sel, PlanResult& result);
 
 }  // namespace dapple::internal
