@@ -1,8 +1,9 @@
-# dapple_layer(NAME DIR DEPS ...): a static library made of every .cc under src/dapple/DIR.
+# dapple_layer(NAME DIR DEPS ...): a static library made of every .cc under src/dapple/DIR and
+# its sub-folders.
 # Globbing keeps adding a file a one-step change; CONFIGURE_DEPENDS re-globs on build.
 function(dapple_layer name dir)
   cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
-  file(GLOB srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/dapple/${dir}/*.cc)
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/dapple/${dir}/*.cc)
   if(NOT srcs)  # a layer not written yet still configures
     set(srcs ${PROJECT_SOURCE_DIR}/cmake/empty.cc)
   endif()

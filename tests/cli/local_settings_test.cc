@@ -64,7 +64,7 @@ class LocalSettingsCli : public testing::CliTest {
   void WriteCalibration(std::optional<double> busy_cores = std::nullopt) {
     Cluster c = ClusterPreset("local");
     c.servers = {ServerSpec{2, std::nullopt}};
-    c.shared_compute = 1.5;
+    c.emulation = Emulation{.shared_compute = 1.5};
     c.local = LocalDevices{ThisMachine(), ThreadsPerProcess(ThisMachine().cores, 2), true,
                            kCalibrationVersion, busy_cores};
     WriteLocalCalibration(c, LocalCalibrationPath());

@@ -107,31 +107,6 @@ TEST(AnalyticCostModel, RingAllReduce) {
   EXPECT_NEAR(cost.AllReduceMs(1, 2, {5, 6}), 2.05, 1e-12);
 }
 
-// Note [Stream load] in calibration_steps.cc: a link's compute_load is what one stream at its
-// point-to-point bandwidth takes. A transfer runs one stream per split-concat piece at that
-// bandwidth; an allreduce one per rank at its bus bandwidth, so a slower allreduce takes
-// proportionally less.
-TEST(AnalyticCostModel, ComputeLoadOfTransfersAndAllReduces) {
-  Profile p = FourLayerChain();
-  Cluster c = TwoByFour();  // intra 1e6 B/s, inter 1e5 B/s
-  c.shared_compute = 2;
-  c.intra_server.compute_load = 0.8;
-  c.inter_server.compute_load = 0.2;
-  c.intra_server.allreduce_bandwidth_bytes_per_s = 0.25e6;  // a quarter of a stream's rate
-  AnalyticCostModel cost(p, c);
-  EXPECT_DOUBLE_EQ(cost.AllReduceComputeLoad({2}), 0);
-  EXPECT_NEAR(cost.AllReduceComputeLoad({0, 1}), 0.8 * 2 * 0.25, 1e-12);
-  EXPECT_NEAR(cost.AllReduceComputeLoad({0, 1, 2, 3}), 0.8 * 4 * 0.25, 1e-12);
-  // Across servers: the inter-server link, whose allreduce runs at its stream rate.
-  EXPECT_NEAR(cost.AllReduceComputeLoad({0, 4}), 0.2 * 2, 1e-12);
-  // Transfers: the larger side's number of pieces, at the link's own rate.
-  EXPECT_NEAR(cost.TransferComputeLoad({0}, {1}), 0.8, 1e-12);
-  EXPECT_NEAR(cost.TransferComputeLoad({0, 1}, {4}), 0.2 * 2, 1e-12);
-  // An allreduce faster than a stream (say, measured on a quiet loopback) counts as a stream.
-  c.intra_server.allreduce_bandwidth_bytes_per_s = 4e6;
-  EXPECT_NEAR(AnalyticCostModel(p, c).AllReduceComputeLoad({0, 1}), 0.8 * 2, 1e-12);
-}
-
 TEST(AnalyticCostModel, Memory) {
   Profile p = FourLayerChain();
   Cluster c = TwoByFour();

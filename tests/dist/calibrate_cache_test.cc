@@ -34,7 +34,7 @@ class CalibrateCacheTest : public ::testing::Test {
   void WriteCache(const MachineIdentity& machine, int devices) {
     Cluster c = ClusterPreset("local");
     c.servers = {ServerSpec{devices, std::nullopt}};
-    c.shared_compute = 0.5;
+    c.emulation = Emulation{.shared_compute = 0.5};
     c.local = LocalDevices{machine, ThreadsPerProcess(machine.cores, devices), false,
                            kCalibrationVersion, std::nullopt};
     WriteLocalCalibration(c, path_);
@@ -57,8 +57,8 @@ TEST_F(CalibrateCacheTest, AnotherMachinesCacheIsReplacedByThisOnes) {
   LocalCluster l = LoadLocalCluster(path_, ThisMachine());
   ASSERT_TRUE(l.calibrated) << l.note;
   EXPECT_EQ(l.cluster.num_devices(), 2);
-  ASSERT_TRUE(l.cluster.shared_compute.has_value()) << "measured on one machine";
-  EXPECT_NE(*l.cluster.shared_compute, 0.5);
+  ASSERT_TRUE(l.cluster.emulation.has_value()) << "measured on one machine";
+  EXPECT_NE(l.cluster.emulation->shared_compute, 0.5);
   EXPECT_EQ(l.cluster.local->threads_per_device, ThreadsPerProcess(ThisMachine().cores, 2));
   EXPECT_EQ(l.cluster.local->cold_caches, false);
   EXPECT_EQ(l.cluster.local->calibration_version, kCalibrationVersion);
@@ -74,7 +74,7 @@ TEST_F(CalibrateCacheTest, PlainCalibrateReusesACurrentCache) {
   EXPECT_THAT(r.output, HasSubstr("this machine's calibration is current"));
   EXPECT_THAT(r.output, HasSubstr("--force"));
   EXPECT_EQ(fs::last_write_time(path_), before) << "not measured again";
-  EXPECT_EQ(LoadLocalCluster(path_, ThisMachine()).cluster.shared_compute, 0.5);
+  EXPECT_EQ(LoadLocalCluster(path_, ThisMachine()).cluster.emulation->shared_compute, 0.5);
 }
 
 }  // namespace

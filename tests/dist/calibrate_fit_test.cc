@@ -182,7 +182,7 @@ TEST(CalibrationSummaryTest, NamesCoresThatAreNotAlike) {
   r.hosts = {"vm", "vm"};
   r.server_of_rank = {0, 0};
   r.one_machine = true;
-  r.cluster.shared_compute = 1.6;
+  r.cluster.emulation = Emulation{.shared_compute = 1.6};
   ComputeSpeed k;
   k.kernel = "matmul";
   k.alone_s = 0.098;

@@ -43,9 +43,9 @@ TEST_F(CalibrateLocalTest, TwoLocalProcessesMakeAOneServerCluster) {
   // share the compute measured alone / together x ranks (a range: the machine is shared
   // with other work).
   EXPECT_EQ(c.device.speed, 1.0);
-  ASSERT_TRUE(c.shared_compute.has_value());
-  EXPECT_GT(*c.shared_compute, 0.1);
-  EXPECT_LT(*c.shared_compute, 4.0);
+  ASSERT_TRUE(c.emulation.has_value());
+  EXPECT_GT(c.emulation->shared_compute, 0.1);
+  EXPECT_LT(c.emulation->shared_compute, 4.0);
   ASSERT_TRUE(c.intra_server.allreduce_bandwidth_bytes_per_s.has_value())
       << "the world allreduce of one server is the intra-server allreduce";
   EXPECT_GT(*c.intra_server.allreduce_bandwidth_bytes_per_s, 1e6);
@@ -75,25 +75,27 @@ TEST_F(CalibrateLocalTest, TwoLocalProcessesMakeAOneServerCluster) {
   EXPECT_NE(r.output.find("intra-server (ranks 0 <-> 1)"), std::string::npos) << r.output;
   ASSERT_TRUE(cal["compute"].is_object());
   EXPECT_TRUE(cal["compute"]["one_machine"].get<bool>());
-  EXPECT_DOUBLE_EQ(cal["compute"]["speed"].get<double>() * 2, *c.shared_compute);
+  EXPECT_DOUBLE_EQ(cal["compute"]["speed"].get<double>() * 2, c.emulation->shared_compute);
   EXPECT_DOUBLE_EQ(
       cal["compute"]["alone_s"].get<double>() / cal["compute"]["together_s"].get<double>(),
       cal["compute"]["speed"].get<double>());
   // The resume cost: the token ring's chunk against the same chunk alone, in the cluster.
-  ASSERT_TRUE(c.shared_compute_resume_s.has_value());
-  EXPECT_EQ(*c.shared_compute_resume_s, cal["compute"]["resume_s"].get<double>());
+  ASSERT_TRUE(c.emulation.has_value());
+  EXPECT_EQ(c.emulation->resume_s, cal["compute"]["resume_s"].get<double>());
   const double alone = cal["compute"]["chunk_alone_s"].get<double>();
   const double ring = cal["compute"]["chunk_ring_s"].get<double>();
   EXPECT_GT(alone, 0);
   EXPECT_GT(ring, 0);
-  EXPECT_DOUBLE_EQ(*c.shared_compute_resume_s, std::max(0.0, ring - alone));
+  EXPECT_DOUBLE_EQ(c.emulation->resume_s, std::max(0.0, ring - alone));
   EXPECT_NE(r.output.find("a compute after idle time takes"), std::string::npos) << r.output;
   // Note [Stream load with two ranks]: both compute while 0 streams to 1.
-  ASSERT_TRUE(c.intra_server.compute_load.has_value()) << r.output;
-  EXPECT_GE(*c.intra_server.compute_load, 0.0);
-  EXPECT_LT(*c.intra_server.compute_load, 8.0);
-  EXPECT_EQ(c.inter_server.compute_load, c.intra_server.compute_load) << "one server: alike";
-  EXPECT_EQ(cal["compute"]["intra_stream_load"].get<double>(), *c.intra_server.compute_load);
+  ASSERT_TRUE(c.emulation.has_value()) << r.output;
+  EXPECT_GE(c.emulation->intra_server_stream_load, 0.0);
+  EXPECT_LT(c.emulation->intra_server_stream_load, 8.0);
+  EXPECT_EQ(c.emulation->inter_server_stream_load, c.emulation->intra_server_stream_load)
+      << "one server: alike";
+  EXPECT_EQ(cal["compute"]["intra_stream_load"].get<double>(),
+            c.emulation->intra_server_stream_load);
   EXPECT_NE(r.output.find("a stream between two ranks takes the compute of"), std::string::npos)
       << r.output;
   // Note [Wake-up cost]: with two ranks the one-token ring is the busy ring; what a waiting
@@ -102,10 +104,9 @@ TEST_F(CalibrateLocalTest, TwoLocalProcessesMakeAOneServerCluster) {
   EXPECT_EQ(cal["compute"]["busy_delivery_s"].get<double>(),
             cal["compute"]["delivery_s"].get<double>());
   EXPECT_EQ(cal["compute"]["link_latency_s"].get<double>(), c.intra_server.latency_s);
-  ASSERT_TRUE(c.shared_compute_wake_s.has_value()) << r.output;
-  EXPECT_DOUBLE_EQ(
-      *c.shared_compute_wake_s,
-      std::max(0.0, cal["compute"]["delivery_s"].get<double>() - c.intra_server.latency_s));
+  ASSERT_TRUE(c.emulation.has_value()) << r.output;
+  EXPECT_DOUBLE_EQ(c.emulation->wake_s, std::max(0.0, cal["compute"]["delivery_s"].get<double>() -
+                                                          c.intra_server.latency_s));
   EXPECT_NE(r.output.find("a rank that waits for a message wakes"), std::string::npos) << r.output;
   EXPECT_TRUE(cal["compute"]["intra_allreduce_load"].is_null()) << "nobody computes meanwhile";
 }
@@ -122,13 +123,13 @@ TEST_F(CalibrateLocalTest, ThreeRanksMeasureTheComputeAStreamTakes) {
                              DAPPLE_BINARY, out.string()));
   ASSERT_EQ(r.rc, 0) << r.output;
   Cluster c = ReadClusterJson(out);
-  ASSERT_TRUE(c.intra_server.compute_load.has_value()) << r.output;
-  EXPECT_GE(*c.intra_server.compute_load, 0.0);
-  EXPECT_LT(*c.intra_server.compute_load, 8.0);
-  EXPECT_EQ(c.inter_server.compute_load, c.intra_server.compute_load);
+  ASSERT_TRUE(c.emulation.has_value()) << r.output;
+  EXPECT_GE(c.emulation->intra_server_stream_load, 0.0);
+  EXPECT_LT(c.emulation->intra_server_stream_load, 8.0);
+  EXPECT_EQ(c.emulation->inter_server_stream_load, c.emulation->intra_server_stream_load);
   auto j = ReadJsonFile(out);
   EXPECT_EQ(j["calibration"]["compute"]["intra_stream_load"].get<double>(),
-            *c.intra_server.compute_load);
+            c.emulation->intra_server_stream_load);
   EXPECT_TRUE(j["calibration"]["compute"]["inter_stream_load"].is_null());
   EXPECT_NE(r.output.find("a stream between two ranks takes the compute of"), std::string::npos)
       << r.output;
@@ -137,11 +138,10 @@ TEST_F(CalibrateLocalTest, ThreeRanksMeasureTheComputeAStreamTakes) {
   EXPECT_EQ(compute["busy_tokens"].get<int>(), 2);
   EXPECT_GT(compute["delivery_s"].get<double>(), 0);
   EXPECT_GT(compute["busy_delivery_s"].get<double>(), 0);
-  ASSERT_TRUE(c.shared_compute_wake_s.has_value()) << r.output;
-  EXPECT_DOUBLE_EQ(
-      *c.shared_compute_wake_s,
-      std::max(0.0, compute["busy_delivery_s"].get<double>() - c.intra_server.latency_s));
-  EXPECT_LT(*c.shared_compute_wake_s, 1.0);
+  ASSERT_TRUE(c.emulation.has_value()) << r.output;
+  EXPECT_DOUBLE_EQ(c.emulation->wake_s, std::max(0.0, compute["busy_delivery_s"].get<double>() -
+                                                          c.intra_server.latency_s));
+  EXPECT_LT(c.emulation->wake_s, 1.0);
   EXPECT_NE(r.output.find("a rank that waits for a message wakes"), std::string::npos) << r.output;
   // Note [Allreduce load]: ranks 0 and 1 allreduce while rank 2 computes; record only.
   const auto& load = compute["intra_allreduce_load"];
@@ -171,8 +171,8 @@ TEST_F(CalibrateLocalTest, ColdCachesTimeTheChunkAloneCold) {
   // Timed, not derived from the warm loop's mean per iteration.
   EXPECT_NE(alone, compute["alone_s"].get<double>() / compute["iterations"].get<int>() *
                        compute["chunk_iterations"].get<int>());
-  ASSERT_TRUE(c.shared_compute_resume_s.has_value());
-  EXPECT_DOUBLE_EQ(*c.shared_compute_resume_s,
+  ASSERT_TRUE(c.emulation.has_value());
+  EXPECT_DOUBLE_EQ(c.emulation->resume_s,
                    std::max(0.0, compute["chunk_ring_s"].get<double>() - alone));
 }
 
@@ -183,8 +183,7 @@ TEST_F(CalibrateLocalTest, GivenSpeedIsKeptAndNotMeasured) {
   ASSERT_EQ(r.rc, 0) << r.output;
   Cluster c = ReadClusterJson(out);
   EXPECT_EQ(c.device.speed, 0.75);
-  EXPECT_FALSE(c.shared_compute.has_value());
-  EXPECT_FALSE(c.shared_compute_resume_s.has_value());
+  EXPECT_FALSE(c.emulation.has_value());
   auto j = ReadJsonFile(out);
   EXPECT_FALSE(j["calibration"].contains("compute"));
 }

@@ -11,7 +11,8 @@
 // Contracts (all linear, so expected values are easy to compute by hand):
 //   ForwardMs(a, b, samples, d)  = sum(fwd_ms[a..b]) x samples / pbs / speed[d]
 //   BackwardMs likewise with bwd_ms; BackwardInputMs = BackwardWeightMs = BackwardMs / 2
-//                                  (CostModel's default split: with the default bwd 2 ms, I = W = F).
+//                                  (CostModel's default split: with the default bwd 2 ms, I = W =
+//                                  F).
 //   CutBytes(b, samples)         = act_bytes[b] x samples / pbs (a chain)
 //   Transfer(...)                = {transfer_ms + transfer_ms_per_sample x micro_batch,
 //                                   transfer_resources}, whatever the devices
@@ -31,10 +32,11 @@
 #include <vector>
 
 #include "dapple/cost/cost_model.h"
+#include "dapple/cost/emulation_costs.h"
 
 namespace dapple {
 
-class FakeCostModel : public CostModel {
+class FakeCostModel : public CostModel, public EmulationCosts {
  public:
   // Defaults: every layer 1 ms forward, 2 ms backward, 1 MB activation, 1 MB parameters,
   // free optimizer update; pbs 1; free transfers and allreduce; 16 GB per device; every device
@@ -62,21 +64,21 @@ class FakeCostModel : public CostModel {
   double bucket_bytes = 25 << 20;
   double state_factor = 4.0;
   double memory_bytes = 16e9;
-  double shared_compute = 0;  // CostModel::SharedCompute (0: each device has its own)
-
+  // Emulated devices (CostModel::Emulation): set shared_compute > 0 to have them.
+  double shared_compute = 0;
+  double shared_compute_resume_ms = 0;
+  double shared_compute_wake_ms = 0;
+  double transfer_compute_load = 0;   // every transfer
+  double allreduce_compute_load = 0;  // every allreduce
+  const EmulationCosts* Emulation() const override { return shared_compute > 0 ? this : nullptr; }
   double SharedCompute() const override { return shared_compute; }
-  double shared_compute_resume_ms = 0;  // CostModel::SharedComputeResumeMs
-  double SharedComputeResumeMs() const override { return shared_compute_resume_ms; }
-  double shared_compute_wake_ms = 0;  // CostModel::SharedComputeWakeMs
-  double SharedComputeWakeMs() const override { return shared_compute_wake_ms; }
-  double transfer_compute_load = 0;   // CostModel::TransferComputeLoad, every transfer
-  double allreduce_compute_load = 0;  // CostModel::AllReduceComputeLoad, every allreduce
-  double TransferComputeLoad(const std::vector<int>&, const std::vector<int>&) const override {
+  double ResumeMs() const override { return shared_compute_resume_ms; }
+  double WakeMs() const override { return shared_compute_wake_ms; }
+  double TransferLoad(const std::vector<int>&, const std::vector<int>&) const override {
     return transfer_compute_load;
   }
-  double AllReduceComputeLoad(const std::vector<int>&) const override {
-    return allreduce_compute_load;
-  }
+  double AllReduceLoad(const std::vector<int>&) const override { return allreduce_compute_load; }
+
   int num_layers() const override { return num_layers_; }
   int num_devices() const override { return num_devices_; }
   int profile_batch_size() const override { return pbs; }

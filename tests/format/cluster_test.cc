@@ -169,63 +169,63 @@ TEST(Cluster, BadAllReduceFields) {
   EXPECT_THROW(ValidateCluster(c, "x"), InputError);
 }
 
-TEST(Cluster, SharedComputeIsOptionalPositiveAndRoundTrips) {
+// Note [Emulated devices]: one optional block, absent for devices of their own.
+TEST(Cluster, EmulationIsOneOptionalBlockAndRoundTrips) {
   Cluster c = ClusterPreset("local");
-  EXPECT_FALSE(c.shared_compute.has_value());
-  EXPECT_EQ(ClusterToJsonText(c).find("shared_compute"), std::string::npos);
-  c.shared_compute = 1.75;
+  EXPECT_FALSE(c.emulation.has_value());
+  EXPECT_EQ(ClusterToJsonText(c).find("emulation"), std::string::npos);
+  c.emulation = Emulation{.shared_compute = 1.75,
+                          .resume_s = 0.0004,
+                          .wake_s = 0.0013,
+                          .intra_server_stream_load = 0.5,
+                          .inter_server_stream_load = 0.25};
   Cluster d = ParseClusterJson(ClusterToJsonText(c), "c.json");
-  ASSERT_TRUE(d.shared_compute.has_value());
-  EXPECT_EQ(*d.shared_compute, 1.75);
-  Json j = Json::parse(ClusterToJsonText(c));
-  j["shared_compute"] = 0;
-  EXPECT_THAT(ClusterErrorOf(j.dump()), HasSubstr("c.json.shared_compute: must be positive"));
-  j["shared_compute"] = "two";
-  EXPECT_THAT(ClusterErrorOf(j.dump()), HasSubstr("c.json.shared_compute: expected a number"));
-  // The resume cost: round trip, range, and only with shared_compute.
-  c.shared_compute_resume_s = 0.0004;
-  Cluster e = ParseClusterJson(ClusterToJsonText(c), "c.json");
-  ASSERT_TRUE(e.shared_compute_resume_s.has_value());
-  EXPECT_EQ(*e.shared_compute_resume_s, 0.0004);
-  Json k = Json::parse(ClusterToJsonText(c));
-  k["shared_compute_resume_s"] = -1;
-  EXPECT_THAT(ClusterErrorOf(k.dump()),
-              HasSubstr("c.json.shared_compute_resume_s: must not be negative"));
-  k["shared_compute_resume_s"] = 2;
-  EXPECT_THAT(ClusterErrorOf(k.dump()),
-              HasSubstr("shared_compute_resume_s: must be in [0, 1) seconds"));
-  k["shared_compute_resume_s"] = 0.001;
-  k.erase("shared_compute");
-  EXPECT_THAT(ClusterErrorOf(k.dump()), HasSubstr("shared_compute_resume_s is given without"));
-  // The wake-up cost: the same rules.
-  c.shared_compute_wake_s = 0.0013;
-  Cluster w = ParseClusterJson(ClusterToJsonText(c), "c.json");
-  ASSERT_TRUE(w.shared_compute_wake_s.has_value());
-  EXPECT_EQ(*w.shared_compute_wake_s, 0.0013);
-  Json m = Json::parse(ClusterToJsonText(c));
-  m["shared_compute_wake_s"] = -0.5;
-  EXPECT_THAT(ClusterErrorOf(m.dump()),
-              HasSubstr("c.json.shared_compute_wake_s: must not be negative"));
-  m["shared_compute_wake_s"] = 1.5;
-  EXPECT_THAT(ClusterErrorOf(m.dump()),
-              HasSubstr("shared_compute_wake_s: must be in [0, 1) seconds"));
-  m["shared_compute_wake_s"] = 0.001;
-  m.erase("shared_compute");
-  m.erase("shared_compute_resume_s");
-  EXPECT_THAT(ClusterErrorOf(m.dump()), HasSubstr("shared_compute_wake_s is given without"));
-  c.shared_compute_wake_s.reset();
-  // A link's compute load: round trip and range.
-  c.inter_server.compute_load = 0.25;
-  Cluster f = ParseClusterJson(ClusterToJsonText(c), "c.json");
-  ASSERT_TRUE(f.inter_server.compute_load.has_value());
-  EXPECT_EQ(*f.inter_server.compute_load, 0.25);
-  EXPECT_FALSE(f.intra_server.compute_load.has_value());
-  Json g = Json::parse(ClusterToJsonText(c));
-  g["inter_server"]["compute_load"] = -0.5;
-  EXPECT_THAT(ClusterErrorOf(g.dump()),
-              HasSubstr("c.json.inter_server.compute_load: must not be negative"));
-  g["inter_server"]["compute_load"] = 100;
-  EXPECT_THAT(ClusterErrorOf(g.dump()), HasSubstr("inter_server.compute_load: at most 64 devices"));
+  ASSERT_TRUE(d.emulation.has_value());
+  EXPECT_EQ(d.emulation->shared_compute, 1.75);
+  EXPECT_EQ(d.emulation->resume_s, 0.0004);
+  EXPECT_EQ(d.emulation->wake_s, 0.0013);
+  EXPECT_EQ(d.emulation->intra_server_stream_load, 0.5);
+  EXPECT_EQ(d.emulation->inter_server_stream_load, 0.25);
+  // Only shared_compute is required.
+  Json only = Json::parse(ClusterToJsonText(c));
+  only["emulation"] = {{"shared_compute", 2}};
+  Cluster o = ParseClusterJson(only.dump(), "c.json");
+  ASSERT_TRUE(o.emulation.has_value());
+  EXPECT_EQ(o.emulation->shared_compute, 2);
+  EXPECT_EQ(o.emulation->wake_s, 0);
+  auto error_with = [&](const char* key, const Json& value) {
+    Json j = Json::parse(ClusterToJsonText(c));
+    j["emulation"][key] = value;
+    return ClusterErrorOf(j.dump());
+  };
+  EXPECT_THAT(error_with("shared_compute", 0),
+              HasSubstr("c.json.emulation.shared_compute: must be positive"));
+  EXPECT_THAT(error_with("shared_compute", "two"),
+              HasSubstr("c.json.emulation.shared_compute: expected a number"));
+  EXPECT_THAT(error_with("resume_s", -1),
+              HasSubstr("c.json.emulation.resume_s: must not be negative"));
+  EXPECT_THAT(error_with("resume_s", 2),
+              HasSubstr("emulation.resume_s: must be in [0, 1) seconds"));
+  EXPECT_THAT(error_with("wake_s", 1.5), HasSubstr("emulation.wake_s: must be in [0, 1) seconds"));
+  EXPECT_THAT(error_with("inter_server_stream_load", 100),
+              HasSubstr("emulation.inter_server_stream_load: must be in [0, 64] devices"));
+  EXPECT_THAT(error_with("intra_server_stream_load", -0.5),
+              HasSubstr("c.json.emulation.intra_server_stream_load: must not be negative"));
+}
+
+// The terms outside the block (where an older dapple wrote them) are named, not ignored: a
+// cluster read without them would be simulated as devices of their own.
+TEST(Cluster, EmulationTermsOutsideTheBlockAreNamed) {
+  Json j = Json::parse(ClusterToJsonText(ClusterPreset("local")));
+  j["shared_compute"] = 1.5;
+  EXPECT_THAT(ClusterErrorOf(j.dump()),
+              HasSubstr("c.json.shared_compute: the terms of devices that share one machine go "
+                        "in the `emulation` block"));
+  j.erase("shared_compute");
+  j["intra_server"]["compute_load"] = 0.5;
+  EXPECT_THAT(ClusterErrorOf(j.dump()),
+              HasSubstr("c.json.intra_server.compute_load: a link's compute load goes in "
+                        "emulation.intra_server_stream_load"));
 }
 
 TEST(Cluster, ProcessMemoryIsOptionalPerDeviceAndRoundTrips) {

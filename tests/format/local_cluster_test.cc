@@ -38,7 +38,7 @@ class LocalClusterTest : public ::testing::Test {
     c.servers = {ServerSpec{2, std::nullopt}};
     c.intra_server = LinkSpec{1.25e9, 31e-6};
     c.inter_server = c.intra_server;
-    c.shared_compute = 1.6;
+    c.emulation = Emulation{.shared_compute = 1.6};
     c.local = LocalDevices{machine, ThreadsPerProcess(machine.cores, 2), true, kCalibrationVersion,
                            std::nullopt};
     return c;
@@ -51,7 +51,7 @@ TEST_F(LocalClusterTest, NoCacheIsTheGuessAndSaysHowToMeasure) {
   LocalCluster l = LoadLocalCluster(path_, ThisMachine());
   EXPECT_FALSE(l.calibrated);
   EXPECT_EQ(l.cluster.num_devices(), ThisMachine().cores);
-  EXPECT_FALSE(l.cluster.shared_compute.has_value());
+  EXPECT_FALSE(l.cluster.emulation.has_value());
   EXPECT_THAT(l.note, HasSubstr("is the guess"));
   EXPECT_THAT(l.note, HasSubstr(path_.string()));
   EXPECT_THAT(l.note, HasSubstr("dapple calibrate"));
@@ -65,7 +65,8 @@ TEST_F(LocalClusterTest, CalibrationOfThisMachineIsReused) {
     EXPECT_EQ(l.cluster.name, "local");
     EXPECT_EQ(l.cluster.num_devices(), 2);
     EXPECT_EQ(l.cluster.intra_server.bandwidth_bytes_per_s, 1.25e9);
-    EXPECT_EQ(l.cluster.shared_compute, 1.6);
+    ASSERT_TRUE(l.cluster.emulation.has_value());
+    EXPECT_EQ(l.cluster.emulation->shared_compute, 1.6);
     ASSERT_TRUE(l.cluster.local.has_value());
     EXPECT_EQ(l.cluster.local->cold_caches, true);
     EXPECT_EQ(l.cluster.local->threads_per_device, ThreadsPerProcess(ThisMachine().cores, 2));
@@ -172,7 +173,7 @@ TEST_F(LocalClusterTest, LoadClusterLocalReadsTheCacheOfDappleCacheDir) {
   EXPECT_EQ(LoadCluster("local").num_devices(), ThisMachine().cores);
   WriteLocalCalibration(Calibrated(ThisMachine()), LocalCalibrationPath());
   EXPECT_EQ(LoadCluster("local").num_devices(), 2);
-  EXPECT_EQ(LoadCluster("local").shared_compute, 1.6);
+  EXPECT_EQ(LoadCluster("local").emulation.value_or(Emulation{}).shared_compute, 1.6);
   if (old)
     setenv("DAPPLE_CACHE_DIR", saved.c_str(), 1);
   else

@@ -285,7 +285,7 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
     c.servers.assign(num_servers, ServerSpec{0, std::nullopt});
     // The device speed of each server: the one given (--speed), else measured. Note
     // [Compute speed under concurrency]: on one machine the devices share its cores, which
-    // the simulator models itself (shared_compute), and each device alone runs as the
+    // the simulator models itself (emulation.shared_compute), and each device alone runs as the
     // profile's did: 1. Across machines, Note [Per-server speeds] (server_speeds.cc): one
     // speed unless the servers differ.
     std::vector<double> speeds(num_servers, r.compute ? 1.0 : o.speed);
@@ -321,13 +321,14 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
       if (r.intra_allreduce_fit) set_allreduce(c.intra_server, *r.intra_allreduce_fit);
     }
     if (r.compute && r.one_machine) {
-      c.shared_compute = r.compute->speed * world;
-      c.shared_compute_resume_s = r.compute->resume_s;
-      if (r.compute->busy_tokens > 0) c.shared_compute_wake_s = r.compute->wake_s;
-      if (r.intra_stream_load) c.intra_server.compute_load = *r.intra_stream_load;
-      if (r.inter_stream_load) c.inter_server.compute_load = *r.inter_stream_load;
+      Emulation& e = c.emulation.emplace();
+      e.shared_compute = r.compute->speed * world;
+      e.resume_s = r.compute->resume_s;
+      if (r.compute->busy_tokens > 0) e.wake_s = r.compute->wake_s;
+      if (r.intra_stream_load) e.intra_server_stream_load = *r.intra_stream_load;
+      if (r.inter_stream_load) e.inter_server_stream_load = *r.inter_stream_load;
       if (!r.inter_pair && r.intra_stream_load)  // one server: unused, but alike
-        c.inter_server.compute_load = *r.intra_stream_load;
+        e.inter_server_stream_load = *r.intra_stream_load;
     }
     r.options = o;
     r.timeout_s = comm.timeout().count() / 1000.0;

@@ -160,7 +160,7 @@ struct CalibrationResult {
   // On one machine with 3 or more ranks and a server running two.
   std::optional<AllReduceLoad> intra_allreduce_load;
   // Every rank reported the same boot id: the devices share one machine's cores, and the
-  // cluster gets shared_compute = compute->speed x ranks with device speed 1.
+  // cluster gets emulation.shared_compute = compute->speed x ranks with device speed 1.
   bool one_machine = false;
   // Each rank's resident memory after the measurements (bytes; 0 where the kernel does not
   // say): the cluster's process_memory_bytes per server is the largest of its ranks'.

@@ -239,14 +239,14 @@ std::string CalibrationToJsonText(const CalibrationResult& r) {
         {"note",
          "speed: the kernel's time on rank 0 alone over its mean time while every "
          "rank runs it; on one machine (one_machine: the ranks share a boot id) "
-         "the cluster's shared_compute is speed x ranks and device.speed 1, else "
+         "the cluster's emulation.shared_compute is speed x ranks and device.speed 1, else "
          "device.speed is speed; resume_s: a chunk of the kernel in a token ring "
          "(one rank computing at a time) minus the same chunk alone, the cluster's "
-         "shared_compute_resume_s on one machine; wake_s: the mean send-to-wake-up "
+         "emulation.resume_s on one machine; wake_s: the mean send-to-wake-up "
          "of a token in a ring with busy_tokens tokens (all ranks but the waiting "
          "one computing: busy_delivery_s; delivery_s with one token) minus the "
          "link's fitted latency (link_latency_s), the cluster's "
-         "shared_compute_wake_s on one machine"}};
+         "emulation.wake_s on one machine"}};
   }
   c["options"] = {{"repeats", r.options.repeats},
                   {"budget_s", r.options.budget.count() / 1000.0},
@@ -308,12 +308,13 @@ std::string CalibrationSummary(const CalibrationResult& r) {
         "rank runs it\n",
         r.compute->speed, r.compute->iterations, r.compute->kernel, r.compute->alone_s * 1e3,
         r.compute->together_s * 1e3);
-    if (r.cluster.shared_compute)
+    const std::optional<Emulation>& emulation = r.cluster.emulation;
+    if (emulation)
       s += fmt::format(
-          "one machine: the devices share the compute of {:.2f} devices (shared_compute); a "
-          "compute after idle time takes {:.0f} us more ({} x the kernel: {:.2f} ms alone, "
-          "{:.2f} ms in a token ring; shared_compute_resume_s)\n",
-          *r.cluster.shared_compute, r.compute->resume_s * 1e6, r.compute->chunk_iterations,
+          "one machine: the devices share the compute of {:.2f} devices (emulation."
+          "shared_compute); a compute after idle time takes {:.0f} us more ({} x the kernel: "
+          "{:.2f} ms alone, {:.2f} ms in a token ring; emulation.resume_s)\n",
+          emulation->shared_compute, r.compute->resume_s * 1e6, r.compute->chunk_iterations,
           r.compute->chunk_alone_s * 1e3, r.compute->chunk_ring_s * 1e3);
     if (r.one_machine && r.compute->together_by_rank_s.size() >= 2) {
       const std::vector<double>& t = r.compute->together_by_rank_s;
@@ -326,7 +327,7 @@ std::string CalibrationSummary(const CalibrationResult& r) {
             "not with DAPPLE_PIN_CORES=0)\n",
             *slow / *fast, slow - t.begin(), *slow * 1e3, fast - t.begin(), *fast * 1e3);
     }
-    if (r.cluster.shared_compute_wake_s) {
+    if (emulation && r.compute->busy_tokens > 0) {
       const ComputeSpeed& k = *r.compute;
       const std::string rings =
           k.busy_tokens > 1
@@ -337,21 +338,21 @@ std::string CalibrationSummary(const CalibrationResult& r) {
               : fmt::format("{:.2f} ms from send to wake-up in a token ring", k.delivery_s * 1e3);
       s += fmt::format(
           "a rank that waits for a message wakes {:.0f} us after the link's latency ({}, "
-          "latency {:.0f} us; shared_compute_wake_s)\n",
-          *r.cluster.shared_compute_wake_s * 1e6, rings, k.link_latency_s * 1e6);
+          "latency {:.0f} us; emulation.wake_s)\n",
+          emulation->wake_s * 1e6, rings, k.link_latency_s * 1e6);
     }
-    if (r.cluster.shared_compute && (r.intra_stream_load || r.inter_stream_load))
+    if (emulation && (r.intra_stream_load || r.inter_stream_load))
       s += fmt::format(
           "a stream between two ranks takes the compute of {} devices from the shared cores "
-          "(compute_load)\n",
+          "(emulation.intra_server_stream_load, inter_server_stream_load)\n",
           r.intra_stream_load && r.inter_stream_load
               ? fmt::format("{:.2f} (intra-server), {:.2f} (inter-server)", *r.intra_stream_load,
                             *r.inter_stream_load)
               : fmt::format("{:.2f}",
                             r.intra_stream_load ? *r.intra_stream_load : *r.inter_stream_load));
-    if (r.cluster.shared_compute && r.intra_allreduce_load) {
+    if (emulation && r.intra_allreduce_load) {
       const AllReduceLoad& l = *r.intra_allreduce_load;
-      const double C = *r.cluster.shared_compute;
+      const double C = emulation->shared_compute;
       s += fmt::format(
           "an allreduce of {} between ranks {} and {} took {:.2f} ms alone and {:.2f} ms "
           "({:.2f}x) while the other {} ranks computed ({:.2f}x from sharing the cores); their "

@@ -104,7 +104,7 @@ std::vector<TimingSample> MeasureAllReduce(Communicator& comm, const std::string
 // send-to-wake-up there minus the link's fitted latency, which the simulator charges every
 // transfer already. The mean, not the median: the cost is a tail (most wake-ups are quick,
 // some wait a slice) and a pipeline's critical path pays its mean. The simulator adds it to
-// every receive a device waits at (shared_compute_wake_s).
+// every receive a device waits at (emulation.wake_s).
 // Even with cores free (2 ranks, where the one-token ring is the busy ring: the other rank
 // is the sender) a process that slept a few milliseconds wakes slower than one in a quick
 // ping-pong (the link fit's): here 0.17-0.21 ms from send to wake-up against a 0.04 ms

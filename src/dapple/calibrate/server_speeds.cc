@@ -14,7 +14,8 @@ namespace dapple {
 // speed is written for the whole job unless the servers differ by more than the tolerance,
 // so that the noise between identical machines does not make a mixed cluster (which plans
 // slower, and whose "device kinds" line would mislead). On one machine the ranks share the
-// cores instead (shared_compute), and every device gets speed 1: this function is not used.
+// cores instead (emulation.shared_compute), and every device gets speed 1: this function is not
+// used.
 std::vector<double> ServerSpeeds(double alone_s, const std::vector<double>& together_by_rank_s,
                                  const std::vector<int>& server_of_rank, double tolerance) {
   DAPPLE_CHECK(!together_by_rank_s.empty() && together_by_rank_s.size() == server_of_rank.size());

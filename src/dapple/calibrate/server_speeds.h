@@ -14,7 +14,7 @@ inline constexpr double kServerSpeedTolerance = 0.1;
 // this ratio run on cores that are not alike (a virtual machine's cores may be: here one ran
 // the same work 1.4-2x slower than the other). calibrate says so in its summary: a profile
 // then takes the speed of the core it ran on, and the slowest rank sets a step's pace, while
-// the one-machine model (shared_compute) charges their mean.
+// the one-machine model (emulation.shared_compute) charges their mean.
 inline constexpr double kUnalikeCoresRatio = 1.2;
 
 // The speed of each server's devices relative to the profile's device: `alone_s` (the loop

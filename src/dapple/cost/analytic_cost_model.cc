@@ -129,6 +129,7 @@ AnalyticCostModel::AnalyticCostModel(const Profile& profile, const Cluster& clus
   num_layers_ = profile.num_layers();
   for (int d = 0; d < cluster.num_devices(); ++d) server_of_.push_back(cluster.ServerOf(d));
   kind_ = KindOfEachDevice(cluster);
+  if (cluster.emulation) emulation_.emplace(cluster);
 }
 
 int AnalyticCostModel::num_layers() const { return profile_.num_layers(); }
@@ -275,34 +276,6 @@ void AnalyticCostModel::AllReduceMsFrom(std::span<const int> firsts, int last,
   const Ring ring = RingOf(devices);
   for (size_t j = 0; j < firsts.size(); ++j)
     out[j] = RingMs(ring, param_prefix_[last + 1] - param_prefix_[firsts[j]]);
-}
-
-// A stream per piece of the split-concat (max of the replica counts), over the slower link
-// kind the transfer uses.
-double AnalyticCostModel::TransferComputeLoad(const std::vector<int>& from,
-                                              const std::vector<int>& to) const {
-  bool crosses = false;
-  for (int a : from)
-    for (int b : to) crosses = crosses || server_of_.at(a) != server_of_.at(b);
-  const LinkSpec& l = crosses ? cluster_.inter_server : cluster_.intra_server;
-  return l.compute_load.value_or(0) * static_cast<double>(std::max(from.size(), to.size()));
-}
-
-// A ring of r ranks runs r streams at once, each sending at the allreduce's bus bandwidth
-// (every rank sends 2(r-1)/r of the bytes in the time that takes). The compute a link's stream
-// takes from the devices (compute_load) was measured at its point-to-point bandwidth; a slower
-// stream is charged in proportion. This is a fit, not the allreduce's CPU use: a 2-rank
-// loopback allreduce alone keeps 0.72 cores per rank busy. Charged as r full streams, plans
-// whose buckets overlap the backward came out 6-14% too slow at GBS 512, so under contention
-// the backward loses less than that; how the cores are split (the buckets presumably take
-// longer) is not modelled and not yet measured (docs/two-server.md).
-double AnalyticCostModel::AllReduceComputeLoad(const std::vector<int>& devices) const {
-  if (devices.size() <= 1) return 0;
-  bool spans = false;
-  for (int d : devices) spans = spans || server_of_.at(d) != server_of_.at(devices[0]);
-  const LinkSpec& l = spans ? cluster_.inter_server : cluster_.intra_server;
-  const double rate = std::min(1.0, l.AllReduceBandwidth() / l.bandwidth_bytes_per_s);
-  return l.compute_load.value_or(0) * static_cast<double>(devices.size()) * rate;
 }
 
 double AnalyticCostModel::ParameterBytes(int first, int last) const {

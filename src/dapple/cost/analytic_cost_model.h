@@ -2,10 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "dapple/cost/cost_model.h"
+#include "dapple/cost/emulation_costs.h"
 #include "dapple/format/cluster.h"
 #include "dapple/format/profile.h"
 
@@ -73,16 +75,7 @@ class AnalyticCostModel : public CostModel {
   // Devices with equal speed, memory and process memory are one kind.
   int DeviceKind(int device) const override { return kind_.at(device); }
   double SingleDeviceMs(int global_batch) const override;
-  double SharedCompute() const override { return cluster_.shared_compute.value_or(0); }
-  double SharedComputeResumeMs() const override {
-    return 1000 * cluster_.shared_compute_resume_s.value_or(0);
-  }
-  double SharedComputeWakeMs() const override {
-    return 1000 * cluster_.shared_compute_wake_s.value_or(0);
-  }
-  double TransferComputeLoad(const std::vector<int>& from,
-                             const std::vector<int>& to) const override;
-  double AllReduceComputeLoad(const std::vector<int>& devices) const override;
+  const EmulationCosts* Emulation() const override { return emulation_ ? &*emulation_ : nullptr; }
 
   const Profile& profile() const { return profile_; }
   const Cluster& cluster() const { return cluster_; }
@@ -118,10 +111,11 @@ class AnalyticCostModel : public CostModel {
   // The backward's input and weight parts (measured, or split by weight_grad_share).
   std::vector<double> bwd_in_prefix_, bwd_w_prefix_;
   std::vector<std::vector<double>> bwd_in_prefix_by_batch_, bwd_w_prefix_by_batch_;
-  std::vector<double> cut_bytes_;  // Profile::CutBytes(b) for every b
-  std::vector<int> server_of_;     // device -> server
-  std::vector<int> kind_;          // DeviceKind, from KindOfEachDevice
-  uint64_t serial_;                // unique per model made (SplitConcatMs's cache)
+  std::vector<double> cut_bytes_;                   // Profile::CutBytes(b) for every b
+  std::vector<int> server_of_;                      // device -> server
+  std::vector<int> kind_;                           // DeviceKind, from KindOfEachDevice
+  std::optional<ClusterEmulationCosts> emulation_;  // when the cluster has `emulation`
+  uint64_t serial_;                                 // unique per model made (SplitConcatMs's cache)
   static std::vector<int> KindOfEachDevice(const Cluster& c);
   // Throws unless 0 <= first <= last < num_layers. Inline, its throw out of line: the
   // planners ask the model millions of times per plan (a call each was 3% of a plan).

@@ -7,6 +7,8 @@
 
 namespace dapple {
 
+class EmulationCosts;
+
 // One split-concat transfer: its duration and the shared resources (links, server ports)
 // it holds exclusively while it runs. Resource ids are opaque small integers.
 struct TransferCost {
@@ -111,24 +113,9 @@ class CostModel {
   // a kind of its own.
   virtual int DeviceKind(int device) const { return device; }
 
-  // The compute the devices share when they are processes on one machine, in devices
-  // computing alone (k devices computing at once each run at min(1, C/k) of their speed;
-  // sim/shared_compute.cc); 0 when each device has its own.
-  virtual double SharedCompute() const { return 0; }
-  // With SharedCompute() > 0: what a forward or backward takes beyond its compute when its
-  // device was idle before it (Cluster::shared_compute_resume_s), in ms.
-  virtual double SharedComputeResumeMs() const { return 0; }
-  // With SharedCompute() > 0: how long after its message is in a device that waited at a
-  // receive goes on (Cluster::shared_compute_wake_s), in ms.
-  virtual double SharedComputeWakeMs() const { return 0; }
-  // With SharedCompute() > 0: the shared compute, in devices, that a transfer from `from`
-  // to `to` (split-concat pieces in parallel) or an allreduce over `devices` takes while it
-  // runs (LinkSpec::compute_load).
-  virtual double TransferComputeLoad(const std::vector<int>& /*from*/,
-                                     const std::vector<int>& /*to*/) const {
-    return 0;
-  }
-  virtual double AllReduceComputeLoad(const std::vector<int>& /*devices*/) const { return 0; }
+  // Devices that are processes sharing one machine's cores: what the simulator charges for
+  // it (Note [Emulated devices] in format/cluster.h); null for devices of their own.
+  virtual const EmulationCosts* Emulation() const { return nullptr; }
 
   // Time of one iteration of `global_batch` samples on one device of speed 1, no
   // communication: GBS/PBS x sum over layers of (fwd + bwd). The speedup's numerator.

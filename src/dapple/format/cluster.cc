@@ -35,7 +35,10 @@ LinkSpec ReadLink(const JsonField& f) {
   if (f.Has("allreduce_bandwidth_bytes_per_s"))
     l.allreduce_bandwidth_bytes_per_s = f["allreduce_bandwidth_bytes_per_s"].Positive();
   if (f.Has("allreduce_latency_s")) l.allreduce_latency_s = f["allreduce_latency_s"].NonNegative();
-  if (f.Has("compute_load")) l.compute_load = f["compute_load"].NonNegative();
+  if (f.Has("compute_load"))
+    f["compute_load"].Fail(
+        "a link's compute load goes in emulation.intra_server_stream_load or "
+        "inter_server_stream_load (Note [Emulated devices])");
   return l;
 }
 
@@ -52,8 +55,28 @@ nlohmann::ordered_json LinkJson(const LinkSpec& l) {
   if (l.allreduce_bandwidth_bytes_per_s)
     o["allreduce_bandwidth_bytes_per_s"] = *l.allreduce_bandwidth_bytes_per_s;
   if (l.allreduce_latency_s) o["allreduce_latency_s"] = *l.allreduce_latency_s;
-  if (l.compute_load) o["compute_load"] = *l.compute_load;
   return o;
+}
+
+Emulation ReadEmulation(const JsonField& f) {
+  f.ExpectObject();
+  Emulation e;
+  e.shared_compute = f["shared_compute"].Positive();
+  if (f.Has("resume_s")) e.resume_s = f["resume_s"].NonNegative();
+  if (f.Has("wake_s")) e.wake_s = f["wake_s"].NonNegative();
+  if (f.Has("intra_server_stream_load"))
+    e.intra_server_stream_load = f["intra_server_stream_load"].NonNegative();
+  if (f.Has("inter_server_stream_load"))
+    e.inter_server_stream_load = f["inter_server_stream_load"].NonNegative();
+  return e;
+}
+
+nlohmann::ordered_json EmulationJson(const Emulation& e) {
+  return {{"shared_compute", e.shared_compute},
+          {"resume_s", e.resume_s},
+          {"wake_s", e.wake_s},
+          {"intra_server_stream_load", e.intra_server_stream_load},
+          {"inter_server_stream_load", e.inter_server_stream_load}};
 }
 
 Cluster Uniform(std::string name, int servers, int devices_per_server, double memory_bytes,
@@ -97,6 +120,21 @@ int Cluster::FirstDeviceOf(int server) const {
   return first;
 }
 
+void ValidateEmulation(const Emulation& e, const std::string& source) {
+  if (!std::isfinite(e.shared_compute) || e.shared_compute <= 0)
+    ThrowInput("{}: emulation.shared_compute: must be a finite number > 0 (got {})", source,
+               e.shared_compute);
+  for (auto [v, field] : {std::pair{e.resume_s, "resume_s"}, std::pair{e.wake_s, "wake_s"}}) {
+    if (!(v >= 0 && v < 1))
+      ThrowInput("{}: emulation.{}: must be in [0, 1) seconds (got {})", source, field, v);
+  }
+  for (auto [v, field] : {std::pair{e.intra_server_stream_load, "intra_server_stream_load"},
+                          std::pair{e.inter_server_stream_load, "inter_server_stream_load"}}) {
+    if (!(v >= 0 && v <= 64))
+      ThrowInput("{}: emulation.{}: must be in [0, 64] devices (got {})", source, field, v);
+  }
+}
+
 void ValidateCluster(const Cluster& c, const std::string& source) {
   auto positive = [&](double v, const std::string& field) {
     if (!std::isfinite(v) || v <= 0)
@@ -122,12 +160,6 @@ void ValidateCluster(const Cluster& c, const std::string& source) {
     if (l.allreduce_bandwidth_bytes_per_s)
       positive(*l.allreduce_bandwidth_bytes_per_s, where + ".allreduce_bandwidth_bytes_per_s");
     if (l.allreduce_latency_s) non_negative(*l.allreduce_latency_s, where + ".allreduce_latency_s");
-    if (l.compute_load) {
-      non_negative(*l.compute_load, where + ".compute_load");
-      if (*l.compute_load > 64)
-        ThrowInput("{}: {}.compute_load: at most 64 devices (got {})", source, where,
-                   *l.compute_load);
-    }
   };
   if (c.servers.empty()) ThrowInput("{}: servers: the cluster has no servers", source);
   long total = 0;
@@ -142,20 +174,7 @@ void ValidateCluster(const Cluster& c, const std::string& source) {
   device(c.device, "device");
   link(c.intra_server, "intra_server");
   link(c.inter_server, "inter_server");
-  if (c.shared_compute) positive(*c.shared_compute, "shared_compute");
-  auto shared_seconds = [&](const std::optional<double>& v, const char* field) {
-    if (!v) return;
-    if (!(*v >= 0 && *v < 1))
-      ThrowInput("{}: {}: must be in [0, 1) seconds (got {})", source, field, *v);
-    if (!c.shared_compute) {
-      ThrowInput(
-          "{}: {} is given without shared_compute (it describes devices that share a "
-          "machine)",
-          source, field);
-    }
-  };
-  shared_seconds(c.shared_compute_resume_s, "shared_compute_resume_s");
-  shared_seconds(c.shared_compute_wake_s, "shared_compute_wake_s");
+  if (c.emulation) ValidateEmulation(*c.emulation, source);
 }
 
 Cluster ParseClusterJson(const std::string& text, const std::string& source) {
@@ -188,11 +207,13 @@ Cluster ParseClusterJson(const std::string& text, const std::string& source) {
     c.inter_server = ReadLink(root["inter_server"]);
   else
     c.inter_server = c.intra_server;
-  if (root.Has("shared_compute")) c.shared_compute = root["shared_compute"].Positive();
-  if (root.Has("shared_compute_resume_s"))
-    c.shared_compute_resume_s = root["shared_compute_resume_s"].NonNegative();
-  if (root.Has("shared_compute_wake_s"))
-    c.shared_compute_wake_s = root["shared_compute_wake_s"].NonNegative();
+  for (const char* key : {"shared_compute", "shared_compute_resume_s", "shared_compute_wake_s"}) {
+    if (root.Has(key))
+      root[key].Fail(
+          "the terms of devices that share one machine go in the `emulation` block "
+          "(Note [Emulated devices]; `dapple calibrate` writes it)");
+  }
+  if (root.Has("emulation")) c.emulation = ReadEmulation(root["emulation"]);
   if (root.Has("local")) c.local = ReadLocalDevices(root["local"]);
   ValidateCluster(c, source);
   return c;
@@ -217,9 +238,7 @@ std::string ClusterToJsonText(const Cluster& c) {
   root["device"] = DeviceJson(c.device);
   root["intra_server"] = LinkJson(c.intra_server);
   root["inter_server"] = LinkJson(c.inter_server);
-  if (c.shared_compute) root["shared_compute"] = *c.shared_compute;
-  if (c.shared_compute_resume_s) root["shared_compute_resume_s"] = *c.shared_compute_resume_s;
-  if (c.shared_compute_wake_s) root["shared_compute_wake_s"] = *c.shared_compute_wake_s;
+  if (c.emulation) root["emulation"] = EmulationJson(*c.emulation);
   if (c.local) root["local"] = LocalDevicesToJson(*c.local);
   return root.dump(2) + "\n";
 }

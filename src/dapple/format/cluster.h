@@ -38,13 +38,6 @@ struct LinkSpec {
   // bandwidth. Unset: the point-to-point values above.
   std::optional<double> allreduce_bandwidth_bytes_per_s;
   std::optional<double> allreduce_latency_s;
-  // With the cluster's shared_compute: the compute, in devices, that one stream over this
-  // link (a sender sending, a receiver receiving, the kernel moving the bytes) takes from
-  // the shared cores while it runs; a ring allreduce over r ranks runs r streams. `dapple
-  // calibrate` measures it on one machine (with 3 or more ranks while the others compute,
-  // with 2 while both do). Unset: 0.
-  std::optional<double> compute_load;
-
   double AllReduceBandwidth() const {
     return allreduce_bandwidth_bytes_per_s.value_or(bandwidth_bytes_per_s);
   }
@@ -80,28 +73,41 @@ struct LocalDevices {
   std::optional<double> busy_cores;
 };
 
+// Note [Emulated devices]
+// When every device is a process on one machine (this machine's `local` cluster, servers
+// emulated by processes), the processes share its cores, and the simulator charges what
+// that costs. Devices of their own need none of it: the cost model and the engine speak of
+// devices and links, and these terms reach the simulator through one door
+// (CostModel::Emulation, sim/emulation/). JSON `emulation`; `dapple calibrate` measures it.
+struct Emulation {
+  // The compute the devices share, in devices computing alone: while k devices compute at
+  // once each runs at min(1, shared_compute / k) of its speed (sim/emulation/shared_compute.cc).
+  double shared_compute = 1;
+  // The seconds a forward or backward takes beyond its compute when it starts after its
+  // device was idle, because the other processes ran meanwhile (caches refilled, the
+  // wake-up). `dapple calibrate` measures it with a token ring.
+  double resume_s = 0;
+  // The seconds a device that waits at a receive takes to go on once the message is there,
+  // beyond the link's own time (its process wakes from a sleep and waits for a core the
+  // others keep busy). The simulator adds it to every receive a device waits at. `dapple
+  // calibrate` measures it as the mean delivery to a waiting rank in a token ring where the
+  // other ranks compute (ranks - 1 tokens: with 2 ranks, one), minus the link's latency.
+  double wake_s = 0;
+  // The compute, in devices, that one stream over the intra- or inter-server link (a sender
+  // sending, a receiver receiving, the kernel moving the bytes) takes from the shared cores
+  // while it runs; a ring allreduce over r ranks runs r streams. `dapple calibrate` measures
+  // it (with 3 or more ranks while the others compute, with 2 while both do).
+  double intra_server_stream_load = 0;
+  double inter_server_stream_load = 0;
+};
+
 struct Cluster {
   std::string name;
   std::vector<ServerSpec> servers;
   DeviceSpec device;
   LinkSpec intra_server;
   LinkSpec inter_server;
-  // When every device is a process on one machine (emulated servers, CPU devices): the
-  // compute they share, in devices computing alone. While k devices compute at once each
-  // runs at min(1, shared_compute / k) of its speed (sim/shared_compute.cc). Unset: each
-  // device has its own.
-  std::optional<double> shared_compute;
-  // With shared_compute: the seconds a forward or backward takes beyond its compute when it
-  // starts after its device was idle, because the other processes ran meanwhile (caches
-  // refilled, the wake-up). `dapple calibrate` measures it with a token ring. Unset: 0.
-  std::optional<double> shared_compute_resume_s;
-  // With shared_compute: the seconds a device that waits at a receive takes to go on once
-  // the message is there, beyond the link's own time (its process wakes from a sleep and
-  // waits for a core the others keep busy). The simulator adds it to every receive a device
-  // waits at. `dapple calibrate` measures it as the mean delivery to a waiting rank in a
-  // token ring where the other ranks compute (ranks - 1 tokens: with 2 ranks, one), minus
-  // the link's latency. Unset: 0.
-  std::optional<double> shared_compute_wake_s;
+  std::optional<Emulation> emulation;  // Note [Emulated devices]
   std::optional<LocalDevices> local;
 
   // Devices are numbered server by server: server 0 holds 0..d0-1, and so on.
@@ -113,6 +119,7 @@ struct Cluster {
 };
 
 void ValidateCluster(const Cluster& c, const std::string& source);  // throws InputError
+void ValidateEmulation(const Emulation& e, const std::string& source);
 Cluster ReadClusterJson(const std::filesystem::path& path);
 // Parses cluster JSON held in memory; `source` names it in errors. Validates.
 Cluster ParseClusterJson(const std::string& text, const std::string& source);

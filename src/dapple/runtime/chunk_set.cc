@@ -3,14 +3,13 @@
 
 #include <fmt/format.h>
 
-#include <csignal>
-#include <cstdio>
 #include <set>
 
 #include "dapple/common/error.h"
 #include "dapple/common/schedule_kind.h"
 #include "dapple/models/model_source.h"
 #include "dapple/runtime/boundary.h"
+#include "dapple/runtime/fault_injector.h"
 
 namespace dapple {
 
@@ -78,7 +77,7 @@ ChunkSet::ChunkSet(Model& model, const Plan& plan, const RankGrid& grid, int ran
                    const std::vector<Instruction>& program, Communicator& comm,
                    torch::optim::Optimizer& optimizer, torch::Device device,
                    StageWorkerOptions options, bool recompute_all)
-    : program_(program), who_(grid.Describe(rank)), die_at_step_(options.die_at_step) {
+    : program_(program), who_(grid.Describe(rank)), faults_(options.faults) {
   const int S = grid.num_stages(), V = grid.num_virtual_stages(), v = grid.num_chunks();
   const auto [g, replica] = grid.Of(rank);
   bool has_ar = false;
@@ -108,7 +107,7 @@ ChunkSet::ChunkSet(Model& model, const Plan& plan, const RankGrid& grid, int ran
     o.virtual_stage = vs;
     o.rank_live = &live_;
     o.recompute = recompute_all || plan.Recomputes(vs);
-    o.die_at_step = -1;  // RunStep's own hook, on the group's list
+    o.faults = nullptr;  // RunStep's own, on the group's list
     inputs_.push_back(in);
     workers_.push_back(std::make_unique<StageWorker>(model, grid, rank, std::move(mine), in, out,
                                                      comm, optimizer, device, sp.first_layer,
@@ -125,12 +124,7 @@ StepResult ChunkSet::RunStep(int64_t step, const Batch& batch) {
   };
   for (size_t i = 0; i < program_.size(); ++i) {
     const Instruction& inst = program_[i];
-    if (die_at_step_ == step && i == program_.size() / 2) {
-      std::fprintf(stderr, "%s, step %lld: test hook DAPPLE_TEST_DIE_AT: killing myself at %s\n",
-                   who_.c_str(), static_cast<long long>(step), ToString(inst).c_str());
-      std::fflush(stderr);
-      std::raise(SIGKILL);
-    }
+    if (faults_) faults_->MidStep(step, i, program_.size(), who_, ToString(inst));
     if (inst.op == Op::kAllReduceGrads) {
       for (size_t c = 0; c < workers_.size(); ++c) run(inst, c);
     } else {

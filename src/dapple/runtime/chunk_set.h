@@ -74,7 +74,7 @@ class ChunkSet {
   std::vector<BoundarySpec> inputs_;                   // [chunk]
   LiveCount live_;
   std::string who_;
-  int die_at_step_ = -1;
+  const FaultInjector* faults_;  // Note [Fault injection]
 };
 
 }  // namespace dapple

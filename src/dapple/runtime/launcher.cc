@@ -137,26 +137,19 @@ int PickFreePort() {
 
 int LaunchLocal(const LaunchOptions& o) { return LaunchLocal(o, nullptr); }
 
-int LaunchLocal(const LaunchOptions& o, int* failed_rank, double* stop_seconds) {
-  if (failed_rank) *failed_rank = -1;
-  if (stop_seconds) *stop_seconds = 0;
-  DAPPLE_CHECK(o.nproc_per_node >= 1 && o.nnodes >= 1 && o.node_rank >= 0 &&
-               o.node_rank < o.nnodes && !o.argv.empty());
-  DAPPLE_CHECK(o.nproc_per_node <= kMaxChildren);
-  const int world = o.nproc_per_node * o.nnodes;
-  // The profiler's default threads are these (common/machine.h), so profiles time layers as
-  // the training processes run them.
-  const int default_threads = ThreadsPerProcess(ThisMachine().cores, o.nproc_per_node);
-  std::string threads = std::to_string(default_threads);
+namespace {
 
+// The environment every child shares: the world, the rendezvous, thread counts.
+std::map<std::string, std::string> CommonChildEnv(const LaunchOptions& o, int default_threads,
+                                                  std::optional<PrivateDir>& rendezvous) {
+  const std::string threads = std::to_string(default_threads);
   std::map<std::string, std::string> common = o.extra_env;
-  common["WORLD_SIZE"] = std::to_string(world);
+  common["WORLD_SIZE"] = std::to_string(o.nproc_per_node * o.nnodes);
   common["MASTER_ADDR"] = o.master_addr;
   common["MASTER_PORT"] = std::to_string(o.master_port);
   common["DAPPLE_LAUNCHED"] = "1";
   // Note [Rendezvous exposure] (communicator.h): a job of one machine meets in a FileStore
   // in a private folder, not on a network port.
-  std::optional<PrivateDir> rendezvous;
   if (o.nnodes == 1) {
     rendezvous.emplace();
     common["DAPPLE_RENDEZVOUS_FILE"] = (rendezvous->path / "store").string();
@@ -167,23 +160,36 @@ int LaunchLocal(const LaunchOptions& o, int* failed_rank, double* stop_seconds) 
   }
   if (!std::getenv("OMP_NUM_THREADS")) common["OMP_NUM_THREADS"] = threads;
   if (!std::getenv("OPENBLAS_NUM_THREADS")) common["OPENBLAS_NUM_THREADS"] = threads;
+  return common;
+}
 
-  // Note [Devices as cores]: local rank i runs on the i-th set of the allowed cores, as
-  // many as its compute threads, when they all fit without sharing.
-  std::vector<CoreSet> pins;
-  if (o.pin_cores) {
-    int t = default_threads;
-    if (const char* omp = std::getenv("OMP_NUM_THREADS")) t = std::max(1, std::atoi(omp));
-    if (auto sets = DeviceCoreSets(o.nproc_per_node, t)) pins = std::move(*sets);
+// SIGINT and SIGTERM go to the children while the launcher waits for them.
+class ForwardedSignals {
+ public:
+  ForwardedSignals() {
+    struct sigaction fwd {};
+    fwd.sa_handler = ForwardSignal;
+    sigemptyset(&fwd.sa_mask);
+    sigaction(SIGINT, &fwd, &old_int_);
+    sigaction(SIGTERM, &fwd, &old_term_);
   }
+  ~ForwardedSignals() {
+    g_num_children = 0;
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  ForwardedSignals(const ForwardedSignals&) = delete;
+  ForwardedSignals& operator=(const ForwardedSignals&) = delete;
 
-  struct sigaction fwd {
-  }, old_int{}, old_term{};
-  fwd.sa_handler = ForwardSignal;
-  sigemptyset(&fwd.sa_mask);
-  sigaction(SIGINT, &fwd, &old_int);
-  sigaction(SIGTERM, &fwd, &old_term);
+ private:
+  struct sigaction old_int_ {
+  }, old_term_{};
+};
 
+// Starts the node's children; on a failure kills those started and throws.
+std::vector<pid_t> SpawnChildren(const LaunchOptions& o,
+                                 const std::map<std::string, std::string>& common,
+                                 const std::vector<CoreSet>& pins) {
   std::vector<pid_t> pids;
   try {
     for (int i = 0; i < o.nproc_per_node; ++i) {
@@ -197,34 +203,38 @@ int LaunchLocal(const LaunchOptions& o, int* failed_rank, double* stop_seconds) 
   } catch (...) {
     for (pid_t p : pids) kill(p, SIGKILL);
     for (pid_t p : pids) waitpid(p, nullptr, 0);
-    g_num_children = 0;
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGTERM, &old_term, nullptr);
     throw;
   }
+  return pids;
+}
 
-  // Wait for all; the first failure stops the others (SIGTERM, SIGKILL after the grace).
+// Waits for all children; the first failure stops the others (SIGTERM after o.term_delay,
+// SIGKILL after the grace). Returns the first failure's exit code (0: none).
+int WaitForChildren(const LaunchOptions& o, const std::vector<pid_t>& pids, int* failed_rank,
+                    double* stop_seconds) {
+  using Clock = std::chrono::steady_clock;
   int first_failure = 0;
   size_t running = pids.size();
   std::vector<bool> done(pids.size(), false);
-  auto deadline = std::chrono::steady_clock::time_point::max();
+  auto deadline = Clock::time_point::max(), term_at = Clock::time_point::max();
   bool killed = false, termed = false;
-  auto term_at = std::chrono::steady_clock::time_point::max();
-  std::chrono::steady_clock::time_point failed_at;
+  Clock::time_point failed_at;
+  auto signal_running = [&](int sig) {
+    for (size_t i = 0; i < pids.size(); ++i)
+      if (!done[i]) kill(pids[i], sig);
+  };
   while (running > 0) {
     int status = 0;
     pid_t p = waitpid(-1, &status, WNOHANG);
     if (p < 0 && errno != EINTR) break;
     if (p <= 0) {
-      if (first_failure != 0 && !termed && std::chrono::steady_clock::now() > term_at) {
-        for (size_t j = 0; j < pids.size(); ++j)
-          if (!done[j]) kill(pids[j], SIGTERM);
+      if (first_failure != 0 && !termed && Clock::now() > term_at) {
+        signal_running(SIGTERM);
         termed = true;
-        deadline = std::chrono::steady_clock::now() + o.kill_grace;
+        deadline = Clock::now() + o.kill_grace;
       }
-      if (termed && !killed && std::chrono::steady_clock::now() > deadline) {
-        for (size_t i = 0; i < pids.size(); ++i)
-          if (!done[i]) kill(pids[i], SIGKILL);
+      if (termed && !killed && Clock::now() > deadline) {
+        signal_running(SIGKILL);
         killed = true;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -239,18 +249,40 @@ int LaunchLocal(const LaunchOptions& o, int* failed_rank, double* stop_seconds) 
       if (code != 0 && first_failure == 0) {
         first_failure = code;
         if (failed_rank) *failed_rank = o.node_rank * o.nproc_per_node + static_cast<int>(i);
-        failed_at = std::chrono::steady_clock::now();
+        failed_at = Clock::now();
         term_at = failed_at + o.term_delay;
       }
     }
   }
-  g_num_children = 0;
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
   if (stop_seconds && first_failure != 0)
-    *stop_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - failed_at).count();
+    *stop_seconds = std::chrono::duration<double>(Clock::now() - failed_at).count();
   return first_failure;
+}
+
+}  // namespace
+
+int LaunchLocal(const LaunchOptions& o, int* failed_rank, double* stop_seconds) {
+  if (failed_rank) *failed_rank = -1;
+  if (stop_seconds) *stop_seconds = 0;
+  DAPPLE_CHECK(o.nproc_per_node >= 1 && o.nnodes >= 1 && o.node_rank >= 0 &&
+               o.node_rank < o.nnodes && !o.argv.empty());
+  DAPPLE_CHECK(o.nproc_per_node <= kMaxChildren);
+  // The profiler's default threads are these (common/machine.h), so profiles time layers as
+  // the training processes run them.
+  const int default_threads = ThreadsPerProcess(ThisMachine().cores, o.nproc_per_node);
+  std::optional<PrivateDir> rendezvous;
+  const std::map<std::string, std::string> common = CommonChildEnv(o, default_threads, rendezvous);
+  // Note [Devices as cores]: local rank i runs on the i-th set of the allowed cores, as
+  // many as its compute threads, when they all fit without sharing.
+  std::vector<CoreSet> pins;
+  if (o.pin_cores) {
+    int t = default_threads;
+    if (const char* omp = std::getenv("OMP_NUM_THREADS")) t = std::max(1, std::atoi(omp));
+    if (auto sets = DeviceCoreSets(o.nproc_per_node, t)) pins = std::move(*sets);
+  }
+  ForwardedSignals forwarded;
+  const std::vector<pid_t> pids = SpawnChildren(o, common, pins);
+  return WaitForChildren(o, pids, failed_rank, stop_seconds);
 }
 
 }  // namespace dapple

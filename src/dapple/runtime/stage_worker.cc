@@ -13,11 +13,11 @@
 #include <fmt/ranges.h>
 #include <torch/autograd.h>
 
-#include <csignal>
 #include <set>
 
 #include "dapple/common/clock.h"
 #include "dapple/common/error.h"
+#include "dapple/runtime/fault_injector.h"
 
 namespace dapple {
 namespace {
@@ -141,12 +141,8 @@ StepResult StageWorker::RunStep(int64_t step, const Batch& batch) {
   std::vector<TimelineEvent> events;
   for (int pc = 0; pc < static_cast<int>(program_.size()); ++pc) {
     const Instruction& inst = program_[pc];
-    if (opt_.die_at_step == step && pc == static_cast<int>(program_.size()) / 2) {
-      std::fprintf(stderr, "%s: test hook DAPPLE_TEST_DIE_AT: killing myself at %s\n",
-                   Where(-1, "").c_str(), ToString(inst).c_str());
-      std::fflush(stderr);
-      std::raise(SIGKILL);
-    }
+    if (opt_.faults)
+      opt_.faults->MidStep(step, pc, program_.size(), grid_.Describe(rank_), ToString(inst));
     Run(inst, pc, &events);
   }
   return EndStep(std::move(events));

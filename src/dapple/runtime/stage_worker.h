@@ -27,6 +27,8 @@
 
 namespace dapple {
 
+class FaultInjector;
+
 // Live activations (bytes, micro-batches) and their peaks.
 struct LiveCount {
   int64_t bytes = 0;
@@ -49,7 +51,8 @@ struct StageWorkerOptions {
   // AR's buckets (grouped as cost/grad_buckets) start during the last micro-batch's B.
   bool overlap_allreduce = false;
   std::chrono::milliseconds timeout{60000};
-  int die_at_step = -1;  // test hook: SIGKILL itself halfway through this step
+  // Note [Fault injection]: where a test kills this rank; null: nowhere.
+  const FaultInjector* faults = nullptr;
   // Parameters shared with other stages (Note [Tied parameters]); null: none.
   TiedParameters* tied = nullptr;
   // --clip-grad-norm: clips every gradient of the rank at STEP (Note [Global gradient

@@ -67,13 +67,6 @@ struct TrainOptions {
   int64_t bucket_bytes = 25 << 20;
   // One allreduce after the last backward even when the plan's allreduce_overlap is true.
   bool no_overlap = false;
-  // Test hook (DAPPLE_TEST_DIE_AT=rank:step): that rank kills itself mid-step.
-  int die_at_rank = -1;
-  // Test hook (DAPPLE_TEST_DIE_IN_SAVE=rank:steps): that rank kills itself while saving the
-  // checkpoint after `steps` steps, after its first layer file and before confirming it.
-  int die_in_save_rank = -1;
-  int64_t die_in_save_steps = -1;
-  int64_t die_at_step = -1;
 };
 
 // A plan read and checked against a model: layer ids are the model's layer names.
@@ -91,12 +84,13 @@ ModelSource SourceOf(const TrainOptions& options);
 // mismatch.
 CheckedPlan LoadAndCheckPlan(const TrainOptions& options, int world_size);
 
-// Runs training as rank env.rank of env.world_size (collective: every rank calls it).
-// Throws InputError for bad input, CommError when a peer fails or stops answering.
+// Runs training as rank env.rank of env.world_size (collective: every rank calls it): the
+// phases of a TrainingRun (training_run.h) in a row. Throws InputError for bad input,
+// CommError when a peer fails or stops answering.
 void RunTraining(const TrainOptions& options, const DistEnv& env);
 
-// Parses DAPPLE_TEST_DIE_AT ("rank:step[:attempts]", default 1 attempt: the starts of a
-// restarted job it applies to) into options (test-only, undocumented).
-void ApplyTestHooksFromEnvironment(TrainOptions& options);
+// The names of the model's layers, in order; a few of `names` for a message.
+std::vector<std::string> LayerNames(const Model& model);
+std::string FewNames(const std::vector<std::string>& names);
 
 }  // namespace dapple

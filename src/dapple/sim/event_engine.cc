@@ -184,6 +184,71 @@ class Engine {
     events_.push_back({track, ToString(in), category, start, end, stage, in.micro_batch});
   }
 
+  // A forward or a backward (or its I or W part) of device d at `clock`. B frees the
+  // micro-batch's activations; in the split schedules I keeps them for W, which frees them.
+  // B and W produce weight gradients (bucket readiness).
+  void RunCompute(int d, int pc, const Instruction& in, const EngineChunkCost& cost,
+                  DeviceState& dv, double& clock) {
+    const bool forward = in.op == Op::kForward;
+    const double base = forward                   ? cost.forward_ms
+                        : in.op == Op::kBackward  ? cost.backward_ms
+                        : in.op == Op::kInputGrad ? cost.input_grad_ms
+                                                  : cost.weight_grad_ms;
+    const double ms = base * Scale(d, pc) + Resume(dv, clock);
+    dv.done += base;
+    const bool weight_grads = !forward && in.op != Op::kInputGrad;
+    if (weight_grads) {
+      last_bwd_start_[d * s_.num_chunks + in.chunk] = clock;
+      last_bwd_scale_[d * s_.num_chunks + in.chunk] = Scale(d, pc);
+    }
+    if (s_.record_timeline) {
+      const char* category = forward ? "forward" : in.op == Op::kWeightGrad ? "weight" : "backward";
+      Record(d, in, category, clock, clock + ms,
+             VirtualStageOf(s_.devices[d].stage, in.chunk, S_, s_.v_shape));
+    }
+    Interval(d, pc, clock, clock + ms);
+    clock += ms;
+    dv.compute_end = clock;
+    dv.busy += ms;
+    if (forward) {
+      dv.bytes += cost.bytes_per_micro_batch;
+      dv.peak_bytes = std::max(dv.peak_bytes, dv.bytes);
+      dv.peak_in_flight = std::max(dv.peak_in_flight, ++dv.in_flight);
+      return;
+    }
+    if (stopping_ && bound_.IsLastBackward(d, pc)) dv.last_backward_end = clock;
+    if (weight_grads) {
+      dv.bytes -= cost.bytes_per_micro_batch;
+      --dv.in_flight;
+    }
+  }
+
+  // Device d arrives at its stage's allreduce at `clock`. Returns false while other replicas
+  // have yet to arrive (d waits); the last to arrive runs it and releases the others.
+  bool RunAllReduce(int d, int pc, const Instruction& in, DeviceState& dv, double& clock) {
+    const int stage = s_.devices[d].stage;
+    const EngineStage& st = s_.stages[stage];
+    ar_ready_[stage] = std::max(ar_ready_[stage], clock);
+    if (++ar_arrived_[stage] < RunReplicas(st)) return false;
+    const double start = ar_ready_[stage];
+    const double end =
+        st.bucket_ms.empty() ? start + st.allreduce_ms : std::max(start, RunBuckets(stage));
+    exposed_[stage] = st.bucket_ms.empty() ? st.allreduce_ms : end - start;
+    if (st.bucket_ms.empty()) Load(start, end, st.allreduce_load);
+    ar_arrived_[stage] = 0;
+    ar_ready_[stage] = 0;
+    for (int r = st.first_device; r < st.first_device + RunReplicas(st); ++r) {
+      if (s_.record_timeline) Record(r, in, "allreduce", start, end, stage);
+      if (st.bucket_ms.empty()) (r == d ? dv : dev_[r]).done += st.allreduce_ms;
+      if (r == d) continue;
+      dev_[r].clock = end;
+      dev_[r].pc = pc + 1;
+      runnable_.push_back(r);
+    }
+    clock = end;
+    return true;
+  }
+
   // Runs device d from its pc until it blocks or ends. The one exhaustive switch over Op.
   // Its state is a local copy while it runs (nothing else reads it then; the allreduce
   // adds to it through `dv`), written back when it stops.
@@ -206,47 +271,12 @@ class Engine {
       const EngineChunkCost& cost = costs[in.chunk];
       auto vs = [&] { return VirtualStageOf(cfg.stage, in.chunk, S_, s_.v_shape); };
       switch (in.op) {
-        case Op::kForward: {
-          const double ms = cost.forward_ms * Scale(d, pc) + Resume(dv, clock);
-          dv.done += cost.forward_ms;
-          if (timeline) Record(d, in, "forward", clock, clock + ms, vs());
-          Interval(d, pc, clock, clock + ms);
-          clock += ms;
-          dv.compute_end = clock;
-          dv.busy += ms;
-          dv.bytes += cost.bytes_per_micro_batch;
-          dv.peak_bytes = std::max(dv.peak_bytes, dv.bytes);
-          dv.peak_in_flight = std::max(dv.peak_in_flight, ++dv.in_flight);
-          break;
-        }
+        case Op::kForward:
         case Op::kBackward:
         case Op::kInputGrad:
-        case Op::kWeightGrad: {
-          // B frees the micro-batch's activations; in the split schedules I keeps them for
-          // W, which frees them. B and W produce weight gradients (bucket readiness).
-          const double base = in.op == Op::kBackward    ? cost.backward_ms
-                              : in.op == Op::kInputGrad ? cost.input_grad_ms
-                                                        : cost.weight_grad_ms;
-          const double ms = base * Scale(d, pc) + Resume(dv, clock);
-          dv.done += base;
-          if (in.op != Op::kInputGrad) {
-            last_bwd_start_[d * s_.num_chunks + in.chunk] = clock;
-            last_bwd_scale_[d * s_.num_chunks + in.chunk] = Scale(d, pc);
-          }
-          if (timeline)
-            Record(d, in, in.op == Op::kWeightGrad ? "weight" : "backward", clock, clock + ms,
-                   vs());
-          Interval(d, pc, clock, clock + ms);
-          clock += ms;
-          dv.compute_end = clock;
-          dv.busy += ms;
-          if (stopping_ && bound_.IsLastBackward(d, pc)) dv.last_backward_end = clock;
-          if (in.op != Op::kInputGrad) {
-            dv.bytes -= cost.bytes_per_micro_batch;
-            --dv.in_flight;
-          }
+        case Op::kWeightGrad:
+          RunCompute(d, pc, in, cost, dv, clock);
           break;
-        }
         case Op::kSendAct:
           Arrive(ActId(vs(), in.micro_batch), ActRoute(vs()), clock, RunReplicas(st));
           break;
@@ -270,36 +300,17 @@ class Engine {
           // ranks on 2 cores the mean delivery of a message to a waiting rank was 1-2.5 ms
           // on the loopback against 0.14 ms for its bytes (0.3-0.7 ms with one rank per
           // core; docs/two-server.md). wake_ms is that mean excess (`dapple calibrate`:
-          // shared_compute_wake_s); a message that is in before its receive is reached is
+          // emulation.wake_s); a message that is in before its receive is reached is
           // read in the background and costs nothing.
           if (x.finish > clock) clock = x.finish + s_.wake_ms;
           break;
         }
-        case Op::kAllReduceGrads: {
-          const int stage = cfg.stage;
-          ar_ready_[stage] = std::max(ar_ready_[stage], clock);
-          if (++ar_arrived_[stage] < RunReplicas(st)) {
+        case Op::kAllReduceGrads:
+          if (!RunAllReduce(d, pc, in, dv, clock)) {
             stop();  // released by the last replica to arrive
             return;
           }
-          const double start = ar_ready_[stage];
-          const double end =
-              st.bucket_ms.empty() ? start + st.allreduce_ms : std::max(start, RunBuckets(stage));
-          exposed_[stage] = st.bucket_ms.empty() ? st.allreduce_ms : end - start;
-          if (st.bucket_ms.empty()) Load(start, end, st.allreduce_load);
-          ar_arrived_[stage] = 0;
-          ar_ready_[stage] = 0;
-          for (int r = st.first_device; r < st.first_device + RunReplicas(st); ++r) {
-            if (timeline) Record(r, in, "allreduce", start, end, stage);
-            if (st.bucket_ms.empty()) (r == d ? dv : dev_[r]).done += st.allreduce_ms;
-            if (r == d) continue;
-            dev_[r].clock = end;
-            dev_[r].pc = pc + 1;
-            runnable_.push_back(r);
-          }
-          clock = end;
           break;
-        }
         case Op::kOptimizerStep: {
           const double ms = cfg.step_ms * Scale(d, pc);
           dv.done += cfg.step_ms;

@@ -35,7 +35,7 @@ struct EngineStage {
   std::vector<int> bucket_chunk;
   int bucket_track = -1;  // timeline track of the buckets
   // With op_scale: the shared compute (devices) the allreduce, or each bucket, takes while
-  // it runs (Note [Shared compute] in shared_compute.cc).
+  // it runs (Note [Shared compute] in emulation/shared_compute.cc).
   double allreduce_load = 0;
 };
 
@@ -79,9 +79,9 @@ struct EngineSetup {
   std::vector<EngineRoute> routes;
   int num_resources = 0;
   bool record_timeline = false;
-  // Shared compute (Note [Shared cores] in simulator.cc): when not empty, op_scale[d][pc]
-  // stretches the duration of device d's compute instruction at pc (F, B or STEP), and the
-  // result records every compute instruction's interval.
+  // Shared compute (Note [Shared compute] in emulation/shared_compute.cc): when not empty,
+  // op_scale[d][pc] stretches the duration of device d's compute instruction at pc (F, B or STEP),
+  // and the result records every compute instruction's interval.
   std::vector<std::vector<double>> op_scale;
   // Added to a forward or backward that starts after its device was idle (the step's first,
   // or one that waited for a transfer or the allreduce); Note [Resuming on shared cores] in

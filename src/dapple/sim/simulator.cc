@@ -13,9 +13,9 @@
 #include "dapple/common/error.h"
 #include "dapple/common/slicing.h"
 #include "dapple/cost/grad_buckets.h"
+#include "dapple/sim/emulation/shared_compute.h"
 #include "dapple/sim/event_engine.h"
 #include "dapple/sim/global_norm.h"
-#include "dapple/sim/shared_compute.h"
 
 namespace dapple {
 namespace {
@@ -203,18 +203,11 @@ void AddRoutes(const Plan& plan, const CostModel& cost, Prepared& p) {
   }
 }
 
-// The terms of devices that share cores (CostModel::SharedCompute).
-void AddSharedCompute(const Plan& plan, const CostModel& cost, internal::EngineSetup& setup) {
-  const int S = setup.num_stages, V = S * setup.num_chunks;
-  setup.resume_ms = cost.SharedComputeResumeMs();
-  setup.wake_ms = cost.SharedComputeWakeMs();
-  for (int b = 0; b + 1 < V; ++b) {
-    const auto &lo = plan.stages[b].devices, &hi = plan.stages[b + 1].devices;
-    setup.routes[b].load = cost.TransferComputeLoad(lo, hi);
-    setup.routes[V - 1 + b].load = cost.TransferComputeLoad(hi, lo);
-  }
-  for (int s = 0; s < S; ++s)
-    setup.stages[s].allreduce_load = cost.AllReduceComputeLoad(plan.stages[s].devices);
+// One run of the engine; with emulated devices, the run whose compute stretches settled.
+internal::EngineResult RunOnce(internal::EngineSetup& setup, const CostModel& cost) {
+  const EmulationCosts* emulation = cost.Emulation();
+  return emulation ? internal::RunWithSharedCompute(setup, emulation->SharedCompute())
+                   : internal::RunEngine(setup);
 }
 
 // The engine's setup for `plan` on `lowered`: S device groups of v chunks each;
@@ -234,12 +227,12 @@ Prepared Prepare(const Plan& plan, const ScheduleView& lowered, const CostModel&
   setup.stages.resize(S);
   p.result.stages.resize(S * v);
   p.static_bytes.assign(S, 0.0);
-  const bool shared = cost.SharedCompute() > 0;
-  // Twins: not with a timeline nor with shared compute (op_scale).
-  const bool may_twin = !options.record_timeline && !shared;
+  const EmulationCosts* emulation = cost.Emulation();
+  // Twins: not with a timeline nor with emulated devices (op_scale).
+  const bool may_twin = !options.record_timeline && !emulation;
   for (int s = 0; s < S; ++s) AddStage(plan, lowered, checked, cost, s, may_twin, p);
   AddRoutes(plan, cost, p);
-  if (shared) AddSharedCompute(plan, cost, setup);
+  if (emulation) internal::AddEmulationTerms(plan, *emulation, setup);
   return p;
 }
 
@@ -363,9 +356,7 @@ SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostMode
                    const SimOptions& options) {
   CheckShape(plan, lowered, /*checked=*/false);
   Prepared p = Prepare(plan, lowered, cost, options, nullptr);
-  const double shared = cost.SharedCompute();
-  internal::EngineResult run =
-      shared > 0 ? internal::RunWithSharedCompute(p.setup, shared) : internal::RunEngine(p.setup);
+  internal::EngineResult run = RunOnce(p.setup, cost);
   if (options.global_norm_allreduce) {
     std::vector<int> all;
     for (const internal::EngineDevice& ed : p.setup.devices)
@@ -393,10 +384,8 @@ BoundedRun::~BoundedRun() = default;
 
 SimResult BoundedRun::Run(double t) {
   Prepared& p = state_->prepared;
-  const double shared = cost_.SharedCompute();
   p.setup.stop_above_ms = t;
-  internal::EngineResult run =
-      shared > 0 ? internal::RunWithSharedCompute(p.setup, shared) : internal::RunEngine(p.setup);
+  internal::EngineResult run = RunOnce(p.setup, cost_);
   SimResult result = p.result;
   if (run.stopped) {
     result.stopped = true;
@@ -409,8 +398,7 @@ SimResult BoundedRun::Run(double t) {
 
 std::optional<SimResult> BoundedRun::SlowerWithoutContention(double t) {
   Prepared& p = state_->prepared;
-  if (cost_.SharedCompute() > 0 || !(t < std::numeric_limits<double>::infinity()))
-    return std::nullopt;
+  if (cost_.Emulation() || !(t < std::numeric_limits<double>::infinity())) return std::nullopt;
   p.setup.stop_above_ms = t;
   const std::optional<double> bound = UncontendedProof(p.setup);
   if (!bound) return std::nullopt;

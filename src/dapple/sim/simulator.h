@@ -139,7 +139,7 @@ class BoundedRun {
   // The contended run, which may stop as soon as it proves the iteration longer than t
   // (Note [Stopping above a time] in stop_bound.cc): then `stopped` and iteration_ms a
   // lower bound of the time (ProvesLonger than t); else Simulate's result. It never stops
-  // with shared compute (CostModel::SharedCompute).
+  // with emulated devices (CostModel::Emulation).
   SimResult Run(double t);
   // A run in which every transfer starts when it is ready, whatever links it needs, and
   // which may stop likewise: cheaper, and no time of it later than the contended run's

@@ -90,13 +90,11 @@ ElasticPlanner::ElasticPlanner(const ElasticInputs& in,
 }
 
 ElasticPlanner::Result ElasticPlanner::PlanOn(const std::vector<int>& devices, int global_batch,
-                                              const std::string& why, bool refine,
-                                              bool record) const {
+                                              const std::string& why, bool record) const {
   if (devices.empty()) ThrowInput("--elastic: {}: no devices left", why);
   Cluster left = OnlyDevices(cluster_, devices);
   AnalyticCostModel cost(profile_, left);
   PlannerOptions po;
-  if (!refine) po.refine_work = 0;
   po.interleave = in_.interleave;
   PlanResult r = RunPlanner(profile_, left, cost, global_batch, po);
   if (!r.plan)
@@ -167,7 +165,7 @@ std::vector<int> ExcludeDevices(const ElasticPlanner& planner, const std::vector
   const int gbs = ReadPlanJson(PlanArgument(o.argv, nullptr)).global_batch_size;
   const std::string why = fmt::format("{} {} excluded", excluded.size() == 1 ? "device" : "devices",
                                       fmt::join(excluded, ","));
-  const std::string plan = planner.PlanOn(keep, gbs, why, /*refine=*/true, true).path.string();
+  const std::string plan = planner.PlanOn(keep, gbs, why, /*record=*/true).path.string();
   PlanArgument(o.argv, &plan);
   o.nproc_per_node = static_cast<int>(keep.size());
   return keep;
@@ -182,8 +180,7 @@ Replanner MakeElasticReplanner(std::shared_ptr<const ElasticPlanner> planner,
     devices->erase(devices->begin() + lost);
     const int gbs = ReadPlanJson(PlanArgument(o.argv, nullptr)).global_batch_size;
     const std::string why = fmt::format("device {} was lost", device);
-    const std::string plan =
-        planner->PlanOn(*devices, gbs, why, /*refine=*/true, true).path.string();
+    const std::string plan = planner->PlanOn(*devices, gbs, why, /*record=*/true).path.string();
     PlanArgument(o.argv, &plan);
     o.nproc_per_node = static_cast<int>(devices->size());
     return true;
@@ -194,7 +191,7 @@ ElasticPlanner::Result PlanForProcesses(const ElasticPlanner& planner, int world
                                         const std::string& plan_path, bool record) {
   const std::string why = fmt::format("the job has {}, but {} uses {}", Plural(world, "process"),
                                       plan_path, Plural(plan.num_devices(), "device"));
-  return planner.PlanOn(FirstDevices(world), plan.global_batch_size, why, /*refine=*/false, record);
+  return planner.PlanOn(FirstDevices(world), plan.global_batch_size, why, record);
 }
 
 }  // namespace dapple

@@ -51,11 +51,11 @@ class ElasticPlanner {
   // the new job runs on devices[k]). With `record`, writes the plan (with the profile and
   // cluster) to its path and prints one line on stderr naming `why`, the plan's shape and
   // the path. Throws InputError (one line, exit code 2) when `devices` is empty ("no devices
-  // left") or no plan fits them. `refine`: the planner's refinement (bounded by
-  // simulations, so deterministic too: Note [A budget of work] in plan/refine.cc); false:
-  // the best proposal as it is.
+  // left") or no plan fits them. The planner refines as `dapple plan` does; its budget is
+  // counted in work, so the plan depends on its inputs only (Note [A budget of work] in
+  // plan/refine.cc).
   Result PlanOn(const std::vector<int>& devices, int global_batch, const std::string& why,
-                bool refine, bool record) const;
+                bool record) const;
 
  private:
   ElasticInputs in_;
@@ -85,8 +85,9 @@ Replanner MakeElasticReplanner(std::shared_ptr<const ElasticPlanner> planner,
 // uses. Without --elastic that is bad input (one line, exit code 2). With --elastic every
 // process that finds the shortfall (each node's `--nproc` launcher, to check before it
 // starts anything, and each rank) plans the same global batch for the cluster's first W
-// devices (W: the processes present) with the DP alone, which is deterministic, so all of
-// them choose the same plan without talking to each other; rank 0 writes it to
+// devices (W: the processes present) with the planner, whose search depends on its inputs
+// only (its refinement's budget is counted in work, not time), so all of them choose the
+// same plan without talking to each other; rank 0 writes it to
 // D/elastic-plan-<W>.json and prints the line, and every rank trains under the plan it made
 // in memory, so no rank depends on seeing another's file. With `--resume auto` the job
 // continues from the newest checkpoint, which loads under any plan. When the node comes

@@ -101,7 +101,6 @@ void Finish(TrainArgs& a) {
     ThrowInput("--exclude-devices needs --elastic: the job is planned again without them");
   if (!a.exclude_devices.empty() && (a.launch.nproc == 0 || a.launch.nnodes > 1))
     ThrowInput("--exclude-devices: only for a job of one node started with --nproc");
-  ApplyTestHooksFromEnvironment(a.o);
 }
 
 // --elastic's planner for a job of `world` processes: the profile and cluster of the flags or

@@ -1,4 +1,4 @@
-// Devices sharing one machine's cores (CostModel::SharedCompute, sim/shared_compute.cc):
+// Devices sharing one machine's cores (CostModel::Emulation, sim/emulation/shared_compute.cc):
 // while k devices compute at once each runs at min(1, C / k) of its speed.
 #include <gtest/gtest.h>
 

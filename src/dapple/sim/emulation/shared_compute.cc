@@ -1,17 +1,17 @@
 // Note [Shared compute]: when a cluster's devices are processes on one machine (the
 // two-server network of scripts/netns.sh, CPU "devices"), they share its cores: while k of
 // them compute at once, each runs at min(1, C / k) of its speed alone, C the cluster's
-// `shared_compute` (in devices computing alone; `dapple calibrate` measures it). One device
-// speed cannot describe that: data parallelism computes on every device at once, a pipeline
+// `emulation.shared_compute` (in devices computing alone; `dapple calibrate` measures it). One
+// device speed cannot describe that: data parallelism computes on every device at once, a pipeline
 // leaves some idle in its bubbles, and they then run faster. Simulating processor sharing
 // exactly would couple every device's clock to every other's; instead the engine runs each
 // compute instruction stretched by a factor, and the factors are iterated: an instruction's
 // next factor is max(1, k / C), k the mean number of instructions computing during its
 // interval in the last run (itself included), damped by half. Communication on such a
 // machine also runs on its cores (gloo's copies and sums, the kernel moving the bytes): a
-// transfer or allreduce with a compute load (LinkSpec::compute_load) adds it to k while it
-// runs.
-#include "dapple/sim/shared_compute.h"
+// transfer or allreduce with a compute load (the emulation's stream loads) adds it to k while
+// it runs.
+#include "dapple/sim/emulation/shared_compute.h"
 
 #include <algorithm>
 #include <cmath>
@@ -89,6 +89,19 @@ EngineResult RunWithSharedCompute(EngineSetup& setup, double shared_compute) {
   }
   setup.record_timeline = record;
   return RunEngine(setup);
+}
+
+void AddEmulationTerms(const Plan& plan, const EmulationCosts& emulation, EngineSetup& setup) {
+  const int S = setup.num_stages, V = S * setup.num_chunks;
+  setup.resume_ms = emulation.ResumeMs();
+  setup.wake_ms = emulation.WakeMs();
+  for (int b = 0; b + 1 < V; ++b) {
+    const auto &lo = plan.stages[b].devices, &hi = plan.stages[b + 1].devices;
+    setup.routes[b].load = emulation.TransferLoad(lo, hi);
+    setup.routes[V - 1 + b].load = emulation.TransferLoad(hi, lo);
+  }
+  for (int s = 0; s < S; ++s)
+    setup.stages[s].allreduce_load = emulation.AllReduceLoad(plan.stages[s].devices);
 }
 
 }  // namespace dapple::internal
