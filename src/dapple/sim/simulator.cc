@@ -433,9 +433,7 @@ SteadyState SimulateSteadyState(const Plan& plan, const CostModel& cost, int ite
   SteadyState out;
   double last_end = 0;
   for (int k = 0; k < iterations; ++k) {
-    const double shared = cost.SharedCompute();
-    internal::EngineResult run =
-        shared > 0 ? internal::RunWithSharedCompute(p.setup, shared) : internal::RunEngine(p.setup);
+    internal::EngineResult run = RunOnce(p.setup, cost);
     if (options.global_norm_allreduce)
       internal::AddGlobalNormAllReduce(p.setup, cost.ScalarAllReduceMs(all), run);
     double end = 0;
