@@ -8,6 +8,7 @@
 #include "dapple/sim/simulator.h"
 #include "fakes/fake_cost_model.h"
 #include "plan/random_problems.h"
+#include "plan/uniform_problem.h"
 
 namespace dapple {
 namespace {
@@ -49,29 +50,13 @@ TEST(InterleavedPlanning, NeverSlowerThanTheDappleSchedules) {
 // vM(f + b) + (S - 1)(f + b) with f + b = 12/v: v = 2 gives 96 + 18 = 114 ms, v = 4 gives
 // 96 + 9 = 105 ms, the fastest of them; the planner finds it.
 TEST(InterleavedPlanning, ChoosesFourChunksWhereTheFormulaSaysSo) {
-  const int layers = 16, devices = 4;
-  FakeCostModel cost(layers, devices);
-  cost.allreduce_ms = 1000;
-  Profile profile;
-  profile.model = "uniform";
-  profile.batch_size = 1;
-  for (int i = 0; i < layers; ++i) {
-    LayerProfile l;
-    l.id = fmt::format("l{}", i);
-    profile.layers.push_back(l);
-  }
-  Cluster cluster;
-  cluster.name = "four";
-  cluster.servers = {ServerSpec{devices, {}}};
-  PlannerOptions o;
-  o.schedule = ScheduleKind::kZbH1;
-  PlanResult zb = RunPlanner(profile, cluster, cost, 8, o);
+  testing::UniformProblem u;
+  PlanResult zb = u.Plan(ScheduleKind::kZbH1);
   ASSERT_TRUE(zb.plan);
   EXPECT_DOUBLE_EQ(zb.plan->estimate->iteration_ms, 108);
   // Fixing the schedule to interleaved gives v = 4; fixing another family, no chunks. (The
   // search over every family picks zb-v at 102 ms: VShapePlanning.ChoosesZbVWhereItHasNoBubble.)
-  o.schedule = ScheduleKind::kInterleaved;
-  PlanResult fixed = RunPlanner(profile, cluster, cost, 8, o);
+  PlanResult fixed = u.Plan(ScheduleKind::kInterleaved);
   ASSERT_TRUE(fixed.plan) << fixed.reason;
   EXPECT_EQ(fixed.plan->schedule, ScheduleKind::kInterleaved);
   EXPECT_EQ(fixed.plan->virtual_stages, 4);

@@ -1,46 +1,18 @@
 // The V-shape schedules in the DAPPLE planner (Note [V shapes from a plan]): chosen where
 // memory binds so that 1F1B's peak does not fit and v-half's does, not where they are slower,
 // and never slower than the plan without them.
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "dapple/plan/interleaving.h"
 #include "dapple/plan/planner.h"
 #include "dapple/sim/simulator.h"
 #include "fakes/fake_cost_model.h"
-#include "plan/random_problems.h"
+#include "plan/uniform_problem.h"
 
 namespace dapple {
 namespace {
 
-// `layers` uniform layers (f = 1, b = 2 ms per sample, 1 MB of activations and 4 MB of weights
-// and optimizer state each), 4 devices, an allreduce so dear that no stage is replicated, free
-// transfers, GBS 8, no forward times (so no re-computation).
-struct Uniform {
-  static constexpr int kDevices = 4;
-  FakeCostModel cost;
-  Profile profile;
-  Cluster cluster;
-  explicit Uniform(int layers = 16) : cost(layers, kDevices) {
-    cost.allreduce_ms = 1000;
-    profile.model = "uniform";
-    profile.batch_size = 1;
-    for (int i = 0; i < layers; ++i) {
-      LayerProfile l;
-      l.id = fmt::format("l{}", i);
-      profile.layers.push_back(l);
-    }
-    cluster.name = "four";
-    cluster.servers = {ServerSpec{kDevices, {}}};
-  }
-  PlanResult Plan(std::optional<ScheduleKind> schedule = std::nullopt,
-                  bool steady_state = false) const {
-    PlannerOptions o;
-    o.schedule = schedule;
-    o.steady_state = steady_state;
-    return RunPlanner(profile, cluster, cost, 8, o);
-  }
-};
+using Uniform = testing::UniformProblem;
 
 // Memory binds at 30 MB a device. A 4-stage pipeline of 4 layers holds 16 MB of weights, and
 // per micro-batch (m = 1) 4 MB of activations: dapple-a's first stage and every stage of
