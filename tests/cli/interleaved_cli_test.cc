@@ -1,4 +1,4 @@
-// Plans with chunks (interleaved, and zb-v in a V) on the built binary: `dapple simulate`
+// Plans with chunks (interleaved, and the V shapes) on the built binary: `dapple simulate`
 // runs them and names the chunks (table, JSON, trace); bad chunk counts, placements or
 // micro-batch counts are one line naming the field and exit code 2, with no output file.
 #include <fmt/format.h>
@@ -133,21 +133,31 @@ TEST_F(InterleavedCli, ZbVReportsEachChunksDevices) {
 }
 
 // Switching a plan's schedule between a V and a loop would move its chunks to other
-// devices; the planner does not search V shapes.
-TEST_F(InterleavedCli, ZbVRefusesWhatItCannotPlaceOrPlan) {
+// devices; between the V-shape schedules it keeps them. `dapple plan --schedule v-half` writes a
+// V-shape plan that `dapple simulate` reads back.
+TEST_F(InterleavedCli, VShapesKeepTheirPlacementAndArePlanned) {
   testing::CliRun r = Simulate(VPlan(4, 8), "--schedule interleaved");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err,
             "dapple: error: --schedule interleaved: the plan's chunks are placed for schedule "
             "'zb-v', in a V\n");
   EXPECT_EQ(Simulate(VPlan(4, 8), "--schedule zb-v").code, 0);
+  EXPECT_EQ(Simulate(VPlan(4, 8), "--schedule v-min").code, 0);
+  const fs::path out = dir_ / "planned.json";
   testing::CliRun p = Dapple("plan --profile " + std::string(DAPPLE_DATA_DIR) +
                              "/profiles/dapple/bert-48-pbs-2.txt --cluster paper-b --schedule "
-                             "zb-v --global-batch 16");
-  EXPECT_EQ(p.code, 2);
-  EXPECT_EQ(p.err,
-            "dapple: error: --schedule zb-v: the planner does not search V-shape schedules yet "
-            "(write the plan by hand and run `dapple simulate`)\n");
+                             "v-half --global-batch 16 --no-baselines -o " +
+                             out.string());
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_THAT(p.out, HasSubstr("v-half"));
+  testing::CliRun j = Simulate(out.string(), "--json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  nlohmann::json s = nlohmann::json::parse(j.out);
+  EXPECT_EQ(s["schedule"], "v-half");
+  EXPECT_EQ(s["virtual_stages"], 2);
+  const int S = static_cast<int>(s["stages"].size()) / 2;
+  for (int k = S; k < 2 * S; ++k)  // chunk k on the devices of chunk 2S - 1 - k
+    EXPECT_EQ(s["stages"][k]["devices"], s["stages"][2 * S - 1 - k]["devices"]) << k;
 }
 
 }  // namespace

@@ -140,7 +140,8 @@ TEST_F(PlanCli, PrintsEachScheduleFamilyAndZbH1Simulates) {
                                " --cluster paper-b --global-batch 64 --json");
   ASSERT_EQ(all.code, 0) << all.err;
   nlohmann::json j = nlohmann::json::parse(all.out);
-  ASSERT_EQ(j["schedules"].size(), 4u);  // dapple-a, dapple-b, zb-h1, interleaved
+  // dapple-a, dapple-b, zb-h1, zb-h2, interleaved, zb-v, v-half, v-min
+  ASSERT_EQ(j["schedules"].size(), 8u);
   std::map<std::string, double> ms;
   for (const auto& row : j["schedules"]) ms[row["planner"]] = row["iteration_ms"];
   EXPECT_LE(j["iteration_ms"].get<double>(), std::min(ms["dapple-a"], ms["dapple-b"]) * (1 + 1e-9));
@@ -160,6 +161,29 @@ TEST_F(PlanCli, PrintsEachScheduleFamilyAndZbH1Simulates) {
              plan.string() + " --weight-grad-share 1.5");
   EXPECT_EQ(bad.code, 2);
   EXPECT_EQ(bad.err, "dapple: error: --weight-grad-share: must be in [0, 1], got 1.5\n");
+}
+
+// `dapple plan --steady-state` records it in the plan; `dapple simulate` then reports the time
+// per iteration in steady state (as with --steady-state on any plan), never more than a cold
+// start's (docs/schedules.md, "ZB-H2 and steady state").
+TEST_F(PlanCli, SteadyStateIsRecordedAndSimulated) {
+  fs::path plan = dir_ / "steady.json";
+  testing::CliRun r = Dapple("plan --profile " + Profile("bert-48-pbs-2.txt") +
+                             " --cluster paper-b --global-batch 16 --steady-state --no-baselines "
+                             "-o " +
+                             plan.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("steady state "), std::string::npos) << r.out;
+  std::ifstream in(plan);
+  nlohmann::json written = nlohmann::json::parse(in);
+  EXPECT_EQ(written["steady_state"], true);
+  testing::CliRun sim = Dapple("simulate --profile " + Profile("bert-48-pbs-2.txt") +
+                               " --cluster paper-b --plan " + plan.string() + " --json");
+  ASSERT_EQ(sim.code, 0) << sim.err;
+  nlohmann::json s = nlohmann::json::parse(sim.out);
+  ASSERT_TRUE(s.contains("steady_state_iteration_ms")) << sim.out;
+  EXPECT_LE(s["steady_state_iteration_ms"].get<double>(), s["iteration_ms"].get<double>());
+  EXPECT_GT(s["steady_state_iteration_ms"].get<double>(), 0);
 }
 
 }  // namespace

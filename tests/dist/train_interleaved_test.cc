@@ -185,33 +185,35 @@ TEST(TrainInterleavedEval, HeldOutLossEqualsOneProcess) {
   fs::remove_all(dir);
 }
 
-// V-shape plans (zb-v, Note [V placement]: chunk 0 of group g is virtual stage g, chunk 1 is
-// 2S-1-g): the last group hands activations and gradients between its own two chunks (Note
-// [Messages to oneself]) and group 0 reads both the inputs and the targets. Equal to one
+// V-shape plans (zb-v, v-half, v-min; Note [V placement]: chunk 0 of group g is virtual stage
+// g, chunk 1 is 2S-1-g): the last group hands activations and gradients between its own two chunks
+// (Note [Messages to oneself]) and group 0 reads both the inputs and the targets. Equal to one
 // process with groups of one and of two ranks (split-concat into and out of the pair);
 // each group's peak of live activations is PeakInFlight's.
 TEST(TrainVShape, MatchesSingleProcessAndHoldsPeakInFlight) {
-  const std::vector<ChunkCase> cases = {
-      {"zbv_s2",
-       {{"fc0", "fc0", {0}}, {"fc1", "fc1", {1}}, {"fc2", "fc2", {1}}, {"head", "head", {0}}},
-       2,
-       4,
-       true,
-       ""},
-      {"zbv_s2_1to2",
-       {{"fc0", "fc0", {0}}, {"fc1", "fc1", {1, 2}}, {"fc2", "fc2", {1, 2}}, {"head", "head", {0}}},
-       3,
-       4,
-       false,
-       ""},
+  struct VCase {
+    ChunkCase chunked;
+    ScheduleKind kind;
+  };
+  const std::vector<StageSpec> ones = {
+      {"fc0", "fc0", {0}}, {"fc1", "fc1", {1}}, {"fc2", "fc2", {1}}, {"head", "head", {0}}};
+  const std::vector<StageSpec> one_two = {
+      {"fc0", "fc0", {0}}, {"fc1", "fc1", {1, 2}}, {"fc2", "fc2", {1, 2}}, {"head", "head", {0}}};
+  const std::vector<VCase> cases = {
+      {{"zb-v", ones, 2, 4, true, ""}, ScheduleKind::kZbV},
+      {{"zb-v", one_two, 3, 4, false, ""}, ScheduleKind::kZbV},
+      {{"v-half", ones, 2, 4, true, ""}, ScheduleKind::kVHalf},
+      {{"v-min", one_two, 3, 4, true, ""}, ScheduleKind::kVMin},
   };
   const int S = 2, v = 2;
-  for (const ChunkCase& c : cases) {
-    SCOPED_TRACE(c.name);
+  for (const VCase& vc : cases) {
+    const ChunkCase& c = vc.chunked;
     int world = 0;
     for (int g = 0; g < S; ++g) world += static_cast<int>(c.chunks[g].devices.size());
-    fs::path dir = TestDir(c.name);
-    fs::path plan = WriteChunkedPlan(dir, c.chunks, c.m, c.M, v, c.overlap, "zb-v");
+    const std::string name = c.name + "_world" + std::to_string(world);
+    SCOPED_TRACE(name);
+    fs::path dir = TestDir(name);
+    fs::path plan = WriteChunkedPlan(dir, c.chunks, c.m, c.M, v, c.overlap, c.name);
     RunResult r = RunDapple("train " + InterleavedFlags(dir / "ckpt", 3) + " --plan " +
                                 plan.string() + " --nproc " + std::to_string(world),
                             dir);
@@ -221,7 +223,7 @@ TEST(TrainVShape, MatchesSingleProcessAndHoldsPeakInFlight) {
     ASSERT_EQ(summary["stages"].size(), static_cast<size_t>(S)) << r.out;
     for (int g = 0; g < S; ++g) {
       EXPECT_EQ(summary["stages"][g]["peak_live_micro_batches"].get<int>(),
-                PeakInFlight(ScheduleKind::kZbV, g, S, c.M, v))
+                PeakInFlight(vc.kind, g, S, c.M, v))
           << "group " << g;
     }
     fs::remove_all(dir);

@@ -49,7 +49,10 @@ TEST(ZeroBubblePlanning, NeverSlowerAndFasterOnPipelines) {
     EXPECT_LE(any->estimate->iteration_ms, dapple * (1 + 1e-12)) << "gbs " << gbs;
     EXPECT_LE(any->estimate->iteration_ms, zb->estimate->iteration_ms * (1 + 1e-12));
     EXPECT_LT(zb->estimate->iteration_ms, dapple) << "gbs " << gbs;
-    EXPECT_EQ(any->schedule, ScheduleKind::kZbH1) << "gbs " << gbs;
+    // zb-h1, or a V-shape plan on its groups, which wins only when faster (its fill is one
+    // chunk's, not one stage's: docs/schedules.md, "V-Half and V-Min").
+    EXPECT_TRUE(any->schedule == ScheduleKind::kZbH1 || VShaped(any->schedule))
+        << "gbs " << gbs << ": " << ToString(any->schedule);
   }
 }
 

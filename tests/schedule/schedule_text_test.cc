@@ -45,6 +45,11 @@ TEST(ScheduleText, MatchesGoldenFiles) {
       {"zb_v_s4_m8.txt", ScheduleKind::kZbV, 4, 8, {}, 2},
       {"zb_v_s3_m2.txt", ScheduleKind::kZbV, 3, 2, {}, 2},
       {"zb_v_s2_m4_lowered_r1_2.txt", ScheduleKind::kZbV, 2, 4, {1, 2}, 2},
+      {"zb_h2_s4_m8.txt", ScheduleKind::kZbH2, 4, 8, {}},
+      {"v_half_s4_m8.txt", ScheduleKind::kVHalf, 4, 8, {}, 2},
+      {"v_min_s4_m8.txt", ScheduleKind::kVMin, 4, 8, {}, 2},
+      {"v_min_s3_m2.txt", ScheduleKind::kVMin, 3, 2, {}, 2},
+      {"v_half_s2_m3_lowered_r1_2.txt", ScheduleKind::kVHalf, 2, 3, {1, 2}, 2},
   };
   for (const Golden& g : goldens) {
     Schedule made = MakeSchedule(g.kind, g.stages, g.micro_batches, g.chunks);

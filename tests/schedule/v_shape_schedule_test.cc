@@ -1,9 +1,12 @@
-// ZB-V (docs/schedules.md, "ZB-V"): the lists against an independent statement of their
-// contents, the V placement in the validator and the text form, and the chunk counts.
+// The V-shape schedules (docs/schedules.md, "ZB-V", "V-Half and V-Min"): the lists against an
+// independent statement of their contents, the V placement in the validator and the text form, and
+// the chunk counts.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <string>
 #include <tuple>
 
 #include "dapple/common/error.h"
@@ -61,6 +64,53 @@ TEST(VShape, EveryStageRunsEachChunkOnce) {
       }
     }
   }
+}
+
+// v-half and v-min (Note [V-Half and V-Min]): every stage runs F, I and W once for each
+// (chunk, micro-batch), I after F and W after I, the F's and I's of a chunk in micro-batch
+// order; the lowered lists are sound with replicas; no stage holds more than its cap of
+// chunk-micro-batches, 2((S + 2) / 2) and 2((S + 4) / 3), for any M.
+TEST(ControlledV, ListsAreSoundAndWithinTheirCaps) {
+  for (ScheduleKind kind : {ScheduleKind::kVHalf, ScheduleKind::kVMin}) {
+    for (int S = 1; S <= 8; ++S) {
+      const int cap = kind == ScheduleKind::kVHalf ? 2 * ((S + 2) / 2) : 2 * ((S + 4) / 3);
+      for (int M = 1; M <= 4 * S; ++M) {
+        const std::string at =
+            ToString(kind) + " S=" + std::to_string(S) + " M=" + std::to_string(M);
+        Schedule s = MakeSchedule(kind, S, M, 2);
+        ASSERT_TRUE(s.v_shape);
+        for (int g = 0; g < S; ++g) {
+          std::set<std::tuple<int, int, int>> done;  // (op, chunk, micro-batch)
+          int next[2][2] = {{0, 0}, {0, 0}};         // [F or I][chunk]: next micro-batch
+          int held = 0, peak = 0;
+          for (const Instruction& in : s.programs[g]) {
+            const int op = static_cast<int>(in.op);
+            ASSERT_TRUE(done.insert({op, in.chunk, in.micro_batch}).second) << at;
+            if (in.op == Op::kForward) {
+              ASSERT_EQ(in.micro_batch, next[0][in.chunk]++) << at;
+              peak = std::max(peak, ++held);
+            } else if (in.op == Op::kInputGrad) {
+              ASSERT_EQ(in.micro_batch, next[1][in.chunk]++) << at;
+              ASSERT_TRUE(done.count({static_cast<int>(Op::kForward), in.chunk, in.micro_batch}));
+            } else {
+              ASSERT_EQ(in.op, Op::kWeightGrad) << at;
+              ASSERT_TRUE(done.count({static_cast<int>(Op::kInputGrad), in.chunk, in.micro_batch}));
+              --held;
+            }
+          }
+          ASSERT_EQ(static_cast<int>(s.programs[g].size()), 6 * M) << at << " stage " << g;
+          ASSERT_LE(peak, cap) << at << " stage " << g;
+          ASSERT_EQ(PeakInFlight(kind, g, S, M), peak) << at << " stage " << g;
+        }
+        std::vector<int> replicas(S);
+        for (int g = 0; g < S; ++g) replicas[g] = 1 + g % 2;
+        ASSERT_EQ(FindScheduleError(LowerComms(s, replicas)), std::nullopt) << at;
+      }
+    }
+  }
+  EXPECT_EQ(ParseScheduleKind("v-half"), ScheduleKind::kVHalf);
+  EXPECT_EQ(ParseScheduleKind("v-min"), ScheduleKind::kVMin);
+  EXPECT_TRUE(VShaped(ScheduleKind::kVMin) && SplitsBackward(ScheduleKind::kVHalf));
 }
 
 // The same lists placed in a loop (chunk 1 of g as virtual stage S + g) are unsound: the V

@@ -40,7 +40,8 @@ struct PlanArgs {
   std::string output;
   bool json = false;
   bool baselines = true;
-  bool overlap = true;  // allreduce overlapped with the backward
+  bool overlap = true;        // allreduce overlapped with the backward
+  bool steady_state = false;  // choose by the time per iteration in steady state
   long long refine_work = PlannerOptions{}.refine_work;
 };
 
@@ -248,13 +249,9 @@ void RunPlanCommand(const PlanArgs& a) {
   PlannerOptions o;
   o.planner = ParsePlannerKind(a.planner);
   if (a.schedule) o.schedule = ParseScheduleKind(*a.schedule);
-  if (o.schedule && VShaped(*o.schedule))
-    ThrowInput(
-        "--schedule {}: the planner does not search V-shape schedules yet (write the plan by "
-        "hand and run `dapple simulate`)",
-        ToString(*o.schedule));
   o.micro_batch_size = a.micro_batch;
   o.allreduce_overlap = a.overlap;
+  o.steady_state = a.steady_state;
   o.refine_work = a.refine_work;
   PlanningMemo memo;  // the baselines' and families' calls reuse this one's DPs and simulations
   o.memo = &memo;
@@ -290,7 +287,8 @@ void RunPlanCommand(const PlanArgs& a) {
   if (a.baselines) {
     if (o.planner == PlannerKind::kDapple && !a.schedule) {
       for (ScheduleKind k : {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1,
-                             ScheduleKind::kInterleaved}) {
+                             ScheduleKind::kZbH2, ScheduleKind::kInterleaved, ScheduleKind::kZbV,
+                             ScheduleKind::kVHalf, ScheduleKind::kVMin}) {
         PlannerOptions fixed = o;
         fixed.schedule = k;
         auto done = std::find_if(r.families.begin(), r.families.end(),
@@ -314,6 +312,7 @@ void RunPlanCommand(const PlanArgs& a) {
     Row self{a.planner, r, ""};
     j["result"] = RowJson(self);
     j["iteration_ms"] = r.plan->estimate->iteration_ms;
+    if (a.steady_state) j["steady_state_iteration_ms"] = r.steady_state_iteration_ms;
     j["speedup"] = r.plan->estimate->speedup;
     j["baselines"] = Json::array();
     for (const Row& row : rows) j["baselines"].push_back(RowJson(row));
@@ -322,6 +321,11 @@ void RunPlanCommand(const PlanArgs& a) {
     fmt::print("{}\n", j.dump(2));
   } else {
     PrintTable(a, profile, cluster, cost, r, rows);
+    if (a.steady_state)
+      fmt::print(
+          "steady state {:.2f} ms per iteration (each stage's next forward after its own "
+          "update; chosen by it)\n",
+          r.steady_state_iteration_ms);
     PrintFamilies(families);
     if (!a.output.empty()) fmt::print("plan written to {}\n", a.output);
   }
@@ -339,12 +343,16 @@ void AddPlanCommand(CLI::App& app) {
                   "dapple, dp, straight, gpipe, pipedream or exhaustive (small problems)");
   cmd->add_option(
       "--schedule", args->schedule,
-      "Fix the schedule: gpipe, dapple-a, dapple-b, zb-h1, interleaved (default: searched)");
+      "Fix the schedule: gpipe, dapple-a, dapple-b, zb-h1, interleaved, zb-v, v-half, v-min, "
+      "zb-h2 (default: searched)");
   cmd->add_option("--micro-batch", args->micro_batch, "Fix the micro-batch size m");
   cmd->add_option("-o,--output", args->output, "Write the plan JSON (dapple-plan/1) here");
   cmd->add_flag("--json", args->json, "Print the result and every baseline as JSON");
   cmd->add_flag("!--no-baselines", args->baselines,
                 "Do not run the other planners nor the planner per schedule family");
+  cmd->add_flag("--steady-state", args->steady_state,
+                "Choose by the time per iteration in steady state (consecutive iterations, each "
+                "stage's next forward after its own update; offers zb-h2), recorded in the plan");
   cmd->add_flag("!--no-overlap", args->overlap,
                 "One allreduce after the last backward (the paper), not buckets during it");
   cmd->add_option("--refine-work", args->refine_work,

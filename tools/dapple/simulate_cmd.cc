@@ -34,6 +34,7 @@ struct SimulateArgs {
   bool json = false;
   bool no_overlap = false;
   std::optional<double> clip_grad_norm;  // as `dapple train`'s: only its allreduce is timed
+  bool steady_state = false;             // also the time per iteration in steady state
 };
 
 // An output file's folder must exist before anything runs, so a bad path fails before
@@ -247,10 +248,19 @@ void RunSimulate(const SimulateArgs& a) {
     if (a.svg) WriteSvgGantt(r.timeline, *a.svg);
   }
   std::vector<StageSummary> sum = Summarise(plan, r, cost);
+  std::optional<SteadyState> steady;
+  if (a.steady_state || plan.steady_state) steady = SimulateSteadyState(plan, cost, 2, sim);
   if (a.json) {
-    fmt::print("{}\n", ResultJson(profile, cluster, plan, r, sum, cost, fits).dump(2));
+    Json j = ResultJson(profile, cluster, plan, r, sum, cost, fits);
+    if (steady) j["steady_state_iteration_ms"] = steady->iteration_ms;
+    fmt::print("{}\n", j.dump(2));
   } else {
     PrintSummary(profile, cluster, plan, r, sum);
+    if (steady)
+      fmt::print(
+          "steady state     {:.3f} ms per iteration (each stage's next forward after its "
+          "own update)\n",
+          steady->iteration_ms);
   }
 }
 
@@ -264,7 +274,8 @@ void AddSimulateCommand(CLI::App& app) {
   cmd->add_option("--plan", args->plan, "plan JSON (dapple-plan/1)")->required();
   cmd->add_option(
       "--schedule", args->schedule,
-      "override the plan's schedule: gpipe, dapple-a, dapple-b, zb-h1, interleaved, zb-v");
+      "override the plan's schedule: gpipe, dapple-a, dapple-b, zb-h1, interleaved, zb-v, "
+      "v-half, v-min, zb-h2");
   cmd->add_option("--trace", args->trace, "write the timeline as Chrome trace JSON");
   cmd->add_option("--svg", args->svg, "write the timeline as an SVG Gantt chart");
   cmd->add_flag("--json", args->json, "print JSON instead of the table");
@@ -273,6 +284,10 @@ void AddSimulateCommand(CLI::App& app) {
   cmd->add_option("--clip-grad-norm", args->clip_grad_norm,
                   "as `dapple train --clip-grad-norm X`: every device's update waits for one "
                   "scalar allreduce of the global gradient norm (NORM in the timeline)");
+  cmd->add_flag("--steady-state", args->steady_state,
+                "also print the time per iteration in steady state: two iterations, each "
+                "stage's next forward after its own update (docs/schedules.md); on by default "
+                "for a plan made with it");
   cmd->callback([args] { RunSimulate(*args); });
 }
 

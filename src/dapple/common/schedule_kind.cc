@@ -18,19 +18,31 @@ std::string ToString(ScheduleKind k) {
       return "interleaved";
     case ScheduleKind::kZbV:
       return "zb-v";
+    case ScheduleKind::kVHalf:
+      return "v-half";
+    case ScheduleKind::kVMin:
+      return "v-min";
+    case ScheduleKind::kZbH2:
+      return "zb-h2";
   }
   return "?";
 }
 
-bool SplitsBackward(ScheduleKind k) { return k == ScheduleKind::kZbH1 || VShaped(k); }
+bool SplitsBackward(ScheduleKind k) {
+  return k == ScheduleKind::kZbH1 || k == ScheduleKind::kZbH2 || VShaped(k);
+}
 
-bool VShaped(ScheduleKind k) { return k == ScheduleKind::kZbV; }
+bool VShaped(ScheduleKind k) {
+  return k == ScheduleKind::kZbV || k == ScheduleKind::kVHalf || k == ScheduleKind::kVMin;
+}
 
 ScheduleKind ParseScheduleKind(const std::string& s) {
   for (ScheduleKind k : AllScheduleKinds())
     if (ToString(k) == s) return k;
-  ThrowInput("unknown schedule '{}' (known: gpipe, dapple-a, dapple-b, zb-h1, interleaved, zb-v)",
-             s);
+  ThrowInput(
+      "unknown schedule '{}' (known: gpipe, dapple-a, dapple-b, zb-h1, interleaved, zb-v, v-half, "
+      "v-min, zb-h2)",
+      s);
 }
 
 void CheckChunks(ScheduleKind kind, int num_stages, int num_micro_batches, int num_chunks,
@@ -63,7 +75,8 @@ void CheckChunks(ScheduleKind kind, int num_stages, int num_micro_batches, int n
 
 std::vector<ScheduleKind> AllScheduleKinds() {
   return {ScheduleKind::kGPipe, ScheduleKind::kDappleA,     ScheduleKind::kDappleB,
-          ScheduleKind::kZbH1,  ScheduleKind::kInterleaved, ScheduleKind::kZbV};
+          ScheduleKind::kZbH1,  ScheduleKind::kInterleaved, ScheduleKind::kZbV,
+          ScheduleKind::kVHalf, ScheduleKind::kVMin,        ScheduleKind::kZbH2};
 }
 
 }  // namespace dapple

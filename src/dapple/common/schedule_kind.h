@@ -14,9 +14,24 @@ namespace dapple {
 // kZbV: zero bubble V (Qi et al., "Pipeline Parallelism with Controllable Memory", NeurIPS
 // 2024): two chunks per device group in a V (Note [V placement] in chunk_placement.h), the
 // backward split as in zb-h1 (docs/schedules.md, "ZB-V").
-enum class ScheduleKind { kGPipe, kDappleA, kDappleB, kZbH1, kInterleaved, kZbV };
+// kVHalf, kVMin: the same V at about a half and a third of ZB-V's activation memory, for a
+// bubble (same paper; docs/schedules.md, "V-Half and V-Min").
+// kZbH2: zero bubble H2 (the ICLR 2024 paper): zb-h1's split with dapple-b's warm-up and up to
+// 2s weight gradients deferred on stage s, a parallelogram that has no bubble in steady state
+// at twice zb-h1's activations (docs/schedules.md, "ZB-H2 and steady state").
+enum class ScheduleKind {
+  kGPipe,
+  kDappleA,
+  kDappleB,
+  kZbH1,
+  kInterleaved,
+  kZbV,
+  kVHalf,
+  kVMin,
+  kZbH2
+};
 
-// "gpipe", "dapple-a", "dapple-b", "zb-h1", "interleaved", "zb-v"
+// "gpipe", "dapple-a", "dapple-b", "zb-h1", "interleaved", "zb-v", "v-half", "v-min", "zb-h2"
 std::string ToString(ScheduleKind k);
 // True for the kinds whose backward is split into I and W instructions.
 bool SplitsBackward(ScheduleKind k);

@@ -59,10 +59,15 @@ struct Plan {
   // does); false: one allreduce after the last backward (the paper). JSON
   // `allreduce_overlap`, true when absent (docs/schedules.md, "Allreduce overlap").
   bool allreduce_overlap = true;
+  // Planned for consecutive iterations (`dapple plan --steady-state`): a stage starts its next
+  // forward once its own update ended, so one iteration's tail overlaps the next one's head
+  // (Note [Steady state] in sim/simulator.h). JSON `steady_state`, false when absent.
+  bool steady_state = false;
   // Model chunks per device group v (JSON `virtual_stages`, 1 when absent; > 1 only with
-  // schedule `interleaved`, and exactly 2 with `zb-v`): `stages` then lists the S*v chunks
-  // in model order and chunk k runs on the devices of chunk GroupOf(k): k mod S, or in a V
-  // 2S - 1 - k for k >= S (docs/schedules.md, "Interleaved 1F1B" and "ZB-V").
+  // schedule `interleaved`, and exactly 2 with the V shapes `zb-v`, `v-half` and `v-min`):
+  // `stages` then lists the S*v chunks in model order and chunk k runs on the devices of
+  // chunk GroupOf(k): k mod S, or in a V 2S - 1 - k for k >= S (docs/schedules.md,
+  // "Interleaved 1F1B", "ZB-V" and "V-Half and V-Min").
   int virtual_stages = 1;
   std::vector<StagePlan> stages;
   std::optional<PlanEstimate> estimate;

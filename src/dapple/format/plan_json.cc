@@ -83,6 +83,7 @@ Plan ParsePlanJson(const std::string& text, const std::string& source) {
   if (root.Has("recompute")) plan.recompute = root["recompute"].Bool();
   if (root.Has("virtual_stages")) plan.virtual_stages = root["virtual_stages"].PositiveInt();
   if (root.Has("allreduce_overlap")) plan.allreduce_overlap = root["allreduce_overlap"].Bool();
+  if (root.Has("steady_state")) plan.steady_state = root["steady_state"].Bool();
   JsonField stages = root["stages"];
   for (size_t s = 0; s < stages.size(); ++s) plan.stages.push_back(ReadStage(stages[s]));
   if (plan.stages.empty()) stages.Fail("the plan has no stages");
@@ -107,6 +108,7 @@ std::string PlanToJsonText(const Plan& plan) {
   root["schedule"] = ToString(plan.schedule);
   root["recompute"] = plan.recompute;
   root["allreduce_overlap"] = plan.allreduce_overlap;
+  if (plan.steady_state) root["steady_state"] = true;
   if (plan.virtual_stages != 1) root["virtual_stages"] = plan.virtual_stages;
   OJson stages = OJson::array();
   for (const StagePlan& st : plan.stages) {

@@ -157,7 +157,8 @@ PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
       if (s + 1 < S) pc.transfer_ms.push_back(transfer(s));
       continue;
     }
-    int k = v > 1 ? (PeakInFlight(plan.schedule, s % G, G, M, v) + v - 1) / v
+    // With chunks, a group's peak of chunk-micro-batches shared evenly among its chunks.
+    int k = v > 1 ? (PeakInFlight(plan.schedule, plan.GroupOf(s), G, M, v) + v - 1) / v
                   : PeakInFlight(plan.schedule, s, S, M);
     StageCost c =
         EvaluateStage(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
@@ -181,7 +182,8 @@ PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
     pc.peak_memory_bytes = 0;
     for (int g = 0; g < G; ++g) {
       double group = 0;
-      for (int s = g; s < S; s += G) group += pc.stages[s].memory_bytes;
+      for (int s = 0; s < S; ++s)
+        if (plan.GroupOf(s) == g) group += pc.stages[s].memory_bytes;
       pc.fits = pc.fits && group <= pc.stages[g].device_memory_bytes;
       pc.peak_memory_bytes = std::max(pc.peak_memory_bytes, group);
     }

@@ -14,6 +14,7 @@
 #include "dapple/plan/proposals.h"
 #include "dapple/plan/refine.h"
 #include "dapple/plan/rescoring.h"
+#include "dapple/plan/schedule_offers.h"
 #include "dapple/plan/sim_cache.h"
 
 namespace dapple {
@@ -60,9 +61,12 @@ std::vector<int> MicroBatchSizes(int global_batch) {
 
 namespace {
 
+using internal::ChooseForSteadyState;
 using internal::Context;
 using internal::Family;
 using internal::ForwardTimed;
+using internal::OfferedVShapes;
+using internal::OfferVShapes;
 using internal::Propose;
 using internal::Shared;
 
@@ -264,7 +268,9 @@ Context ContextFor(const Profile& profile, const Cluster& cluster, const CostMod
     c.sizes = MicroBatchSizes(global_batch);
   }
   if (options.schedule) {
-    c.schedules = {*options.schedule};
+    // A V-shape plan is made from a plan of one chunk per stage: the search runs zb-h1's,
+    // whose split backward and peak (S micro-batches) are zb-v's (Note [V shapes from a plan]).
+    c.schedules = {VShaped(*options.schedule) ? ScheduleKind::kZbH1 : *options.schedule};
   } else {
     c.schedules = {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1};
   }
@@ -303,9 +309,20 @@ Selection Search(const Context& c, const std::vector<Proposal>& proposals, PlanR
   } else {
     sel = SelectFastest(proposals, c.cost, false, &c.shared->sims);
   }
+  // The bases of the V shapes: the one-chunk winner and each family's, or, when nothing fits
+  // with one chunk per stage, every proposal made without the memory limit.
+  std::vector<Plan> v_bases;
+  if (const std::vector<ScheduleKind> kinds = OfferedVShapes(options); !kinds.empty()) {
+    if (sel.best) v_bases.push_back(sel.best->plan);
+    for (const PlanResult& fr : result.families)
+      if (fr.plan && fr.plan->virtual_stages == 1) v_bases.push_back(*fr.plan);
+    if (v_bases.empty())
+      for (Proposal& p : Propose(c, /*enforce_memory=*/false)) v_bases.push_back(std::move(p.plan));
+  }
   if (sel.best && options.planner == PlannerKind::kDapple && options.interleave &&
       (!options.schedule || *options.schedule == ScheduleKind::kInterleaved))
     OfferInterleaving(c, sel, result);
+  if (!v_bases.empty()) OfferVShapes(c, v_bases, OfferedVShapes(options), sel, result);
   return sel;
 }
 
@@ -380,6 +397,7 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
   const bool dropped_for_tags = proposals.size() < proposed;
   if (options.proposed) options.proposed();
   Selection sel = Search(c, proposals, result);
+  if (sel.best && options.steady_state) ChooseForSteadyState(c, sel, result);
   result.plans_simulated = sel.simulated;
   if (sel.best) {
     Plan plan = std::move(sel.best->plan);

@@ -78,6 +78,10 @@ struct PlannerOptions {
   // The DAPPLE planner offers interleaved 1F1B on its winner's device groups (Note
   // [Interleaving a plan]) unless the schedule is fixed to another family; false: never.
   bool interleave = true;
+  // Choose by the time per iteration in steady state (SimulateSteadyState) rather than one
+  // iteration's from a cold start: the searched winners and each family's, and zb-h2 on
+  // the one-chunk ones' stages, re-scored so; the plan records it (Plan::steady_state).
+  bool steady_state = false;
   // Shares the DPs, partitions and simulations with other calls on the same problem
   // (PlanningMemo); null: this call's own. The plan is the same either way.
   PlanningMemo* memo = nullptr;
@@ -88,7 +92,9 @@ struct PlannerOptions {
 };
 
 struct PlanResult {
-  std::optional<Plan> plan;          // with estimate filled (simulated iteration_ms, speedup, L)
+  std::optional<Plan> plan;  // with estimate filled (simulated iteration_ms, speedup, L)
+  // With PlannerOptions::steady_state: the plan's time per iteration in steady state.
+  double steady_state_iteration_ms = 0;
   std::string reason;                // why there is no plan
   double required_memory_bytes = 0;  // when nothing fits: what the best plan would need
   double planning_seconds = 0;

@@ -29,10 +29,10 @@ Context Family(const Context& c, ScheduleKind k) {
 namespace {
 
 // The DP's memory check depends on its schedule only through the warm-up depths K_s:
-// zb-h1's are dapple-a's, interleaved's (one chunk) dapple-b's.
+// zb-h1's are dapple-a's, interleaved's (one chunk) and zb-h2's dapple-b's.
 ScheduleKind DepthSchedule(ScheduleKind k) {
   if (k == ScheduleKind::kZbH1) return ScheduleKind::kDappleA;
-  if (k == ScheduleKind::kInterleaved) return ScheduleKind::kDappleB;
+  if (k == ScheduleKind::kInterleaved || k == ScheduleKind::kZbH2) return ScheduleKind::kDappleB;
   return k;
 }
 

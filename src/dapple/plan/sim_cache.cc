@@ -105,6 +105,7 @@ SimResult SimCache::Simulate(const Plan& plan, const CostModel& cost, double sto
   if (any_replicated && !replicated) replicated = make(true);
   const Schedule& some = single ? single->schedule : replicated->schedule;
   ScheduleView view{some.num_stages, some.num_micro_batches, some.num_chunks, {}};
+  view.v_shape = some.v_shape;
   ListsChecked checked;  // CheckSimulable passed on each list when the memo made it
   for (int s = 0; s < groups; ++s) {
     const Lowered& l = plan.stages[s].replicas() > 1 ? *replicated : *single;

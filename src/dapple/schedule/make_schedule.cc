@@ -23,26 +23,13 @@ int WarmupDepth(ScheduleKind kind, int stage, int num_stages, int num_micro_batc
     case ScheduleKind::kZbH1:
       return std::min(num_stages - stage, num_micro_batches);
     case ScheduleKind::kZbV:  // forwards of chunk 0 (Note [ZB-V])
+    case ScheduleKind::kZbH2:
     case ScheduleKind::kDappleB:
     case ScheduleKind::kInterleaved:  // with one chunk; Note [Interleaved 1F1B] for more
       return std::min(2 * (num_stages - stage) - 1, num_micro_batches);
-  }
-  return num_micro_batches;
-}
-
-int PeakInFlight(ScheduleKind kind, int stage, int num_stages, int num_micro_batches,
-                 int num_chunks) {
-  switch (kind) {
-    case ScheduleKind::kInterleaved:
-      return internal::InterleavedWarmup(stage, num_stages, num_micro_batches, num_chunks);
-    case ScheduleKind::kGPipe:
-    case ScheduleKind::kDappleA:
-    case ScheduleKind::kDappleB:
-      return WarmupDepth(kind, stage, num_stages, num_micro_batches);
-    case ScheduleKind::kZbH1:  // K_s forwards, then stage s more while s W's are deferred
-      return std::min(num_stages, num_micro_batches);
-    case ScheduleKind::kZbV:
-      return internal::ZbVPeakInFlight(stage, num_stages, num_micro_batches);
+    case ScheduleKind::kVHalf:  // forwards of both chunks (Note [V-Half and V-Min])
+    case ScheduleKind::kVMin:
+      return internal::VShapeWarmup(kind, stage, num_stages, num_micro_batches);
   }
   return num_micro_batches;
 }
@@ -64,9 +51,17 @@ namespace {
 // dapple-a's peak on stage 0 (and the largest of dapple-a's stages), not stage s's S - s.
 // Holding only S - s on the last stages cannot reach the one third: with S = 2 the last
 // stage would run F I W strictly in turn and the iteration would take 3M + 2.
-void AppendZbH1(int stage, int num_stages, int m, std::vector<Instruction>& p) {
-  const int k = WarmupDepth(ScheduleKind::kZbH1, stage, num_stages, m);
-  const int deferred = stage;
+//
+// Note [ZB-H2]: the same with dapple-b's warm-up, K_s = min(2(S - s) - 1, M), and up to 2s
+// weight gradients deferred on stage s. With F = I = W = 1 and free transfers stage s is busy
+// from s to 3M + s without a gap: a parallelogram. Its first iteration from a cold start
+// takes zb-h1's 3M + S - 1, but as stage s may start its next forward once its own update
+// ended (at 3M + s), consecutive iterations follow every 3M units: no bubble in steady state
+// (tests/sim/steady_state_test.cc). Every stage holds up to min(2S - 1, M) micro-batches.
+void AppendZeroBubble(ScheduleKind kind, int stage, int num_stages, int m,
+                      std::vector<Instruction>& p) {
+  const int k = WarmupDepth(kind, stage, num_stages, m);
+  const int deferred = kind == ScheduleKind::kZbH2 ? 2 * stage : stage;
   int f = 0, i = 0, w = 0;
   auto weight_if_due = [&] {
     if (i - w > deferred) p.push_back({Op::kWeightGrad, w++});
@@ -86,6 +81,35 @@ void AppendZbH1(int stage, int num_stages, int m, std::vector<Instruction>& p) {
 
 }  // namespace
 
+int PeakInFlight(ScheduleKind kind, int stage, int num_stages, int num_micro_batches,
+                 int num_chunks) {
+  switch (kind) {
+    case ScheduleKind::kInterleaved:
+      return internal::InterleavedWarmup(stage, num_stages, num_micro_batches, num_chunks);
+    case ScheduleKind::kGPipe:
+    case ScheduleKind::kDappleA:
+    case ScheduleKind::kDappleB:
+      return WarmupDepth(kind, stage, num_stages, num_micro_batches);
+    case ScheduleKind::kZbH1:  // K_s forwards, then stage s more while s W's are deferred
+      return std::min(num_stages, num_micro_batches);
+    case ScheduleKind::kZbH2: {  // counted on the list (Note [ZB-H2])
+      std::vector<Instruction> p;
+      AppendZeroBubble(kind, stage, num_stages, num_micro_batches, p);
+      int in_flight = 0, peak = 0;
+      for (const Instruction& in : p) {
+        if (in.op == Op::kForward) peak = std::max(peak, ++in_flight);
+        if (in.op == Op::kWeightGrad) --in_flight;
+      }
+      return peak;
+    }
+    case ScheduleKind::kZbV:
+    case ScheduleKind::kVHalf:
+    case ScheduleKind::kVMin:
+      return internal::VShapePeakInFlight(kind, stage, num_stages, num_micro_batches);
+  }
+  return num_micro_batches;
+}
+
 Schedule MakeSchedule(ScheduleKind kind, int num_stages, int num_micro_batches, int num_chunks) {
   if (num_stages <= 0)
     ThrowInput("schedule {}: number of stages must be positive, got {}", ToString(kind),
@@ -101,6 +125,10 @@ Schedule MakeSchedule(ScheduleKind kind, int num_stages, int num_micro_batches, 
   s.v_shape = VShaped(kind);
   s.programs.resize(num_stages);
   const int m = num_micro_batches;
+  if (kind == ScheduleKind::kVHalf || kind == ScheduleKind::kVMin) {
+    s.programs = internal::MakeControlledV(kind, num_stages, m);
+    return s;
+  }
   for (int stage = 0; stage < num_stages; ++stage) {
     std::vector<Instruction>& p = s.programs[stage];
     p.reserve(3 * m * num_chunks);
@@ -113,7 +141,7 @@ Schedule MakeSchedule(ScheduleKind kind, int num_stages, int num_micro_batches, 
       continue;
     }
     if (SplitsBackward(kind)) {
-      AppendZbH1(stage, num_stages, m, p);
+      AppendZeroBubble(kind, stage, num_stages, m, p);
       continue;
     }
     const int k = WarmupDepth(kind, stage, num_stages, m);

@@ -35,19 +35,22 @@ struct Schedule {
 };
 
 // Warm-up depth K_s: forwards stage s runs before its first backward.
-// gpipe: M; dapple-a and zb-h1: min(S-s, M); dapple-b (and interleaved with one chunk):
-// min(2(S-s)-1, M); zb-v: the same, forwards of chunk 0 (Note [ZB-V]).
+// gpipe: M; dapple-a and zb-h1: min(S-s, M); dapple-b, zb-h2 (and interleaved with one chunk):
+// min(2(S-s)-1, M); zb-v: the same, forwards of chunk 0 (Note [ZB-V]); v-half and v-min:
+// the forwards of both chunks that open the list (Note [V-Half and V-Min]).
 int WarmupDepth(ScheduleKind kind, int stage, int num_stages, int num_micro_batches);
 // Most micro-batches stage s holds activations of at once (from F to B, or to W in the
-// split schedules): WarmupDepth, except zb-h1: min(S, M) on every stage (Note [ZB-H1]).
+// split schedules): WarmupDepth, except zb-h1: min(S, M) on every stage (Note [ZB-H1]), and
+// zb-h2: up to min(2S-1, M) on every stage, counted on its list (Note [ZB-H2]).
 // Interleaved with v chunks: chunk-micro-batches (each a chunk's activations),
 // min((v-1)S + 2(S-s) - 1, vM) (Note [Interleaved 1F1B]). zb-v: chunk-micro-batches too,
-// 2S on every stage once M >= 2S - 1 (Note [ZB-V]).
+// 2S on every stage once M >= 2S - 1 (Note [ZB-V]); v-half at most 2((S+2)/2), v-min at
+// most 2((S+4)/3) (Note [V-Half and V-Min]).
 int PeakInFlight(ScheduleKind kind, int stage, int num_stages, int num_micro_batches,
                  int num_chunks = 1);
 
 // Compute-only programs: F and B, or F, I and W for the kinds that split the backward
-// (SplitsBackward); with num_chunks v > 1 (`interleaved`, and `zb-v` with v = 2 in a V)
+// (SplitsBackward); with num_chunks v > 1 (`interleaved`, and the V-shape kinds with v = 2 in a V)
 // each instruction names its chunk. Throws InputError for non-positive sizes, and for v > 1 with
 // another kind, with one stage, or with M not a multiple of S (CheckChunks).
 Schedule MakeSchedule(ScheduleKind kind, int num_stages, int num_micro_batches, int num_chunks = 1);

@@ -3,6 +3,8 @@
 #include "dapple/schedule/v_shape.h"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 namespace dapple::internal {
 
@@ -60,15 +62,52 @@ void AppendZbV(int stage, int num_stages, int num_micro_batches, std::vector<Ins
   while (w[0] < n) emit(Op::kWeightGrad, 0, w[0]);
 }
 
-int ZbVPeakInFlight(int stage, int num_stages, int num_micro_batches) {
-  std::vector<Instruction> p;
-  AppendZbV(stage, num_stages, num_micro_batches, p);
-  int in_flight = 0, peak = 0;
-  for (const Instruction& in : p) {
-    if (in.op == Op::kForward) peak = std::max(peak, ++in_flight);
-    if (in.op == Op::kWeightGrad) --in_flight;
+namespace {
+
+// Per stage of a V-shape kind: the peak of chunk-micro-batches (F to W) and the forwards that
+// open its list.
+struct VShapeFacts {
+  std::vector<int> peak, warmup;
+};
+
+// The facts of (kind, S, M), counted on the lists once per thread: v-half and v-min make every
+// stage at once (the squeeze couples them), and the planner asks each stage of many shapes.
+const VShapeFacts& FactsOf(ScheduleKind kind, int num_stages, int num_micro_batches) {
+  thread_local std::map<std::tuple<ScheduleKind, int, int>, VShapeFacts> known;
+  const auto key = std::tuple{kind, num_stages, num_micro_batches};
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  if (known.size() >= 1024) known.clear();
+  std::vector<std::vector<Instruction>> lists;
+  if (kind == ScheduleKind::kZbV) {
+    lists.resize(num_stages);
+    for (int g = 0; g < num_stages; ++g) AppendZbV(g, num_stages, num_micro_batches, lists[g]);
+  } else {
+    lists = MakeControlledV(kind, num_stages, num_micro_batches);
   }
-  return peak;
+  VShapeFacts f;
+  for (const std::vector<Instruction>& p : lists) {
+    int in_flight = 0, peak = 0, warmup = 0;
+    bool opening = true;
+    for (const Instruction& in : p) {
+      opening = opening && in.op == Op::kForward;
+      if (opening) ++warmup;
+      if (in.op == Op::kForward) peak = std::max(peak, ++in_flight);
+      if (in.op == Op::kWeightGrad) --in_flight;
+    }
+    f.peak.push_back(peak);
+    f.warmup.push_back(warmup);
+  }
+  return known.emplace(key, std::move(f)).first->second;
+}
+
+}  // namespace
+
+int VShapePeakInFlight(ScheduleKind kind, int stage, int num_stages, int num_micro_batches) {
+  return FactsOf(kind, num_stages, num_micro_batches).peak[stage];
+}
+
+int VShapeWarmup(ScheduleKind kind, int stage, int num_stages, int num_micro_batches) {
+  return FactsOf(kind, num_stages, num_micro_batches).warmup[stage];
 }
 
 }  // namespace dapple::internal

@@ -58,6 +58,7 @@ class Engine {
         scaled_(!s.op_scale.empty()),
         resume_ms_(s.resume_ms) {
     dev_.assign(s.devices.size(), DeviceState{});
+    for (size_t d = 0; d < s.start_ms.size(); ++d) dev_[d].clock = s.start_ms[d];
     xfer_.assign(2 * std::max(V_ - 1, 0) * M_, Transfer{});
     last_bwd_start_.assign(s.devices.size() * s.num_chunks, 0.0);
     last_bwd_scale_.assign(s.devices.size() * s.num_chunks, 1.0);

@@ -98,6 +98,9 @@ struct EngineSetup {
   // [Runs without contention] in simulator.cc): no time of such a run is later than the same
   // setup's contended run gives.
   bool contended = true;
+  // When not empty, device d's clock starts at start_ms[d] instead of 0 (the next iteration
+  // of a steady state: SimulateSteadyState).
+  std::vector<double> start_ms;
 };
 
 struct EngineDeviceResult {

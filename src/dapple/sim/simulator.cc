@@ -450,4 +450,33 @@ SimResult SimulatePlan(const Plan& plan, const CostModel& cost, const SimOptions
   return Simulate(plan, LoweredSchedule(plan), cost, options);
 }
 
+SteadyState SimulateSteadyState(const Plan& plan, const CostModel& cost, int iterations,
+                                const SimOptions& options) {
+  DAPPLE_CHECK(iterations >= 2, "a steady state needs two iterations");
+  const Schedule lowered = LoweredSchedule(plan);
+  CheckShape(plan, ViewOf(lowered), /*checked=*/false);
+  Prepared p = Prepare(plan, ViewOf(lowered), cost, {.record_timeline = false}, nullptr);
+  std::vector<int> all;
+  for (const internal::EngineDevice& ed : p.setup.devices)
+    all.push_back(plan.stages[ed.stage].devices[ed.replica]);
+  SteadyState out;
+  double last_end = 0;
+  for (int k = 0; k < iterations; ++k) {
+    internal::EngineResult run = RunOnce(p.setup, cost);
+    if (options.global_norm_allreduce)
+      internal::AddGlobalNormAllReduce(p.setup, cost.ScalarAllReduceMs(all), run);
+    double end = 0;
+    p.setup.start_ms.clear();
+    for (const internal::EngineDeviceResult& d : run.devices) {
+      end = std::max(end, d.end_ms);
+      p.setup.start_ms.push_back(d.end_ms);
+    }
+    if (k == 0) out.cold_ms = end;
+    out.iteration_ms = end - last_end;
+    last_end = end;
+  }
+  out.iterations = iterations;
+  return out;
+}
+
 }  // namespace dapple

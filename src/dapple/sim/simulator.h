@@ -102,6 +102,21 @@ inline bool ProvesLonger(double bound_ms, double stop_above_ms) {
 void CheckSimulable(const ScheduleView& lowered);
 // Builds plan.schedule's schedule, lowers it and runs it.
 SimResult SimulatePlan(const Plan& plan, const CostModel& cost, const SimOptions& options = {});
+
+// Note [Steady state]: `iterations` consecutive iterations of the plan, where a device starts
+// the next one as soon as its own STEP of the last one ended (the update of a stage must end
+// before that stage's next forward; nothing else waits for the whole pipeline). Each
+// iteration is simulated as Simulate does, its devices' clocks starting at those ends; the
+// transfers of two iterations do not contend (a device's last receive of one iteration ends
+// before its STEP). iteration_ms: how much later the last update of the last iteration ends
+// than the last update of the one before; cold_ms the first iteration's time (Simulate's).
+struct SteadyState {
+  double iteration_ms = 0;
+  double cold_ms = 0;
+  int iterations = 0;
+};
+SteadyState SimulateSteadyState(const Plan& plan, const CostModel& cost, int iterations = 2,
+                                const SimOptions& options = {});
 // plan.schedule's lowered schedule, as SimulatePlan runs it.
 Schedule LoweredSchedule(const Plan& plan);
 
