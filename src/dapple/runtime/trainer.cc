@@ -316,11 +316,13 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
     start = meta.step;
     losses = meta.losses;
   }
+  // Note [Data a stage reads] (models/data.h): in looped placement the first group holds
+  // virtual stage 0 and the last group the last virtual stage.
   std::unique_ptr<Dataset> data;
   if (sp && (stage == 0 || stage == S - 1)) {
     data = MakeDataset(o.data, model, o.seed,
                        o.data_cache_dir.empty() ? DefaultDataCacheDir() : o.data_cache_dir,
-                       o.data_files);
+                       o.data_files, DataParts{stage == 0, stage == S - 1});
   }
   StageWorkerOptions wo;
   wo.global_batch = plan.global_batch_size;
@@ -406,6 +408,7 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   writer.Wait();  // the final checkpoint is committed before the summary and the export
   if (worker) stats.SetPeaks(worker->peak_live_micro_batches(), worker->peak_live_bytes());
   if (chunks) stats.SetPeaks(chunks->peak_live_micro_batches(), chunks->peak_live_bytes());
+  stats.SetDataBytes(data ? data->HeldBytes() : 0);
   stats.SetMemory(Bytes(HeldParameters(model, held)),
                   optimizer ? OptimizerStateBytes(*optimizer, o.optimizer.kind) : 0,
                   PeakResidentBytes(), resident_at_start);
