@@ -36,6 +36,20 @@ Cluster LoadClusterFlag(const std::string& value) {
   }
 }
 
+// Note [State per parameter]: a stage holds per parameter byte its weights, its gradients
+// and the optimizer's state: SGD with momentum one buffer (3 in all), without momentum none
+// (2), Adam and AdamW two moments (4). The profile names the optimizer whose update it timed
+// (`dapple profile --optimizer`), which is the one its plans train with (`dapple train`
+// warns otherwise); a profile that names none (PipeDream and DAPPLE text) keeps Adam's 4.
+double StateFactorOf(const Profile& p) {
+  const std::string optimizer = p.settings ? p.settings->optimizer : "";
+  if (optimizer != "sgd") return CostOptions{}.state_factor;
+  auto options = p.metadata.find("optimizer_options");
+  const bool no_momentum = options != p.metadata.end() &&
+                           options->second.find("momentum 0,") != std::string::npos;
+  return no_momentum ? 2.0 : 3.0;
+}
+
 }  // namespace
 
 ModelInputs LoadModelInputs(const ModelInputArgs& a) {
@@ -61,6 +75,7 @@ ModelInputs LoadModelInputs(const ModelInputArgs& a) {
     ThrowInput("--cluster {}: the cluster has no device", a.cluster);
   if (auto mismatch = SettingsMismatch(in.profile, in.cluster))
     std::fprintf(stderr, "dapple: warning: %s\n", mismatch->c_str());
+  in.cost_options.state_factor = StateFactorOf(in.profile);
   if (a.memory_gb) in.cost_options.memory_bytes_override = *a.memory_gb * 1e9;
   if (a.bucket_mb) in.cost_options.allreduce_bucket_bytes = *a.bucket_mb * (1 << 20);
   if (a.weight_grad_share) in.cost_options.weight_grad_share = *a.weight_grad_share;
