@@ -176,7 +176,8 @@ TEST(Kjv, NextCharacterTargets) {
   EXPECT_FALSE(t.inputs.defined());
   EXPECT_TRUE(torch::equal(t.targets, b.targets));
   EXPECT_EQ(targets->HeldBytes(), ds->HeldBytes());
-  EXPECT_EQ(ds->HeldBytes(), static_cast<int64_t>(std::filesystem::file_size(cache / "kjv" / "kjv.txt")));
+  EXPECT_EQ(ds->HeldBytes(),
+            static_cast<int64_t>(std::filesystem::file_size(cache / "kjv" / "kjv.txt")));
   EXPECT_THROW(MakeDataset("kjv", BuildModel("mlp", {}, 1), 1, cache), InputError);
   EXPECT_THROW(MakeDataset("kjv", BuildModel("gpt", {{"vocab", "64"}}, 1), 1, cache), InputError);
   std::filesystem::remove_all(cache);

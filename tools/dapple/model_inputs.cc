@@ -36,18 +36,26 @@ Cluster LoadClusterFlag(const std::string& value) {
   }
 }
 
-// Note [State per parameter]: a stage holds per parameter byte its weights, its gradients
-// and the optimizer's state: SGD with momentum one buffer (3 in all), without momentum none
-// (2), Adam and AdamW two moments (4). The profile names the optimizer whose update it timed
-// (`dapple profile --optimizer`), which is the one its plans train with (`dapple train`
-// warns otherwise); a profile that names none (PipeDream and DAPPLE text) keeps Adam's 4.
+// Note [State per parameter]: at its peak a stage holds, per parameter byte, its weights, its
+// gradients, the optimizer's state (SGD with momentum one buffer, without momentum none, Adam
+// and AdamW two moments) and one more for the step's scratch: the backward computes each
+// layer's weight gradient into a fresh tensor before adding it to the accumulated one, and
+// the update makes temporaries of a parameter's size, and malloc keeps what they freed for
+// reuse within the step (Note [Freed memory stays] in common/malloc_tuning.h), so at the
+// step's peak they take about one more copy of the parameters (docs/cost-model.md, "State
+// per parameter": measured per rank on MLPs of width 1024 and 2048). The profile names the
+// optimizer whose update it timed (`dapple profile --optimizer`), the one its plans train
+// with (`dapple train` warns otherwise); a profile that names none (PipeDream and DAPPLE
+// text) keeps 4, the weights, gradients and Adam moments of the paper's memory model.
 double StateFactorOf(const Profile& p) {
   const std::string optimizer = p.settings ? p.settings->optimizer : "";
-  if (optimizer != "sgd") return CostOptions{}.state_factor;
+  if (optimizer.empty()) return CostOptions{}.state_factor;
+  constexpr double kWeightsGradientsScratch = 3;
+  if (optimizer != "sgd") return kWeightsGradientsScratch + 2;  // two moments
   auto options = p.metadata.find("optimizer_options");
-  const bool no_momentum = options != p.metadata.end() &&
-                           options->second.find("momentum 0,") != std::string::npos;
-  return no_momentum ? 2.0 : 3.0;
+  const bool no_momentum =
+      options != p.metadata.end() && options->second.find("momentum 0,") != std::string::npos;
+  return kWeightsGradientsScratch + (no_momentum ? 0 : 1);
 }
 
 }  // namespace

@@ -56,8 +56,7 @@ class InMemoryDataset : public Dataset {
 
 std::unique_ptr<Dataset> MakeSyntheticDataset(const Model& model, uint64_t seed);
 std::unique_ptr<Dataset> MakeFashionMnist(const Model& model, uint64_t seed,
-                                          const std::filesystem::path& cache_dir,
-                                          DataParts parts);
+                                          const std::filesystem::path& cache_dir, DataParts parts);
 // As MakeFashionMnist, reading the .gz files from `source_dir` (tests point it elsewhere).
 std::unique_ptr<Dataset> MakeFashionMnistFrom(const Model& model, uint64_t seed,
                                               const std::filesystem::path& cache_dir,

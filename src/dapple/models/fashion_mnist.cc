@@ -1,7 +1,8 @@
 // Fashion-MNIST from the Debian package dataset-fashion-mnist: gzip-compressed IDX files,
 // decompressed once into the cache folder, then mapped (Note [Data pages off the resident
-// set] in file_bytes.h); each batch's bytes become floats when it is gathered. Pixels are scaled to
-// [0, 1] and standardised with the training set's mean and deviation (0.2860, 0.3530).
+// set] in file_bytes.h); each batch's bytes become floats when it is gathered. Pixels are
+// scaled to [0, 1] and standardised with the training set's mean and deviation (0.2860,
+// 0.3530).
 #include <fmt/ranges.h>
 #include <zlib.h>
 
@@ -111,8 +112,7 @@ std::unique_ptr<Dataset> MakeFashionMnistFrom(const Model& model, uint64_t seed,
 }
 
 std::unique_ptr<Dataset> MakeFashionMnist(const Model& model, uint64_t seed,
-                                          const std::filesystem::path& cache_dir,
-                                          DataParts parts) {
+                                          const std::filesystem::path& cache_dir, DataParts parts) {
   return MakeFashionMnistFrom(model, seed, cache_dir, "/usr/share/datasets/fashion-mnist", parts);
 }
 

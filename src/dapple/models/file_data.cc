@@ -212,8 +212,7 @@ class TokenDataset : public Dataset {
 }  // namespace
 
 std::unique_ptr<Dataset> MakeFileDataset(const std::filesystem::path& path, const Model& model,
-                                         uint64_t seed, const DataFileOptions& o,
-                                         DataParts parts) {
+                                         uint64_t seed, const DataFileOptions& o, DataParts parts) {
   if (!std::filesystem::is_regular_file(path)) ThrowInput("{}: no such data file", path.string());
   if (EndsWith(path.string(), ".bin"))
     return std::make_unique<TokenDataset>(path, o.eval_path, model, seed, o, parts);

@@ -251,8 +251,7 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
           "    holds parameters %.3f MiB, optimizer state %.3f MiB, data %.1f MiB; peak resident "
           "%.1f MiB, %.1f MiB above the process's start%s\n",
           param_bytes[s] / 1048576.0, opt_bytes[s] / 1048576.0, data_bytes[s] / 1048576.0,
-          rss_bytes[s] / 1048576.0,
-          rss_grown[s] / 1048576.0, planned.c_str());
+          rss_bytes[s] / 1048576.0, rss_grown[s] / 1048576.0, planned.c_str());
     }
   }
   std::fflush(stdout);

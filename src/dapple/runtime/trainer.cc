@@ -4,18 +4,18 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <nlohmann/json.hpp>
-
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "dapple/common/clock.h"
 #include "dapple/common/error.h"
 #include "dapple/common/json_util.h"
+#include "dapple/common/malloc_tuning.h"
 #include "dapple/common/process_memory.h"
 #include "dapple/format/cluster.h"
 #include "dapple/format/message_tags.h"
@@ -370,6 +370,7 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
   auto host_event = [&](const char* name, double from, double to) {
     if (sp) traced.push_back({env.rank, name, "other", from, to, stage, -1});
   };
+  FreedMemoryBound freed_memory(16 << 20);  // Note [Freed memory between steps]
   for (int64_t step = start; step < o.steps; ++step) {
     if (tracing && step == first_traced) {
       record(step_losses.Finish(NowMs()));
@@ -395,6 +396,7 @@ void RunTraining(const TrainOptions& options, const DistEnv& env) {
     }
     step_losses.Start(step, r.loss_part, clipper ? clipper->ReportedPart() : 0, t0, t1,
                       std::move(r.events));
+    freed_memory.AfterStep();
     if (traced_step) host_event("HOST", t2, NowMs());
     const bool last = step + 1 == o.steps;
     const bool due = !o.checkpoint_dir.empty() &&
