@@ -131,6 +131,35 @@ TEST(FashionMnist, LoadsAndCaches) {
   std::filesystem::remove_all(cache);
 }
 
+// Note [Data a stage reads]: a first stage's data set maps only the image files, a last
+// stage's only the label files, and what they return equals the whole data set's.
+TEST(FashionMnist, EachPartReadsOnlyItsFiles) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist"))
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  auto cache = TempDir("fashion_parts");
+  Model m = BuildModel("mlp", {}, 1);
+  auto both = MakeDataset("fashion-mnist", m, 1, cache);
+  auto inputs = MakeDataset("fashion-mnist", m, 1, cache, {}, DataParts{true, false});
+  auto targets = MakeDataset("fashion-mnist", m, 1, cache, {}, DataParts{false, true});
+  constexpr int64_t kImages = 70000, kPixels = 28 * 28;  // training and test splits
+  EXPECT_EQ(both->HeldBytes(), kImages * kPixels + kImages);
+  EXPECT_EQ(inputs->HeldBytes(), kImages * kPixels);
+  EXPECT_EQ(targets->HeldBytes(), kImages);
+  EXPECT_EQ(inputs->size(), 60000);
+  EXPECT_EQ(targets->size(), 60000);
+  for (int64_t step : {0, 250}) {  // 250: the second epoch, reshuffled
+    Batch b = both->GlobalBatch(step, 256), i = inputs->GlobalBatch(step, 256),
+          t = targets->GlobalBatch(step, 256);
+    EXPECT_TRUE(torch::equal(i.inputs, b.inputs));
+    EXPECT_FALSE(i.targets.defined());
+    EXPECT_TRUE(torch::equal(t.targets, b.targets));
+    EXPECT_FALSE(t.inputs.defined());
+  }
+  EXPECT_TRUE(torch::equal(inputs->TestSet().inputs, both->TestSet().inputs));
+  EXPECT_EQ(targets->TestSet().rows(), 10000);
+  std::filesystem::remove_all(cache);
+}
+
 TEST(Kjv, NextCharacterTargets) {
   if (!std::filesystem::exists("/usr/bin/bible")) GTEST_SKIP() << "bible-kjv not installed";
   auto cache = TempDir("kjv");
@@ -141,6 +170,14 @@ TEST(Kjv, NextCharacterTargets) {
   EXPECT_TRUE(torch::equal(b.inputs.slice(1, 1), b.targets.slice(1, 0, 15)));
   EXPECT_LT(b.inputs.max().item<int64_t>(), 128);
   EXPECT_GT(ds->TestSet().inputs.size(0), 0);
+  // The last stage's data set: the same targets, no inputs, the text mapped once.
+  auto targets = MakeDataset("kjv", m, 1, cache, {}, DataParts{false, true});
+  Batch t = targets->GlobalBatch(7, 8);
+  EXPECT_FALSE(t.inputs.defined());
+  EXPECT_TRUE(torch::equal(t.targets, b.targets));
+  EXPECT_EQ(targets->HeldBytes(), ds->HeldBytes());
+  EXPECT_EQ(ds->HeldBytes(),
+            static_cast<int64_t>(std::filesystem::file_size(cache / "kjv" / "kjv.txt")));
   EXPECT_THROW(MakeDataset("kjv", BuildModel("mlp", {}, 1), 1, cache), InputError);
   EXPECT_THROW(MakeDataset("kjv", BuildModel("gpt", {{"vocab", "64"}}, 1), 1, cache), InputError);
   std::filesystem::remove_all(cache);

@@ -36,6 +36,28 @@ Cluster LoadClusterFlag(const std::string& value) {
   }
 }
 
+// Note [State per parameter]: at its peak a stage holds, per parameter byte, its weights, its
+// gradients, the optimizer's state (SGD with momentum one buffer, without momentum none, Adam
+// and AdamW two moments) and one more for the step's scratch: the backward computes each
+// layer's weight gradient into a fresh tensor before adding it to the accumulated one, and
+// the update makes temporaries of a parameter's size, and malloc keeps what they freed for
+// reuse within the step (Note [Freed memory stays] in common/malloc_tuning.h), so at the
+// step's peak they take about one more copy of the parameters (docs/cost-model.md, "State
+// per parameter": measured per rank on MLPs of width 1024 and 2048). The profile names the
+// optimizer whose update it timed (`dapple profile --optimizer`), the one its plans train
+// with (`dapple train` warns otherwise); a profile that names none (PipeDream and DAPPLE
+// text) keeps 4, the weights, gradients and Adam moments of the paper's memory model.
+double StateFactorOf(const Profile& p) {
+  const std::string optimizer = p.settings ? p.settings->optimizer : "";
+  if (optimizer.empty()) return CostOptions{}.state_factor;
+  constexpr double kWeightsGradientsScratch = 3;
+  if (optimizer != "sgd") return kWeightsGradientsScratch + 2;  // two moments
+  auto options = p.metadata.find("optimizer_options");
+  const bool no_momentum =
+      options != p.metadata.end() && options->second.find("momentum 0,") != std::string::npos;
+  return kWeightsGradientsScratch + (no_momentum ? 0 : 1);
+}
+
 }  // namespace
 
 ModelInputs LoadModelInputs(const ModelInputArgs& a) {
@@ -61,6 +83,7 @@ ModelInputs LoadModelInputs(const ModelInputArgs& a) {
     ThrowInput("--cluster {}: the cluster has no device", a.cluster);
   if (auto mismatch = SettingsMismatch(in.profile, in.cluster))
     std::fprintf(stderr, "dapple: warning: %s\n", mismatch->c_str());
+  in.cost_options.state_factor = StateFactorOf(in.profile);
   if (a.memory_gb) in.cost_options.memory_bytes_override = *a.memory_gb * 1e9;
   if (a.bucket_mb) in.cost_options.allreduce_bucket_bytes = *a.bucket_mb * (1 << 20);
   if (a.weight_grad_share) in.cost_options.weight_grad_share = *a.weight_grad_share;

@@ -14,6 +14,7 @@
 #include "dapple/calibrate/calibration_steps.h"
 #include "dapple/calibrate/server_speeds.h"
 #include "dapple/common/error.h"
+#include "dapple/common/malloc_tuning.h"
 #include "dapple/common/process_memory.h"
 #include "dapple/runtime/communicator.h"
 
@@ -255,8 +256,11 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
       }
     }
     // Note [Process memory] (format/cluster.h): after the transfers, the allreduces and the
-    // compute loops, with their tensors freed, what a rank still holds is the framework's
-    // own (code, pools, the communicator's buffers, the BLAS threads' buffers).
+    // compute loops, with their tensors freed (and the freed memory malloc kept for reuse
+    // handed back: a training process holds its own tensors, not these), what a rank still
+    // holds is the framework's own (code, pools, the communicator's buffers, the BLAS
+    // threads' buffers).
+    ReturnFreedMemory();
     torch::Tensor resident = torch::zeros({world}, torch::kFloat64);
     resident[comm.rank()] = static_cast<double>(ResidentBytes());
     comm.AllReduceSum(resident, "", "calibrate: resident memory of each rank");

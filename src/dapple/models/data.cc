@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <set>
 
 #include "dapple/common/error.h"
+#include "dapple/common/json_util.h"
 #include "dapple/common/machine.h"
 #include "dapple/models/data_internal.h"
 
@@ -28,9 +30,16 @@ at::Generator SeededGenerator(uint64_t seed, uint64_t stream, uint64_t index) {
   return at::detail::createCPUGenerator(s);
 }
 
-InMemoryDataset::InMemoryDataset(Batch train, Batch test, uint64_t seed, bool shuffle)
-    : train_(std::move(train)), test_(std::move(test)), seed_(seed), shuffle_(shuffle) {
-  DAPPLE_CHECK(train_.inputs.size(0) > 0 && train_.inputs.size(0) == train_.targets.size(0));
+InMemoryDataset::InMemoryDataset(Batch train, Batch test, uint64_t seed, bool shuffle,
+                                 RowFormat format)
+    : train_(std::move(train)),
+      test_(std::move(test)),
+      seed_(seed),
+      shuffle_(shuffle),
+      format_(std::move(format)) {
+  DAPPLE_CHECK(train_.rows() > 0);
+  DAPPLE_CHECK(!train_.inputs.defined() || !train_.targets.defined() ||
+               train_.inputs.size(0) == train_.targets.size(0));
 }
 
 const torch::Tensor& InMemoryDataset::Permutation(int64_t epoch) {
@@ -57,8 +66,49 @@ Batch InMemoryDataset::GlobalBatch(int64_t step, int64_t global_batch) {
     parts.push_back(Permutation(epoch).slice(0, offset, offset + take));
     pos += take;
   }
-  torch::Tensor index = parts.size() == 1 ? parts[0] : torch::cat(parts);
-  return {train_.inputs.index_select(0, index), train_.targets.index_select(0, index)};
+  return Formatted(train_, parts.size() == 1 ? parts[0] : torch::cat(parts));
+}
+
+Batch InMemoryDataset::TestSet() { return Formatted(test_, torch::Tensor()); }
+
+Batch InMemoryDataset::Formatted(const Batch& b, const torch::Tensor& index) const {
+  auto part = [&](const torch::Tensor& rows,
+                  const std::function<torch::Tensor(const torch::Tensor&)>& format) {
+    if (!rows.defined()) return torch::Tensor();
+    torch::Tensor picked = index.defined() ? rows.index_select(0, index) : rows;
+    return format ? format(picked) : picked;
+  };
+  Batch out{part(b.inputs, format_.inputs), part(b.targets, format_.targets)};
+  for (const auto& f : format_.files) f->ReleasePages();
+  return out;
+}
+
+int64_t InMemoryDataset::HeldBytes() const {
+  std::set<const void*> seen;  // views of one storage (kjv's windows) count once
+  int64_t bytes = 0;
+  for (const torch::Tensor* t : {&train_.inputs, &train_.targets, &test_.inputs, &test_.targets}) {
+    if (t->defined() && seen.insert(t->storage().data()).second)
+      bytes += static_cast<int64_t>(t->storage().nbytes());
+  }
+  return bytes;
+}
+
+std::shared_ptr<FileBytes> CachedFileBytes(const std::filesystem::path& cache_dir,
+                                           const std::string& name,
+                                           const std::function<std::string()>& make) {
+  const std::filesystem::path cached = cache_dir / name;
+  if (std::filesystem::is_regular_file(cached)) return FileBytes::Map(cached);
+  std::string bytes = make();
+  std::error_code ec;
+  std::filesystem::create_directories(cached.parent_path(), ec);
+  if (!ec) {
+    try {
+      WriteFileAtomic(cached, bytes);
+      return FileBytes::Map(cached);
+    } catch (const std::exception&) {  // a read-only cache is not fatal
+    }
+  }
+  return FileBytes::Hold(std::move(bytes));
 }
 
 }  // namespace internal
@@ -69,11 +119,11 @@ bool IsDataFilePath(const std::string& name) {
 
 std::unique_ptr<Dataset> MakeDataset(const std::string& name, const Model& model, uint64_t seed,
                                      const std::filesystem::path& cache_dir,
-                                     const DataFileOptions& files) {
-  if (IsDataFilePath(name)) return internal::MakeFileDataset(name, model, seed, files);
+                                     const DataFileOptions& files, DataParts parts) {
+  if (IsDataFilePath(name)) return internal::MakeFileDataset(name, model, seed, files, parts);
   if (name == "synthetic") return internal::MakeSyntheticDataset(model, seed);
-  if (name == "fashion-mnist") return internal::MakeFashionMnist(model, seed, cache_dir);
-  if (name == "kjv") return internal::MakeKjv(model, seed, cache_dir);
+  if (name == "fashion-mnist") return internal::MakeFashionMnist(model, seed, cache_dir, parts);
+  if (name == "kjv") return internal::MakeKjv(model, seed, cache_dir, parts);
   ThrowInput(
       "unknown data set '{}' (known: fashion-mnist, kjv, synthetic, or a file: PATH.pt, "
       "PATH.bin)",
@@ -81,8 +131,9 @@ std::unique_ptr<Dataset> MakeDataset(const std::string& name, const Model& model
 }
 
 Batch SliceBatch(const Batch& b, int64_t begin, int64_t end) {
-  DAPPLE_CHECK(0 <= begin && begin <= end && end <= b.inputs.size(0));
-  return {b.inputs.slice(0, begin, end), b.targets.slice(0, begin, end)};
+  DAPPLE_CHECK(0 <= begin && begin <= end && end <= b.rows());
+  auto rows = [&](const torch::Tensor& t) { return t.defined() ? t.slice(0, begin, end) : t; };
+  return {rows(b.inputs), rows(b.targets)};
 }
 
 std::filesystem::path DefaultDataCacheDir() { return DappleCacheDir(); }

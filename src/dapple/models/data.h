@@ -16,9 +16,24 @@
 
 namespace dapple {
 
+// Either tensor is undefined in a process that does not read it (DataParts).
 struct Batch {
   torch::Tensor inputs;   // [n, input_shape...]
   torch::Tensor targets;  // [n, target_shape...]
+  // n: the rows of whichever tensor is defined; 0 when neither is.
+  int64_t rows() const {
+    return inputs.defined() ? inputs.size(0) : targets.defined() ? targets.size(0) : 0;
+  }
+};
+
+// Note [Data a stage reads]: a pipeline's first stage reads a batch's inputs and its last
+// stage the targets; the stages between read neither and make no data set at all. A data set
+// made for some of the parts loads (or maps, Note [Data pages off the resident set] in
+// file_bytes.h) only the files those parts come from, and its batches leave the other
+// tensor undefined; the values of what it does return are the same as with both parts.
+struct DataParts {
+  bool inputs = true;
+  bool targets = true;
 };
 
 class Dataset {
@@ -31,6 +46,10 @@ class Dataset {
   virtual Batch GlobalBatch(int64_t step, int64_t global_batch) = 0;
   // Held-out samples for evaluation (empty tensors where there is no test split).
   virtual Batch TestSet() { return {}; }
+  // The bytes of samples this process holds in memory or maps from files (mapped files
+  // whole, though only the pages of the batch being gathered count in the resident set);
+  // 0 for data drawn per batch.
+  virtual int64_t HeldBytes() const = 0;
 };
 
 // How a user's data file is read (docs/your-model.md).
@@ -47,10 +66,11 @@ bool IsDataFilePath(const std::string& name);
 // `input` and `target` tensors; PATH.bin: flat little-endian uint16 token ids), shaped for
 // `model` (its input_shape/target_shape). A missing Debian package throws InputError naming
 // the package to install; a file that does not fit the model names the file and the field.
-// Decompressed files are cached under `cache_dir`.
+// Decompressed files are cached under `cache_dir`. Only the parts in `parts` are read
+// (Note [Data a stage reads]).
 std::unique_ptr<Dataset> MakeDataset(const std::string& name, const Model& model, uint64_t seed,
                                      const std::filesystem::path& cache_dir,
-                                     const DataFileOptions& files = {});
+                                     const DataFileOptions& files = {}, DataParts parts = {});
 
 // The input sample of data file `path` (shape without the batch dimension, dtype), for
 // models whose input is not known before the data (TorchScript). Token files: [seq_len]
@@ -58,7 +78,7 @@ std::unique_ptr<Dataset> MakeDataset(const std::string& name, const Model& model
 std::pair<std::vector<int64_t>, torch::Dtype> DataFileSample(const std::filesystem::path& path,
                                                              int64_t seq_len);
 
-// Rows [range.begin, range.end) of a batch.
+// Rows [range.begin, range.end) of a batch (of its defined tensors).
 Batch SliceBatch(const Batch& b, int64_t begin, int64_t end);
 
 // Where decompressed data sets are cached by default: $DAPPLE_CACHE_DIR, else

@@ -1,12 +1,8 @@
 // The user's data files: a torch.save dict of tensors, and flat uint16 token files
 // (memory-mapped, the nanoGPT .bin convention). See data.h.
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <torch/serialize.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <iterator>
@@ -94,11 +90,11 @@ void CheckFits(const Batch& b, const Model& m, const std::string& file) {
   }
 }
 
-// Converts to the model's dtypes (floating inputs and targets follow the model).
-Batch ToModel(Batch b, const Model& m) {
-  b.inputs = b.inputs.to(m.input_dtype);
-  b.targets = b.targets.to(m.target_dtype);
-  return b;
+// Converts the parts in `parts` to the model's dtypes (floating inputs and targets follow
+// the model) and drops the others.
+Batch ToModel(const Batch& b, const Model& m, DataParts parts) {
+  return {parts.inputs ? b.inputs.to(m.input_dtype) : torch::Tensor(),
+          parts.targets ? b.targets.to(m.target_dtype) : torch::Tensor()};
 }
 
 // A memory-mapped token file: windows of seq_len tokens; the target is the same window
@@ -108,73 +104,68 @@ class TokenFile {
   TokenFile(const std::filesystem::path& path, int64_t seq_len)
       : file_(path.string()), seq_(seq_len) {
     if (seq_ <= 0) ThrowInput("{}: a token file needs --seq-len", file_);
-    int fd = ::open(file_.c_str(), O_RDONLY);
-    if (fd < 0) ThrowInput("{}: cannot open the token file", file_);
-    struct stat st {};
-    ::fstat(fd, &st);
-    bytes_ = st.st_size;
-    if (bytes_ % 2 != 0) {
-      ::close(fd);
-      ThrowInput("{}: {} bytes is not a whole number of uint16 tokens", file_, bytes_);
+    bytes_ = FileBytes::Map(path);
+    if (bytes_->size() % 2 != 0) {
+      ThrowInput("{}: {} bytes is not a whole number of uint16 tokens", file_, bytes_->size());
     }
-    if (bytes_ / 2 < seq_ + 1) {
-      ::close(fd);
+    if (bytes_->size() / 2 < seq_ + 1) {
       ThrowInput("{}: {} tokens are fewer than one window of --seq-len {} plus one", file_,
-                 bytes_ / 2, seq_);
+                 bytes_->size() / 2, seq_);
     }
-    data_ = ::mmap(nullptr, bytes_, PROT_READ, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (data_ == MAP_FAILED) ThrowInput("{}: cannot map the token file", file_);
   }
-  ~TokenFile() { ::munmap(data_, bytes_); }
-  TokenFile(const TokenFile&) = delete;
-  TokenFile& operator=(const TokenFile&) = delete;
 
-  int64_t windows() const { return (bytes_ / 2 - 1) / seq_; }
-  const uint16_t* tokens() const { return static_cast<const uint16_t*>(data_); }
+  int64_t windows() const { return (bytes_->size() / 2 - 1) / seq_; }
+  int64_t bytes() const { return bytes_->size(); }
+  const uint16_t* tokens() const { return reinterpret_cast<const uint16_t*>(bytes_->data()); }
   // One pass over the ids: throws naming the file when one is not below `vocab`.
   void CheckIds(int64_t vocab) const {
     if (vocab <= 0) return;
     const uint16_t* t = tokens();
-    int64_t n = bytes_ / 2;
+    int64_t n = bytes_->size() / 2;
     for (int64_t i = 0; i < n; ++i) {
       if (t[i] >= vocab)
         ThrowInput("{}: token {} at position {} is outside the model's vocabulary of {}", file_,
                    t[i], i, vocab);
     }
+    bytes_->ReleasePages();
   }
-  // Windows `index` as inputs and targets.
-  Batch Windows(const torch::Tensor& index) const {
+  // Windows `index` as inputs and targets (those in `parts`).
+  Batch Windows(const torch::Tensor& index, DataParts parts) const {
     int64_t n = index.size(0);
-    torch::Tensor in = torch::empty({n, seq_}, torch::kInt64),
-                  out = torch::empty({n, seq_}, torch::kInt64);
-    auto ia = in.accessor<int64_t, 2>(), oa = out.accessor<int64_t, 2>();
     auto idx = index.accessor<int64_t, 1>();
-    for (int64_t r = 0; r < n; ++r) {
-      const uint16_t* w = tokens() + idx[r] * seq_;
-      for (int64_t j = 0; j < seq_; ++j) ia[r][j] = w[j], oa[r][j] = w[j + 1];
-    }
-    return {in, out};
+    auto gather = [&](int64_t shift) {
+      torch::Tensor out = torch::empty({n, seq_}, torch::kInt64);
+      auto a = out.accessor<int64_t, 2>();
+      for (int64_t r = 0; r < n; ++r) {
+        const uint16_t* w = tokens() + idx[r] * seq_ + shift;
+        for (int64_t j = 0; j < seq_; ++j) a[r][j] = w[j];
+      }
+      return out;
+    };
+    Batch b;
+    if (parts.inputs) b.inputs = gather(0);
+    if (parts.targets) b.targets = gather(1);
+    bytes_->ReleasePages();
+    return b;
   }
 
  private:
   std::string file_;
   int64_t seq_;
-  int64_t bytes_ = 0;
-  void* data_ = nullptr;
+  std::shared_ptr<FileBytes> bytes_;
 };
 
 class TokenDataset : public Dataset {
  public:
   TokenDataset(const std::filesystem::path& path, const std::filesystem::path& eval_path,
-               const Model& m, uint64_t seed, const DataFileOptions& o)
-      : train_(path, o.seq_len), seed_(seed), shuffle_(o.shuffle) {
+               const Model& m, uint64_t seed, const DataFileOptions& o, DataParts parts)
+      : train_(path, o.seq_len), seed_(seed), shuffle_(o.shuffle), parts_(parts) {
     CheckModel(path.string(), m, o.seq_len);
     train_.CheckIds(m.vocab_size > 0 ? m.vocab_size : m.num_classes);
     if (!eval_path.empty()) {
       TokenFile eval(eval_path, o.seq_len);
       eval.CheckIds(m.vocab_size > 0 ? m.vocab_size : m.num_classes);
-      test_ = eval.Windows(torch::arange(eval.windows(), torch::kLong));
+      test_ = eval.Windows(torch::arange(eval.windows(), torch::kLong), parts_);
     }
   }
   int64_t size() const override { return train_.windows(); }
@@ -186,9 +177,13 @@ class TokenDataset : public Dataset {
       parts.push_back(Order(epoch).slice(0, offset, offset + take));
       pos += take;
     }
-    return train_.Windows(parts.size() == 1 ? parts[0] : torch::cat(parts));
+    return train_.Windows(parts.size() == 1 ? parts[0] : torch::cat(parts), parts_);
   }
   Batch TestSet() override { return test_; }
+  int64_t HeldBytes() const override {
+    auto bytes = [](const torch::Tensor& t) { return t.defined() ? t.nbytes() : 0; };
+    return train_.bytes() + static_cast<int64_t>(bytes(test_.inputs) + bytes(test_.targets));
+  }
 
  private:
   static void CheckModel(const std::string& file, const Model& m, int64_t seq) {
@@ -208,6 +203,7 @@ class TokenDataset : public Dataset {
   TokenFile train_;
   uint64_t seed_;
   bool shuffle_;
+  DataParts parts_;
   Batch test_;
   int64_t epoch_ = -1;
   torch::Tensor order_;
@@ -216,19 +212,22 @@ class TokenDataset : public Dataset {
 }  // namespace
 
 std::unique_ptr<Dataset> MakeFileDataset(const std::filesystem::path& path, const Model& model,
-                                         uint64_t seed, const DataFileOptions& o) {
+                                         uint64_t seed, const DataFileOptions& o, DataParts parts) {
   if (!std::filesystem::is_regular_file(path)) ThrowInput("{}: no such data file", path.string());
   if (EndsWith(path.string(), ".bin"))
-    return std::make_unique<TokenDataset>(path, o.eval_path, model, seed, o);
+    return std::make_unique<TokenDataset>(path, o.eval_path, model, seed, o, parts);
+  // A torch.save file is read whole (its pickled tensors cannot be mapped); the parts this
+  // process does not read are dropped at once.
   Batch train = ReadTensorFile(path);
   CheckFits(train, model, path.string());
+  train = ToModel(train, model, parts);
   Batch test;
   if (!o.eval_path.empty()) {
     test = ReadTensorFile(o.eval_path);
     CheckFits(test, model, o.eval_path.string());
-    test = ToModel(test, model);
+    test = ToModel(test, model, parts);
   }
-  return std::make_unique<InMemoryDataset>(ToModel(train, model), test, seed, o.shuffle);
+  return std::make_unique<InMemoryDataset>(std::move(train), std::move(test), seed, o.shuffle);
 }
 
 }  // namespace internal

@@ -1,15 +1,13 @@
 // Character-level text of the King James Bible from the Debian packages bible-kjv (the
 // `bible` program) and bible-kjv-text (its compressed data). The text is extracted once
-// with `bible -f` into the cache folder as one verse per line, references stripped.
+// with `bible -f` into the cache folder as one verse per line, references stripped, and
+// mapped from there (Note [Data pages off the resident set] in file_bytes.h).
 // Tokens are ASCII codes (vocabulary 128). Sample i is the window of T + 1 characters at
 // offset i * T: inputs are its first T characters, targets the last T (next character).
 // The last 5% of the windows are the test split.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "dapple/common/error.h"
-#include "dapple/common/json_util.h"
 #include "dapple/models/data_internal.h"
 
 namespace dapple::internal {
@@ -49,24 +47,10 @@ std::string ExtractText() {
   return text;
 }
 
-std::string KjvText(const std::filesystem::path& cache_dir) {
-  std::filesystem::path cached = cache_dir / "kjv" / "kjv.txt";
-  if (std::ifstream in(cached, std::ios::binary); in) {
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-  std::string text = ExtractText();
-  std::error_code ec;
-  std::filesystem::create_directories(cached.parent_path(), ec);
-  if (!ec) WriteFileAtomic(cached, text);
-  return text;
-}
-
 }  // namespace
 
 std::unique_ptr<Dataset> MakeKjv(const Model& model, uint64_t seed,
-                                 const std::filesystem::path& cache_dir) {
+                                 const std::filesystem::path& cache_dir, DataParts parts) {
   if (model.input_dtype != torch::kInt64 || model.input_shape.size() != 1 ||
       model.target_shape != model.input_shape)
     ThrowInput(
@@ -77,19 +61,26 @@ std::unique_ptr<Dataset> MakeKjv(const Model& model, uint64_t seed,
     ThrowInput("kjv needs a vocabulary of at least {} (ASCII); model {} has {}", kVocab, model.name,
                model.vocab_size);
   int64_t t = model.input_shape[0];
-  std::string text = KjvText(cache_dir);
-  torch::Tensor chars = torch::empty({static_cast<int64_t>(text.size())}, torch::kLong);
-  auto* p = chars.data_ptr<int64_t>();
-  for (size_t i = 0; i < text.size(); ++i) p[i] = static_cast<unsigned char>(text[i]) & 0x7f;
+  std::shared_ptr<FileBytes> text = CachedFileBytes(cache_dir / "kjv", "kjv.txt", ExtractText);
+  torch::Tensor chars = text->View(0, {text->size()});
   int64_t windows = (chars.size(0) - 1) / t;
   if (windows < 20) ThrowInput("kjv: sequence length {} too long for the text", t);
   torch::Tensor all = chars.slice(0, 0, windows * t + 1);
   torch::Tensor inputs = all.slice(0, 0, windows * t).view({windows, t});
   torch::Tensor targets = all.slice(0, 1, windows * t + 1).view({windows, t});
   int64_t train = windows - windows / 20;
-  Batch train_set{inputs.slice(0, 0, train), targets.slice(0, 0, train)};
-  Batch test_set{inputs.slice(0, train), targets.slice(0, train)};
-  return std::make_unique<InMemoryDataset>(std::move(train_set), std::move(test_set), seed);
+  auto wanted = [](bool want, const torch::Tensor& x) { return want ? x : torch::Tensor(); };
+  Batch train_set{wanted(parts.inputs, inputs.slice(0, 0, train)),
+                  wanted(parts.targets, targets.slice(0, 0, train))};
+  Batch test_set{wanted(parts.inputs, inputs.slice(0, train)),
+                 wanted(parts.targets, targets.slice(0, train))};
+  RowFormat format;
+  format.inputs = format.targets = [](const torch::Tensor& bytes) {
+    return bytes.bitwise_and(0x7f).to(torch::kLong);
+  };
+  format.files = {text};
+  return std::make_unique<InMemoryDataset>(std::move(train_set), std::move(test_set), seed,
+                                           /*shuffle=*/true, std::move(format));
 }
 
 }  // namespace dapple::internal

@@ -218,7 +218,7 @@ void EvaluateTrainedStages(const TrainOptions& o, Model& model, const RankGrid& 
       if (h.stage != 0 && h.stage != V - 1) continue;
       DAPPLE_CHECK(data != nullptr, "EvaluateTrainedStages: no data on the first or last stage");
       Batch test = data->TestSet();
-      int64_t n = test.inputs.defined() ? test.inputs.size(0) : 0;
+      int64_t n = test.rows();
       if (o.eval_samples > 0) n = std::min(n, o.eval_samples);
       if (n > 0) e.held_out = SliceBatch(test, 0, n);
       e.loss = model.loss;

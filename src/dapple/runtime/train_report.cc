@@ -167,12 +167,14 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
                {"param_bytes", stats.parameter_bytes()},
                {"opt_bytes", stats.optimizer_bytes()},
                {"rss_bytes", stats.peak_resident_bytes()},
-               {"rss_start_bytes", stats.resident_at_start_bytes()}};
+               {"rss_start_bytes", stats.resident_at_start_bytes()},
+               {"data_bytes", stats.data_bytes()}};
   auto all = comm.GatherStrings("summary", mine.dump(), 0);
   if (comm.rank() != 0) return {};
   const int S = grid.num_stages();
   std::vector<int> peak_mbs(S, 0);
-  std::vector<int64_t> peak_bytes(S, 0), param_bytes(S, 0), opt_bytes(S, 0), rss_bytes(S, 0);
+  std::vector<int64_t> peak_bytes(S, 0), param_bytes(S, 0), opt_bytes(S, 0), rss_bytes(S, 0),
+      data_bytes(S, 0);
   std::vector<int64_t> rss_grown(S, 0);  // Note [Memory above the start]
   double bubble = 0, step_ms = 0, median_step_ms = 0;
   for (int r = 0; r < comm.size(); ++r) {
@@ -184,6 +186,7 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
     param_bytes[s] = std::max(param_bytes[s], j["param_bytes"].get<int64_t>());
     opt_bytes[s] = std::max(opt_bytes[s], j["opt_bytes"].get<int64_t>());
     rss_bytes[s] = std::max(rss_bytes[s], j["rss_bytes"].get<int64_t>());
+    data_bytes[s] = std::max(data_bytes[s], j["data_bytes"].get<int64_t>());
     rss_grown[s] = std::max(rss_grown[s],
                             j["rss_bytes"].get<int64_t>() - j.value("rss_start_bytes", int64_t{0}));
     bubble += j["bubble"].get<double>() / grid.num_active();
@@ -210,6 +213,7 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
                         {"parameter_bytes", param_bytes[s]},
                         {"optimizer_state_bytes", opt_bytes[s]},  // a rank's own
                         {"shard_optimizer", plan.stages[s].shard_optimizer},
+                        {"data_bytes", data_bytes[s]},
                         {"peak_resident_bytes", rss_bytes[s]},
                         {"peak_resident_above_start_bytes", rss_grown[s]},
                         {"planned_peak_memory_bytes", estimate(s)},
@@ -245,11 +249,11 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
         planned = fmt::format(" (planned peak {:.1f} MiB)", estimate(s) / 1048576.0);
       }
       std::printf(
-          "    holds parameters %.3f MiB, optimizer state %.3f MiB%s; peak resident %.1f MiB, "
-          "%.1f MiB above the process's start%s\n",
+          "    holds parameters %.3f MiB, optimizer state %.3f MiB%s, data %.1f MiB; peak "
+          "resident %.1f MiB, %.1f MiB above the process's start%s\n",
           param_bytes[s] / 1048576.0, opt_bytes[s] / 1048576.0,
-          plan.stages[s].shard_optimizer ? " (its shard)" : "", rss_bytes[s] / 1048576.0,
-          rss_grown[s] / 1048576.0, planned.c_str());
+          plan.stages[s].shard_optimizer ? " (its shard)" : "", data_bytes[s] / 1048576.0,
+          rss_bytes[s] / 1048576.0, rss_grown[s] / 1048576.0, planned.c_str());
     }
   }
   std::fflush(stdout);

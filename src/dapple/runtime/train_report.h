@@ -51,8 +51,8 @@ int64_t LogEvery(int64_t steps);
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // The planner's per-device estimate counts what a stage adds: its parameters, gradients,
 // optimizer state and live activations. A process holds more before its stage exists:
-// libtorch's code and allocator pools, the communicator's buffers, the data (about 200 MiB
-// here), which no plan changes. So the summary reports the peak resident memory whole and
+// libtorch's code and allocator pools, the communicator's buffers (about 200 MiB here),
+// which no plan changes. So the summary reports the peak resident memory whole and
 // above the resident memory measured just before the stage is built; the latter is what
 // compares with the estimate. A TorchScript model loads whole before the children of other
 // stages are dropped, so its peak can include the whole model's parameters once.
@@ -79,6 +79,9 @@ class RunStats {
     peak_resident_bytes_ = peak_resident_bytes;
     resident_at_start_bytes_ = resident_at_start_bytes;
   }
+  // The bytes of the data set this rank holds or maps (Dataset::HeldBytes; 0 on the
+  // stages between the first and the last, Note [Data a stage reads] in models/data.h).
+  void SetDataBytes(int64_t bytes) { data_bytes_ = bytes; }
   double BubbleFraction() const;
   double MeanStepMs() const;
   // The median of the counted steps' times (the first one's when it is the only one): the
@@ -90,6 +93,7 @@ class RunStats {
   int64_t optimizer_bytes() const { return optimizer_bytes_; }
   int64_t peak_resident_bytes() const { return peak_resident_bytes_; }
   int64_t resident_at_start_bytes() const { return resident_at_start_bytes_; }
+  int64_t data_bytes() const { return data_bytes_; }
 
  private:
   double bubble_sum_ = 0, step_ms_sum_ = 0;
@@ -100,6 +104,7 @@ class RunStats {
   int64_t peak_bytes_ = 0;
   int64_t parameter_bytes_ = 0, optimizer_bytes_ = 0, peak_resident_bytes_ = 0;
   int64_t resident_at_start_bytes_ = 0;
+  int64_t data_bytes_ = 0;
 };
 
 // Collective: gathers every rank's `events` of the traced step to rank 0, which writes

@@ -143,13 +143,14 @@ void TrainingRun::SetUpOptimizerAndData() {
   }
   if (o_.resume || (o_.resume_auto && DecideToResume(ResumeMode::kAuto, o_.checkpoint_dir, *comm_)))
     ResumeFromCheckpoint();
-  // The groups of the first and the last virtual stage read the data (in a V both are
-  // group 0).
-  const int last = grid_.num_virtual_stages() - 1;
-  if (sp_ && (stage_ == grid_.GroupOf(0) || stage_ == grid_.GroupOf(last))) {
+  // Note [Data a stage reads] (models/data.h): the group of the first virtual stage reads
+  // the inputs, the group of the last the targets (in a V both are group 0).
+  const DataParts parts{stage_ == grid_.GroupOf(0),
+                        stage_ == grid_.GroupOf(grid_.num_virtual_stages() - 1)};
+  if (sp_ && (parts.inputs || parts.targets)) {
     data_ = MakeDataset(o_.data, model_, o_.seed,
                         o_.data_cache_dir.empty() ? DefaultDataCacheDir() : o_.data_cache_dir,
-                        o_.data_files);
+                        o_.data_files, parts);
   }
 }
 
@@ -227,6 +228,7 @@ void TrainingRun::Step(int64_t step) {
   }
   step_losses_->Start(step, r.loss_part, clipper_ ? clipper_->ReportedPart() : 0, t0, t1,
                       std::move(r.events));
+  freed_memory_.AfterStep();
   if (traced_step) TraceHostTime("HOST", t2, NowMs());
   const bool last = step + 1 == o_.steps;
   const bool due = !o_.checkpoint_dir.empty() &&
@@ -240,6 +242,7 @@ void TrainingRun::Finish() {
   writer_->Wait();  // the final checkpoint is committed before the summary and the export
   if (worker_) stats_.SetPeaks(worker_->peak_live_micro_batches(), worker_->peak_live_bytes());
   if (chunks_) stats_.SetPeaks(chunks_->peak_live_micro_batches(), chunks_->peak_live_bytes());
+  stats_.SetDataBytes(data_ ? data_->HeldBytes() : 0);
   stats_.SetMemory(Bytes(HeldParameters(model_, held_)),
                    optimizer_ ? OptimizerStateBytes(*optimizer_, o_.optimizer.kind) : 0,
                    PeakResidentBytes(), resident_at_start_);

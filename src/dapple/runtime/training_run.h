@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "dapple/common/malloc_tuning.h"
 #include "dapple/models/data.h"
 #include "dapple/runtime/async_checkpoint.h"
 #include "dapple/runtime/boundary.h"
@@ -103,7 +104,8 @@ class TrainingRun {
   int64_t first_traced_ = 0;
   bool tracing_ = false;
   std::vector<TimelineEvent> traced_;
-  std::optional<StepLosses> step_losses_;  // Note [Loss off the critical path]
+  std::optional<StepLosses> step_losses_;    // Note [Loss off the critical path]
+  FreedMemoryBound freed_memory_{16 << 20};  // Note [Freed memory between steps]
 };
 
 }  // namespace dapple
