@@ -1,0 +1,85 @@
+// The DAPPLE planner against the exhaustive optimum (over dapple-a, dapple-b and zb-h1) on seeded random medium problems: 10 layers on 2 servers of 5
+// or 6 devices, GBS 24-72, with fake costs, the analytic model, and the analytic model on
+// servers of different speeds. Never faster than the optimum; within 2% of it in at least
+// the share asserted below. DAPPLE_MEDIUM_SEEDS=N runs N seeds of each kind instead of the
+// few a test run affords (scripts/medium_exhaustive.sh: the full set and its figures).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "dapple/plan/planner.h"
+#include "plan/random_medium_problems.h"
+#include "plan/stages_text.h"
+
+namespace dapple {
+namespace {
+
+int MediumSeeds(int fallback) {
+  const char* env = std::getenv("DAPPLE_MEDIUM_SEEDS");
+  return env ? std::atoi(env) : fallback;
+}
+
+struct MediumTally {
+  int compared = 0, within2 = 0;
+  double worst = 1;
+};
+
+void CompareMedium(testing::RandomProblem& p, MediumTally& tally) {
+  SCOPED_TRACE(p.description);
+  PlannerOptions o;
+  o.interleave = false;  // the exhaustive search has one chunk per stage
+  const PlanResult dapple = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, o);
+  o.planner = PlannerKind::kExhaustive;
+  const PlanResult truth = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, o);
+  if (!truth.plan) {
+    EXPECT_FALSE(dapple.plan);
+    return;
+  }
+  ASSERT_TRUE(dapple.plan) << "DAPPLE found no plan, exhaustive did";
+  const double t = dapple.plan->estimate->iteration_ms;
+  const double best = truth.plan->estimate->iteration_ms;
+  EXPECT_GE(t, best * (1 - 1e-9)) << "faster than the exhaustive optimum";
+  ++tally.compared;
+  tally.within2 += t <= best * 1.02;
+  tally.worst = std::max(tally.worst, t / best);
+  if (std::getenv("DAPPLE_DEBUG") || t > best * 1.02)
+    std::printf("%s: dapple %.1f ms (%s), optimum %.1f ms (%s), ratio %.4f\n",
+                p.description.c_str(), t, testing::StagesText(*dapple.plan).c_str(), best,
+                testing::StagesText(*truth.plan).c_str(), t / best);
+}
+
+void ReportMedium(const char* label, const MediumTally& tally) {
+  std::printf("%s: %d of %d within 2%% of the optimum, worst %.4f\n", label, tally.within2,
+              tally.compared, tally.worst);
+}
+
+TEST(MediumExhaustive, FakeCosts) {
+  MediumTally tally;
+  for (int seed = 1; seed <= MediumSeeds(3); ++seed) CompareMedium(*testing::MakeMediumProblem(seed), tally);
+  ReportMedium("fake costs", tally);
+  EXPECT_GT(tally.compared, 0);
+  EXPECT_GE(tally.within2, tally.compared * 0.9);
+}
+
+TEST(MediumExhaustive, AnalyticCosts) {
+  MediumTally tally;
+  for (int seed = 1; seed <= MediumSeeds(3); ++seed)
+    CompareMedium(*testing::MakeMediumAnalyticProblem(seed), tally);
+  ReportMedium("analytic costs", tally);
+  EXPECT_GT(tally.compared, 0);
+  EXPECT_GE(tally.within2, tally.compared * 0.9);
+}
+
+TEST(MediumExhaustive, MixedDevices) {
+  MediumTally tally;
+  for (int seed = 1; seed <= MediumSeeds(3); ++seed)
+    CompareMedium(*testing::MakeMediumAnalyticProblem(seed, /*mixed=*/true), tally);
+  ReportMedium("mixed devices", tally);
+  EXPECT_GT(tally.compared, 0);
+  EXPECT_GE(tally.within2, tally.compared * 0.9);
+}
+
+}  // namespace
+}  // namespace dapple
