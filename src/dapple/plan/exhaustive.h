@@ -34,11 +34,14 @@ struct ExhaustiveResult {
 // plan faster, so a stage that fits without it is never tried with it).
 // `prune` false: no bound cuts anything and every plan that fits is simulated whole (the
 // brute force that the bounds are checked against, on small problems); the optimum's time is
-// the same either way.
+// the same either way. `start` (with `prune`): a plan of the problem (its micro-batching,
+// schedule and overlap set) to begin with as the best found, so that the cuts bite from
+// the start; the result is it when no plan is faster.
 ExhaustiveResult ExhaustivePlan(const CostModel& cost, const Cluster& cluster, int global_batch,
                                 const std::vector<int>& micro_batch_sizes,
                                 const std::vector<ScheduleKind>& schedules,
                                 bool allreduce_overlap = true,
-                                const std::vector<bool>& forward_timed = {}, bool prune = true);
+                                const std::vector<bool>& forward_timed = {}, bool prune = true,
+                                const Plan* start = nullptr);
 
 }  // namespace dapple

@@ -32,7 +32,6 @@
 
 namespace dapple {
 namespace {
-long long g_nodes = 0;
 
 struct ExhaustiveSearch {
   ExhaustiveSearch(const CostModel& c, const Cluster& cl, ExhaustiveResult* r)
@@ -165,7 +164,6 @@ struct ExhaustiveSearch {
             c.backward_ms = std::min(c.backward_ms, split_ms);
             c.allreduce_exposed_ms = 0;
           }
-          ++g_nodes;
           StagePlan sp;
           sp.first_layer = first;
           sp.last_layer = last;
@@ -247,8 +245,10 @@ void Seed(const CostModel& cost, const Cluster& cluster, int global_batch,
 ExhaustiveResult ExhaustivePlan(const CostModel& cost, const Cluster& cluster, int global_batch,
                                 const std::vector<int>& micro_batch_sizes,
                                 const std::vector<ScheduleKind>& schedules, bool allreduce_overlap,
-                                const std::vector<bool>& forward_timed, bool prune) {
+                                const std::vector<bool>& forward_timed, bool prune,
+                                const Plan* start) {
   ExhaustiveResult result;
+  if (prune && start) Consider(*start, cost, result);
   double min_memory = 1e300;
   // The sizes by MicroBatchLowerBound, smallest first (ties by size): a fast plan early cuts
   // more (Note [Exhaustive branch and bound]). Without cuts, in the order given.
@@ -278,7 +278,6 @@ ExhaustiveResult ExhaustivePlan(const CostModel& cost, const Cluster& cluster, i
     }
   }
   if (!result.plan) result.min_memory_bytes = min_memory;
-  if (getenv("EXH_DEBUG")) fprintf(stderr, "TMPDEBUG simulated %lld pruned %lld nodes %lld\n", result.simulated, result.pruned, g_nodes);
   return result;
 }
 

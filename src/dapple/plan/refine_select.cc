@@ -55,8 +55,11 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
   });
   if (static_cast<int>(starts.size()) > max_starts) starts.resize(max_starts);
   // Note [Widths across server boundaries] (proposals.cc): one start more, after the others
-  // (ties go to them), so the climbs from the other starts are what they were.
-  if (even) starts.push_back(std::move(*even));
+  // (ties go to them), so the climbs from the other starts are what they were; only when it
+  // would have been among them as an origin of its own (faster than the slowest kept).
+  if (even && (static_cast<int>(starts.size()) < max_starts ||
+               even->sim.iteration_ms < starts.back().sim.iteration_ms))
+    starts.push_back(std::move(*even));
   return out;
 }
 

@@ -24,7 +24,8 @@ using SearchOf =
 // MicroBatchLowerBound proves it cannot find a plan faster than those recorded, and keeps
 // the fastest plan (ties to the earlier: the search over every size, then the sizes
 // ascending), for the whole search and for each schedule family. Nothing when `c` has one
-// size.
+// size or more than kEachSizeMaxDevices devices.
+inline constexpr int kEachSizeMaxDevices = 64;
 void SearchEachSize(const Context& c, const SearchOf& search, Selection& sel, PlanResult& result);
 
 }  // namespace dapple::internal
