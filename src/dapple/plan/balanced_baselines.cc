@@ -105,14 +105,20 @@ std::vector<Plan> EvenWidthPlans(const CostModel& cost, const Cluster& cluster, 
   const int n = cost.num_layers(), N = cluster.num_devices();
   std::vector<Plan> plans;
   for (int k = 2; k <= std::min(n, N - 1); ++k) {
-    const int width = std::min(N / k, mb.micro_batch_size), wider = N / k < mb.micro_batch_size ? N % k : 0;
-    std::vector<std::vector<int>> groups(k);
-    int next = 0;  // devices in id order, server after server
-    for (int s = 0; s < k; ++s) {
-      for (int i = 0; i < width + (s < wider ? 1 : 0); ++i) groups[s].push_back(next++);
-      FastestFirst(cluster, groups[s]);
+    const int width = std::min(N / k, mb.micro_batch_size);
+    const int wider = N / k < mb.micro_batch_size ? N % k : 0;  // stages one device wider
+    // The wider stages first, and (when there are some) last.
+    for (bool wider_first : {true, false}) {
+      if (!wider_first && wider == 0) break;
+      std::vector<std::vector<int>> groups(k);
+      int next = 0;  // devices in id order, server after server
+      for (int s = 0; s < k; ++s) {
+        const bool wide = wider_first ? s < wider : s >= k - wider;
+        for (int i = 0; i < width + (wide ? 1 : 0); ++i) groups[s].push_back(next++);
+        FastestFirst(cluster, groups[s]);
+      }
+      plans.push_back(BalancedPlanOnGroups(cost, groups, mb, ScheduleKind::kDappleA, "even-widths"));
     }
-    plans.push_back(BalancedPlanOnGroups(cost, groups, mb, ScheduleKind::kDappleA, "even-widths"));
   }
   return plans;
 }

@@ -35,8 +35,8 @@ Plan BalancedPlanOnGroups(const CostModel& cost, const std::vector<std::vector<i
                           MicroBatching mb, ScheduleKind schedule, const char* planner);
 
 // Pipelines of k stages of (nearly) equal widths for k = 2 .. min(layers, devices - 1),
-// whatever the server boundaries: the devices in id order cut into k runs (the first
-// devices mod k runs one wider; at most m wide, the rest unused), layers balanced on them
+// whatever the server boundaries: the devices in id order cut into k runs (devices mod k
+// runs one wider, first or last; at most m wide, the rest unused), layers balanced on them
 // (BalancedPlanOnGroups). Stages split across two servers or several in one are what they
 // add to the DP's placements (Note [Widths across server boundaries] in proposals.cc).
 std::vector<Plan> EvenWidthPlans(const CostModel& cost, const Cluster& cluster, MicroBatching mb);
