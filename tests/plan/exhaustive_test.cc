@@ -2,10 +2,11 @@
 // plan/exhaustive_planner.cc) against the same search without cuts, every plan simulated
 // whole, on seeded random small problems of every kind; and the lower bound of a
 // micro-batch size (plan/compute_floors.h) against each size's optimum.
+#include "dapple/plan/exhaustive.h"
+
 #include <gtest/gtest.h>
 
 #include "dapple/plan/compute_floors.h"
-#include "dapple/plan/exhaustive.h"
 #include "dapple/plan/planner.h"
 #include "dapple/sim/simulator.h"
 #include "plan/random_mixed_problems.h"
@@ -13,8 +14,8 @@
 namespace dapple {
 namespace {
 
-const std::vector<ScheduleKind> kExhaustiveSchedules = {ScheduleKind::kDappleA, ScheduleKind::kDappleB,
-                                              ScheduleKind::kZbH1};
+const std::vector<ScheduleKind> kExhaustiveSchedules = {
+    ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1};
 
 // Problems the brute force finishes in about a second: at most 7 layers and 6 devices.
 std::unique_ptr<testing::RandomProblem> SmallExhaustiveProblem(unsigned seed) {
@@ -32,10 +33,10 @@ TEST(ExhaustiveBounds, CutsKeepTheOptimumOfTheBruteForce) {
     testing::RandomProblem& p = *owner;
     SCOPED_TRACE(p.description);
     const std::vector<int> sizes = MicroBatchSizes(p.global_batch);
-    const ExhaustiveResult cut =
-        ExhaustivePlan(*p.cost, p.cluster, p.global_batch, sizes, kExhaustiveSchedules, true, {}, true);
-    const ExhaustiveResult brute =
-        ExhaustivePlan(*p.cost, p.cluster, p.global_batch, sizes, kExhaustiveSchedules, true, {}, false);
+    const ExhaustiveResult cut = ExhaustivePlan(*p.cost, p.cluster, p.global_batch, sizes,
+                                                kExhaustiveSchedules, true, {}, true);
+    const ExhaustiveResult brute = ExhaustivePlan(*p.cost, p.cluster, p.global_batch, sizes,
+                                                  kExhaustiveSchedules, true, {}, false);
     ASSERT_EQ(cut.plan.has_value(), brute.plan.has_value());
     EXPECT_EQ(brute.pruned, 0);
     pruned += cut.pruned;
@@ -60,8 +61,8 @@ TEST(ExhaustiveBounds, MicroBatchLowerBoundIsBelowEachSizesOptimum) {
     testing::RandomProblem& p = *owner;
     SCOPED_TRACE(p.description);
     for (int m : MicroBatchSizes(p.global_batch)) {
-      const ExhaustiveResult r =
-          ExhaustivePlan(*p.cost, p.cluster, p.global_batch, {m}, kExhaustiveSchedules, true, {}, false);
+      const ExhaustiveResult r = ExhaustivePlan(*p.cost, p.cluster, p.global_batch, {m},
+                                                kExhaustiveSchedules, true, {}, false);
       if (!r.plan) continue;
       ++compared;
       EXPECT_LE(MicroBatchLowerBound(*p.cost, p.global_batch, m), r.iteration_ms * (1 + 1e-12))

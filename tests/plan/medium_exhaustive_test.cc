@@ -1,8 +1,10 @@
-// The DAPPLE planner against the exhaustive optimum (over dapple-a, dapple-b and zb-h1) on seeded random medium problems: 10 layers on 2 servers of 5
-// or 6 devices, GBS 24-72, with fake costs, the analytic model, and the analytic model on
-// servers of different speeds. Never faster than the optimum; within 2% of it in at least
-// the share asserted below. DAPPLE_MEDIUM_SEEDS=N runs N seeds of each kind instead of the
-// few a test run affords (scripts/medium_exhaustive.sh: the full set and its figures).
+// The DAPPLE planner against the exhaustive optimum (over dapple-a, dapple-b and zb-h1) on seeded
+// random medium problems: 10 layers on 2 servers of 5 or 6 devices, GBS 24-72, with fake costs, the
+// analytic model, and the analytic model on servers of different speeds. Never faster than the
+// optimum, and never more than kMediumWorst slower (the worst of 20 seeds of each kind, rounded
+// up); within 2% in the share kMediumWithin2 of a kind's problems when there are at least 10 of
+// them. DAPPLE_MEDIUM_SEEDS=N runs N seeds of each kind instead of the few a test run affords
+// (scripts/medium_exhaustive.sh: the full set and its figures, docs/planner.md).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -28,8 +30,8 @@ int FirstMediumSeed() {
   return env ? std::atoi(env) : 1;
 }
 
-const std::vector<ScheduleKind> kMediumSchedules = {ScheduleKind::kDappleA,
-                                                    ScheduleKind::kDappleB, ScheduleKind::kZbH1};
+const std::vector<ScheduleKind> kMediumSchedules = {ScheduleKind::kDappleA, ScheduleKind::kDappleB,
+                                                    ScheduleKind::kZbH1};
 
 // Per layer: whether the profile times its forward (may a stage re-compute), as the
 // planner decides it.
@@ -38,6 +40,9 @@ std::vector<bool> ForwardTimed(const Profile& profile) {
   for (const LayerProfile& l : profile.layers) timed.push_back(l.forward_ms > 0);
   return timed;
 }
+
+constexpr double kMediumWorst = 1.06;
+constexpr double kMediumWithin2 = 0.8;
 
 struct MediumTally {
   int compared = 0, within2 = 0;
@@ -53,10 +58,9 @@ void CompareMedium(testing::RandomProblem& p, MediumTally& tally) {
   // bite from the start (its optimum is the same: tests/plan/exhaustive_test.cc).
   Plan start;
   if (dapple.plan) start = *dapple.plan;
-  const ExhaustiveResult truth =
-      ExhaustivePlan(*p.cost, p.cluster, p.global_batch, MicroBatchSizes(p.global_batch),
-                     kMediumSchedules, true, ForwardTimed(p.profile), true,
-                     dapple.plan ? &start : nullptr);
+  const ExhaustiveResult truth = ExhaustivePlan(
+      *p.cost, p.cluster, p.global_batch, MicroBatchSizes(p.global_batch), kMediumSchedules, true,
+      ForwardTimed(p.profile), true, dapple.plan ? &start : nullptr);
   if (!truth.plan) {
     EXPECT_FALSE(dapple.plan);
     return;
@@ -65,6 +69,7 @@ void CompareMedium(testing::RandomProblem& p, MediumTally& tally) {
   const double t = dapple.plan->estimate->iteration_ms;
   const double best = truth.iteration_ms;
   EXPECT_GE(t, best * (1 - 1e-9)) << "faster than the exhaustive optimum";
+  EXPECT_LE(t, best * kMediumWorst) << "further from the optimum than ever seen";
   ++tally.compared;
   tally.within2 += t <= best * 1.02;
   tally.worst = std::max(tally.worst, t / best);
@@ -77,32 +82,29 @@ void CompareMedium(testing::RandomProblem& p, MediumTally& tally) {
 void ReportMedium(const char* label, const MediumTally& tally) {
   std::printf("%s: %d of %d within 2%% of the optimum, worst %.4f\n", label, tally.within2,
               tally.compared, tally.worst);
+  EXPECT_GT(tally.compared, 0);
+  if (tally.compared >= 10) EXPECT_GE(tally.within2, tally.compared * kMediumWithin2);
 }
 
 TEST(MediumExhaustive, FakeCosts) {
   MediumTally tally;
-  for (int seed = FirstMediumSeed(); seed < FirstMediumSeed() + MediumSeeds(3); ++seed) CompareMedium(*testing::MakeMediumProblem(seed), tally);
+  for (int seed = FirstMediumSeed(); seed < FirstMediumSeed() + MediumSeeds(3); ++seed)
+    CompareMedium(*testing::MakeMediumProblem(seed), tally);
   ReportMedium("fake costs", tally);
-  EXPECT_GT(tally.compared, 0);
-  EXPECT_GE(tally.within2, tally.compared * 0.9);
 }
 
 TEST(MediumExhaustive, AnalyticCosts) {
   MediumTally tally;
-  for (int seed = FirstMediumSeed(); seed < FirstMediumSeed() + MediumSeeds(3); ++seed)
+  for (int seed = FirstMediumSeed(); seed < FirstMediumSeed() + MediumSeeds(1); ++seed)
     CompareMedium(*testing::MakeMediumAnalyticProblem(seed), tally);
   ReportMedium("analytic costs", tally);
-  EXPECT_GT(tally.compared, 0);
-  EXPECT_GE(tally.within2, tally.compared * 0.9);
 }
 
 TEST(MediumExhaustive, MixedDevices) {
   MediumTally tally;
-  for (int seed = FirstMediumSeed(); seed < FirstMediumSeed() + MediumSeeds(3); ++seed)
+  for (int seed = FirstMediumSeed(); seed < FirstMediumSeed() + MediumSeeds(1); ++seed)
     CompareMedium(*testing::MakeMediumAnalyticProblem(seed, /*mixed=*/true), tally);
   ReportMedium("mixed devices", tally);
-  EXPECT_GT(tally.compared, 0);
-  EXPECT_GE(tally.within2, tally.compared * 0.9);
 }
 
 }  // namespace

@@ -55,10 +55,11 @@ TEST(NeverSlowerSizes, SmallProblems) {
 
 TEST(NeverSlowerSizes, MediumProblems) {
   int compared = 0;
-  for (unsigned seed = 1; seed <= 4; ++seed) {
+  // Fake-cost seeds 1 and 4 lost to --micro-batch 6 and 12 before.
+  for (unsigned seed = 1; seed <= 4; ++seed)
     compared += CheckNeverSlowerThanFixed(*testing::MakeMediumProblem(seed));
+  for (unsigned seed = 1; seed <= 2; ++seed)
     compared += CheckNeverSlowerThanFixed(*testing::MakeMediumAnalyticProblem(seed));
-  }
   EXPECT_GT(compared, 40);
 }
 

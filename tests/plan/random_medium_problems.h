@@ -65,7 +65,7 @@ inline std::unique_ptr<RandomProblem> MakeMediumProblem(unsigned seed, int layer
 // The analytic model on a random chain profile (PBS 4) and 2 servers of 5 or 6 devices
 // of speed 1, or (with `mixed`) of speed 1 and 1.5-2.5.
 inline std::unique_ptr<RandomProblem> MakeMediumAnalyticProblem(unsigned seed, bool mixed = false,
-                                                                 int layers = 10) {
+                                                                int layers = 10) {
   std::mt19937 rng(seed * 40503u + (mixed ? 101u : 13u));
   auto uni = [&](double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); };
   auto owner = std::make_unique<RandomProblem>();
@@ -80,9 +80,9 @@ inline std::unique_ptr<RandomProblem> MakeMediumAnalyticProblem(unsigned seed, b
   const double memory = (params * 4 + acts) * uni(0.3, 1.5);
   c.device = DeviceSpec{memory, 1.0};
   const double fast_speed = uni(1.5, 2.5);
-  c.servers = {ServerSpec{per_server, {}},
-               ServerSpec{per_server, mixed ? std::optional(DeviceSpec{memory, fast_speed})
-                                            : std::nullopt}};
+  c.servers = {
+      ServerSpec{per_server, {}},
+      ServerSpec{per_server, mixed ? std::optional(DeviceSpec{memory, fast_speed}) : std::nullopt}};
   c.intra_server = LinkSpec{25e9, 0};
   c.inter_server = LinkSpec{uni(1e9, 12.5e9), uni(0, 1) < 0.5 ? 0.0 : 20e-6};
   p.memory_bytes = memory;

@@ -53,7 +53,8 @@ Plan BalancedPlanOnGroups(const CostModel& cost, const std::vector<std::vector<i
     const double slice = SamplesPerReplica(m, static_cast<int>(groups[k].size()));
     double w = 0;
     for (int d : kinds[k])
-      w = std::max(w, cost.ForwardMs(first, last, slice, d) + cost.BackwardMs(first, last, slice, d));
+      w = std::max(w,
+                   cost.ForwardMs(first, last, slice, d) + cost.BackwardMs(first, last, slice, d));
     if (known) *known = w;
     return w;
   };
@@ -117,7 +118,8 @@ std::vector<Plan> EvenWidthPlans(const CostModel& cost, const Cluster& cluster, 
         for (int i = 0; i < width + (wide ? 1 : 0); ++i) groups[s].push_back(next++);
         FastestFirst(cluster, groups[s]);
       }
-      plans.push_back(BalancedPlanOnGroups(cost, groups, mb, ScheduleKind::kDappleA, "even-widths"));
+      plans.push_back(
+          BalancedPlanOnGroups(cost, groups, mb, ScheduleKind::kDappleA, "even-widths"));
     }
   }
   return plans;

@@ -21,13 +21,13 @@
 
 #include "dapple/common/error.h"
 #include "dapple/format/cluster_kinds.h"
-#include "dapple/plan/exhaustive.h"
 #include "dapple/plan/baselines.h"
 #include "dapple/plan/compute_floors.h"
+#include "dapple/plan/exhaustive.h"
 #include "dapple/plan/placement.h"
 #include "dapple/plan/plan_costs.h"
-#include "dapple/schedule/schedule.h"
 #include "dapple/plan/slower_than.h"
+#include "dapple/schedule/schedule.h"
 #include "dapple/sim/simulator.h"
 
 namespace dapple {
@@ -78,7 +78,8 @@ struct ExhaustiveSearch {
         ++result->pruned;
         return;
       }
-      r = SimulateSlowerThan(p, cost, have ? result->iteration_ms : std::numeric_limits<double>::infinity());
+      r = SimulateSlowerThan(p, cost,
+                             have ? result->iteration_ms : std::numeric_limits<double>::infinity());
     } else {
       if (SplitsBackward(schedule) && !EvaluatePlan(p, cost).fits) return;
       r = SimulatePlan(p, cost, SimOptions{.record_timeline = false});

@@ -287,7 +287,8 @@ Context ContextFor(const Profile& profile, const Cluster& cluster, const CostMod
 
 // The search among the proposals: the DAPPLE planner's refinement (per schedule family,
 // then across them) and interleaving, or the simulator's pick for the other planners.
-Selection SearchSizesTogether(const Context& c, const std::vector<Proposal>& proposals, PlanResult& result) {
+Selection SearchSizesTogether(const Context& c, const std::vector<Proposal>& proposals,
+                              PlanResult& result) {
   const PlannerOptions& options = c.options;
   Selection sel;
   const bool refine = options.planner == PlannerKind::kDapple && options.refine_work > 0;

@@ -81,8 +81,7 @@ void MergeFamilies(std::vector<PlanResult>& families, std::vector<PlanResult>&& 
 
 }  // namespace
 
-void SearchEachSize(const Context& c, const SearchOf& search, Selection& sel,
-                    PlanResult& result) {
+void SearchEachSize(const Context& c, const SearchOf& search, Selection& sel, PlanResult& result) {
   if (c.sizes.size() < 2 || c.cluster.num_devices() > kEachSizeMaxDevices) return;
   for (int m : c.sizes) {
     if (MicroBatchLowerBound(c.cost, c.global_batch, m) >= SlowestRecorded(c, sel, result))
