@@ -83,7 +83,9 @@ void ReportMedium(const char* label, const MediumTally& tally) {
   std::printf("%s: %d of %d within 2%% of the optimum, worst %.4f\n", label, tally.within2,
               tally.compared, tally.worst);
   EXPECT_GT(tally.compared, 0);
-  if (tally.compared >= 10) EXPECT_GE(tally.within2, tally.compared * kMediumWithin2);
+  if (tally.compared >= 10) {
+    EXPECT_GE(tally.within2, tally.compared * kMediumWithin2);
+  }
 }
 
 TEST(MediumExhaustive, FakeCosts) {
