@@ -30,7 +30,7 @@ ComputeFloors ComputeFloorsFor(const CostModel& cost, int m) {
   f.backward.assign(L + 1, 0);
   f.work.assign(L + 1, 0);
   for (int l = 0; l < L; ++l) {
-    double fwd = kInf, bwd = kInf, per_sample = kInf;
+    double fwd = kInf, bwd = kInf, per_sample = kInf, slowest_replica = kInf;
     // n replicas of a micro-batch get slices of floor(m / n) or ceil(m / n) samples
     // (SliceOf): each ceiling once, with the slice one sample smaller.
     for (int n = 1; n <= std::min(m, N);) {
@@ -43,12 +43,15 @@ ComputeFloors ComputeFloorsFor(const CostModel& cost, int m) {
           fwd = std::min(fwd, F);
           bwd = std::min(bwd, std::min(B, I));
           per_sample = std::min(per_sample, (F + std::min(B, I + W)) / slice);
+          // The replica with the largest slice: F + B of ceil(m / n) samples.
+          if (slice == ceil) slowest_replica = std::min(slowest_replica, F + std::min(B, I + W));
         }
       }
       if (ceil == 1) break;
       n = (m + ceil - 2) / (ceil - 1);  // the fewest replicas with a smaller ceiling
     }
     const double work = m * per_sample;  // the slices' compute, summed, at the least per sample
+    f.busiest = std::max(f.busiest, slowest_replica);
     f.forward[l + 1] = f.forward[l] + fwd;
     f.backward[l + 1] = f.backward[l] + bwd;
     f.work[l + 1] = f.work[l] + work;
@@ -60,7 +63,7 @@ double MicroBatchLowerBound(const CostModel& cost, int global_batch, int m) {
   const int L = cost.num_layers(), M = global_batch / m;
   const ComputeFloors f = ComputeFloorsFor(cost, m);
   const double computing = std::min<double>(cost.num_devices(), static_cast<double>(L) * m);
-  return std::max(M * f.work[L] / computing, f.forward[L] + f.backward[L]);
+  return std::max({M * f.work[L] / computing, f.forward[L] + f.backward[L], M * f.busiest});
 }
 
 }  // namespace dapple

@@ -18,14 +18,18 @@ namespace dapple {
 // cost models do: a stage's compute is the sum of its layers'.
 struct ComputeFloors {
   std::vector<double> forward, backward, work;
+  // The largest over layers of the least forward + backward of a stage's slowest replica
+  // (the one with the largest slice, ceil(m / replicas) samples): no stage holding that
+  // layer runs a micro-batch faster.
+  double busiest = 0;
 };
 ComputeFloors ComputeFloorsFor(const CostModel& cost, int m);
 
 // A lower bound of the simulated iteration time of every plan of `global_batch` samples in
 // micro-batches of `m` (any partition, replication, placement, schedule or chunking): the
 // compute of the whole batch at its floors shared by the devices that can compute (a stage
-// has at most m replicas, so at most layers x m devices do), and one micro-batch's way
-// forward and back through every layer.
+// has at most m replicas, so at most layers x m devices do), one micro-batch's way forward
+// and back through every layer, and M micro-batches through the stage of the busiest layer.
 double MicroBatchLowerBound(const CostModel& cost, int global_batch, int m);
 
 }  // namespace dapple
