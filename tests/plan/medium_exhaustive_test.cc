@@ -92,7 +92,7 @@ TEST(MediumExhaustive, FakeCosts) {
   MediumTally tally;
   for (int seed = FirstMediumSeed(); seed < FirstMediumSeed() + MediumSeeds(3); ++seed)
     CompareMedium(*testing::MakeMediumProblem(seed), tally);
-  ReportMedium("fake costs", tally, 1.0);  // 20 of 20, worst 1.0028
+  ReportMedium("fake costs", tally, 1.0);  // 20 of 20, worst 1.0141
 }
 
 TEST(MediumExhaustive, AnalyticCosts) {

@@ -24,39 +24,12 @@ inline int MediumGlobalBatch(std::mt19937& rng) {
 // Fake costs: like MakeRandomProblem's, on 2 servers of 5 or 6 devices.
 inline std::unique_ptr<RandomProblem> MakeMediumProblem(unsigned seed, int layers = 10) {
   std::mt19937 rng(seed * 2654435761u + 7u);
-  auto uni = [&](double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); };
   auto owner = std::make_unique<RandomProblem>();
   RandomProblem& p = *owner;
   const int per_server = std::uniform_int_distribution<int>(5, 6)(rng);
-  p.cluster.name = "random-medium";
-  for (int s = 0; s < 2; ++s) p.cluster.servers.push_back(ServerSpec{per_server, {}});
-  p.profile.model = "random-medium";
-  p.profile.batch_size = 1;
-  for (int i = 0; i < layers; ++i) {
-    LayerProfile l;
-    l.id = fmt::format("l{}", i);
-    l.name = fmt::format("layer{}", i);
-    p.profile.layers.push_back(l);
-  }
-  auto fake = std::make_unique<FakeCostModel>(layers, 2 * per_server);
-  FakeCostModel& c = *fake;
-  double params = 0, acts = 0;
-  for (int i = 0; i < layers; ++i) {
-    c.fwd_ms[i] = uni(0.2, 4.0);
-    c.bwd_ms[i] = c.fwd_ms[i] * uni(1.0, 3.0);
-    c.act_bytes[i] = uni(1e6, 50e6);
-    c.param_bytes[i] = uni(1e6, 200e6);
-    c.update_ms[i] = uni(0.0, 1.0) < 0.3 ? 0.0 : uni(0.0, 3.0);
-    params += c.param_bytes[i];
-    acts += c.act_bytes[i];
-  }
-  c.transfer_ms = uni(0.0, 1.0) < 0.3 ? 0.0 : uni(0.0, 2.0);
-  c.transfer_ms_per_sample = uni(0.0, 0.3);
-  c.allreduce_ms = uni(0.0, 1.0) < 0.2 ? 0.0 : uni(0.0, 20.0);
-  c.memory_bytes = (params * c.state_factor + 4 * acts) * uni(0.3, 1.5);
-  p.memory_bytes = c.memory_bytes;
-  p.cost = std::move(fake);
+  FakeCostModel& c = FillRandomFakeProblem(rng, layers, 2, per_server, "random-medium", p);
   p.global_batch = MediumGlobalBatch(rng);
+  DrawRandomUpdates(rng, c);
   p.description = fmt::format("medium seed {}: {} layers, 2x{} devices, GBS {}", seed, layers,
                               per_server, p.global_batch);
   return owner;

@@ -33,6 +33,18 @@
 namespace dapple {
 namespace {
 
+// Keeps `p`, simulated as `r`, in `result` when it is faster than the best found.
+void Keep(Plan p, const SimResult& r, ExhaustiveResult& result) {
+  if (result.plan && r.iteration_ms >= result.iteration_ms) return;
+  result.iteration_ms = r.iteration_ms;
+  p.planner = "exhaustive";
+  p.estimate = PlanEstimate{};
+  p.estimate->iteration_ms = r.iteration_ms;
+  p.estimate->speedup = r.speedup;
+  p.estimate->bubble_fraction = r.bubble_fraction;
+  result.plan = std::move(p);
+}
+
 struct ExhaustiveSearch {
   ExhaustiveSearch(const CostModel& c, const Cluster& cl, ExhaustiveResult* r)
       : cost(c), cluster(cl), identical(IdenticalServers(cl)), result(r) {
@@ -68,9 +80,10 @@ struct ExhaustiveSearch {
     p.schedule = schedule;
     p.allreduce_overlap = allreduce_overlap;
     p.stages.assign(stages.rbegin(), stages.rend());
-    // zb-h1 holds min(S, M) micro-batches on every stage, known only now that S is.
     const bool have = result->plan.has_value();
     SimResult r;
+    // zb-h1 holds min(S, M) micro-batches on every stage, known only now that S is (the
+    // other schedules' stages were checked as they were placed).
     if (prune) {
       const PlanCosts pc = EvaluatePlan(p, cost);
       if (!pc.fits) return;
@@ -85,15 +98,7 @@ struct ExhaustiveSearch {
       r = SimulatePlan(p, cost, SimOptions{.record_timeline = false});
     }
     ++result->simulated;
-    if (r.stopped) return;
-    if (!result->plan || r.iteration_ms < result->iteration_ms) {
-      result->iteration_ms = r.iteration_ms;
-      p.estimate = PlanEstimate{};
-      p.estimate->iteration_ms = r.iteration_ms;
-      p.estimate->speedup = r.speedup;
-      p.estimate->bubble_fraction = r.bubble_fraction;
-      result->plan = std::move(p);
-    }
+    if (!r.stopped) Keep(std::move(p), r, *result);
   }
 
   // Note [Exhaustive branch and bound]: a lower bound of every plan whose stages after
@@ -204,19 +209,12 @@ struct ExhaustiveSearch {
   }
 };
 
-// Keeps `p` (scored by the simulator) in `result` when it fits and is faster.
+// Simulates `p` and keeps it in `result` when it fits and is faster.
 void Consider(Plan p, const CostModel& cost, ExhaustiveResult& result) {
   if (!EvaluatePlan(p, cost).fits) return;
   const SimResult r = SimulatePlan(p, cost, SimOptions{.record_timeline = false});
   ++result.simulated;
-  if (result.plan && r.iteration_ms >= result.iteration_ms) return;
-  result.iteration_ms = r.iteration_ms;
-  p.planner = "exhaustive";
-  p.estimate = PlanEstimate{};
-  p.estimate->iteration_ms = r.iteration_ms;
-  p.estimate->speedup = r.speedup;
-  p.estimate->bubble_fraction = r.bubble_fraction;
-  result.plan = std::move(p);
+  Keep(std::move(p), r, result);
 }
 
 // A first best plan for the cuts (Note [Exhaustive branch and bound]): data parallelism,
