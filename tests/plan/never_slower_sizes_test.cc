@@ -3,7 +3,8 @@
 // size] in plan/size_searches.cc), on seeded random problems: small ones of every kind and
 // medium ones (10 layers, 2 servers of 5 or 6 devices, GBS 24-72). Before the search over
 // several sizes contained each size's own search, it lost to a fixed size on medium
-// problems (10 layers, 2 x 6 devices, GBS 48: 1128.1 ms against 1051.9 ms with m = 6).
+// problems (10 layers, 2 x 6 devices, GBS 48: 1128.1 ms against 1051.9 ms with m = 6);
+// checked to fail here with those searches turned off.
 #include <gtest/gtest.h>
 
 #include "dapple/plan/planner.h"
@@ -55,10 +56,11 @@ TEST(NeverSlowerSizes, SmallProblems) {
 
 TEST(NeverSlowerSizes, MediumProblems) {
   int compared = 0;
-  // Fake-cost seeds 1 and 4 lost to --micro-batch 6 and 12 before.
-  for (unsigned seed = 1; seed <= 4; ++seed)
+  // Without the sizes' own searches, analytic seed 7 lost to --micro-batch 3 (and before
+  // the even-width starts, fake-cost problems lost too).
+  for (unsigned seed = 1; seed <= 3; ++seed)
     compared += CheckNeverSlowerThanFixed(*testing::MakeMediumProblem(seed));
-  for (unsigned seed = 1; seed <= 2; ++seed)
+  for (unsigned seed = 6; seed <= 8; ++seed)
     compared += CheckNeverSlowerThanFixed(*testing::MakeMediumAnalyticProblem(seed));
   EXPECT_GT(compared, 40);
 }
