@@ -63,8 +63,7 @@ struct HandProblem {
 };
 
 TEST(HandPlan, TheProblemIsBeyondTheExhaustiveSearch) {
-  EXPECT_GT(kLayers, kExhaustiveMaxLayers);
-  EXPECT_GT(kDevices, kExhaustiveMaxDevices);
+  EXPECT_TRUE(kLayers > kExhaustiveMaxLayers || kDevices > kExhaustiveMaxDevices);
 }
 
 TEST(HandPlan, DapplePlansAtLeastAsFastAsTheHandBuiltHybrid) {

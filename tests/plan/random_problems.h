@@ -26,20 +26,15 @@ struct RandomProblem {
   std::string description;
 };
 
-// Up to 10 layers, up to 8 devices on 1 or 2 servers, global batch 4, 8 or 16.
-inline std::unique_ptr<RandomProblem> MakeRandomProblem(unsigned seed) {
-  std::mt19937 rng(seed);
+// A fake-cost problem of `layers` layers on `servers` servers of `per_server` devices,
+// drawn from `rng` in a fixed order (per layer forward, backward, activation and parameter
+// bytes; transfers, allreduce, memory); the global batch and updates are the caller's.
+inline FakeCostModel& FillRandomFakeProblem(std::mt19937& rng, int layers, int servers,
+                                            int per_server, const char* name, RandomProblem& p) {
   auto uni = [&](double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); };
-  auto pick = [&](int a, int b) { return std::uniform_int_distribution<int>(a, b)(rng); };
-  auto owner = std::make_unique<RandomProblem>();
-  RandomProblem& p = *owner;
-  const int layers = pick(2, 10);
-  const int servers = pick(1, 2);
-  const int per_server = pick(1, 4);
-  const int devices = servers * per_server;
-  p.cluster.name = "random";
+  p.cluster.name = name;
   for (int s = 0; s < servers; ++s) p.cluster.servers.push_back(ServerSpec{per_server, {}});
-  p.profile.model = "random";
+  p.profile.model = name;
   p.profile.batch_size = 1;
   for (int i = 0; i < layers; ++i) {
     LayerProfile l;
@@ -47,7 +42,7 @@ inline std::unique_ptr<RandomProblem> MakeRandomProblem(unsigned seed) {
     l.name = fmt::format("layer{}", i);
     p.profile.layers.push_back(l);
   }
-  auto fake = std::make_unique<FakeCostModel>(layers, devices);
+  auto fake = std::make_unique<FakeCostModel>(layers, servers * per_server);
   FakeCostModel& c = *fake;
   double params = 0, acts = 0;
   for (int i = 0; i < layers; ++i) {
@@ -65,10 +60,29 @@ inline std::unique_ptr<RandomProblem> MakeRandomProblem(unsigned seed) {
   c.memory_bytes = (params * c.state_factor + 4 * acts) * uni(0.3, 1.5);
   p.memory_bytes = c.memory_bytes;
   p.cost = std::move(fake);
+  return c;
+}
+
+// Optimizer updates of the fake model `c`, 0 in about 3 of 10 layers.
+inline void DrawRandomUpdates(std::mt19937& rng, FakeCostModel& c) {
+  auto uni = [&](double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); };
+  for (double& u : c.update_ms) u = uni(0.0, 1.0) < 0.3 ? 0.0 : uni(0.0, 3.0);
+}
+
+// Up to 10 layers, up to 8 devices on 1 or 2 servers, global batch 4, 8 or 16.
+inline std::unique_ptr<RandomProblem> MakeRandomProblem(unsigned seed) {
+  std::mt19937 rng(seed);
+  auto pick = [&](int a, int b) { return std::uniform_int_distribution<int>(a, b)(rng); };
+  auto owner = std::make_unique<RandomProblem>();
+  RandomProblem& p = *owner;
+  const int layers = pick(2, 10);
+  const int servers = pick(1, 2);
+  const int per_server = pick(1, 4);
+  FakeCostModel& c = FillRandomFakeProblem(rng, layers, servers, per_server, "random", p);
   const int batches[] = {4, 8, 16};
   p.global_batch = batches[pick(0, 2)];
   // Optimizer updates, drawn last so the other draws stay those of earlier versions.
-  for (int i = 0; i < layers; ++i) c.update_ms[i] = uni(0.0, 1.0) < 0.3 ? 0.0 : uni(0.0, 3.0);
+  DrawRandomUpdates(rng, c);
   p.description = "seed " + std::to_string(seed) + ": " + std::to_string(layers) + " layers, " +
                   std::to_string(servers) + "x" + std::to_string(per_server) + " devices, GBS " +
                   std::to_string(p.global_batch);

@@ -4,6 +4,8 @@
 
 #include "dapple/common/error.h"
 #include "dapple/plan/baselines.h"
+#include "dapple/plan/placement.h"
+#include "dapple/plan/plan_costs.h"
 
 namespace dapple {
 
@@ -24,23 +26,35 @@ std::optional<Plan> DataParallelPlan(const Cluster& cluster, int num_layers, Mic
   return p;
 }
 
-Plan BalancedPipelinePlan(const CostModel& cost, const Cluster& cluster, MicroBatching mb,
-                          ScheduleKind schedule, const char* planner) {
+Plan BalancedPlanOnGroups(const CostModel& cost, const std::vector<std::vector<int>>& groups,
+                          MicroBatching mb, ScheduleKind schedule, const char* planner) {
   const int n = cost.num_layers();
-  const int stages = std::min(n, cluster.num_devices());
-  DAPPLE_CHECK(stages >= 1);
-  const double m = mb.micro_batch_size;
-  // Stage s runs on device s; its compute is that device's time.
-  // Devices of one kind cost the same (CostModel::DeviceKind): when the stages' devices
-  // are all of device 0's kind, each layer range is asked once.
+  const int stages = static_cast<int>(groups.size());
+  DAPPLE_CHECK(stages >= 1 && stages <= n);
+  const int m = mb.micro_batch_size;
+  // Stage k's compute is that of its slowest replica: one device of each kind of its group
+  // with the largest slice. Groups of one width on devices of device 0's kind cost alike,
+  // so each layer range is asked once.
+  std::vector<std::vector<int>> kinds(stages);  // one device per kind, per group
   bool alike = true;
-  for (int k = 1; k < stages; ++k) alike = alike && cost.DeviceKind(k) == cost.DeviceKind(0);
+  for (int k = 0; k < stages; ++k) {
+    for (int d : groups[k]) {
+      bool seen = false;
+      for (int e : kinds[k]) seen = seen || cost.DeviceKind(e) == cost.DeviceKind(d);
+      if (!seen) kinds[k].push_back(d);
+    }
+    alike = alike && groups[k].size() == groups[0].size() && kinds[k].size() == 1 &&
+            cost.DeviceKind(kinds[k][0]) == cost.DeviceKind(groups[0][0]);
+  }
   std::vector<double> asked(alike ? static_cast<size_t>(n) * n : 0, -1.0);
-  auto work = [&](int first, int last, int device) {
+  auto work = [&](int first, int last, int k) {
     double* known = alike ? &asked[static_cast<size_t>(first) * n + last] : nullptr;
     if (known && *known >= 0) return *known;
-    const double w =
-        cost.ForwardMs(first, last, m, device) + cost.BackwardMs(first, last, m, device);
+    const double slice = SamplesPerReplica(m, static_cast<int>(groups[k].size()));
+    double w = 0;
+    for (int d : kinds[k])
+      w = std::max(w,
+                   cost.ForwardMs(first, last, slice, d) + cost.BackwardMs(first, last, slice, d));
     if (known) *known = w;
     return w;
   };
@@ -73,10 +87,42 @@ Plan BalancedPipelinePlan(const CostModel& cost, const Cluster& cluster, MicroBa
     int i = k > 0 ? cut[k][j] : -1;
     p.stages[k].first_layer = i + 1;
     p.stages[k].last_layer = j;
-    p.stages[k].devices = {k};
+    p.stages[k].devices = groups[k];
     j = i;
   }
   return p;
+}
+
+Plan BalancedPipelinePlan(const CostModel& cost, const Cluster& cluster, MicroBatching mb,
+                          ScheduleKind schedule, const char* planner) {
+  const int stages = std::min(cost.num_layers(), cluster.num_devices());
+  DAPPLE_CHECK(stages >= 1);
+  std::vector<std::vector<int>> groups(stages);
+  for (int k = 0; k < stages; ++k) groups[k] = {k};  // stage s on device s
+  return BalancedPlanOnGroups(cost, groups, mb, schedule, planner);
+}
+
+std::vector<Plan> EvenWidthPlans(const CostModel& cost, const Cluster& cluster, MicroBatching mb) {
+  const int n = cost.num_layers(), N = cluster.num_devices();
+  std::vector<Plan> plans;
+  for (int k = 2; k <= std::min(n, N - 1); ++k) {
+    const int width = std::min(N / k, mb.micro_batch_size);
+    const int wider = N / k < mb.micro_batch_size ? N % k : 0;  // stages one device wider
+    // The wider stages first, and (when there are some) last.
+    for (bool wider_first : {true, false}) {
+      if (!wider_first && wider == 0) break;
+      std::vector<std::vector<int>> groups(k);
+      int next = 0;  // devices in id order, server after server
+      for (int s = 0; s < k; ++s) {
+        const bool wide = wider_first ? s < wider : s >= k - wider;
+        for (int i = 0; i < width + (wide ? 1 : 0); ++i) groups[s].push_back(next++);
+        FastestFirst(cluster, groups[s]);
+      }
+      plans.push_back(
+          BalancedPlanOnGroups(cost, groups, mb, ScheduleKind::kDappleA, "even-widths"));
+    }
+  }
+  return plans;
 }
 
 }  // namespace dapple

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "dapple/common/schedule_kind.h"
 #include "dapple/cost/cost_model.h"
@@ -26,6 +27,19 @@ std::optional<Plan> DataParallelPlan(const Cluster& cluster, int num_layers, Mic
 // The straight pipeline (schedule dapple-a) and GPipe's partition (schedule gpipe).
 Plan BalancedPipelinePlan(const CostModel& cost, const Cluster& cluster, MicroBatching mb,
                           ScheduleKind schedule, const char* planner);
+
+// Layers split among stages on fixed device groups (stage k on groups[k], replicas in that
+// order; at most as many groups as layers) so that the largest stage compute (forward +
+// backward of the largest slice on the group's slowest device) is smallest.
+Plan BalancedPlanOnGroups(const CostModel& cost, const std::vector<std::vector<int>>& groups,
+                          MicroBatching mb, ScheduleKind schedule, const char* planner);
+
+// Pipelines of k stages of (nearly) equal widths for k = 2 .. min(layers, devices - 1),
+// whatever the server boundaries: the devices in id order cut into k runs (devices mod k
+// runs one wider, first or last; at most m wide, the rest unused), layers balanced on them
+// (BalancedPlanOnGroups). Stages split across two servers or several in one are what they
+// add to the DP's placements (Note [Widths across server boundaries] in proposals.cc).
+std::vector<Plan> EvenWidthPlans(const CostModel& cost, const Cluster& cluster, MicroBatching mb);
 
 // PipeDream's planner objective: minimise the slowest of the stage times and transfers,
 // where a stage on r devices takes (F + B) of its slice + its allreduce per micro-batch,

@@ -1,6 +1,7 @@
-// Exhaustive search for small problems, the ground truth of the planner tests: every
-// contiguous partition, replica count, placement, micro-batch size and schedule, each
-// scored by the simulator (with a lower bound to skip hopeless branches).
+// Exhaustive search for small and medium problems, the ground truth of the planner tests:
+// every contiguous partition, replica count, placement, micro-batch size and schedule, each
+// scored by the simulator, with branch and bound on lower bounds of the simulated time
+// (Note [Exhaustive branch and bound] in exhaustive_planner.cc).
 #pragma once
 
 #include <optional>
@@ -15,13 +16,14 @@ namespace dapple {
 
 // The largest problems ExhaustivePlan accepts (RunPlanner throws InputError beyond).
 inline constexpr int kExhaustiveMaxLayers = 12;
-inline constexpr int kExhaustiveMaxDevices = 8;
+inline constexpr int kExhaustiveMaxDevices = 12;
 
 struct ExhaustiveResult {
   std::optional<Plan> plan;  // the fastest plan that fits; estimate.iteration_ms set
   double iteration_ms = 0;
   long long simulated = 0;      // plans simulated
   double min_memory_bytes = 0;  // when none fits: the smallest peak memory of any plan
+  long long pruned = 0;         // branches and plans the bounds cut
 };
 
 // Placements: a stage takes, on each server, any number of its free devices (a server's
@@ -30,10 +32,16 @@ struct ExhaustiveResult {
 // Every plan has `allreduce_overlap` (Plan::allreduce_overlap). A stage that does not fit
 // re-computes when CanRecompute(forward_timed, ...) allows (re-computation never makes a
 // plan faster, so a stage that fits without it is never tried with it).
+// `prune` false: no bound cuts anything and every plan that fits is simulated whole (the
+// brute force that the bounds are checked against, on small problems); the optimum's time is
+// the same either way. `start` (with `prune`): a plan of the problem (its micro-batching,
+// schedule and overlap set) to begin with as the best found, so that the cuts bite from
+// the start; the result is it when no plan is faster.
 ExhaustiveResult ExhaustivePlan(const CostModel& cost, const Cluster& cluster, int global_batch,
                                 const std::vector<int>& micro_batch_sizes,
                                 const std::vector<ScheduleKind>& schedules,
                                 bool allreduce_overlap = true,
-                                const std::vector<bool>& forward_timed = {});
+                                const std::vector<bool>& forward_timed = {}, bool prune = true,
+                                const Plan* start = nullptr);
 
 }  // namespace dapple

@@ -16,6 +16,7 @@
 #include "dapple/plan/rescoring.h"
 #include "dapple/plan/schedule_offers.h"
 #include "dapple/plan/sim_cache.h"
+#include "dapple/plan/size_searches.h"
 
 namespace dapple {
 
@@ -68,6 +69,8 @@ using internal::ForwardTimed;
 using internal::OfferedVShapes;
 using internal::OfferVShapes;
 using internal::Propose;
+using internal::RunnableProposals;
+using internal::SearchEachSize;
 using internal::Shared;
 
 // The DAPPLE planner's selection with refinement (refine.h) for the schedules of `c`.
@@ -290,7 +293,8 @@ Context ContextFor(const Profile& profile, const Cluster& cluster, const CostMod
 
 // The search among the proposals: the DAPPLE planner's refinement (per schedule family,
 // then across them) and interleaving, or the simulator's pick for the other planners.
-Selection Search(const Context& c, const std::vector<Proposal>& proposals, PlanResult& result) {
+Selection SearchSizesTogether(const Context& c, const std::vector<Proposal>& proposals,
+                              PlanResult& result) {
   const PlannerOptions& options = c.options;
   Selection sel;
   const bool refine = options.planner == PlannerKind::kDapple && options.refine_work > 0;
@@ -323,6 +327,15 @@ Selection Search(const Context& c, const std::vector<Proposal>& proposals, PlanR
       (!options.schedule || *options.schedule == ScheduleKind::kInterleaved))
     OfferInterleaving(c, sel, result);
   if (!v_bases.empty()) OfferVShapes(c, v_bases, OfferedVShapes(options), sel, result);
+  return sel;
+}
+
+// SearchSizesTogether, then (the DAPPLE planner with refinement) the same on each
+// micro-batch size alone: Note [Never slower than one micro-batch size].
+Selection Search(const Context& c, const std::vector<Proposal>& proposals, PlanResult& result) {
+  Selection sel = SearchSizesTogether(c, proposals, result);
+  if (c.options.planner == PlannerKind::kDapple && c.options.refine_work > 0)
+    SearchEachSize(c, &SearchSizesTogether, sel, result);
   return sel;
 }
 
@@ -387,14 +400,10 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
                    : own;
   const Context c = ContextFor(profile, cluster, cost, global_batch, options, shared);
   PlanResult result;
-  std::vector<Proposal> proposals = Propose(c, /*enforce_memory=*/true);
   // Never propose a plan the runtime cannot run: its message tags must fit the transport's
   // range on a job of one process per device of the cluster.
-  const size_t proposed = proposals.size();
-  std::erase_if(proposals, [&](const Proposal& p) {
-    return MessageTagError(p.plan, cluster.num_devices()).has_value();
-  });
-  const bool dropped_for_tags = proposals.size() < proposed;
+  bool dropped_for_tags = false;
+  std::vector<Proposal> proposals = RunnableProposals(c, &dropped_for_tags);
   if (options.proposed) options.proposed();
   Selection sel = Search(c, proposals, result);
   if (sel.best && options.steady_state) ChooseForSteadyState(c, sel, result);

@@ -7,6 +7,7 @@
 #include "dapple/plan/baselines.h"
 #include "dapple/plan/exhaustive.h"
 #include "dapple/plan/parallel_for.h"
+#include "dapple/plan/refine.h"
 
 namespace dapple::internal {
 
@@ -89,6 +90,31 @@ void ProposeBaseline(const Context& c, PlannerKind planner, bool enforce_memory,
       });
       if (p) AddWithSchedules(out, std::move(*p), "pipedream", kinds);
     }
+  }
+}
+
+// Note [Widths across server boundaries]
+// The DP places a stage that fits in one server inside one and fills servers in order, and
+// its latency L ranks pipelines of narrow stages below short pipelines of whole servers;
+// the refinement changes one stage's width by one device at a time, which rarely pays
+// alone. So stages split across two servers, several narrow stages in one server and
+// uneven widths were out of reach: on 10 layers, 2 x 6 devices, GBS 48, the optimum is 4
+// stages of 3 devices at m = 3 (1009.3 ms), and the planner ended at 1128.1 ms. So it also
+// proposes, for every m, the pipelines of k stages of equal widths across the servers
+// (EvenWidthPlans), layers balanced on them, and the simulator (the topology-aware cost)
+// says when they pay: the fastest of them is a start of the refinement besides the other
+// origins' (SelectStarts), whose moves then adjust widths and boundaries, so the search is
+// never slower than without them. Not on clusters of more than kEvenWidthsMaxDevices
+// devices: there the DP's replica counts and its refinement cover the widths that matter,
+// and the proposals would cost simulations of many devices.
+constexpr int kEvenWidthsMaxDevices = 64;
+
+void ProposeEvenWidths(const Context& c, std::vector<Proposal>& out) {
+  if (c.cluster.num_devices() > kEvenWidthsMaxDevices) return;
+  for (int m : c.sizes) {
+    std::vector<Plan> plans = Memoized(c, c.shared->even_widths, m,
+                                       [&] { return EvenWidthPlans(c.cost, c.cluster, Mb(c, m)); });
+    for (Plan& p : plans) AddWithSchedules(out, std::move(p), kEvenWidthsOrigin, c.schedules);
   }
 }
 
@@ -177,6 +203,7 @@ void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>&
   for (PlannerKind b :
        {PlannerKind::kDataParallel, PlannerKind::kStraight, PlannerKind::kPipeDream})
     ProposeBaseline(c, b, enforce_memory, c.schedules, out);
+  ProposeEvenWidths(c, out);
 }
 
 }  // namespace

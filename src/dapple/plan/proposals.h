@@ -30,7 +30,8 @@ struct Shared {
   // BalancedPipelinePlan by m (the straight and gpipe partitions; each use sets its own
   // schedule and planner name).
   std::map<int, Plan> balanced;
-  std::mutex dp_mu;  // guards dps, pipedream and balanced (the families search in parallel)
+  std::map<int, std::vector<Plan>> even_widths;  // EvenWidthPlans by m
+  std::mutex dp_mu;  // guards the maps above (the families search in parallel)
 };
 
 struct Context {

@@ -97,11 +97,15 @@ namespace dapple {
 // with it (re-computing the stages that need it; their origin gets "+recompute"); `loose`
 // proposals (made without the memory limit) are used that way too, and as they are where
 // sharding the optimizer state makes them fit (origin "+shard"). Every proposal shards where
-// it pays (ShardWhereItPays). The starts come fastest
-// first, at most `max_starts` of them, with the simulations it took to pick them. Refine
+// it pays (ShardWhereItPays). The starts come fastest first, at most `max_starts` of them,
+// then the fastest proposal of kEvenWidthsOrigin (with or without re-computation) when there
+// is one, with the simulations it took to pick them. Refine
 // (above) climbs from them, on the caller's threads (the planner runs the climbs of several
 // searches together), and Refined makes the selection from the starts and Refine's result
 // on them (`r` is ignored when there is no start).
+// The origin of the planner's even-width pipelines (EvenWidthPlans in baselines.h): their
+// fastest is a start besides the max_starts others.
+inline constexpr const char* kEvenWidthsOrigin = "even-widths";
 struct RefineStarts {
   std::vector<Scored> starts;
   long long simulated = 0;

@@ -1,6 +1,7 @@
 // The planner's starts for the refinement and its selection: see SelectStarts in refine.h.
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/refine.h"
@@ -51,15 +52,27 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
   }
 
   std::vector<Scored>& starts = out.starts;
+  std::optional<Scored> even;  // the fastest even-widths start, with or without re-computation
   for (const std::string& origin : order) {
     Selection sel = SelectFastest(groups[origin], cost, false, options.cache);
     out.simulated += sel.simulated;
-    if (sel.best) starts.push_back(std::move(*sel.best));
+    if (!sel.best) continue;
+    if (origin.starts_with(kEvenWidthsOrigin)) {
+      if (!even || sel.best->sim.iteration_ms < even->sim.iteration_ms) even = std::move(sel.best);
+    } else {
+      starts.push_back(std::move(*sel.best));
+    }
   }
   std::stable_sort(starts.begin(), starts.end(), [](const Scored& a, const Scored& b) {
     return a.sim.iteration_ms < b.sim.iteration_ms;
   });
   if (static_cast<int>(starts.size()) > max_starts) starts.resize(max_starts);
+  // Note [Widths across server boundaries] (proposals.cc): one start more, after the others
+  // (ties go to them), so the climbs from the other starts are what they were; only when it
+  // would have been among them as an origin of its own (faster than the slowest kept).
+  if (even && (static_cast<int>(starts.size()) < max_starts ||
+               even->sim.iteration_ms < starts.back().sim.iteration_ms))
+    starts.push_back(std::move(*even));
   return out;
 }
 
