@@ -1,6 +1,7 @@
 // `dapple train` under pipelined and replicated plans equals a single-process run: the
 // parameters after 3 steps match to 1e-10 (float64), and every stage's peak of live
-// activations is K_s micro-batches (M for gpipe, min(S, M) for zb-h1: PeakInFlight).
+// activations is K_s micro-batches (M for gpipe, min(S, M) for zb-h1, min(2S - 1, M) for zb-h2:
+// PeakInFlight), for every schedule of one chunk per stage.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -89,8 +90,8 @@ TEST_P(TrainEquivalence, MatchesSingleProcessAndHoldsKsActivations) {
                 ref_ckpt / "step-3"),
             1e-4);
 
-  // Peak live activations per stage: K_s micro-batches (M for gpipe, min(S, M) for zb-h1,
-  // whose micro-batches live from F to W).
+  // Peak live activations per stage: K_s micro-batches (M for gpipe, min(S, M) for zb-h1 and
+  // min(2S - 1, M) for zb-h2, whose micro-batches live from F to W).
   auto summary = r.Summary();
   ASSERT_TRUE(summary.contains("stages")) << r.out;
   const int S = static_cast<int>(c.stages.size());
@@ -149,7 +150,7 @@ TEST(TrainIdleRanks, PlanOnTwoOfFourProcessesMatchesSingleProcess) {
 INSTANTIATE_TEST_SUITE_P(Plans, TrainEquivalence,
                          ::testing::Combine(::testing::Range(0, 6),
                                             ::testing::Values("gpipe", "dapple-a", "dapple-b",
-                                                              "zb-h1")),
+                                                              "zb-h1", "zb-h2")),
                          [](const auto& info) {
                            std::string n = EquivalenceCases()[std::get<0>(info.param)].name + "_" +
                                            std::get<1>(info.param);
