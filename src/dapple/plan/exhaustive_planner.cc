@@ -123,6 +123,32 @@ struct ExhaustiveSearch {
     return lb;
   }
 
+  // Places `sp` (cost `c`, `to_next` to the stage after it, `take` devices of each server),
+  // searches the layers before it unless the bound proves them slower, and takes it back.
+  void PlaceAndRecurse(StagePlan sp, const StageCost& c, double to_next,
+                       const std::vector<int>& take) {
+    const int first = sp.first_layer, placed = static_cast<int>(sp.devices.size());
+    stages.push_back(std::move(sp));
+    costs.push_back(c);
+    transfer_ms.push_back(to_next);
+    for (size_t x = 0; x < take.size(); ++x) usage[x] += take[x];
+    free_devices -= placed;
+    if (!prune || !result->plan || BranchBound(first) < result->iteration_ms) {
+      if (first == 0) {
+        Leaf();
+      } else {
+        Recurse(first - 1);
+      }
+    } else {
+      ++result->pruned;
+    }
+    free_devices += placed;
+    for (size_t x = 0; x < take.size(); ++x) usage[x] -= take[x];
+    stages.pop_back();
+    costs.pop_back();
+    transfer_ms.pop_back();
+  }
+
   // Places the stage ending at layer `last` (all layers after it are placed).
   void Recurse(int last) {
     const int after = static_cast<int>(stages.size());
@@ -186,26 +212,7 @@ struct ExhaustiveSearch {
           sp.devices = devs;
           sp.recompute = recompute;
           sp.shard_optimizer = shard;
-          stages.push_back(std::move(sp));
-          costs.push_back(c);
-          transfer_ms.push_back(to_next);
-          const int placed = static_cast<int>(devs.size());
-          for (int x = 0; x < servers; ++x) usage[x] += take[x];
-          free_devices -= placed;
-          if (!prune || !result->plan || BranchBound(first) < result->iteration_ms) {
-            if (first == 0) {
-              Leaf();
-            } else {
-              Recurse(first - 1);
-            }
-          } else {
-            ++result->pruned;
-          }
-          free_devices += placed;
-          for (int x = 0; x < servers; ++x) usage[x] -= take[x];
-          stages.pop_back();
-          costs.pop_back();
-          transfer_ms.pop_back();
+          PlaceAndRecurse(std::move(sp), c, to_next, take);
         }
         return;
       }

@@ -118,6 +118,22 @@ void ProposeEvenWidths(const Context& c, std::vector<Proposal>& out) {
   }
 }
 
+// The DPs' candidates of every size (`all`; best_of_m: each size's best), fastest first:
+// the rescore_top_k fastest and the best of each size.
+void AddChosenDpCandidates(const Context& c, const std::vector<DpCandidate>& all,
+                           const std::map<int, size_t>& best_of_m, std::vector<Proposal>& out) {
+  std::vector<size_t> order(all.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return all[a].latency_ms < all[b].latency_ms; });
+  std::vector<bool> chosen(all.size(), false);
+  for (size_t i = 0; i < order.size() && static_cast<int>(i) < c.options.rescore_top_k; ++i)
+    chosen[order[i]] = true;
+  for (auto& [m, i] : best_of_m) chosen[i] = true;
+  for (size_t i : order)
+    if (chosen[i]) AddWithSchedules(out, all[i].plan, "dapple-dp", c.schedules);
+}
+
 void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>& out) {
   // One DP per micro-batch size, on worker threads (the cost model is read-only); the
   // results are gathered in the order of `sizes`, so the outcome does not depend on timing.
@@ -188,16 +204,7 @@ void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>&
     }
   }
   lock.unlock();
-  std::vector<size_t> order(all.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return all[a].latency_ms < all[b].latency_ms; });
-  std::vector<bool> chosen(all.size(), false);
-  for (size_t i = 0; i < order.size() && static_cast<int>(i) < c.options.rescore_top_k; ++i)
-    chosen[order[i]] = true;
-  for (auto& [m, i] : best_of_m) chosen[i] = true;
-  for (size_t i : order)
-    if (chosen[i]) AddWithSchedules(out, all[i].plan, "dapple-dp", c.schedules);
+  AddChosenDpCandidates(c, all, best_of_m, out);
   // Pure data parallelism and the straight pipeline are candidates too, and so are the
   // other baselines' partitions under DAPPLE's schedules.
   for (PlannerKind b :
