@@ -98,13 +98,16 @@ const std::vector<ChunkCase>& ChunkCases() {
   return cases;
 }
 
-TEST_P(TrainInterleaved, MatchesSingleProcessAndHoldsPeakInFlight) {
-  const ChunkCase& c = ChunkCases()[GetParam()];
+// Trains case `c` (S = 2 groups, v = 2) under `schedule` for 3 steps: equal to one process,
+// each group's peak of live activations PeakInFlight's.
+void ExpectChunkedRunMatches(const ChunkCase& c, const std::string& schedule, ScheduleKind kind) {
   const int S = 2, v = 2;
   int world = 0;
   for (int g = 0; g < S; ++g) world += static_cast<int>(c.chunks[g].devices.size());
-  fs::path dir = TestDir("interleaved_" + c.name);
-  fs::path plan = WriteChunkedPlan(dir, c.chunks, c.m, c.M, v, c.overlap);
+  const std::string name = schedule + "_" + c.name + "_world" + std::to_string(world);
+  SCOPED_TRACE(name);
+  fs::path dir = TestDir(name);
+  fs::path plan = WriteChunkedPlan(dir, c.chunks, c.m, c.M, v, c.overlap, schedule);
   RunResult r = RunDapple("train " + InterleavedFlags(dir / "ckpt", 3) + " --plan " +
                               plan.string() + " --nproc " + std::to_string(world) + c.flags,
                           dir);
@@ -114,10 +117,14 @@ TEST_P(TrainInterleaved, MatchesSingleProcessAndHoldsPeakInFlight) {
   ASSERT_EQ(summary["stages"].size(), static_cast<size_t>(S)) << r.out;
   for (int g = 0; g < S; ++g) {
     EXPECT_EQ(summary["stages"][g]["peak_live_micro_batches"].get<int>(),
-              PeakInFlight(ScheduleKind::kInterleaved, g, S, c.M, v))
+              PeakInFlight(kind, g, S, c.M, v))
         << "group " << g;
   }
   fs::remove_all(dir);
+}
+
+TEST_P(TrainInterleaved, MatchesSingleProcessAndHoldsPeakInFlight) {
+  ExpectChunkedRunMatches(ChunkCases()[GetParam()], "interleaved", ScheduleKind::kInterleaved);
 }
 
 INSTANTIATE_TEST_SUITE_P(Plans, TrainInterleaved, ::testing::Range(0, 3),
@@ -193,6 +200,7 @@ TEST(TrainInterleavedEval, HeldOutLossEqualsOneProcess) {
 TEST(TrainVShape, MatchesSingleProcessAndHoldsPeakInFlight) {
   struct VCase {
     ChunkCase chunked;
+    std::string schedule;
     ScheduleKind kind;
   };
   const std::vector<StageSpec> ones = {
@@ -200,34 +208,12 @@ TEST(TrainVShape, MatchesSingleProcessAndHoldsPeakInFlight) {
   const std::vector<StageSpec> one_two = {
       {"fc0", "fc0", {0}}, {"fc1", "fc1", {1, 2}}, {"fc2", "fc2", {1, 2}}, {"head", "head", {0}}};
   const std::vector<VCase> cases = {
-      {{"zb-v", ones, 2, 4, true, ""}, ScheduleKind::kZbV},
-      {{"zb-v", one_two, 3, 4, false, ""}, ScheduleKind::kZbV},
-      {{"v-half", ones, 2, 4, true, ""}, ScheduleKind::kVHalf},
-      {{"v-min", one_two, 3, 4, true, ""}, ScheduleKind::kVMin},
+      {{"s2", ones, 2, 4, true, ""}, "zb-v", ScheduleKind::kZbV},
+      {{"s2_1to2_no_overlap", one_two, 3, 4, false, ""}, "zb-v", ScheduleKind::kZbV},
+      {{"s2", ones, 2, 4, true, ""}, "v-half", ScheduleKind::kVHalf},
+      {{"s2_1to2", one_two, 3, 4, true, ""}, "v-min", ScheduleKind::kVMin},
   };
-  const int S = 2, v = 2;
-  for (const VCase& vc : cases) {
-    const ChunkCase& c = vc.chunked;
-    int world = 0;
-    for (int g = 0; g < S; ++g) world += static_cast<int>(c.chunks[g].devices.size());
-    const std::string name = c.name + "_world" + std::to_string(world);
-    SCOPED_TRACE(name);
-    fs::path dir = TestDir(name);
-    fs::path plan = WriteChunkedPlan(dir, c.chunks, c.m, c.M, v, c.overlap, c.name);
-    RunResult r = RunDapple("train " + InterleavedFlags(dir / "ckpt", 3) + " --plan " +
-                                plan.string() + " --nproc " + std::to_string(world),
-                            dir);
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-    ExpectSameAsReference(r, dir / "ckpt", c.m * c.M);
-    auto summary = r.Summary();
-    ASSERT_EQ(summary["stages"].size(), static_cast<size_t>(S)) << r.out;
-    for (int g = 0; g < S; ++g) {
-      EXPECT_EQ(summary["stages"][g]["peak_live_micro_batches"].get<int>(),
-                PeakInFlight(vc.kind, g, S, c.M, v))
-          << "group " << g;
-    }
-    fs::remove_all(dir);
-  }
+  for (const VCase& vc : cases) ExpectChunkedRunMatches(vc.chunked, vc.schedule, vc.kind);
 }
 
 TEST(TrainVShapeResume, VShapeCheckpointResumesUnderDappleA) { ResumeAcross(true, "zb-v"); }
