@@ -31,6 +31,9 @@ TEST(FreedMemoryBound, HandsBackAfterTheFirstStepAndBeyondTheSlack) {
 #if !defined(__GLIBC__)
   GTEST_SKIP() << "glibc's malloc only";
 #endif
+#if defined(DAPPLE_SANITIZED) || defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's allocator is not glibc's malloc";
+#endif
   if (ResidentBytes() == 0) GTEST_SKIP() << "no /proc/self/status";
   KeepFreedMemoryForReuse();
   FreedMemoryBound bound(16 * kMiB);
