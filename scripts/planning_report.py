@@ -119,6 +119,14 @@ def main():
     total = sum(1 for *_, r in rows if "error" not in r)
     out.append(f"DAPPLE's plan is at least as fast as every baseline in {wins} of {total} "
                "cases with a plan.\n")
+    families = {}
+    for *_, r in rows:
+        if "error" not in r and "plan" in r["result"]:
+            kind = r["result"]["plan"]["schedule"]
+            families[kind] = families.get(kind, 0) + 1
+    out.append("The schedule family of the DAPPLE plan, cases won: "
+               + ", ".join(f"{k} {n}" for k, n in sorted(families.items(), key=lambda x: -x[1]))
+               + ".\n")
     out.append("## With and without zb-h1\n")
     out.append("The DAPPLE planner searches zb-h1 (docs/schedules.md) with dapple-a and "
                "dapple-b. Below, the planner's best plan with each schedule family fixed "
