@@ -28,7 +28,7 @@ struct EvalReference {
 EvalReference Evaluate(Model& model, const fs::path& dir, int64_t steps, const std::string& data,
                        int64_t n, const fs::path& cache) {
   for (auto& l : model.layers) {
-    LoadLayer(CheckpointStepDir(dir, steps), l.name, *l.module, nullptr, OptimizerKind::kSgd);
+    LoadLayer(CheckpointStepDir(dir, steps), l.name, *l.module, /*states=*/nullptr);
     l.module->eval();
   }
   Batch test = MakeDataset(data, model, 0, cache)->TestSet();

@@ -37,7 +37,7 @@ TEST(CheckpointBuffers, RunningStatisticsRoundTrip) {
   SaveLayer(dir, 1, "l", *trained, nullptr, OptimizerKind::kSgd);
 
   auto fresh = Layer();
-  LoadLayer(CheckpointStepDir(dir, 1), "l", *fresh, nullptr, OptimizerKind::kSgd);
+  LoadLayer(CheckpointStepDir(dir, 1), "l", *fresh, /*states=*/nullptr);
   auto want = trained->named_buffers(true), got = fresh->named_buffers(true);
   ASSERT_EQ(want.size(), 3u);  // running_mean, running_var, num_batches_tracked
   for (const auto& item : want) {
@@ -65,7 +65,7 @@ TEST(CheckpointBuffers, AFileWithoutBuffersStillLoadsItsParameters) {
   auto stats_before = fresh->named_buffers(true)["1.running_var"].clone();
   LayerState st = ReadLayer(CheckpointStepDir(dir, 1), "l");
   EXPECT_FALSE(st.has_buffers);
-  EXPECT_NO_THROW(LoadLayer(CheckpointStepDir(dir, 1), "l", *fresh, nullptr, OptimizerKind::kSgd));
+  EXPECT_NO_THROW(LoadLayer(CheckpointStepDir(dir, 1), "l", *fresh, /*states=*/nullptr));
   for (const auto& item : old->named_parameters(true))
     EXPECT_TRUE(torch::equal(fresh->named_parameters(true)[item.key()], item.value()));
   EXPECT_TRUE(torch::equal(fresh->named_buffers(true)["1.running_var"], stats_before));

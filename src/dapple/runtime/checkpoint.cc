@@ -174,13 +174,6 @@ LayerState ReadLayer(const std::filesystem::path& step_dir, const std::string& l
 }
 
 void LoadLayer(const std::filesystem::path& step_dir, const std::string& layer,
-               torch::nn::Module& module, torch::optim::Optimizer* opt, OptimizerKind kind) {
-  if (opt == nullptr) return LoadLayer(step_dir, layer, module, nullptr);
-  WholeParamStates states(*opt, kind);
-  LoadLayer(step_dir, layer, module, &states);
-}
-
-void LoadLayer(const std::filesystem::path& step_dir, const std::string& layer,
                torch::nn::Module& module, ParamStateStore* states) {
   LayerState st = ReadLayer(step_dir, layer);
   auto path = (step_dir / FileName(layer)).string();

@@ -89,13 +89,10 @@ std::optional<std::filesystem::path> LatestCheckpoint(const std::filesystem::pat
 CheckpointMeta ReadCheckpointMeta(const std::filesystem::path& step_dir);
 // Reads one layer file; throws InputError naming the file when missing or malformed.
 LayerState ReadLayer(const std::filesystem::path& step_dir, const std::string& layer);
-// Loads a layer's parameters, buffers (and, with `opt`, optimizer state) into `module`.
+// Loads a layer's parameters, buffers (and, with `states`, optimizer state) into `module`.
 // Throws InputError naming the file and parameter or buffer when names or shapes differ. A
 // file written before checkpoints held buffers still loads: its parameters are loaded and
 // the module's buffers stay as they are, with one line on stderr.
-void LoadLayer(const std::filesystem::path& step_dir, const std::string& layer,
-               torch::nn::Module& module, torch::optim::Optimizer* opt, OptimizerKind kind);
-// The same with the optimizer state into `states` (null: none).
 void LoadLayer(const std::filesystem::path& step_dir, const std::string& layer,
                torch::nn::Module& module, ParamStateStore* states);
 // The buffer part of LoadLayer; `path` names the file in errors.

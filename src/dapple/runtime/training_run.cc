@@ -77,6 +77,7 @@ void TrainingRun::SetUpStage() {
   replica_ = at.replica;
   sp_ = grid_.Idle(env_.rank) ? nullptr : &plan_.stages[stage_];
   leader_ = env_.rank == 0;
+  sums_loss_ = leader_ || !grid_.Idle(env_.rank);
   resident_at_start_ = ResidentBytes();
   // Note [Stage-local models]: this rank builds only its stage's layers (each chunk's).
   held_ = HeldRanges(plan_, grid_, env_.rank);
@@ -101,8 +102,7 @@ void TrainingRun::SetUpStage() {
   }
   comm_ = std::make_unique<Communicator>(env_, o_.timeout);
   if (sp_ && sp_->replicas() > 1) comm_->CreateGroup(fmt::format("stage{}", stage_), sp_->devices);
-  const bool sums_loss = leader_ || !grid_.Idle(env_.rank);
-  if (!idle_.empty() && sums_loss) comm_->CreateGroup("loss", loss_ranks_);
+  if (!idle_.empty() && sums_loss_) comm_->CreateGroup("loss", loss_ranks_);
   if (sp_) tied_.emplace(model_, plan_, grid_, stage_, *comm_);
   // What crosses this stage's boundaries (boundary.h): the previous stage's output spec
   // comes through the store, so that no rank runs another stage's layers.
@@ -182,8 +182,7 @@ void TrainingRun::SetUpWorker() {
   first_traced_ = std::max<int64_t>(start_, o_.steps - std::max(1, o_.trace_steps));
   tracing_ = !o_.trace_path.empty();
   comm_->Barrier(fmt::format("rank {}: start of training", env_.rank));
-  const bool sums_loss = leader_ || !grid_.Idle(env_.rank);
-  step_losses_.emplace(*comm_, idle_.empty() ? "" : "loss", sums_loss, env_.rank, o_.timeout);
+  step_losses_.emplace(*comm_, idle_.empty() ? "" : "loss", sums_loss_, env_.rank, o_.timeout);
 }
 
 void TrainingRun::Record(std::optional<FinishedStep> done) {

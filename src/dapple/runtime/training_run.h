@@ -81,6 +81,7 @@ class TrainingRun {
   Model model_;
   std::vector<int> idle_, loss_ranks_;
   bool leader_ = false;
+  bool sums_loss_ = false;  // rank 0 and the ranks that train sum each step's loss
   // Declared before every member that refers to it, so that those are destroyed first.
   std::unique_ptr<Communicator> comm_;
   std::optional<TiedParameters> tied_;
