@@ -10,8 +10,8 @@
 #include "dapple/cost/analytic_cost_model.h"
 #include "dapple/format/cluster.h"
 #include "dapple/format/profile.h"
-#include "dapple/plan/baselines.h"
-#include "dapple/plan/dapple_dp.h"
+#include "dapple/plan/baselines/baselines.h"
+#include "dapple/plan/dp/dapple_dp.h"
 #include "random_problems.h"
 #include "stages_text.h"
 

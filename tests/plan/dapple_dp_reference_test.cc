@@ -11,10 +11,10 @@
 #include <optional>
 #include <vector>
 
-#include "dapple/plan/dapple_dp.h"
-#include "dapple/plan/layer_blocks.h"
-#include "dapple/plan/pipeline_latency.h"
-#include "dapple/plan/placement.h"
+#include "dapple/plan/dp/dapple_dp.h"
+#include "dapple/plan/dp/layer_blocks.h"
+#include "dapple/plan/dp/pipeline_latency.h"
+#include "dapple/plan/dp/placement.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/planner.h"
 #include "dapple/schedule/schedule.h"

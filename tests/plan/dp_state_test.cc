@@ -1,7 +1,7 @@
 // The DP's canonical states (Note [Canonical usage states]) against a reference key (the
 // sorted usage vector in an ordered map), and the DP's plans, whose suffixes it keeps
 // without copies (Note [Suffixes without copies]), against EvaluatePlan recomputing them.
-#include "dapple/plan/dp_state.h"
+#include "dapple/plan/dp/dp_state.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <set>
 
 #include "dapple/cost/analytic_cost_model.h"
-#include "dapple/plan/dapple_dp.h"
+#include "dapple/plan/dp/dapple_dp.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/planner.h"
 #include "random_problems.h"

@@ -1,13 +1,13 @@
 // The exhaustive search's branch and bound (Note [Exhaustive branch and bound] in
-// plan/exhaustive_planner.cc) against the same search without cuts, every plan simulated
+// plan/baselines/exhaustive_planner.cc) against the same search without cuts, every plan simulated
 // whole, on seeded random small problems of every kind; and the lower bound of a
-// micro-batch size (plan/compute_floors.h) against each size's optimum.
-#include "dapple/plan/exhaustive.h"
+// micro-batch size (plan/search/compute_floors.h) against each size's optimum.
+#include "dapple/plan/baselines/exhaustive.h"
 
 #include <gtest/gtest.h>
 
-#include "dapple/plan/compute_floors.h"
 #include "dapple/plan/planner.h"
+#include "dapple/plan/search/compute_floors.h"
 #include "dapple/sim/simulator.h"
 #include "plan/random_mixed_problems.h"
 

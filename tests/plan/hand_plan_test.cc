@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "dapple/common/error.h"
-#include "dapple/plan/exhaustive.h"
+#include "dapple/plan/baselines/exhaustive.h"
 #include "dapple/plan/planner.h"
 #include "dapple/sim/simulator.h"
 #include "fakes/fake_cost_model.h"

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "dapple/plan/exhaustive.h"
+#include "dapple/plan/baselines/exhaustive.h"
 #include "dapple/plan/planner.h"
 #include "plan/random_medium_problems.h"
 #include "plan/stages_text.h"

@@ -10,10 +10,10 @@
 
 #include "dapple/common/slicing.h"
 #include "dapple/cost/analytic_cost_model.h"
-#include "dapple/plan/dapple_dp.h"
-#include "dapple/plan/placement.h"
+#include "dapple/plan/dp/dapple_dp.h"
+#include "dapple/plan/dp/placement.h"
 #include "dapple/plan/planner.h"
-#include "dapple/plan/refine_moves.h"
+#include "dapple/plan/refine/refine_moves.h"
 #include "plan/random_mixed_problems.h"
 
 namespace dapple {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "dapple/format/cluster_kinds.h"
-#include "dapple/plan/placement.h"
+#include "dapple/plan/dp/placement.h"
 
 namespace dapple {
 namespace {

@@ -4,7 +4,7 @@
 // every non-interleaved schedule, with and without re-computation and allreduce overlap.
 #include <gtest/gtest.h>
 
-#include "dapple/plan/dapple_dp.h"
+#include "dapple/plan/dp/dapple_dp.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/planner.h"
 #include "dapple/sim/simulator.h"

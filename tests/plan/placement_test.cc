@@ -1,5 +1,5 @@
 // Placement policies return the documented device sets (placement.h) on small clusters.
-#include "dapple/plan/placement.h"
+#include "dapple/plan/dp/placement.h"
 
 #include <gtest/gtest.h>
 

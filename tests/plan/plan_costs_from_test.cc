@@ -6,10 +6,10 @@
 // with the current plan's costs as without.
 #include <gtest/gtest.h>
 
-#include "dapple/plan/dapple_dp.h"
+#include "dapple/plan/dp/dapple_dp.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/planner.h"
-#include "dapple/plan/refine_moves.h"
+#include "dapple/plan/refine/refine_moves.h"
 #include "random_mixed_problems.h"
 #include "random_problems.h"
 

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "dapple/common/error.h"
-#include "dapple/plan/dapple_dp.h"
+#include "dapple/plan/dp/dapple_dp.h"
 #include "dapple/plan/plan_costs.h"
 #include "fakes/fake_cost_model.h"
 

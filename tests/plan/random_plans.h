@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "dapple/plan/dapple_dp.h"
+#include "dapple/plan/dp/dapple_dp.h"
 #include "dapple/plan/interleaving.h"
 #include "dapple/plan/planner.h"
 #include "random_problems.h"

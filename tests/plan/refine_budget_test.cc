@@ -6,10 +6,10 @@
 
 #include <vector>
 
-#include "dapple/plan/dapple_dp.h"
+#include "dapple/plan/dp/dapple_dp.h"
 #include "dapple/plan/planner.h"
-#include "dapple/plan/refine.h"
-#include "dapple/plan/rescoring.h"
+#include "dapple/plan/refine/refine.h"
+#include "dapple/plan/search/rescoring.h"
 #include "random_problems.h"
 
 namespace dapple {

@@ -1,7 +1,7 @@
 // The refinement after the DP (refine.h): it finds PipeDream's own plan for GNMT-16 on
 // paper-b or a faster one, never returns a plan slower than its start, keeps plans valid,
 // and proposes re-computation exactly where a plan needs it to fit.
-#include "dapple/plan/refine.h"
+#include "dapple/plan/refine/refine.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 #include "dapple/cost/analytic_cost_model.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/planner.h"
-#include "dapple/plan/refine.h"
+#include "dapple/plan/refine/refine.h"
 #include "dapple/sim/simulator.h"
 
 namespace dapple {

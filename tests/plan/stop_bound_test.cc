@@ -1,5 +1,5 @@
 // BoundedRun (sim/simulator.h; Note [Stopping above a time] in sim/stop_bound.cc), through
-// the planner's question SimulateSlowerThan (plan/slower_than.h): the bound a
+// the planner's question SimulateSlowerThan (plan/search/slower_than.h): the bound a
 // run stops with never exceeds the time the whole run gives, so a run asked whether a plan
 // is faster than its own time (plus 1e-6) never stops and gives that time, and one asked
 // about less stops with a bound between the two. On the DP's candidates of random problems
@@ -7,12 +7,12 @@
 // chunks too), with and without re-computation and allreduce overlap; and through the
 // planner's memo, which keeps a stopped run only for the questions it answers. Such a
 // question is first put to a run without contention (Note [Uncontended first] in
-// plan/slower_than.cc): these checks fail if it ever ends later than the contended run.
+// plan/search/slower_than.cc): these checks fail if it ever ends later than the contended run.
 #include <gtest/gtest.h>
 
 #include "dapple/plan/planner.h"
-#include "dapple/plan/sim_cache.h"
-#include "dapple/plan/slower_than.h"
+#include "dapple/plan/search/sim_cache.h"
+#include "dapple/plan/search/slower_than.h"
 #include "dapple/sim/simulator.h"
 #include "random_mixed_problems.h"
 #include "random_plans.h"
@@ -66,9 +66,9 @@ TEST(StopAbove, TheBoundNeverExceedsTheWholeRun) {
 
 // SimulateSlowerThan's uncontended_first changes what a question costs, not what it
 // answers: asked whether a plan is faster than t, a run with and one without the
-// uncontended first run (Note [Uncontended first] in plan/slower_than.cc) say the same, and a whole
-// run gives the same time. The uncontended first run settles some of the questions (it is checked
-// to).
+// uncontended first run (Note [Uncontended first] in plan/search/slower_than.cc) say the same, and
+// a whole run gives the same time. The uncontended first run settles some of the questions (it is
+// checked to).
 TEST(StopAbove, UncontendedFirstAnswersAsTheContendedRunAlone) {
   int asked = 0, settled_apart = 0;
   for (unsigned seed = 0; seed < 12; ++seed) {

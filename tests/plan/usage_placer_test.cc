@@ -1,12 +1,12 @@
 // Note [Placement from one usage]: UsagePlacer's placements must be PlaceCountsInto's, on
 // random clusters (servers of different sizes too) and usages, every n and policy.
-#include "dapple/plan/usage_placer.h"
+#include "dapple/plan/dp/usage_placer.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "dapple/plan/placement.h"
+#include "dapple/plan/dp/placement.h"
 
 namespace dapple {
 namespace {

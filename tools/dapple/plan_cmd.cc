@@ -23,7 +23,7 @@
 #include "dapple/format/cluster_kinds.h"
 #include "dapple/format/plan.h"
 #include "dapple/format/profile.h"
-#include "dapple/plan/exhaustive.h"
+#include "dapple/plan/baselines/exhaustive.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/planner.h"
 #include "model_inputs.h"

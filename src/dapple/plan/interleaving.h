@@ -8,7 +8,7 @@
 
 #include "dapple/cost/cost_model.h"
 #include "dapple/format/plan.h"
-#include "dapple/plan/rescoring.h"
+#include "dapple/plan/search/rescoring.h"
 
 namespace dapple {
 

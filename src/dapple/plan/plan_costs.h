@@ -7,7 +7,7 @@
 #include "dapple/common/schedule_kind.h"
 #include "dapple/cost/cost_model.h"
 #include "dapple/format/plan.h"
-#include "dapple/plan/pipeline_latency.h"
+#include "dapple/plan/dp/pipeline_latency.h"
 
 namespace dapple {
 

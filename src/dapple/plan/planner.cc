@@ -8,14 +8,14 @@
 
 #include "dapple/common/error.h"
 #include "dapple/format/message_tags.h"
-#include "dapple/plan/exhaustive.h"
+#include "dapple/plan/baselines/exhaustive.h"
 #include "dapple/plan/interleaving.h"
 #include "dapple/plan/parallel_for.h"
 #include "dapple/plan/proposals.h"
-#include "dapple/plan/refine.h"
-#include "dapple/plan/rescoring.h"
+#include "dapple/plan/refine/refine.h"
 #include "dapple/plan/schedule_offers.h"
-#include "dapple/plan/sim_cache.h"
+#include "dapple/plan/search/rescoring.h"
+#include "dapple/plan/search/sim_cache.h"
 #include "dapple/plan/size_searches.h"
 
 namespace dapple {

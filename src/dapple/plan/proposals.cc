@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <iterator>
 
-#include "dapple/plan/baselines.h"
-#include "dapple/plan/exhaustive.h"
+#include "dapple/plan/baselines/baselines.h"
+#include "dapple/plan/baselines/exhaustive.h"
 #include "dapple/plan/parallel_for.h"
-#include "dapple/plan/refine.h"
+#include "dapple/plan/refine/refine.h"
 
 namespace dapple::internal {
 

@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "dapple/plan/dapple_dp.h"
+#include "dapple/plan/dp/dapple_dp.h"
 #include "dapple/plan/planner.h"
-#include "dapple/plan/rescoring.h"
-#include "dapple/plan/sim_cache.h"
+#include "dapple/plan/search/rescoring.h"
+#include "dapple/plan/search/sim_cache.h"
 
 namespace dapple::internal {
 

@@ -7,7 +7,7 @@
 
 #include "dapple/plan/planner.h"
 #include "dapple/plan/proposals.h"
-#include "dapple/plan/rescoring.h"
+#include "dapple/plan/search/rescoring.h"
 
 namespace dapple::internal {
 

@@ -33,7 +33,7 @@
 #include <limits>
 
 #include "dapple/format/message_tags.h"
-#include "dapple/plan/compute_floors.h"
+#include "dapple/plan/search/compute_floors.h"
 
 namespace dapple::internal {
 

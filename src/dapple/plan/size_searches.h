@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "dapple/plan/proposals.h"
-#include "dapple/plan/rescoring.h"
+#include "dapple/plan/search/rescoring.h"
 
 namespace dapple::internal {
 

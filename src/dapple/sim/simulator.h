@@ -128,7 +128,7 @@ struct ListsChecked {
 
 // Runs of one plan for a search that only needs to know whether it is faster than a time
 // t: set up once (as Simulate, without a timeline), then asked with t. Whether and in
-// which order to ask them is the search's choice (plan/slower_than.h). With `checked`
+// which order to ask them is the search's choice (plan/search/slower_than.h). With `checked`
 // (which must outlive the object), the lists are not checked again and their facts are
 // not gathered again.
 class BoundedRun {

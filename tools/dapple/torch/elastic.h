@@ -53,7 +53,7 @@ class ElasticPlanner {
   // the path. Throws InputError (one line, exit code 2) when `devices` is empty ("no devices
   // left") or no plan fits them. The planner refines as `dapple plan` does; its budget is
   // counted in work, so the plan depends on its inputs only (Note [A budget of work] in
-  // plan/refine.cc).
+  // plan/refine/refine.cc).
   Result PlanOn(const std::vector<int>& devices, int global_batch, const std::string& why,
                 bool record) const;
 

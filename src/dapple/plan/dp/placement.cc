@@ -1,5 +1,5 @@
 // Placement policies: see placement.h for the exact rule of each.
-#include "dapple/plan/placement.h"
+#include "dapple/plan/dp/placement.h"
 
 #include <algorithm>
 

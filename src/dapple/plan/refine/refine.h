@@ -12,7 +12,7 @@
 #include "dapple/format/cluster.h"
 #include "dapple/format/plan.h"
 #include "dapple/plan/plan_costs.h"
-#include "dapple/plan/rescoring.h"
+#include "dapple/plan/search/rescoring.h"
 
 namespace dapple {
 

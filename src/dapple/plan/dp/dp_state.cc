@@ -1,11 +1,11 @@
 // The DP's state keys: see dp_state.h.
-#include "dapple/plan/dp_state.h"
+#include "dapple/plan/dp/dp_state.h"
 
 #include <algorithm>
 #include <cstdint>
 
 #include "dapple/common/error.h"
-#include "dapple/plan/placement.h"
+#include "dapple/plan/dp/placement.h"
 
 namespace dapple {
 

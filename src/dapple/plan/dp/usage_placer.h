@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "dapple/format/cluster.h"
-#include "dapple/plan/placement.h"
+#include "dapple/plan/dp/placement.h"
 
 namespace dapple {
 

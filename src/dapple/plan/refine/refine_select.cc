@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "dapple/plan/plan_costs.h"
-#include "dapple/plan/refine.h"
+#include "dapple/plan/refine/refine.h"
 
 namespace dapple {
 

@@ -1,10 +1,10 @@
 // The refinement's moves: see refine_moves.h.
-#include "dapple/plan/refine_moves.h"
+#include "dapple/plan/refine/refine_moves.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "dapple/plan/placement.h"
+#include "dapple/plan/dp/placement.h"
 #include "dapple/plan/plan_costs.h"
 
 namespace dapple::internal {

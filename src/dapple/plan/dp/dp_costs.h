@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "dapple/cost/cost_model.h"
-#include "dapple/plan/dapple_dp.h"
-#include "dapple/plan/dp_stage_placer.h"
-#include "dapple/plan/dp_state.h"
-#include "dapple/plan/pipeline_latency.h"
+#include "dapple/plan/dp/dapple_dp.h"
+#include "dapple/plan/dp/dp_stage_placer.h"
+#include "dapple/plan/dp/dp_state.h"
+#include "dapple/plan/dp/pipeline_latency.h"
 #include "dapple/plan/plan_costs.h"
 
 namespace dapple::internal {

@@ -3,16 +3,16 @@
 // caches that answer repeats are DpCosts (dp_costs.h), where a stage goes DpStagePlacer
 // (dp_stage_placer.h). tests/plan/dapple_dp_reference_test.cc holds a plain version of the
 // same recurrence, without those caches, that this one must equal.
-#include "dapple/plan/dapple_dp.h"
+#include "dapple/plan/dp/dapple_dp.h"
 
 #include <algorithm>
 #include <span>
 
 #include "dapple/common/error.h"
-#include "dapple/plan/dp_costs.h"
-#include "dapple/plan/dp_stage_placer.h"
-#include "dapple/plan/layer_blocks.h"
-#include "dapple/plan/pipeline_latency.h"
+#include "dapple/plan/dp/dp_costs.h"
+#include "dapple/plan/dp/dp_stage_placer.h"
+#include "dapple/plan/dp/layer_blocks.h"
+#include "dapple/plan/dp/pipeline_latency.h"
 #include "dapple/schedule/schedule.h"
 
 namespace dapple {

@@ -1,9 +1,9 @@
 // The simulator memo: see sim_cache.h.
-#include "dapple/plan/sim_cache.h"
+#include "dapple/plan/search/sim_cache.h"
 
 #include <cstring>
 
-#include "dapple/plan/slower_than.h"
+#include "dapple/plan/search/slower_than.h"
 
 namespace dapple {
 

@@ -1,5 +1,5 @@
 // Layer coarsening and replica-count lists: see layer_blocks.h.
-#include "dapple/plan/layer_blocks.h"
+#include "dapple/plan/dp/layer_blocks.h"
 
 #include <algorithm>
 #include <cmath>

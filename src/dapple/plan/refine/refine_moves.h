@@ -7,7 +7,7 @@
 #include "dapple/format/cluster.h"
 #include "dapple/format/plan.h"
 #include "dapple/plan/plan_costs.h"
-#include "dapple/plan/refine.h"
+#include "dapple/plan/refine/refine.h"
 
 namespace dapple::internal {
 

@@ -1,5 +1,5 @@
 // The least compute of each layer: see compute_floors.h.
-#include "dapple/plan/compute_floors.h"
+#include "dapple/plan/search/compute_floors.h"
 
 #include <algorithm>
 #include <limits>

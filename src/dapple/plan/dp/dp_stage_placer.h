@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "dapple/format/cluster.h"
-#include "dapple/plan/dp_state.h"
-#include "dapple/plan/placement.h"
-#include "dapple/plan/usage_placer.h"
+#include "dapple/plan/dp/dp_state.h"
+#include "dapple/plan/dp/placement.h"
+#include "dapple/plan/dp/usage_placer.h"
 
 namespace dapple::internal {
 

@@ -9,7 +9,7 @@
 // neighbours a climb rejects are slower for their stages, not for contention). The answer
 // is the contended run's otherwise, which may stop once it proves the plan slower (Note
 // [Stopping above a time] in sim/stop_bound.cc).
-#include "dapple/plan/slower_than.h"
+#include "dapple/plan/search/slower_than.h"
 
 namespace dapple {
 

@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "dapple/common/error.h"
-#include "dapple/plan/baselines.h"
-#include "dapple/plan/placement.h"
+#include "dapple/plan/baselines/baselines.h"
+#include "dapple/plan/dp/placement.h"
 #include "dapple/plan/plan_costs.h"
 
 namespace dapple {

@@ -30,7 +30,7 @@
 // So the same options give the same climb with any number of threads. A count of plans
 // alone let one climb of GNMT-32 on 512 devices run a minute where the planning report's
 // longest climbs take a second.
-#include "dapple/plan/refine.h"
+#include "dapple/plan/refine/refine.h"
 
 #include <algorithm>
 #include <optional>
@@ -39,7 +39,7 @@
 #include "dapple/common/error.h"
 #include "dapple/plan/parallel_for.h"
 #include "dapple/plan/plan_costs.h"
-#include "dapple/plan/refine_moves.h"
+#include "dapple/plan/refine/refine_moves.h"
 #include "dapple/schedule/schedule.h"
 
 namespace dapple {
@@ -86,7 +86,7 @@ namespace {
 // costs); scored[i] is empty when the simulator's peak does not fit memory.
 // A round's first neighbour is the one most often taken (54 of GNMT-16's 103 rounds), and
 // then a question put first to a run without contention (Note [Uncontended first] in
-// plan/slower_than.cc) would only add that run: plans[0] goes to the contended run at once.
+// plan/search/slower_than.cc) would only add that run: plans[0] goes to the contended run at once.
 // Cost only: the answers are the same.
 void ScoreBatch(const std::vector<const internal::Neighbour*>& plans, size_t begin, size_t end,
                 const CostModel& cost, int threads, SimCache* cache, double stop_above_ms,

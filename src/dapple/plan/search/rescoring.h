@@ -11,7 +11,7 @@
 #include "dapple/cost/cost_model.h"
 #include "dapple/format/plan.h"
 #include "dapple/plan/plan_costs.h"
-#include "dapple/plan/sim_cache.h"
+#include "dapple/plan/search/sim_cache.h"
 #include "dapple/sim/simulator.h"
 
 namespace dapple {

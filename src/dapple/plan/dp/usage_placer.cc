@@ -1,5 +1,5 @@
 // Placement from one usage: see usage_placer.h.
-#include "dapple/plan/usage_placer.h"
+#include "dapple/plan/dp/usage_placer.h"
 
 #include <algorithm>
 

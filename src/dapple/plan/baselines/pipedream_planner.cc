@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "dapple/common/error.h"
-#include "dapple/plan/baselines.h"
-#include "dapple/plan/layer_blocks.h"
-#include "dapple/plan/placement.h"
+#include "dapple/plan/baselines/baselines.h"
+#include "dapple/plan/dp/layer_blocks.h"
+#include "dapple/plan/dp/placement.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/schedule/schedule.h"
 

@@ -1,11 +1,11 @@
 // Simulator re-scoring of proposed plans: see rescoring.h.
-#include "dapple/plan/rescoring.h"
+#include "dapple/plan/search/rescoring.h"
 
 #include <algorithm>
 #include <numeric>
 
 #include "dapple/common/error.h"
-#include "dapple/plan/slower_than.h"
+#include "dapple/plan/search/slower_than.h"
 
 namespace dapple {
 namespace {

@@ -20,7 +20,7 @@
 // which answers the same devices asked again at other layers in O(1) (Note [Split-concat
 // by server runs], Note [Rings asked again]): tables of them by device list cost more in
 // allocations.
-#include "dapple/plan/dp_costs.h"
+#include "dapple/plan/dp/dp_costs.h"
 
 #include <algorithm>
 #include <span>

@@ -1,5 +1,5 @@
 // Where the DAPPLE DP puts a new stage: see dp_stage_placer.h.
-#include "dapple/plan/dp_stage_placer.h"
+#include "dapple/plan/dp/dp_stage_placer.h"
 
 #include "dapple/common/error.h"
 

@@ -21,12 +21,12 @@
 
 #include "dapple/common/error.h"
 #include "dapple/format/cluster_kinds.h"
-#include "dapple/plan/baselines.h"
-#include "dapple/plan/compute_floors.h"
-#include "dapple/plan/exhaustive.h"
-#include "dapple/plan/placement.h"
+#include "dapple/plan/baselines/baselines.h"
+#include "dapple/plan/baselines/exhaustive.h"
+#include "dapple/plan/dp/placement.h"
 #include "dapple/plan/plan_costs.h"
-#include "dapple/plan/slower_than.h"
+#include "dapple/plan/search/compute_floors.h"
+#include "dapple/plan/search/slower_than.h"
 #include "dapple/schedule/schedule.h"
 #include "dapple/sim/simulator.h"
 
