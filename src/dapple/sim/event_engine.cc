@@ -6,7 +6,6 @@
 
 #include "dapple/common/error.h"
 #include "dapple/sim/engine_state.h"
-#include "dapple/sim/simulator.h"
 
 namespace dapple::internal {
 namespace {
@@ -51,10 +50,11 @@ class Engine {
         resource_busy_(scratch.resource_busy),
         runnable_(scratch.runnable),
         receiver_stage_(scratch.receiver_stage),
+        watched_pc_(scratch.watched_pc),
         waiting_(scratch.waiting),
         queue_(scratch.queue),
-        bound_(scratch.bound),
-        stopping_(s.stop_above_ms < std::numeric_limits<double>::infinity() && s.op_scale.empty()),
+        stopping_(s.watcher && s.stop_above_ms < std::numeric_limits<double>::infinity() &&
+                  s.op_scale.empty()),
         scaled_(!s.op_scale.empty()),
         resume_ms_(s.resume_ms) {
     dev_.assign(s.devices.size(), DeviceState{});
@@ -77,7 +77,8 @@ class Engine {
                    "twin replicas with a timeline or op_scale");
     running_ = 0;
     for (const EngineStage& st : s.stages) running_ += RunReplicas(st);
-    if (stopping_) bound_.Prepare(s);
+    watched_pc_.assign(S_, -1);
+    if (stopping_) s.watcher->Prepare(s, watched_pc_);
     until_bound_ = running_;
     if (!s.op_scale.empty()) {
       DAPPLE_CHECK(s.op_scale.size() == s.devices.size());
@@ -102,8 +103,7 @@ class Engine {
         // Every `running_` times a device stops running: O(1) per stop on average.
         if (stopping_ && --until_bound_ == 0) {
           until_bound_ = running_;
-          const double bound =
-              bound_.Bound([&](int k) -> const DeviceProgress& { return dev_[k]; });
+          const double bound = s_.watcher->Bound(dev_);
           if (ProvesLonger(bound, s_.stop_above_ms)) {
             EngineResult r;
             r.stopped = true;
@@ -216,7 +216,7 @@ class Engine {
       dv.peak_in_flight = std::max(dv.peak_in_flight, ++dv.in_flight);
       return;
     }
-    if (stopping_ && bound_.IsLastBackward(d, pc)) dv.last_backward_end = clock;
+    if (pc == watched_pc_[s_.devices[d].stage]) dv.last_backward_end = clock;
     if (weight_grads) {
       dv.bytes -= cost.bytes_per_micro_batch;
       --dv.in_flight;
@@ -441,10 +441,10 @@ class Engine {
   std::vector<char>& resource_busy_;
   std::vector<int>& runnable_;
   std::vector<int>& receiver_stage_;  // ReceiverStageOf per route, without its modulo
+  std::vector<int>& watched_pc_;      // per group, from the watcher (-1: none)
   WaitingTransfers& waiting_;
   FinishQueue& queue_;
-  StopBound& bound_;
-  const bool stopping_;     // Note [Stopping above a time] in stop_bound.cc
+  const bool stopping_;     // Note [Watching a run] in event_engine.h
   const bool scaled_;       // !s_.op_scale.empty()
   const double resume_ms_;  // s_.resume_ms
   size_t running_ = 0;      // devices the engine runs (Note [Twin replicas])
