@@ -284,6 +284,7 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
   CoresRestorer restore_cores;
   Profile p;
   p.model = m.name;
+  p.precision = m.precision;  // Note [Mixed precision]: times and activations in it
   p.batch_size = o.batch_size;
   int threads = at::get_num_threads();
   p.device = fmt::format("cpu: {}, {} threads", CpuModelName(), threads);
@@ -330,6 +331,7 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
                 {"openblas_core", OpenBlasCoreName()},
                 {"libtorch", TORCH_VERSION},
                 {"dtype", DtypeName(m)},
+                {"precision", ToString(m.precision)},
                 {"warmup", std::to_string(o.warmup)},
                 {"repeat", std::to_string(o.repeat)},
                 {"timing", "median of repeat runs per layer; last layer includes the loss"},

@@ -32,7 +32,8 @@ struct ProfilerOptions {
   OptimizerOptions optimizer;
 };
 
-// Profiles `model` (its layers in training mode, as the runtime runs them). Per layer:
+// Profiles `model` (its layers in training mode, as the runtime runs them, in
+// model.precision: Note [Mixed precision]; the profile records it). Per layer:
 //  - forward_ms: median time of the layer's forward with autograd recording, on a
 //    detached copy of its input that requires grad (as a pipeline stage receives it;
 //    the first layer's input is the data and does not);

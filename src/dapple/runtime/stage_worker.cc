@@ -17,6 +17,7 @@
 
 #include "dapple/common/clock.h"
 #include "dapple/common/error.h"
+#include "dapple/models/mixed_precision.h"
 #include "dapple/runtime/fault_injector.h"
 
 namespace dapple {
@@ -173,6 +174,7 @@ StepResult StageWorker::EndStep(std::vector<TimelineEvent> events) {
   result.events.insert(result.events.end(), bucket_events_.begin(), bucket_events_.end());
   result.events.insert(result.events.end(), norm_events_.begin(), norm_events_.end());
   result.loss_part = loss_part_;
+  ClearCastCache();  // the update changed the weights (Note [Mixed precision])
   return result;
 }
 
