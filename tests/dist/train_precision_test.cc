@@ -6,7 +6,9 @@
 // and bf16 over float64 weights each give one line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -18,12 +20,13 @@ namespace {
 
 constexpr const char* kBf16Mlp =
     "--model mlp --opt input=16 --opt hidden=32 --opt layers=3 --opt classes=4";
-constexpr int kSteps = 12;
+constexpr int kSteps = 20;
 
 std::string TrainFlags(const std::string& precision, const fs::path& plan, int nproc,
                        int steps = kSteps) {
-  return std::string("train ") + kBf16Mlp + " --data synthetic --seed 5 --optimizer sgd --lr 0.1 " +
-         "--momentum 0.9 --log-json --timeout-s 60 --precision " + precision + " --steps " +
+  return std::string("train ") + kBf16Mlp +
+         " --data synthetic --seed 5 --optimizer adam --lr 0.03 " +
+         "--log-json --timeout-s 60 --precision " + precision + " --steps " +
          std::to_string(steps) + " --plan " + plan.string() + " --nproc " + std::to_string(nproc);
 }
 
@@ -55,7 +58,7 @@ std::vector<ScheduleCase> ScheduleCases() {
 }
 
 fs::path WriteCasePlan(const fs::path& dir, const ScheduleCase& c) {
-  nlohmann::json j = nlohmann::json::parse(PlanJson(c.stages, 4, 4, c.schedule));
+  nlohmann::json j = nlohmann::json::parse(PlanJson(c.stages, 8, 4, c.schedule));
   if (c.virtual_stages > 1) j["virtual_stages"] = c.virtual_stages;
   if (c.shard) j["stages"][1]["shard_optimizer"] = true;
   return WritePlan(dir, "plan", j.dump(2));
@@ -63,9 +66,12 @@ fs::path WriteCasePlan(const fs::path& dir, const ScheduleCase& c) {
 
 int Processes(const ScheduleCase& c) {
   int n = 0;
-  for (const auto& s : c.stages) n = std::max(n, *std::max_element(s.devices.begin(), s.devices.end()) + 1);
+  for (const auto& s : c.stages)
+    n = std::max(n, *std::max_element(s.devices.begin(), s.devices.end()) + 1);
   return n;
 }
+
+void PrintTo(const ScheduleCase& c, std::ostream* os) { *os << c.name; }
 
 class Bf16Schedules : public ::testing::TestWithParam<ScheduleCase> {};
 
@@ -78,8 +84,9 @@ TEST_P(Bf16Schedules, TrainsAndTheLossFalls) {
   const std::vector<double> losses = r.Losses();
   ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps)) << r.out;
   for (double l : losses) ASSERT_TRUE(std::isfinite(l)) << r.out;
-  const double last = (losses[kSteps - 1] + losses[kSteps - 2] + losses[kSteps - 3]) / 3;
-  EXPECT_LT(last, 0.8 * losses[0]) << r.out;
+  double last = 0;  // the mean of the last 5 (single steps are noisy)
+  for (int i = kSteps - 5; i < kSteps; ++i) last += losses[i] / 5;
+  EXPECT_LT(last, 0.75 * losses[0]) << r.out;
   fs::remove_all(dir);
 }
 
@@ -94,8 +101,8 @@ INSTANTIATE_TEST_SUITE_P(Schedules, Bf16Schedules, ::testing::ValuesIn(ScheduleC
 // live activations (its received input and its layers' outputs) are exactly half the bytes.
 TEST(Bf16Training, FirstLossNearFloat32AndActivationsHalved) {
   fs::path dir = TestDir("bf16_close");
-  const fs::path plan =
-      WritePlan(dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 4, 4, "dapple-a"));
+  const fs::path plan = WritePlan(
+      dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 8, 4, "dapple-a"));
   RunResult f32 = RunDapple(TrainFlags("float32", plan, 2, 3), dir);
   ASSERT_EQ(f32.exit_code, 0) << f32.err;
   RunResult bf16 = RunDapple(TrainFlags("bf16", plan, 2, 3), dir);
@@ -123,7 +130,7 @@ TEST(Bf16Training, FirstLossNearFloat32AndActivationsHalved) {
 TEST(Bf16Training, PlanPrecisionMismatchWarnsInOneLine) {
   fs::path dir = TestDir("bf16_mismatch");
   nlohmann::json j = nlohmann::json::parse(
-      PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 4, 4, "dapple-a"));
+      PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 8, 4, "dapple-a"));
   j["precision"] = "bf16";
   RunResult r = RunDapple(TrainFlags("float32", WritePlan(dir, "plan", j.dump(2)), 2, 1), dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -141,8 +148,8 @@ TEST(Bf16Training, PlanPrecisionMismatchWarnsInOneLine) {
 
 TEST(Bf16Training, RefusesFloat64MasterWeightsInOneLine) {
   fs::path dir = TestDir("bf16_f64");
-  const fs::path plan =
-      WritePlan(dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 4, 4, "dapple-a"));
+  const fs::path plan = WritePlan(
+      dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 8, 4, "dapple-a"));
   ExpectOneErrorLine(RunDapple(TrainFlags("bf16", plan, 2, 1) + " --dtype float64", dir),
                      {"--precision bf16", "float32 master weights", "--dtype float64"});
   ExpectOneErrorLine(RunDapple(TrainFlags("bf17", plan, 2, 1), dir),
@@ -151,23 +158,33 @@ TEST(Bf16Training, RefusesFloat64MasterWeightsInOneLine) {
 }
 
 // Checkpoints hold the float32 master weights: a bf16 run resumes in float32 and the reverse,
-// each continuing to the full step count, and the resume names the change.
+// and the resumed steps are the uninterrupted run's in the new precision up to bf16's rounding
+// of the first 3 steps (Adam's normalised steps carry it on: losses within 3%). By the last
+// step the loss has fallen well beyond that (checked), so a resume that lost the weights would
+// miss. The resume names the change.
 TEST(Bf16Training, CheckpointsResumeAcrossPrecisions) {
   fs::path dir = TestDir("bf16_resume");
-  const fs::path plan =
-      WritePlan(dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 4, 4, "dapple-a"));
-  for (const auto& [first, then] : std::vector<std::pair<std::string, std::string>>{
-           {"bf16", "float32"}, {"float32", "bf16"}}) {
-    const std::string ckpt = " --checkpoint-dir " + (dir / ("ckpt-" + first)).string();
-    RunResult a = RunDapple(TrainFlags(first, plan, 2, 3) + ckpt, dir);
+  const fs::path plan = WritePlan(
+      dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 8, 4, "dapple-a"));
+  for (const auto& [first, then] :
+       std::vector<std::pair<std::string, std::string>>{{"bf16", "float32"}, {"float32", "bf16"}}) {
+    RunResult ref = RunDapple(TrainFlags(then, plan, 2, 8), dir);
+    ASSERT_EQ(ref.exit_code, 0) << ref.err;
+    const std::vector<double> want = ref.Losses();
+    ASSERT_EQ(want.size(), 8u) << ref.out;
+    EXPECT_LT(want[7], 0.85 * want[0]) << ref.out;
+    const fs::path ckpt = dir / ("ckpt-" + first);
+    RunResult a =
+        RunDapple(TrainFlags(first, plan, 2, 3) + " --checkpoint-dir " + ckpt.string(), dir);
     ASSERT_EQ(a.exit_code, 0) << a.err;
-    RunResult b = RunDapple(TrainFlags(then, plan, 2, 6) + ckpt + " --resume", dir);
+    for (const auto& [name, t] : ReadLayer(ckpt / "step-3", "fc0").params)
+      EXPECT_EQ(t.scalar_type(), torch::kFloat32) << name;
+    RunResult b = RunDapple(
+        TrainFlags(then, plan, 2, 8) + " --checkpoint-dir " + ckpt.string() + " --resume", dir);
     ASSERT_EQ(b.exit_code, 0) << b.err;
-    ASSERT_EQ(b.Losses().size(), 3u) << b.out;
-    for (double l : b.Losses()) EXPECT_TRUE(std::isfinite(l));
-    EXPECT_LT(b.Losses().back(), a.Losses().front()) << a.out << b.out;
-    EXPECT_NE(b.err.find("precision " + then + " (was " + first + ")"), std::string::npos)
-        << b.err;
+    ASSERT_EQ(b.Losses().size(), 5u) << b.out;
+    for (size_t i = 0; i < 5; ++i) EXPECT_NEAR(b.Losses()[i], want[3 + i], 0.03 * want[3 + i]) << i;
+    EXPECT_NE(b.err.find("precision " + then + " (was " + first + ")"), std::string::npos) << b.err;
   }
   fs::remove_all(dir);
 }
@@ -182,8 +199,8 @@ TEST(Bf16Training, TorchScriptGptNearFloat32) {
   const fs::path plan = WritePlan(
       dir, "plan", PlanJson({{"embed", "block0", {0}}, {"block1", "head", {1}}}, 4, 2, "dapple-a"));
   auto run = [&](const std::string& precision) {
-    return RunDapple("train --model " + (models / "gpt.pt").string() + " --plan " +
-                         plan.string() + " --data " + (models / "tokens.bin").string() +
+    return RunDapple("train --model " + (models / "gpt.pt").string() + " --plan " + plan.string() +
+                         " --data " + (models / "tokens.bin").string() +
                          " --seq-len 8 --loss cross-entropy --no-shuffle --lr 0.05 --steps 3 "
                          "--nproc 2 --log-json --timeout-s 60 --precision " +
                          precision,

@@ -31,8 +31,9 @@ Precision ParsePrecision(const std::string& s) {
 
 void CheckMasterDtype(Precision p, const std::string& master_dtype) {
   if (p == Precision::kBf16 && master_dtype != "float32")
-    ThrowInput("--precision bf16 keeps float32 master weights: it cannot be combined with --dtype {}",
-               master_dtype);
+    ThrowInput(
+        "--precision bf16 keeps float32 master weights: it cannot be combined with --dtype {}",
+        master_dtype);
 }
 
 }  // namespace dapple

@@ -35,14 +35,6 @@ class AutocastBf16 {
   at::ScalarType was_dtype_;
 };
 
-// The floating-point tensors of `y` in bfloat16 (through autograd), the others as they are.
-Activations ToBf16(Activations y) {
-  for (torch::Tensor& t : y)
-    if (t.defined() && t.is_floating_point() && t.scalar_type() != torch::kBFloat16)
-      t = t.to(torch::kBFloat16);
-  return y;
-}
-
 void CheckFloat32Masters(const Model& model) {
   for (const NamedLayer& l : model.layers) {
     if (!l.held()) continue;
@@ -65,7 +57,7 @@ void UseMixedPrecision(Model& model, Precision precision) {
     if (!l.held()) continue;
     l.forward = [inner = std::move(l.forward)](const Activations& x) {
       AutocastBf16 autocast;
-      return ToBf16(inner(x));
+      return inner(x);
     };
   }
   if (model.loss) {
@@ -76,6 +68,25 @@ void UseMixedPrecision(Model& model, Precision precision) {
     };
   }
   model.precision = precision;
+}
+
+torch::Dtype WireDtype(torch::Dtype dtype, Precision precision) {
+  return precision == Precision::kBf16 && dtype == torch::kFloat32 ? torch::kBFloat16 : dtype;
+}
+
+Activations ToWire(Activations a, Precision precision) {
+  for (torch::Tensor& t : a)
+    if (t.defined()) t = t.to(WireDtype(t.scalar_type(), precision));
+  return a;
+}
+
+int64_t WireBytes(const Activations& a, Precision precision) {
+  int64_t sum = 0;
+  for (const torch::Tensor& t : a)
+    if (t.defined())
+      sum +=
+          t.numel() * static_cast<int64_t>(c10::elementSize(WireDtype(t.scalar_type(), precision)));
+  return sum;
 }
 
 void ClearCastCache() { at::autocast::clear_cache(); }

@@ -50,7 +50,8 @@ struct ProfilerOptions {
 //    parameters and optimizer state come from memory as in training, after max(warmup, 1)
 //    untimed updates (the first one allocates the optimizer's state); 0 for a layer without
 //    parameters. The model's own parameters are not touched;
-//  - activation_bytes: bytes of the output; parameter_bytes: of its parameters;
+//  - activation_bytes: bytes of the output as it crosses a stage boundary (WireBytes:
+//    float32 tensors in bf16 under bf16 precision); parameter_bytes: of its parameters;
 //  - saved_bytes: CPU memory the forward allocated that stays alive while the output and
 //    its autograd graph do (the output and everything saved for backward beyond the input
 //    and parameters), measured by a counting CPU allocator.

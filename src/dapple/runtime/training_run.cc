@@ -292,7 +292,8 @@ void TrainingRun::SaveCheckpoint(int64_t steps_done) {
     job.meta->dtype = o_.dtype == torch::kFloat64 ? "float64" : "float32";
     job.meta->layers = LayerNames(model_);
     job.meta->losses = losses_;
-    job.meta->recipe = RecipeOf(o_.optimizer, o_.lr_schedule, o_.clip_grad_norm, o_.steps, o_.precision);
+    job.meta->recipe =
+        RecipeOf(o_.optimizer, o_.lr_schedule, o_.clip_grad_norm, o_.steps, o_.precision);
   }
   job.keep_checkpoints = o_.keep_checkpoints;
   writer_->Start(std::move(job));
@@ -315,7 +316,8 @@ void TrainingRun::ResumeFromCheckpoint() {
                ToString(o_.optimizer.kind), meta.optimizer);
   }
   auto change = CompareRecipes(
-      meta.recipe, RecipeOf(o_.optimizer, o_.lr_schedule, o_.clip_grad_norm, o_.steps, o_.precision), where);
+      meta.recipe,
+      RecipeOf(o_.optimizer, o_.lr_schedule, o_.clip_grad_norm, o_.steps, o_.precision), where);
   if (change && leader_) std::fprintf(stderr, "%s\n", change->c_str());
   if (!held_layers_.empty()) {
     std::vector<std::string> own;

@@ -187,8 +187,7 @@ void AddProfileCommand(CLI::App& app) {
                   "cluster, cores / its devices)");
   cmd->add_option("--seed", a->seed, "Seed of the weights and the input batch")
       ->capture_default_str();
-  cmd->add_option("--dtype", a->dtype, "float32 | float64 (the parameters)")
-      ->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, "float32 | float64 (the parameters)")->capture_default_str();
   cmd->add_option("--precision", a->precision,
                   "float32 | bf16: compute under bfloat16 autocast over float32 weights, as "
                   "`dapple train --precision bf16` (recorded in the profile)")

@@ -138,9 +138,9 @@ int LaunchTraining(TrainArgs& a) {
   }
   CheckedPlan checked = LoadAndCheckPlan(a.o, l.world_size());
   if (a.o.resume || a.o.resume_auto)  // Note [Recipes in checkpoints]: refused in one line
-    CheckRecipeOfLatestCheckpoint(a.o.checkpoint_dir, RecipeOf(a.o.optimizer, a.o.lr_schedule,
-                                                               a.o.clip_grad_norm, a.o.steps,
-                                                               a.o.precision));
+    CheckRecipeOfLatestCheckpoint(
+        a.o.checkpoint_dir,
+        RecipeOf(a.o.optimizer, a.o.lr_schedule, a.o.clip_grad_norm, a.o.steps, a.o.precision));
   // A user's data file is checked against the model here too: one line, no process started.
   if (IsDataFilePath(a.o.data)) MakeDataset(a.o.data, checked.model, a.o.seed, "", a.o.data_files);
   DeviceForLocalRank(0);  // a device without a transport: refused before any process starts
