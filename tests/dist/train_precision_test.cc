@@ -213,6 +213,16 @@ TEST(Bf16Training, TorchScriptGptNearFloat32) {
   const double a = f32.Losses()[0], b = bf16.Losses()[0];
   EXPECT_LT(std::abs(b - a), 0.02 * a) << a << " " << b;
   EXPECT_GT(std::abs(b - a), 1e-6 * a) << "bf16 computed as float32: " << a << " " << b;
+  // The last stage holds one micro-batch of 4 rows: its input (the residual stream, float32
+  // in the model: 4 x 8 x 16 x 4 = 2048 bytes) as received, in bf16, and the head's logits
+  // (2048 bytes in float32), which autocast computes in bf16; block1's own output stays float32.
+  const auto s32 = f32.Summary()["stages"], s16 = bf16.Summary()["stages"];
+  ASSERT_EQ(s16.size(), 2u) << bf16.out;
+  EXPECT_EQ(s32[1]["peak_live_micro_batches"], 1);
+  EXPECT_EQ(s16[1]["peak_live_micro_batches"], 1);
+  EXPECT_EQ(s32[1]["peak_live_activation_bytes"].get<int64_t>() -
+                s16[1]["peak_live_activation_bytes"].get<int64_t>(),
+            (2048 + 2048) / 2);
   fs::remove_all(dir);
 }
 
@@ -225,27 +235,31 @@ TEST(Bf16Training, TorchScriptGptNearFloat32) {
 TEST(Bf16Training, TorchScriptMlpMatchesPyTorchAutocast) {
   const fs::path models = ScriptModelsDir();
   ASSERT_FALSE(models.empty());
-  fs::path dir = TestDir("bf16_pytorch");
   const int m = 4, M = 4, steps = 6;
-  const fs::path plan = WritePlan(
-      dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, m, M, "dapple-a"));
-  const std::string exported = (dir / "trained.pt").string();
-  RunResult r = RunDapple(
-      "train --model " + (models / "mlp.pt").string() + " --plan " + plan.string() + " --data " +
-          (models / "mlp_data.pt").string() +
-          " --loss cross-entropy --no-shuffle --lr 0.05 --steps " + std::to_string(steps) +
-          " --nproc 2 --log-json --timeout-s 60 --precision bf16 --save-model " + exported,
-      dir);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  ASSERT_EQ(r.Losses().size(), static_cast<size_t>(steps)) << r.out;
-  const nlohmann::json j =
-      CheckAgainstPyTorch(r, dir, (models / "mlp.pt").string(), (models / "mlp_data.pt").string(),
-                          exported, steps, m * M, 0, "--bf16 --micro-batch " + std::to_string(m));
-  ASSERT_TRUE(j.is_object());
-  EXPECT_EQ(j["steps"], steps);
-  EXPECT_LT(j["max_loss_diff"].get<double>(), 1e-6) << j.dump();
-  EXPECT_LT(j["max_param_rel_diff"].get<double>(), 1e-6) << j.dump();
-  fs::remove_all(dir);
+  // Re-computation's first forward runs without a graph; its weight casts must not be reused.
+  for (const std::string extra : {"", "--recompute"}) {
+    fs::path dir = TestDir("bf16_pytorch" + extra);
+    const fs::path plan = WritePlan(
+        dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, m, M, "dapple-a"));
+    const std::string exported = (dir / "trained.pt").string();
+    RunResult r = RunDapple(
+        "train --model " + (models / "mlp.pt").string() + " --plan " + plan.string() + " --data " +
+            (models / "mlp_data.pt").string() +
+            " --loss cross-entropy --no-shuffle --lr 0.05 --steps " + std::to_string(steps) +
+            " --nproc 2 --log-json --timeout-s 60 --precision bf16 --save-model " + exported + " " +
+            extra,
+        dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_EQ(r.Losses().size(), static_cast<size_t>(steps)) << r.out;
+    const nlohmann::json j =
+        CheckAgainstPyTorch(r, dir, (models / "mlp.pt").string(), (models / "mlp_data.pt").string(),
+                            exported, steps, m * M, 0, "--bf16 --micro-batch " + std::to_string(m));
+    ASSERT_TRUE(j.is_object());
+    EXPECT_EQ(j["steps"], steps);
+    EXPECT_LT(j["max_loss_diff"].get<double>(), 1e-6) << extra << " " << j.dump();
+    EXPECT_LT(j["max_param_rel_diff"].get<double>(), 1e-6) << extra << " " << j.dump();
+    fs::remove_all(dir);
+  }
 }
 
 }  // namespace
