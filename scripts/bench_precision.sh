@@ -5,7 +5,8 @@
 # float32 and bf16 runs of the same steps (same seed and batches) so that a change in the
 # machine's load falls on both. Prints per run the mean and median step, the final loss and
 # the plan's simulated step, then the bf16/float32 speedup (median of the rounds), the final
-# losses' relative difference and the bf16 measured/simulated ratio. Also times the model's
+# losses' relative difference and the bf16 measured/simulated ratio; bf16 also runs on the
+# float32 plan, so that the compute alone differs. Also times the model's
 # ops alone in Python (one thread, the micro-batch the bf16 plan chose) to show where bf16 gains
 # or loses. Needs a built build/. Outputs in out/precision/.
 # Usage: scripts/bench_precision.sh [steps (60)] [rounds (3)]
@@ -30,53 +31,53 @@ for p in float32 bf16; do
     --no-baselines -o "$out/plan-$p.json" | tail -n 4
 done
 
-train() {  # precision round
-  "$dapple" train "${model[@]}" --plan "$out/plan-$1.json" --data fashion-mnist --steps "$steps" \
+train() {  # precision plan round
+  "$dapple" train "${model[@]}" --plan "$out/plan-$2.json" --data fashion-mnist --steps "$steps" \
     --nproc "$n" --optimizer adam --lr 0.001 --seed 1 --precision "$1" --log-json \
-    >"$out/train-$1-$2.jsonl" 2>"$out/train-$1-$2.err"
+    >"$out/train-$1-$2-$3.jsonl" 2>"$out/train-$1-$2-$3.err"
 }
 for r in $(seq 1 "$rounds"); do
-  for p in float32 bf16; do
-    train "$p" "$r"
-  done
+  train float32 float32 "$r"
+  train bf16 bf16 "$r"
+  train bf16 float32 "$r"  # the same plan as float32: the compute alone differs
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 /usr/bin/python3 - "$out" "$rounds" <<'EOF'
 import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
-def read(p, r):
+def read(name, r):
     s = m = None
-    for line in open(f"{out}/train-{p}-{r}.jsonl"):
+    for line in open(f"{out}/train-{name}-{r}.jsonl"):
         j = json.loads(line) if line.startswith("{") else {}
         s = j.get("summary", s)
         m = j.get("predicted_vs_measured", m)
     return s, m
-rows = {}
 for p in ("float32", "bf16"):
     plan = json.load(open(f"{out}/plan-{p}.json"))
     shape = " | ".join(f"{st['first_layer_id']}..{st['last_layer_id']} on {st['devices']}"
                        for st in plan["stages"])
-    print(f"{p}: plan {plan['schedule']}, micro-batch {plan['micro_batch_size']}, {shape}")
-    rows[p] = []
+    print(f"plan from the {p} profile: {plan['schedule']}, micro-batch "
+          f"{plan['micro_batch_size']}, {shape}, simulated {plan['estimate']['iteration_ms']:.2f} ms")
+runs = {}
+for name in ("float32-float32", "bf16-bf16", "bf16-float32"):
+    runs[name] = []
     for r in range(1, rounds + 1):
-        s, m = read(p, r)
-        rows[p].append((m["measured_step_ms"], m["measured_median_step_ms"],
-                        m["simulated_step_ms"], s["final_loss"]))
-        print(f"  round {r}: step {m['measured_step_ms']:.2f} ms (median "
+        s, m = read(name, r)
+        peak = max(st["peak_live_activation_bytes"] for st in s["stages"])
+        runs[name].append((m["measured_step_ms"], m["measured_median_step_ms"],
+                           m["simulated_step_ms"], s["final_loss"], peak))
+        print(f"{name} (precision-plan) round {r}: step {m['measured_step_ms']:.2f} ms (median "
               f"{m['measured_median_step_ms']:.2f}), simulated {m['simulated_step_ms']:.2f} ms, "
-              f"final loss {s['final_loss']:.4f}")
-med = {p: statistics.median(x[1] for x in rows[p]) for p in rows}
-mean = {p: statistics.median(x[0] for x in rows[p]) for p in rows}
-loss = {p: statistics.median(x[3] for x in rows[p]) for p in rows}
-sim = rows["bf16"][0][2]
-print(f"speedup bf16 over float32: {mean['float32'] / mean['bf16']:.2f}x by mean step "
-      f"({mean['float32']:.2f} / {mean['bf16']:.2f} ms), {med['float32'] / med['bf16']:.2f}x by "
-      f"median step")
-print(f"final loss: float32 {loss['float32']:.4f}, bf16 {loss['bf16']:.4f}, relative difference "
-      f"{abs(loss['bf16'] - loss['float32']) / loss['float32'] * 100:.1f}%")
-print(f"bf16 measured / simulated: {mean['bf16'] / sim:.2f} (mean step {mean['bf16']:.2f} ms, "
-      f"simulated {sim:.2f} ms)")
+              f"final loss {s['final_loss']:.4f}, peak live activations {peak / 2**20:.2f} MiB")
+med = lambda name, k: statistics.median(x[k] for x in runs[name])
+f32 = "float32-float32"
+for name in ("bf16-bf16", "bf16-float32"):
+    print(f"{name}: speedup over float32 {med(f32, 0) / med(name, 0):.2f}x by mean step "
+          f"({med(f32, 0):.2f} / {med(name, 0):.2f} ms), {med(f32, 1) / med(name, 1):.2f}x by "
+          f"median; final loss {med(name, 3):.4f} vs {med(f32, 3):.4f} "
+          f"({abs(med(name, 3) - med(f32, 3)) / med(f32, 3) * 100:.1f}%); measured / simulated "
+          f"{med(name, 0) / med(name, 2):.2f} (float32: {med(f32, 0) / med(f32, 2):.2f})")
 EOF
 
 # The ops alone, one thread: a linear layer's forward and backward at the bf16 plan's per-replica
