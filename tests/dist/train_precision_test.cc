@@ -22,8 +22,8 @@ constexpr const char* kBf16Mlp =
     "--model mlp --opt input=16 --opt hidden=32 --opt layers=3 --opt classes=4";
 constexpr int kSteps = 20;
 
-std::string TrainFlags(const std::string& precision, const fs::path& plan, int nproc,
-                       int steps = kSteps) {
+std::string Bf16Flags(const std::string& precision, const fs::path& plan, int nproc,
+                      int steps = kSteps) {
   return std::string("train ") + kBf16Mlp +
          " --data synthetic --seed 5 --optimizer adam --lr 0.03 " +
          "--log-json --timeout-s 60 --precision " + precision + " --steps " +
@@ -79,7 +79,7 @@ TEST_P(Bf16Schedules, TrainsAndTheLossFalls) {
   const ScheduleCase& c = GetParam();
   fs::path dir = TestDir("bf16_" + c.name);
   RunResult r =
-      RunDapple(TrainFlags("bf16", WriteCasePlan(dir, c), Processes(c)) + " " + c.extra, dir);
+      RunDapple(Bf16Flags("bf16", WriteCasePlan(dir, c), Processes(c)) + " " + c.extra, dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<double> losses = r.Losses();
   ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps)) << r.out;
@@ -103,9 +103,9 @@ TEST(Bf16Training, FirstLossNearFloat32AndActivationsHalved) {
   fs::path dir = TestDir("bf16_close");
   const fs::path plan = WritePlan(
       dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 8, 4, "dapple-a"));
-  RunResult f32 = RunDapple(TrainFlags("float32", plan, 2, 3), dir);
+  RunResult f32 = RunDapple(Bf16Flags("float32", plan, 2, 3), dir);
   ASSERT_EQ(f32.exit_code, 0) << f32.err;
-  RunResult bf16 = RunDapple(TrainFlags("bf16", plan, 2, 3), dir);
+  RunResult bf16 = RunDapple(Bf16Flags("bf16", plan, 2, 3), dir);
   ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
   ASSERT_EQ(f32.Losses().size(), 3u);
   ASSERT_EQ(bf16.Losses().size(), 3u);
@@ -132,7 +132,7 @@ TEST(Bf16Training, PlanPrecisionMismatchWarnsInOneLine) {
   nlohmann::json j = nlohmann::json::parse(
       PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 8, 4, "dapple-a"));
   j["precision"] = "bf16";
-  RunResult r = RunDapple(TrainFlags("float32", WritePlan(dir, "plan", j.dump(2)), 2, 1), dir);
+  RunResult r = RunDapple(Bf16Flags("float32", WritePlan(dir, "plan", j.dump(2)), 2, 1), dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string want =
       "dapple train: warning: the plan was made from a bf16 profile; this run computes in float32";
@@ -140,7 +140,7 @@ TEST(Bf16Training, PlanPrecisionMismatchWarnsInOneLine) {
   ASSERT_NE(at, std::string::npos) << r.err;
   EXPECT_EQ(r.err.find(want, at + 1), std::string::npos) << "printed by more than one rank";
   // The same plan trained in bf16: silent.
-  RunResult same = RunDapple(TrainFlags("bf16", WritePlan(dir, "plan", j.dump(2)), 2, 1), dir);
+  RunResult same = RunDapple(Bf16Flags("bf16", WritePlan(dir, "plan", j.dump(2)), 2, 1), dir);
   ASSERT_EQ(same.exit_code, 0) << same.err;
   EXPECT_EQ(same.err.find("warning: the plan was made from"), std::string::npos) << same.err;
   fs::remove_all(dir);
@@ -150,9 +150,9 @@ TEST(Bf16Training, RefusesFloat64MasterWeightsInOneLine) {
   fs::path dir = TestDir("bf16_f64");
   const fs::path plan = WritePlan(
       dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 8, 4, "dapple-a"));
-  ExpectOneErrorLine(RunDapple(TrainFlags("bf16", plan, 2, 1) + " --dtype float64", dir),
+  ExpectOneErrorLine(RunDapple(Bf16Flags("bf16", plan, 2, 1) + " --dtype float64", dir),
                      {"--precision bf16", "float32 master weights", "--dtype float64"});
-  ExpectOneErrorLine(RunDapple(TrainFlags("bf17", plan, 2, 1), dir),
+  ExpectOneErrorLine(RunDapple(Bf16Flags("bf17", plan, 2, 1), dir),
                      {"--precision", "unknown precision 'bf17'", "float32, bf16"});
   fs::remove_all(dir);
 }
@@ -168,19 +168,19 @@ TEST(Bf16Training, CheckpointsResumeAcrossPrecisions) {
       dir, "plan", PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 8, 4, "dapple-a"));
   for (const auto& [first, then] :
        std::vector<std::pair<std::string, std::string>>{{"bf16", "float32"}, {"float32", "bf16"}}) {
-    RunResult ref = RunDapple(TrainFlags(then, plan, 2, 8), dir);
+    RunResult ref = RunDapple(Bf16Flags(then, plan, 2, 8), dir);
     ASSERT_EQ(ref.exit_code, 0) << ref.err;
     const std::vector<double> want = ref.Losses();
     ASSERT_EQ(want.size(), 8u) << ref.out;
     EXPECT_LT(want[7], 0.85 * want[0]) << ref.out;
     const fs::path ckpt = dir / ("ckpt-" + first);
     RunResult a =
-        RunDapple(TrainFlags(first, plan, 2, 3) + " --checkpoint-dir " + ckpt.string(), dir);
+        RunDapple(Bf16Flags(first, plan, 2, 3) + " --checkpoint-dir " + ckpt.string(), dir);
     ASSERT_EQ(a.exit_code, 0) << a.err;
     for (const auto& [name, t] : ReadLayer(ckpt / "step-3", "fc0").params)
       EXPECT_EQ(t.scalar_type(), torch::kFloat32) << name;
     RunResult b = RunDapple(
-        TrainFlags(then, plan, 2, 8) + " --checkpoint-dir " + ckpt.string() + " --resume", dir);
+        Bf16Flags(then, plan, 2, 8) + " --checkpoint-dir " + ckpt.string() + " --resume", dir);
     ASSERT_EQ(b.exit_code, 0) << b.err;
     ASSERT_EQ(b.Losses().size(), 5u) << b.out;
     for (size_t i = 0; i < 5; ++i) EXPECT_NEAR(b.Losses()[i], want[3 + i], 0.03 * want[3 + i]) << i;
