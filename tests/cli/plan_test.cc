@@ -186,5 +186,24 @@ TEST_F(PlanCli, SteadyStateIsRecordedAndSimulated) {
   EXPECT_GT(s["steady_state_iteration_ms"].get<double>(), 0);
 }
 
+// Note [Mixed precision]: the plan records the precision of the profile it was made from
+// (`dapple train` warns when it trains in another); a float32 profile's plan has no field.
+TEST_F(PlanCli, RecordsTheProfilesPrecision) {
+  dapple::Profile prof = LoadProfile(Profile("bert-48-pbs-2.txt"));
+  for (Precision precision : {Precision::kBf16, Precision::kFloat32}) {
+    prof.precision = precision;
+    const fs::path profile = dir_ / ("profile-" + ToString(precision) + ".json");
+    WriteProfileJson(prof, profile);
+    const fs::path plan = dir_ / ("plan-" + ToString(precision) + ".json");
+    testing::CliRun r =
+        Dapple("plan --profile " + profile.string() +
+               " --cluster paper-a --global-batch 64 --no-baselines -o " + plan.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(ReadPlanJson(plan).precision, precision);
+    EXPECT_EQ(Slurp(plan).find("\"precision\"") != std::string::npos,
+              precision == Precision::kBf16);
+  }
+}
+
 }  // namespace
 }  // namespace dapple

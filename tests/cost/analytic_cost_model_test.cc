@@ -123,6 +123,21 @@ TEST(AnalyticCostModel, Memory) {
   EXPECT_DOUBLE_EQ(custom.DeviceMemoryBytes(7), 1e9);
 }
 
+// Note [Mixed precision]: a bf16 stage also holds bf16 copies of its float32 weights (half a
+// byte per parameter byte), sharded or not; its activations are the profile's (bf16) bytes.
+TEST(AnalyticCostModel, Bf16ProfilesHoldWeightCopies) {
+  Profile p = FourLayerChain();
+  p.precision = Precision::kBf16;
+  Cluster c = TwoByFour();
+  AnalyticCostModel cost(p, c);
+  EXPECT_DOUBLE_EQ(cost.StaticMemoryBytes(0, 1), 30 * 4.5);
+  // Sharded over 2: weights and gradients 2, moments 2 / 2, copies 0.5.
+  EXPECT_DOUBLE_EQ(cost.ShardedStaticMemoryBytes(0, 1, 2), 30 * 3.5);
+  EXPECT_DOUBLE_EQ(cost.ActivationBytes(0, 3, 4), 100 + 200 + 50 + 800);
+  p.precision = Precision::kFloat32;
+  EXPECT_DOUBLE_EQ(AnalyticCostModel(p, c).ShardedStaticMemoryBytes(0, 1, 2), 30 * 3.0);
+}
+
 TEST(AnalyticCostModel, TheProcessesOwnMemoryIsNotTheStages) {
   // Note [Process memory]: a stage may use the device's memory less the process's own.
   Profile p = FourLayerChain();

@@ -60,4 +60,21 @@ inline fs::path GraphModelsDir() {
                                               "examples/gpt_modulelist_kjv.py"});
 }
 
+// What PyTorch (tests/torch/script_models.py check) says of a dapple run: {"max_loss_diff",
+// "max_param_rel_diff", ...}.
+inline nlohmann::json CheckAgainstPyTorch(const RunResult& r, const fs::path& dir,
+                                          const std::string& model, const std::string& data,
+                                          const std::string& exported, int steps, int gbs,
+                                          int seq_len, const std::string& python_flags = "") {
+  const fs::path losses = WriteLosses(r, dir / "losses.txt");
+  fs::path json = dir / "check.json";
+  std::string cmd = std::string("/usr/bin/python3") + " " + DAPPLE_SOURCE_DIR +
+                    "/tests/torch/script_models.py check " + model + " " + data + " " + exported +
+                    " " + losses.string() + " --steps " + std::to_string(steps) + " --gbs " +
+                    std::to_string(gbs) + " --seq-len " + std::to_string(seq_len) + " " +
+                    python_flags + " > " + json.string();
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return nlohmann::json::parse(Slurp(json), nullptr, false);
+}
+
 }  // namespace dapple::testing

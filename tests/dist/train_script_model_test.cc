@@ -11,8 +11,6 @@
 namespace dapple::testing {
 namespace {
 
-const char* kPython = "/usr/bin/python3";
-
 class ScriptModelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -22,22 +20,6 @@ class ScriptModelTest : public ::testing::Test {
   static fs::path* dir_;
 };
 fs::path* ScriptModelTest::dir_ = nullptr;
-
-// What PyTorch says of a dapple run: {"max_loss_diff", "max_param_rel_diff", ...}.
-nlohmann::json CheckAgainstPyTorch(const RunResult& r, const fs::path& dir,
-                                   const std::string& model, const std::string& data,
-                                   const std::string& exported, int steps, int gbs, int seq_len,
-                                   const std::string& python_flags = "") {
-  const fs::path losses = WriteLosses(r, dir / "losses.txt");
-  fs::path json = dir / "check.json";
-  std::string cmd = std::string(kPython) + " " + DAPPLE_SOURCE_DIR +
-                    "/tests/torch/script_models.py check " + model + " " + data + " " + exported +
-                    " " + losses.string() + " --steps " + std::to_string(steps) + " --gbs " +
-                    std::to_string(gbs) + " --seq-len " + std::to_string(seq_len) + " " +
-                    python_flags + " > " + json.string();
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  return nlohmann::json::parse(Slurp(json), nullptr, false);
-}
 
 struct Case {
   std::string name, model, data;

@@ -112,6 +112,27 @@ TEST(Plan, RecordsItsProfileAndCluster) {
   }
 }
 
+// Note [Mixed precision]: a plan records its profile's precision; absent is float32 (older
+// files) and is not written; an unknown name is an error naming the field.
+TEST(Plan, RecordsItsPrecision) {
+  Plan plan = TwoStages();
+  plan.precision = Precision::kBf16;
+  const std::string text = PlanToJsonText(plan);
+  EXPECT_NE(text.find("\"precision\": \"bf16\""), std::string::npos) << text;
+  EXPECT_EQ(ParsePlanJson(text, "bf16.json").precision, Precision::kBf16);
+  const Plan old = ParsePlanJson(PlanToJsonText(TwoStages()), "old.json");
+  EXPECT_EQ(old.precision, Precision::kFloat32);
+  EXPECT_EQ(PlanToJsonText(old).find("precision"), std::string::npos);
+  Json j = Json::parse(text);
+  j["precision"] = "float32";
+  EXPECT_EQ(ParsePlanJson(j.dump(), "f32.json").precision, Precision::kFloat32);
+  j["precision"] = "fp8";
+  EXPECT_THAT(ParseError(j.dump()),
+              HasSubstr("plan.json.precision: unknown precision 'fp8' (known: float32, bf16)"));
+  j["precision"] = 16;
+  EXPECT_THAT(ParseError(j.dump()), HasSubstr("plan.json.precision"));
+}
+
 TEST(Plan, PerStageRecompute) {
   // A stage's own flag round-trips; the plan's flag still means every stage (old files).
   Plan plan = TwoStages();

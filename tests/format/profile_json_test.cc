@@ -76,6 +76,25 @@ TEST(ProfileJson, RoundTrip) {
   }
 }
 
+// Note [Mixed precision]: the precision a profile was measured in; absent (older files) is
+// float32 and writes back without the field; an unknown name is an error naming the field.
+TEST(ProfileJson, PrecisionRoundTripsAndDefaultsToFloat32) {
+  Profile p = SmallProfile();
+  const std::string f32 = ProfileToJsonText(p);
+  EXPECT_EQ(f32.find("precision"), std::string::npos);
+  EXPECT_EQ(ParseProfileJson(f32, "p.json").precision, Precision::kFloat32);
+  p.precision = Precision::kBf16;
+  const std::string bf16 = ProfileToJsonText(p);
+  Profile q = ParseProfileJson(bf16, "p.json");
+  EXPECT_EQ(q.precision, Precision::kBf16);
+  EXPECT_EQ(ProfileToJsonText(q), bf16);
+  Json j = Json::parse(bf16);
+  EXPECT_EQ(j["precision"], "bf16");
+  j["precision"] = "half";
+  EXPECT_THAT(ProfileErrorOf(j.dump()),
+              HasSubstr("p.json.precision: unknown precision 'half' (known: float32, bf16)"));
+}
+
 TEST(ProfileJson, UpdateMsIsOptionalAndWrittenOnlyWhenSet) {
   Profile p = SmallProfile();
   Json j = Json::parse(ProfileToJsonText(p));

@@ -11,6 +11,7 @@
 #include "dapple/common/error.h"
 #include "dapple/cpu/blas_env.h"
 #include "dapple/format/profile.h"
+#include "dapple/models/mixed_precision.h"
 #include "dapple/models/model.h"
 #include "dapple/profiler/counting_allocator.h"
 
@@ -55,6 +56,26 @@ TEST(Profiler, TinyMlpProfileIsValidAndExact) {
 
 // Note [Slowest device core]: timed on each device's core in turn; the calling thread gets
 // its cores back, also when a core set cannot be used.
+// Note [Mixed precision]: a bf16 model's profile records its precision, and its activation
+// bytes are the wire bytes (the hidden layers' float32 outputs at 2 bytes an element, as
+// autocast's linear maps give them); the parameters stay float32.
+TEST(Profiler, Bf16ProfileRecordsItsPrecisionAndHalvedActivations) {
+  Model f32 = BuildModel("mlp", {{"input", "20"}, {"hidden", "32"}, {"layers", "2"}}, 1);
+  Model bf16 = BuildModel("mlp", {{"input", "20"}, {"hidden", "32"}, {"layers", "2"}}, 1);
+  UseMixedPrecision(bf16, Precision::kBf16);
+  const Profile a = ProfileModel(f32, Quick(8)), b = ProfileModel(bf16, Quick(8));
+  EXPECT_EQ(a.precision, Precision::kFloat32);
+  EXPECT_EQ(b.precision, Precision::kBf16);
+  ASSERT_EQ(a.layers.size(), b.layers.size());
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    EXPECT_EQ(2 * b.layers[i].activation_bytes, a.layers[i].activation_bytes) << i;
+    EXPECT_EQ(b.layers[i].parameter_bytes, a.layers[i].parameter_bytes) << i;
+  }
+  EXPECT_EQ(a.layers[0].activation_bytes, 8 * 32 * 4);
+  for (const torch::Tensor& w : bf16.Parameters(0, bf16.num_layers() - 1))
+    EXPECT_EQ(w.scalar_type(), torch::kFloat32);
+}
+
 TEST(Profiler, TimesOnEveryDeviceCoreAndGivesTheThreadItsCoresBack) {
   Model m = BuildModel("mlp", {{"input", "20"}, {"hidden", "32"}, {"layers", "2"}}, 1);
   const CoreSet allowed = AllowedCores();

@@ -6,11 +6,12 @@
       between blocks), malformed ones (residual.pt, dict.pt, state_dict.pt, legacy.pt) and
       data files (mlp_data.pt, mlp_badclass.pt, tokens.bin, tokens_odd.bin, tokens_big.bin).
   script_models.py check MODEL DATA EXPORTED LOSSES --steps N --gbs G [--seq-len T]
-      [--loss cross-entropy] [--lr 0.05] [--momentum 0.9]
-      trains MODEL in PyTorch (float64, SGD, the data in file order as dapple's --no-shuffle)
-      and prints one JSON line: the largest difference of the per-step losses against LOSSES
-      (dapple's, one number per line) and of the final weights against EXPORTED (dapple's
-      --save-model output).
+      [--loss cross-entropy] [--lr 0.05] [--momentum 0.9] [--bf16] [--micro-batch M]
+      trains MODEL in PyTorch (float64, SGD, the data in file order as dapple's --no-shuffle;
+      --bf16: float32 weights under bfloat16 autocast; --micro-batch: gradients accumulated
+      over micro-batches of M, the loss of each scaled by M / G) and prints one JSON line: the largest
+      difference of the per-step losses against LOSSES (dapple's, one number per line) and of
+      the final weights against EXPORTED (dapple's --save-model output).
 """
 import argparse
 import json
@@ -126,7 +127,10 @@ def batches(data, gbs, steps, seq_len):
 
 
 def check(a):
-    model = torch.jit.load(a.model).double()
+    # --bf16: float32 weights, forward and loss under CPU autocast to bfloat16 (one autocast
+    # block per step, as dapple clears its cast cache every step); else float64.
+    model = torch.jit.load(a.model)
+    model = model.float() if a.bf16 else model.double()
     model.train()
     if a.optimizer == "sgd":
         opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
@@ -136,18 +140,24 @@ def check(a):
         opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
     losses = []
     for x, y in batches(a.data, a.gbs, a.steps, a.seq_len):
-        out = model(x)
-        loss = F.cross_entropy(out.flatten(0, -2), y.flatten())
         opt.zero_grad()
-        loss.backward()
+        loss = 0.0
+        mb = a.micro_batch or a.gbs  # gradients accumulated over micro-batches, as dapple's
+        for b in range(0, a.gbs, mb):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+                xb = x[b:b + mb]
+                out = model(xb.float() if a.bf16 and xb.is_floating_point() else xb)
+                part = F.cross_entropy(out.flatten(0, -2), y[b:b + mb].flatten()) * (mb / a.gbs)
+            part.backward()
+            loss += part.item()
         opt.step()
-        losses.append(loss.item())
+        losses.append(loss)
     theirs = [float(l) for l in open(a.losses).read().split()]
     exported = torch.jit.load(a.exported)
     mine = dict(model.named_parameters())
     worst = 0.0
     for name, p in exported.named_parameters():
-        q = mine[name].detach()
+        q = mine[name].detach().double()
         worst = max(worst, ((p.detach().double() - q).abs().max() /
                             q.abs().max().clamp(min=1e-12)).item())
     loss_diff = max(abs(x - y) for x, y in zip(losses, theirs)) if theirs else 1e300
@@ -171,6 +181,8 @@ def main():
     c.add_argument("--momentum", type=float, default=0.9)
     c.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="sgd")
     c.add_argument("--weight-decay", type=float, default=0.0)
+    c.add_argument("--bf16", action="store_true")
+    c.add_argument("--micro-batch", type=int, default=0)
     a = p.parse_args()
     torch.set_num_threads(1)
     write(a.dir) if a.cmd == "write" else check(a)

@@ -231,8 +231,9 @@ Json RowJson(const Row& row) {
 
 // The plan records what it was made from, for re-planning (`dapple train --elastic`): the
 // profile's path made absolute, the cluster's preset name (as LoadCluster resolves names
-// first) or its path made absolute.
-void RecordSources(const ModelInputArgs& in, Plan& plan) {
+// first) or its path made absolute; and the profile's precision.
+void RecordSources(const ModelInputArgs& in, const Profile& profile, Plan& plan) {
+  plan.precision = profile.precision;
   plan.profile = std::filesystem::absolute(in.profile).lexically_normal().string();
   std::vector<std::string> names = ClusterPresetNames();
   const bool preset =
@@ -301,7 +302,7 @@ void RunPlanCommand(const PlanArgs& a) {
       }
     }
   }
-  RecordSources(a.inputs, *r.plan);
+  RecordSources(a.inputs, in.profile, *r.plan);
   if (!a.output.empty()) WritePlanJson(*r.plan, a.output);
   if (a.json) {
     Json j;

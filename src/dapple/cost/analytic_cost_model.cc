@@ -278,6 +278,8 @@ void AnalyticCostModel::AllReduceMsFrom(std::span<const int> firsts, int last,
     out[j] = RingMs(ring, param_prefix_[last + 1] - param_prefix_[firsts[j]]);
 }
 
+double WeightCopyFactor(Precision p) { return p == Precision::kBf16 ? 0.5 : 0.0; }
+
 double AnalyticCostModel::ParameterBytes(int first, int last) const {
   CheckRange(first, last);
   return param_prefix_[last + 1] - param_prefix_[first];
@@ -285,9 +287,13 @@ double AnalyticCostModel::ParameterBytes(int first, int last) const {
 
 double AnalyticCostModel::AllReduceBucketBytes() const { return options_.allreduce_bucket_bytes; }
 
+// Note [Mixed precision] (models/mixed_precision.h): a bf16 profile's stage also holds a bf16
+// copy of its float32 weights through the step (autocast's cast cache): half a parameter
+// byte per parameter byte on every replica, sharded or not.
 double AnalyticCostModel::StaticMemoryBytes(int first, int last) const {
   CheckRange(first, last);
-  return (param_prefix_[last + 1] - param_prefix_[first]) * options_.state_factor;
+  return (param_prefix_[last + 1] - param_prefix_[first]) *
+         (options_.state_factor + WeightCopyFactor(profile_.precision));
 }
 
 // Weights and gradients whole, the state beyond them 1/r, and the reduce-scatter's receive
@@ -298,7 +304,8 @@ double AnalyticCostModel::ShardedStaticMemoryBytes(int first, int last, int repl
   const double sf = options_.state_factor;
   const double whole = std::min(sf, 2.0);  // weights and gradients
   const double factor = std::min(sf, whole + 1.0 + (sf - whole) / std::max(replicas, 1));
-  return (param_prefix_[last + 1] - param_prefix_[first]) * factor;
+  return (param_prefix_[last + 1] - param_prefix_[first]) *
+         (factor + WeightCopyFactor(profile_.precision));
 }
 
 double AnalyticCostModel::ActivationBytes(int first, int last, double samples) const {

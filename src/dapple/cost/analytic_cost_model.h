@@ -28,6 +28,10 @@ struct CostOptions {
   double weight_grad_share = 0.5;
 };
 
+// Bytes of computing copies per float32 parameter byte: 0.5 for bf16 (its weights' bf16
+// copies), 0 for float32 (Note [Mixed precision]).
+double WeightCopyFactor(Precision p);
+
 // Keeps references to `profile` and `cluster`: both must outlive it. Stage sums are O(1)
 // (prefix sums), so the planner can call it in its inner loop; after construction every
 // method only reads, so threads may share one model. Link resource ids of Transfer: 2s is

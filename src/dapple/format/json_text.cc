@@ -21,4 +21,10 @@ void ExpectFormat(const JsonField& root, const char* expected) {
     root["format"].Fail(fmt::format("expected \"{}\", got \"{}\"", expected, got));
 }
 
+Precision ReadPrecision(const JsonField& f) {
+  const std::string name = f.String();
+  if (auto p = FindPrecision(name)) return *p;
+  f.Fail(UnknownPrecision(name));
+}
+
 }  // namespace dapple::format_internal

@@ -5,6 +5,7 @@
 
 #include "dapple/common/error.h"
 #include "dapple/common/json_util.h"
+#include "dapple/common/precision.h"
 
 namespace dapple::format_internal {
 
@@ -24,5 +25,8 @@ std::string ReadTextFile(const std::string& path);
 
 // Checks the "format" member: present, a string, and equal to `expected`.
 void ExpectFormat(const JsonField& root, const char* expected);
+
+// A `precision` member of a profile or plan ("float32", "bf16"); Fail names the field otherwise.
+Precision ReadPrecision(const JsonField& f);
 
 }  // namespace dapple::format_internal

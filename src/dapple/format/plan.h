@@ -69,6 +69,10 @@ struct Plan {
   // chunk GroupOf(k): k mod S, or in a V 2S - 1 - k for k >= S (docs/schedules.md,
   // "Interleaved 1F1B", "ZB-V" and "V-Half and V-Min").
   int virtual_stages = 1;
+  // The compute precision of the profile the plan was made from (Profile::precision), so
+  // that `dapple train` can warn when it trains in another. JSON `precision`, float32 when
+  // absent, written when not float32.
+  Precision precision = Precision::kFloat32;
   std::vector<StagePlan> stages;
   std::optional<PlanEstimate> estimate;
   // What the plan was made from, for re-planning (`dapple train --elastic`): the profile's

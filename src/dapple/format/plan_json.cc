@@ -84,6 +84,7 @@ Plan ParsePlanJson(const std::string& text, const std::string& source) {
   if (root.Has("virtual_stages")) plan.virtual_stages = root["virtual_stages"].PositiveInt();
   if (root.Has("allreduce_overlap")) plan.allreduce_overlap = root["allreduce_overlap"].Bool();
   if (root.Has("steady_state")) plan.steady_state = root["steady_state"].Bool();
+  if (root.Has("precision")) plan.precision = format_internal::ReadPrecision(root["precision"]);
   JsonField stages = root["stages"];
   for (size_t s = 0; s < stages.size(); ++s) plan.stages.push_back(ReadStage(stages[s]));
   if (plan.stages.empty()) stages.Fail("the plan has no stages");
@@ -110,6 +111,7 @@ std::string PlanToJsonText(const Plan& plan) {
   root["allreduce_overlap"] = plan.allreduce_overlap;
   if (plan.steady_state) root["steady_state"] = true;
   if (plan.virtual_stages != 1) root["virtual_stages"] = plan.virtual_stages;
+  if (plan.precision != Precision::kFloat32) root["precision"] = ToString(plan.precision);
   OJson stages = OJson::array();
   for (const StagePlan& st : plan.stages) {
     OJson o;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dapple/common/machine.h"
+#include "dapple/common/precision.h"
 
 namespace dapple {
 
@@ -55,6 +56,10 @@ struct Profile {
   std::string model;
   std::string device;  // free text: "V100", "cpu: Intel Xeon ..., 2 threads"
   int batch_size = 0;  // profile batch size (PBS), > 0
+  // The compute precision the times and activation bytes were measured with (`dapple
+  // profile --precision`, Note [Mixed precision]); plans made from the profile record it.
+  // JSON `precision`, float32 when absent (older files), written when not float32.
+  Precision precision = Precision::kFloat32;
   // Layers in a topological order; index = position in this vector.
   std::vector<LayerProfile> layers;
   // Edges (from, to) as layer indices, from < to. Empty means a chain 0 -> 1 -> ... -> N-1.

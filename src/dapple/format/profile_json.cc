@@ -51,6 +51,7 @@ Profile ParseProfileJson(const std::string& text, const std::string& source) {
   p.model = root.Has("model") ? root["model"].String() : "";
   p.device = root.Has("device") ? root["device"].String() : "";
   p.batch_size = root["batch_size"].PositiveInt();
+  if (root.Has("precision")) p.precision = format_internal::ReadPrecision(root["precision"]);
   JsonField layers = root["layers"];
   std::map<std::string, int> index;
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -102,6 +103,7 @@ std::string ProfileToJsonText(const Profile& p) {
   root["model"] = p.model;
   root["device"] = p.device;
   root["batch_size"] = p.batch_size;
+  if (p.precision != Precision::kFloat32) root["precision"] = ToString(p.precision);
   if (!p.batch_sizes.empty()) root["batch_sizes"] = p.batch_sizes;
   OJson layers = OJson::array();
   for (const LayerProfile& l : p.layers) {

@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "dapple/common/precision.h"
+
 namespace dapple {
 
 // Model options as given on the command line: "--hidden 64" -> {"hidden", "64"}.
@@ -82,6 +84,9 @@ struct Model {
   // one process they are one tensor; across stages the runtime keeps the copies equal
   // (Note [Tied parameters] in runtime/tied_parameters.h).
   std::vector<SharedParameter> shared_parameters;
+  // How the held layers and the loss compute (Note [Mixed precision] in mixed_precision.h);
+  // set by UseMixedPrecision.
+  Precision precision = Precision::kFloat32;
 
   int num_layers() const { return static_cast<int>(layers.size()); }
   // Runs layers [first, last] on x. REQUIRES: those layers are held.

@@ -18,6 +18,7 @@
 #include "dapple/common/machine.h"
 #include "dapple/cpu/blas_env.h"
 #include "dapple/models/data.h"
+#include "dapple/models/mixed_precision.h"
 #include "dapple/profiler/counting_allocator.h"
 
 namespace dapple {
@@ -36,12 +37,6 @@ double Ms(Clock::time_point a, Clock::time_point b) {
 }
 
 double Bytes(const torch::Tensor& t) { return static_cast<double>(t.numel() * t.element_size()); }
-
-double Bytes(const Activations& a) {
-  double sum = 0;
-  for (const auto& t : a) sum += Bytes(t);
-  return sum;
-}
 
 struct LayerTimes {
   double forward_ms = 0, backward_ms = 0, activation_bytes = 0, saved_bytes = 0;
@@ -75,7 +70,7 @@ class LayerRunner {
     for (const auto& t : x)
       if (t.requires_grad()) x_.push_back(t);
     Activations y = m_.ForwardActivations(x, layer_, layer_);
-    output_bytes_ = Bytes(y);
+    output_bytes_ = static_cast<double>(WireBytes(y, m_.precision));  // as sent (bf16: halved)
     if (layer_ == m_.num_layers() - 1) return {m_.loss(y.at(0), target_)};
     Activations with_grad;
     for (const auto& t : y)
@@ -284,6 +279,7 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
   CoresRestorer restore_cores;
   Profile p;
   p.model = m.name;
+  p.precision = m.precision;  // Note [Mixed precision]: times and activations in it
   p.batch_size = o.batch_size;
   int threads = at::get_num_threads();
   p.device = fmt::format("cpu: {}, {} threads", CpuModelName(), threads);
@@ -330,6 +326,7 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
                 {"openblas_core", OpenBlasCoreName()},
                 {"libtorch", TORCH_VERSION},
                 {"dtype", DtypeName(m)},
+                {"precision", ToString(m.precision)},
                 {"warmup", std::to_string(o.warmup)},
                 {"repeat", std::to_string(o.repeat)},
                 {"timing", "median of repeat runs per layer; last layer includes the loss"},

@@ -32,7 +32,8 @@ struct ProfilerOptions {
   OptimizerOptions optimizer;
 };
 
-// Profiles `model` (its layers in training mode, as the runtime runs them). Per layer:
+// Profiles `model` (its layers in training mode, as the runtime runs them, in
+// model.precision: Note [Mixed precision]; the profile records it). Per layer:
 //  - forward_ms: median time of the layer's forward with autograd recording, on a
 //    detached copy of its input that requires grad (as a pipeline stage receives it;
 //    the first layer's input is the data and does not);
@@ -49,7 +50,8 @@ struct ProfilerOptions {
 //    parameters and optimizer state come from memory as in training, after max(warmup, 1)
 //    untimed updates (the first one allocates the optimizer's state); 0 for a layer without
 //    parameters. The model's own parameters are not touched;
-//  - activation_bytes: bytes of the output; parameter_bytes: of its parameters;
+//  - activation_bytes: bytes of the output as it crosses a stage boundary (WireBytes:
+//    float32 tensors in bf16 under bf16 precision); parameter_bytes: of its parameters;
 //  - saved_bytes: CPU memory the forward allocated that stays alive while the output and
 //    its autograd graph do (the output and everything saved for backward beyond the input
 //    and parameters), measured by a counting CPU allocator.

@@ -90,7 +90,7 @@ BoundarySpec ProbeStage(Model& model, int first, int last, const BoundarySpec& i
     bool batched = a.dim() > 0 && b.dim() == a.dim() && a.size(0) == 2 && b.size(0) == 3;
     auto sizes = a.sizes();
     spec.push_back({std::vector<int64_t>(sizes.begin() + (batched ? 1 : 0), sizes.end()),
-                    a.scalar_type(), batched});
+                    a.scalar_type(), batched, model.precision});
   }
   if (spec.empty())
     ThrowInput("model {}: layer {} returns no tensor", model.name, model.layers[last].name);
@@ -107,6 +107,7 @@ std::string BoundarySpecToJson(const BoundarySpec& spec) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& s : spec) {
     j.push_back({{"shape", s.shape}, {"dtype", static_cast<int>(s.dtype)}, {"batched", s.batched}});
+    if (s.precision != Precision::kFloat32) j.back()["precision"] = ToString(s.precision);
   }
   return j.dump();
 }
@@ -118,6 +119,11 @@ BoundarySpec BoundarySpecFromJson(const std::string& text) {
       spec.push_back({j.at("shape").get<std::vector<int64_t>>(),
                       static_cast<torch::Dtype>(j.at("dtype").get<int>()),
                       j.at("batched").get<bool>()});
+      if (j.contains("precision")) {
+        auto p = FindPrecision(j.at("precision").get<std::string>());
+        if (!p) throw Error(fmt::format("malformed boundary spec '{}': precision", text));
+        spec.back().precision = *p;
+      }
     }
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("malformed boundary spec '{}': {}", text, e.what()));
@@ -142,11 +148,11 @@ torch::Tensor MessageBuffer(const BoundarySpec& spec, const std::vector<bool>& s
   std::vector<size_t> which = Selected(spec, select);
   if (which.size() == 1) {
     const TensorSpec& s = spec[which[0]];
-    return torch::empty(Shape(s, rows), torch::TensorOptions().dtype(s.dtype).device(device));
+    return torch::empty(Shape(s, rows), torch::TensorOptions().dtype(s.Wire()).device(device));
   }
   int64_t bytes = 0;
   for (size_t i : which)
-    bytes += Padded(Numel(spec[i], rows) * static_cast<int64_t>(c10::elementSize(spec[i].dtype)));
+    bytes += Padded(Numel(spec[i], rows) * static_cast<int64_t>(c10::elementSize(spec[i].Wire())));
   return torch::empty({bytes}, torch::TensorOptions().dtype(torch::kUInt8).device(device));
 }
 
@@ -158,11 +164,19 @@ Activations Unpack(const torch::Tensor& message, const BoundarySpec& spec,
   int64_t offset = 0;
   for (size_t i : which) {
     const TensorSpec& s = spec[i];
-    int64_t bytes = Numel(s, rows) * static_cast<int64_t>(c10::elementSize(s.dtype));
-    out.push_back(message.narrow(0, offset, bytes).view(s.dtype).view(Shape(s, rows)));
+    int64_t bytes = Numel(s, rows) * static_cast<int64_t>(c10::elementSize(s.Wire()));
+    out.push_back(message.narrow(0, offset, bytes).view(s.Wire()).view(Shape(s, rows)));
     offset += Padded(bytes);
   }
   return out;
+}
+
+Activations FromWire(Activations received, const BoundarySpec& spec,
+                     const std::vector<bool>& select) {
+  std::vector<size_t> which = Selected(spec, select);
+  DAPPLE_CHECK(which.size() == received.size());
+  for (size_t k = 0; k < which.size(); ++k) received[k] = received[k].to(spec[which[k]].dtype);
+  return received;
 }
 
 }  // namespace dapple

@@ -66,7 +66,7 @@ class Pipe {
   Pipe(Communicator& comm, const std::string& who) : comm_(comm), who_(who) {}
 
   // Sends chunk `k` of `rows` samples (rows = 0 and no tensors: the end) to `peer`, the
-  // evaluating rank of the stage after `boundary` of `stages`.
+  // evaluating rank of the stage after `boundary` of `stages`. `out` in its wire dtypes.
   void Send(int peer, int64_t k, int boundary, int stages, int64_t rows, const Activations& out) {
     torch::Tensor header = torch::zeros({kHeaderLen}, torch::kInt64);
     torch::Tensor message = rows > 0 ? Pack(out).cpu().contiguous() : torch::Tensor();
@@ -97,7 +97,7 @@ class Pipe {
       throw Error(fmt::format("{}: {} bytes announced for {} rows, {} expected", what, h[1], *rows,
                               Bytes(message)));
     comm_.Recv(message, peer, Tag(k, boundary, stages, 1), what).Wait(comm_.timeout());
-    return Unpack(message, spec, all, *rows);
+    return FromWire(Unpack(message, spec, all, *rows), spec, all);
   }
 
   void Flush() {
@@ -151,7 +151,7 @@ Sums RunStages(Communicator& comm, const std::vector<int>& stage_ranks,
         torch::Tensor target = me.held_out.targets.narrow(0, offset[i], rows).to(me.device);
         sums.Add(y.at(0), target, me.loss);
       } else {
-        pipe.Send(stage_ranks[me.stage + 1], k, me.stage, S, rows, y);
+        pipe.Send(stage_ranks[me.stage + 1], k, me.stage, S, rows, ToWire(y, me.precision));
       }
       offset[i] += rows;
     }
@@ -169,6 +169,7 @@ EvalStage ModelEvalStage(Model& model, int stage, int first, int last, BoundaryS
   s.stage = stage;
   s.device = device;
   s.input = std::move(input);
+  s.precision = model.precision;
   s.forward = [&model, first, last](const Activations& x) {
     return model.ForwardActivations(x, first, last);
   };

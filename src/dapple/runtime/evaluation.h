@@ -31,6 +31,8 @@ struct EvalStage {
   std::function<Activations(const Activations&)> forward;
   // What this stage receives (stages after the first): the previous stage's outputs.
   BoundarySpec input;
+  // The model's precision: a float32 output crosses to the next stage in its WireDtype.
+  Precision precision = Precision::kFloat32;
   torch::Device device = torch::kCPU;
   // Stage 0: the held-out inputs. The last stage: the targets, and the model's mean loss.
   Batch held_out;

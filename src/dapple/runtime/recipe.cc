@@ -24,8 +24,9 @@ const std::map<std::string, std::string>& KeptSettings() {
 }  // namespace
 
 Recipe RecipeOf(const OptimizerOptions& o, const LrSchedule& schedule, double clip_grad_norm,
-                int64_t steps) {
+                int64_t steps, Precision precision) {
   Recipe r;
+  r["precision"] = ToString(precision);
   r["lr"] = fmt::format("{}", o.lr);
   r["lr_schedule"] = ToString(schedule.kind);
   r["warmup_steps"] = fmt::format("{}", schedule.warmup_steps);

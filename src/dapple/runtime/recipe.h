@@ -17,16 +17,18 @@
 #include <optional>
 #include <string>
 
+#include "dapple/common/precision.h"
 #include "dapple/runtime/lr_schedule.h"
 #include "dapple/runtime/optimizer.h"
 
 namespace dapple {
 
 // Setting name -> value as text ("lr_schedule" -> "cosine"); Adam's settings only for Adam
-// and AdamW. clip_grad_norm <= 0: no clipping.
+// and AdamW. clip_grad_norm <= 0: no clipping. The precision is a setting a resume may
+// change (the checkpoint holds float32 master weights either way).
 using Recipe = std::map<std::string, std::string>;
 Recipe RecipeOf(const OptimizerOptions& o, const LrSchedule& schedule, double clip_grad_norm,
-                int64_t steps);
+                int64_t steps, Precision precision);
 
 // Compares a checkpoint's recipe (`saved`, read from `where`; empty in checkpoints written
 // before recipes: nothing to compare) with this run's. Throws InputError when a setting of

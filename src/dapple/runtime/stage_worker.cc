@@ -17,6 +17,7 @@
 
 #include "dapple/common/clock.h"
 #include "dapple/common/error.h"
+#include "dapple/models/mixed_precision.h"
 #include "dapple/runtime/fault_injector.h"
 
 namespace dapple {
@@ -173,6 +174,7 @@ StepResult StageWorker::EndStep(std::vector<TimelineEvent> events) {
   result.events.insert(result.events.end(), bucket_events_.begin(), bucket_events_.end());
   result.events.insert(result.events.end(), norm_events_.begin(), norm_events_.end());
   result.loss_part = loss_part_;
+  ClearCastCache();  // the update changed the weights (Note [Mixed precision])
   return result;
 }
 
@@ -246,7 +248,8 @@ void StageWorker::Execute(const Instruction& inst, int pc) {
 }
 
 Activations StageWorker::RunLayers(Activations x, int64_t* saved_bytes) {
-  *saved_bytes = Bytes(x);
+  *saved_bytes = Bytes(x);  // the input as received (Note [Mixed precision]: bf16 kept)
+  x = FromWire(std::move(x), in_spec_, in_all_);
   for (int l = first_; l <= last_; ++l) {
     x = model_.ForwardActivations(x, l, l);
     *saved_bytes += Bytes(x);
@@ -280,7 +283,8 @@ Activations StageWorker::TakeReceived(Op op, int mb) {
     }
     ++k;
   }
-  return joined;
+  if (act) return joined;  // kept as received; RunLayers casts (Note [Mixed precision])
+  return FromWire(std::move(joined), spec, select);
 }
 
 void StageWorker::Forward(int mb) {
@@ -387,8 +391,8 @@ void StageWorker::SendActivation(int mb) {
     Activations piece;
     for (size_t i = 0; i < s.output.size(); ++i) {
       torch::Tensor t = s.output[i].detach();
-      piece.push_back(
-          out_spec_[i].batched ? t.narrow(0, p.rows.begin - my_rows_.begin, p.rows.size()) : t);
+      if (out_spec_[i].batched) t = t.narrow(0, p.rows.begin - my_rows_.begin, p.rows.size());
+      piece.push_back(t.to(out_spec_[i].Wire()));
     }
     torch::Tensor t = Pack(piece);
     uint32_t tag = grid_.Tag(stage_, Direction::kForward, mb, rank_, p.receiver_rank);
@@ -406,9 +410,9 @@ void StageWorker::SendGradient(int mb) {
     size_t k = 0;
     for (size_t i = 0; i < in_spec_.size(); ++i) {
       if (!in_grad_[i]) continue;
-      const torch::Tensor& g = it->second.grad_in.at(k++);
-      piece.push_back(
-          in_spec_[i].batched ? g.narrow(0, p.rows.begin - my_rows_.begin, p.rows.size()) : g);
+      torch::Tensor g = it->second.grad_in.at(k++);
+      if (in_spec_[i].batched) g = g.narrow(0, p.rows.begin - my_rows_.begin, p.rows.size());
+      piece.push_back(g.to(in_spec_[i].Wire()));
     }
     torch::Tensor t = Pack(piece);
     uint32_t tag = grid_.Tag(stage_ - 1, Direction::kBackward, mb, rank_, p.sender_rank);

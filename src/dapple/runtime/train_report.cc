@@ -34,6 +34,15 @@ std::optional<std::string> ProfiledOptimizerMismatch(const Plan& plan, const Tra
       plan.profile, settings->optimizer, trains, trains);
 }
 
+std::optional<std::string> PlannedPrecisionMismatch(const Plan& plan, const TrainOptions& o) {
+  if (plan.precision == o.precision) return std::nullopt;
+  const std::string trains = ToString(o.precision);
+  return fmt::format(
+      "dapple train: warning: the plan was made from a {} profile; this run computes in {} "
+      "(profile and plan with --precision {} for its times and activation sizes)",
+      ToString(plan.precision), trains, trains);
+}
+
 ProgressPrinter::ProgressPrinter(const TrainOptions& o, const Plan& plan, int64_t start_step)
     : o_(o),
       gbs_(plan.global_batch_size),

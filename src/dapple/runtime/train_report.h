@@ -43,6 +43,11 @@ class ProgressPrinter {
 // unreadable says nothing (the plan was checked against the model already).
 std::optional<std::string> ProfiledOptimizerMismatch(const Plan& plan, const TrainOptions& o);
 
+// When the plan was made from a profile taken in another precision than this run computes in
+// (Plan::precision, Note [Mixed precision]): one warning line for rank 0 to print (the plan's
+// times and activation bytes are the other precision's), else nullopt.
+std::optional<std::string> PlannedPrecisionMismatch(const Plan& plan, const TrainOptions& o);
+
 // The default interval of progress lines off a terminal: about ten lines a run,
 // max(1, steps / 10).
 int64_t LogEvery(int64_t steps);

@@ -41,7 +41,10 @@ struct TrainOptions {
   // gradient clipping], grad_clipping.h); infinite: reported only. 0: neither.
   double clip_grad_norm = 0;
   uint64_t seed = 0;
-  torch::Dtype dtype = torch::kFloat32;
+  torch::Dtype dtype = torch::kFloat32;  // of the parameters (the master weights)
+  // Compute precision (Note [Mixed precision] in models/mixed_precision.h); kBf16 requires
+  // dtype float32.
+  Precision precision = Precision::kFloat32;
   std::filesystem::path checkpoint_dir;  // empty: no checkpoints
   // TorchScript models: after training, rank 0 writes the module with the trained weights
   // here (through a final checkpoint; a temporary one without checkpoint_dir).

@@ -11,6 +11,7 @@
 #include "dapple/common/clock.h"
 #include "dapple/common/error.h"
 #include "dapple/common/process_memory.h"
+#include "dapple/models/mixed_precision.h"
 #include "dapple/runtime/checkpoint.h"
 #include "dapple/runtime/checkpoint_sums.h"
 #include "dapple/runtime/evaluation.h"
@@ -84,6 +85,7 @@ void TrainingRun::SetUpStage() {
   held_layers_ = HeldLayerIndices(held_);
   chunked_ = grid_.num_chunks() > 1;  // Note [Chunks in the runtime]
   model_ = LoadModel(SourceOf(o_), o_.seed, o_.dtype, HeldLayerRange(held_));
+  UseMixedPrecision(model_, o_.precision);  // before ProbeStage: bf16 boundaries
   if (!device_.is_cpu()) {
     for (auto& l : model_.layers)
       if (l.held()) l.module->to(device_);
@@ -94,6 +96,8 @@ void TrainingRun::SetUpStage() {
   }
   if (leader_) {
     if (auto warning = ProfiledOptimizerMismatch(plan_, o_))
+      std::fprintf(stderr, "%s\n", warning->c_str());
+    if (auto warning = PlannedPrecisionMismatch(plan_, o_))
       std::fprintf(stderr, "%s\n", warning->c_str());
     if (!idle_.empty())
       std::fprintf(stderr, "dapple train: the plan uses %d of %d processes; rank%s %s idle\n",
@@ -288,7 +292,8 @@ void TrainingRun::SaveCheckpoint(int64_t steps_done) {
     job.meta->dtype = o_.dtype == torch::kFloat64 ? "float64" : "float32";
     job.meta->layers = LayerNames(model_);
     job.meta->losses = losses_;
-    job.meta->recipe = RecipeOf(o_.optimizer, o_.lr_schedule, o_.clip_grad_norm, o_.steps);
+    job.meta->recipe =
+        RecipeOf(o_.optimizer, o_.lr_schedule, o_.clip_grad_norm, o_.steps, o_.precision);
   }
   job.keep_checkpoints = o_.keep_checkpoints;
   writer_->Start(std::move(job));
@@ -311,7 +316,8 @@ void TrainingRun::ResumeFromCheckpoint() {
                ToString(o_.optimizer.kind), meta.optimizer);
   }
   auto change = CompareRecipes(
-      meta.recipe, RecipeOf(o_.optimizer, o_.lr_schedule, o_.clip_grad_norm, o_.steps), where);
+      meta.recipe,
+      RecipeOf(o_.optimizer, o_.lr_schedule, o_.clip_grad_norm, o_.steps, o_.precision), where);
   if (change && leader_) std::fprintf(stderr, "%s\n", change->c_str());
   if (!held_layers_.empty()) {
     std::vector<std::string> own;

@@ -102,6 +102,7 @@ ElasticPlanner::Result ElasticPlanner::PlanOn(const std::vector<int>& devices, i
                r.reason);
   r.plan->profile = in_.profile;
   r.plan->cluster = in_.cluster;
+  r.plan->precision = profile_.precision;
   Result out{*r.plan, in_.plan_folder / fmt::format("elastic-plan-{}.json", devices.size())};
   if (!record) return out;
   std::error_code ec;

@@ -18,9 +18,11 @@
 #include "dapple/common/machine.h"
 #include "dapple/common/malloc_tuning.h"
 #include "dapple/common/parse_int.h"
+#include "dapple/common/precision.h"
 #include "dapple/cpu/blas_env.h"
 #include "dapple/format/local_cluster.h"
 #include "dapple/format/profile.h"
+#include "dapple/models/mixed_precision.h"
 #include "dapple/models/model.h"
 #include "dapple/models/model_source.h"
 #include "dapple/models/zoo.h"
@@ -41,6 +43,7 @@ struct ProfileArgs {
   int threads = 0;
   uint64_t seed = 1;
   std::string dtype = "float32";
+  std::string precision = "float32";
   std::string output;
   std::string format = "json";
   std::string optimizer = "sgd";
@@ -77,6 +80,8 @@ void RunProfile(const ProfileArgs& a, const std::vector<std::string>& extras) {
     ThrowInput("--format: expected json or pipedream, got '{}'", a.format);
   if (a.dtype != "float32" && a.dtype != "float64")
     ThrowInput("--dtype: expected float32 or float64, got '{}'", a.dtype);
+  const Precision precision = ParsePrecision(a.precision);
+  CheckMasterDtype(precision, a.dtype);
   if (a.threads < 0) ThrowInput("--threads: must be >= 0, got {}", a.threads);
   OptimizerOptions optimizer;  // dapple train's defaults for the rest (momentum 0.9)
   try {
@@ -118,6 +123,7 @@ void RunProfile(const ProfileArgs& a, const std::vector<std::string>& extras) {
   int threads = SetComputeThreads(want);
   torch::Dtype dtype = a.dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
   Model model = LoadModel(source, a.seed, dtype);
+  UseMixedPrecision(model, precision);  // the profile records model.precision
   Profile p = ProfileModel(model, po);
   if (!script)
     for (const auto& [k, v] : ResolveModelOptions(a.model, options)) p.metadata["option." + k] = v;
@@ -181,7 +187,11 @@ void AddProfileCommand(CLI::App& app) {
                   "cluster, cores / its devices)");
   cmd->add_option("--seed", a->seed, "Seed of the weights and the input batch")
       ->capture_default_str();
-  cmd->add_option("--dtype", a->dtype, "float32 | float64")->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, "float32 | float64 (the parameters)")->capture_default_str();
+  cmd->add_option("--precision", a->precision,
+                  "float32 | bf16: compute under bfloat16 autocast over float32 weights, as "
+                  "`dapple train --precision bf16` (recorded in the profile)")
+      ->capture_default_str();
   cmd->add_option("--optimizer", a->optimizer,
                   "Optimizer whose per-layer update is timed (update_ms): sgd (momentum 0.9, as "
                   "dapple train) | adam | adamw")

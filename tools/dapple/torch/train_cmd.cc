@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "dapple/common/error.h"
 #include "dapple/common/malloc_tuning.h"
+#include "dapple/common/precision.h"
 #include "dapple/format/plan.h"
 #include "dapple/models/data.h"
 #include "dapple/models/model_source.h"
@@ -37,6 +38,7 @@ struct TrainArgs {
   std::vector<std::string> model_extras;  // --key value words
   std::string optimizer = "sgd";
   std::string dtype = "float32";
+  std::string precision = "float32";
   double timeout_s = 60;
   std::string resume;                   // --resume [auto]: "" for the bare flag
   CLI::Option* resume_given = nullptr;  // counts --resume
@@ -68,6 +70,8 @@ void Finish(TrainArgs& a) {
   } else {
     ThrowInput("--dtype {}: expected float32 or float64", a.dtype);
   }
+  a.o.precision = ParsePrecision(a.precision);
+  CheckMasterDtype(a.o.precision, a.dtype);
   if (a.timeout_s <= 0) ThrowInput("--timeout-s {}: must be positive", a.timeout_s);
   a.o.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
   a.o.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(a.bucket_mb * 1048576));
@@ -134,8 +138,9 @@ int LaunchTraining(TrainArgs& a) {
   }
   CheckedPlan checked = LoadAndCheckPlan(a.o, l.world_size());
   if (a.o.resume || a.o.resume_auto)  // Note [Recipes in checkpoints]: refused in one line
-    CheckRecipeOfLatestCheckpoint(a.o.checkpoint_dir, RecipeOf(a.o.optimizer, a.o.lr_schedule,
-                                                               a.o.clip_grad_norm, a.o.steps));
+    CheckRecipeOfLatestCheckpoint(
+        a.o.checkpoint_dir,
+        RecipeOf(a.o.optimizer, a.o.lr_schedule, a.o.clip_grad_norm, a.o.steps, a.o.precision));
   // A user's data file is checked against the model here too: one line, no process started.
   if (IsDataFilePath(a.o.data)) MakeDataset(a.o.data, checked.model, a.o.seed, "", a.o.data_files);
   DeviceForLocalRank(0);  // a device without a transport: refused before any process starts
@@ -226,7 +231,12 @@ void AddTrainCommand(CLI::App& app) {
   AddRecipeOptions(cmd, &a->recipe, &a->o);
   cmd->add_option("--seed", a->o.seed, "Seed of the parameters and the data")
       ->capture_default_str();
-  cmd->add_option("--dtype", a->dtype, "float32 | float64")->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, "float32 | float64 (the parameters: master weights)")
+      ->capture_default_str();
+  cmd->add_option("--precision", a->precision,
+                  "float32 | bf16: forward and loss under bfloat16 autocast, float32 master "
+                  "weights, optimizer state and allreduce, bf16 activations between stages")
+      ->capture_default_str();
   cmd->add_option("--checkpoint-dir", a->o.checkpoint_dir,
                   "Save per-layer checkpoints here (always after the last step)");
   cmd->add_option("--checkpoint-every", a->o.checkpoint_every, "Also every K steps");

@@ -1,0 +1,94 @@
+// bf16 mixed precision: see Note [Mixed precision] in mixed_precision.h.
+#include "dapple/models/mixed_precision.h"
+
+#include <ATen/autocast_mode.h>
+#include <torch/nn/module.h>
+
+#include "dapple/common/error.h"
+
+namespace dapple {
+namespace {
+
+// CPU autocast to bfloat16 for the scope's lifetime (the calling thread's state, restored on
+// exit). Leaving the outermost scope without a graph being recorded drops the cast cache
+// (Note [Mixed precision]).
+class AutocastBf16 {
+ public:
+  AutocastBf16()
+      : was_enabled_(at::autocast::is_cpu_enabled()),
+        was_dtype_(at::autocast::get_autocast_cpu_dtype()) {
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastBf16() {
+    if (at::autocast::decrement_nesting() == 0 && !at::GradMode::is_enabled())
+      at::autocast::clear_cache();
+    at::autocast::set_cpu_enabled(was_enabled_);
+    at::autocast::set_autocast_cpu_dtype(was_dtype_);
+  }
+  AutocastBf16(const AutocastBf16&) = delete;
+  AutocastBf16& operator=(const AutocastBf16&) = delete;
+
+ private:
+  bool was_enabled_;
+  at::ScalarType was_dtype_;
+};
+
+void CheckFloat32Masters(const Model& model) {
+  for (const NamedLayer& l : model.layers) {
+    if (!l.held()) continue;
+    for (const auto& p : l.module->parameters()) {
+      if (p.is_floating_point() && p.scalar_type() != torch::kFloat32)
+        ThrowInput(
+            "--precision bf16 computes over float32 master weights, but layer {} of model {} has "
+            "{} parameters (use --dtype float32)",
+            l.name, model.name, c10::toString(p.scalar_type()));
+    }
+  }
+}
+
+}  // namespace
+
+void UseMixedPrecision(Model& model, Precision precision) {
+  if (precision == Precision::kFloat32 || model.precision == precision) return;
+  CheckFloat32Masters(model);
+  for (NamedLayer& l : model.layers) {
+    if (!l.held()) continue;
+    l.forward = [inner = std::move(l.forward)](const Activations& x) {
+      AutocastBf16 autocast;
+      return inner(x);
+    };
+  }
+  if (model.loss) {
+    model.loss = [inner = std::move(model.loss)](const torch::Tensor& out,
+                                                 const torch::Tensor& target) {
+      AutocastBf16 autocast;
+      return inner(out, target);
+    };
+  }
+  model.precision = precision;
+}
+
+torch::Dtype WireDtype(torch::Dtype dtype, Precision precision) {
+  return precision == Precision::kBf16 && dtype == torch::kFloat32 ? torch::kBFloat16 : dtype;
+}
+
+Activations ToWire(Activations a, Precision precision) {
+  for (torch::Tensor& t : a)
+    if (t.defined()) t = t.to(WireDtype(t.scalar_type(), precision));
+  return a;
+}
+
+int64_t WireBytes(const Activations& a, Precision precision) {
+  int64_t sum = 0;
+  for (const torch::Tensor& t : a)
+    if (t.defined())
+      sum +=
+          t.numel() * static_cast<int64_t>(c10::elementSize(WireDtype(t.scalar_type(), precision)));
+  return sum;
+}
+
+void ClearCastCache() { at::autocast::clear_cache(); }
+
+}  // namespace dapple
