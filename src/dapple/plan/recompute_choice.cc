@@ -59,6 +59,11 @@ LayerCosts CostsOfLayers(const RecomputeProblem& p) {
 }
 
 double HeldBytesOf(const RecomputeProblem& p, const LayerCosts& c, const std::vector<int>& layers) {
+  return HeldActivationBytes(BytesOf(p, c, layers), p.held, p.split);
+}
+
+RecomputeBytes BytesOf(const RecomputeProblem& p, const LayerCosts& c,
+                       const std::vector<int>& layers) {
   RecomputeBytes b;
   double all = 0, freed = 0, inputs = 0;
   for (double x : c.activation_bytes) all += x;
@@ -71,7 +76,7 @@ double HeldBytesOf(const RecomputeProblem& p, const LayerCosts& c, const std::ve
   }
   b.kept = all - freed + inputs;
   b.rebuilt = all - b.kept;
-  return HeldActivationBytes(b, p.held, p.split);
+  return b;
 }
 
 double ExtraForwardMsOf(const LayerCosts& c, int first, const std::vector<int>& layers) {
@@ -103,16 +108,25 @@ struct Chooser {
     return HeldBytesOf(p, c, layers) <= p.budget_bytes;
   }
 
-  // Adds the layer that frees the most bytes per forward ms until the stage fits; false
-  // when no layer frees any more.
+  // What the in-flight micro-batches hold, without the one rebuilt segment of a whole
+  // backward: the part each added layer can shrink (the rebuilt segment is paid once,
+  // whichever segment it is).
+  double InFlight(const std::vector<int>& layers) const {
+    RecomputeBytes b = BytesOf(p, c, layers);
+    b.rebuilt_peak = 0;
+    return HeldActivationBytes(b, p.held, p.split);
+  }
+
+  // Adds the layer that frees the most in-flight bytes per forward ms until the stage fits;
+  // false when no layer frees any more.
   bool AddUntilFits(std::vector<int>& layers) const {
     while (!Fits(layers)) {
-      const double held = HeldBytesOf(p, c, layers);
+      const double held = InFlight(layers);
       int best = -1;
       double best_ratio = 0;
       for (int l = p.first; l <= p.last; ++l) {
         if (In(layers, l) || !May(l)) continue;
-        const double saved = held - HeldBytesOf(p, c, With(layers, l));
+        const double saved = held - InFlight(With(layers, l));
         if (saved <= 0) continue;
         const double ms = c.forward_ms[l - p.first];
         const double ratio = ms > 0 ? saved / ms : std::numeric_limits<double>::infinity();

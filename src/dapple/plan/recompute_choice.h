@@ -52,12 +52,17 @@ LayerCosts CostsOfLayers(const RecomputeProblem& p);
 
 // The activation bytes and extra forward ms of re-computing `layers` (sorted) in `p`, from
 // the per-layer figures `c` (segments keep their first layer's input).
+RecomputeBytes BytesOf(const RecomputeProblem& p, const LayerCosts& c,
+                       const std::vector<int>& layers);
 double HeldBytesOf(const RecomputeProblem& p, const LayerCosts& c, const std::vector<int>& layers);
 double ExtraForwardMsOf(const LayerCosts& c, int first, const std::vector<int>& layers);
 
 // Note [Choosing the layers that re-compute]
 // Greedy by saved bytes per forward millisecond: from no layer, add the layer that frees the
-// most held bytes per ms of its forward until the stage fits; then drop layers the stage
+// most bytes of the in-flight micro-batches per ms of its forward until the stage fits (the
+// one segment a whole backward rebuilds is paid once, by whichever segment is largest, so a
+// first layer may free nothing until a second joins it); when no layer frees more, the whole
+// stage; then drop layers the stage
 // fits without (the slowest first), and swap a layer for a faster one while it still fits.
 // Returns the sorted layers (empty when the stage fits as it is), or nullopt when no choice
 // fits, all layers included.

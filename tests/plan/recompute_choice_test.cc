@@ -1,0 +1,151 @@
+// The planner's choice of the layers that re-compute (Note [Choosing the layers that
+// re-compute]) against an exhaustive search over every subset on random small stages, and
+// RecomputeWhereNeeded on plans where per-layer re-computation beats the whole stage or is
+// the only choice that fits, as the simulator says.
+#include "dapple/plan/recompute_choice.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <random>
+
+#include "dapple/cost/recompute_costs.h"
+#include "dapple/plan/refine/refine.h"
+#include "dapple/sim/simulator.h"
+#include "fakes/fake_cost_model.h"
+#include "sim/sim_test_util.h"
+
+namespace dapple {
+namespace {
+
+// What `layers` hold and cost, through the cost model's segment figures (not the
+// chooser's per-layer sums).
+double Held(const RecomputeProblem& p, const std::vector<int>& layers) {
+  return HeldActivationBytes(
+      RecomputeActivationBytes(*p.cost, p.first, p.last, layers, p.micro_batch), p.held, p.split);
+}
+double ExtraMs(const RecomputeProblem& p, const std::vector<int>& layers) {
+  return RecomputeForwardMs(*p.cost, layers, p.micro_batch, p.devices[0]);
+}
+
+// The fastest subset that fits, over all 2^n subsets of the stage's layers.
+std::optional<double> ExhaustiveBestMs(const RecomputeProblem& p) {
+  const int n = p.last - p.first + 1;
+  std::optional<double> best;
+  for (int mask = 0; mask < (1 << n); ++mask) {
+    std::vector<int> layers;
+    for (int i = 0; i < n; ++i)
+      if (mask >> i & 1) layers.push_back(p.first + i);
+    if (Held(p, layers) > p.budget_bytes * (1 + 1e-12)) continue;
+    const double ms = ExtraMs(p, layers);
+    if (!best || ms < *best) best = ms;
+  }
+  return best;
+}
+
+TEST(RecomputeChoice, MatchesTheExhaustiveSubsetChoiceOnRandomStages) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> ms(0.1, 5), mb(0.5, 8);
+  int feasible = 0, optimal = 0, cases = 0;
+  double worst = 1;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int n = 2 + trial % 9;  // layers in the stage
+    FakeCostModel cost(n + 2, 1);
+    for (int l = 0; l < n + 2; ++l) {
+      cost.fwd_ms[l] = ms(rng);
+      cost.act_bytes[l] = mb(rng) * 1e6;
+    }
+    RecomputeProblem p;
+    p.cost = &cost;
+    p.first = 1 + trial % 2;
+    p.last = p.first + n - 1;
+    p.devices = {0};
+    p.micro_batch = 1;
+    const int K = 1 + trial % 4;
+    p.split = trial % 3 == 0;
+    p.held = p.split ? std::vector<HeldMicroBatches>{{K, 0}, {K, K / 2 + 1}}
+                     : std::vector<HeldMicroBatches>{{K, 0}};
+    const double none = Held(p, {}), least = [&] {
+      double m = none;
+      for (int mask = 0; mask < (1 << n); ++mask) {
+        std::vector<int> layers;
+        for (int i = 0; i < n; ++i)
+          if (mask >> i & 1) layers.push_back(p.first + i);
+        m = std::min(m, Held(p, layers));
+      }
+      return m;
+    }();
+    p.budget_bytes = least + (none - least) * std::uniform_real_distribution<double>(0, 1.1)(rng);
+    ++cases;
+    const std::optional<double> best = ExhaustiveBestMs(p);
+    const std::optional<std::vector<int>> chosen = ChooseRecomputeLayers(p);
+    ASSERT_EQ(chosen.has_value(), best.has_value()) << "trial " << trial;
+    if (!chosen) continue;
+    ++feasible;
+    EXPECT_LE(Held(p, *chosen), p.budget_bytes * (1 + 1e-9)) << "trial " << trial;
+    const double got = ExtraMs(p, *chosen);
+    EXPECT_GE(got, *best - 1e-9) << "trial " << trial;
+    if (got <= *best + 1e-9) ++optimal;
+    worst = std::max(worst, *best > 0 ? got / *best : 1.0);
+  }
+  // The greedy and its swaps find the exhaustive optimum on most stages and stay near it
+  // on the rest.
+  EXPECT_GT(feasible, cases / 2);
+  EXPECT_GE(optimal, feasible * 9 / 10) << optimal << " of " << feasible << " optimal";
+  EXPECT_LE(worst, 1.5);
+}
+
+// Whether every device of the simulated plan fits its memory.
+bool FitsMemory(const SimResult& r, const CostModel& cost) {
+  for (const DeviceStats& d : r.devices)
+    if (d.peak_memory_bytes > cost.DeviceMemoryBytes(d.device)) return false;
+  return true;
+}
+
+// Stage 0 (layers 0..5, 1 MB activations and 4 MB static each) under gpipe with M = 4 holds
+// 24 + 4 x 6 = 48 MB, over the 44 MB of its device. The whole stage re-computing holds
+// 24 + 4 x 1 + 6 = 34 MB; re-computing layers 3..5 holds 24 + 4 x (3 + 1) + 3 = 43 MB at
+// half the extra forwards: the planner's choice, and faster as the simulator says.
+TEST(RecomputeWhereNeeded, PerLayerFitsWithFewerExtraForwardsThanTheWholeStage) {
+  FakeCostModel cost(8, 2);
+  cost.memory_bytes = 44e6;
+  Plan plan = testing::MakePlan({{0, 5, {0}}, {6, 7, {1}}}, 1, 4, ScheduleKind::kGPipe);
+  EXPECT_FALSE(FitsMemory(SimulatePlan(plan, cost), cost));
+  const std::vector<bool> timed(8, true);
+  ASSERT_TRUE(RecomputeWhereNeeded(plan, cost, timed));
+  EXPECT_FALSE(plan.stages[0].recompute);
+  EXPECT_EQ(plan.stages[0].recompute_layers, (std::vector<int>{3, 4, 5}));
+  EXPECT_FALSE(plan.RecomputesAny(1));
+  const SimResult some = SimulatePlan(plan, cost);
+  EXPECT_TRUE(FitsMemory(some, cost));
+  EXPECT_DOUBLE_EQ(some.devices[0].peak_memory_bytes, 43e6);
+  Plan whole_plan = plan;
+  whole_plan.stages[0].recompute_layers.clear();
+  whole_plan.stages[0].recompute = true;
+  const SimResult whole = SimulatePlan(whole_plan, cost);
+  EXPECT_TRUE(FitsMemory(whole, cost));
+  EXPECT_LT(some.iteration_ms, whole.iteration_ms);
+}
+
+// The last stage (layers 2..7, activations 1, 1, 8, 1, 1, 8 MB; K = 1 under dapple-a) holds
+// 24 + 20 = 44 MB without re-computation and 24 + 1 + 20 = 45 MB re-computing whole, both
+// over 40 MB; re-computing layers 4 and 7 keeps 1 + 1 + 1 + 1 MB and their inputs (1 + 1)
+// and rebuilds 8 MB at a time: 38 MB, the only choice of the three that fits.
+TEST(RecomputeWhereNeeded, PerLayerFitsWhereNeitherNoneNorTheWholeStageDoes) {
+  FakeCostModel cost(8, 2);
+  cost.memory_bytes = 40e6;
+  cost.act_bytes = {1e6, 1e6, 1e6, 1e6, 8e6, 1e6, 1e6, 8e6};
+  Plan plan = testing::MakePlan({{0, 1, {0}}, {2, 7, {1}}}, 1, 4, ScheduleKind::kDappleA);
+  EXPECT_FALSE(FitsMemory(SimulatePlan(plan, cost), cost));
+  Plan whole_plan = plan;
+  whole_plan.stages[1].recompute = true;
+  EXPECT_FALSE(FitsMemory(SimulatePlan(whole_plan, cost), cost));
+  ASSERT_TRUE(RecomputeWhereNeeded(plan, cost, std::vector<bool>(8, true)));
+  EXPECT_EQ(plan.stages[1].recompute_layers, (std::vector<int>{4, 7}));
+  const SimResult r = SimulatePlan(plan, cost);
+  EXPECT_TRUE(FitsMemory(r, cost));
+  EXPECT_DOUBLE_EQ(r.devices[1].peak_memory_bytes, 38e6);
+}
+
+}  // namespace
+}  // namespace dapple
