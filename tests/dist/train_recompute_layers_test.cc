@@ -23,8 +23,8 @@ std::string Flags(const fs::path& ckpt) {
 // each that re-compute ("all": the stage's `recompute`).
 std::string Plan(const std::string& schedule, const std::vector<std::string>& first,
                  const std::vector<std::string>& second) {
-  nlohmann::json j = nlohmann::json::parse(
-      PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 2, 4, schedule));
+  nlohmann::json j =
+      nlohmann::json::parse(PlanJson({{"fc0", "fc1", {0}}, {"fc2", "head", {1}}}, 2, 4, schedule));
   auto set = [&](nlohmann::json& st, const std::vector<std::string>& layers) {
     if (layers == std::vector<std::string>{"all"})
       st["recompute"] = true;
@@ -47,8 +47,7 @@ RunResult Train(const std::string& name, const std::string& plan_json, int nproc
                    dir);
 }
 
-class RecomputeLayersEquivalence
-    : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+class RecomputeLayersEquivalence : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(RecomputeLayersEquivalence, MatchesSingleProcess) {
   const auto& [schedule, variant] = GetParam();

@@ -65,8 +65,7 @@ TEST_F(ChainOfSix, AllLayersListedIsTheWholeStage) {
   plan.stages[0].recompute = true;
   SimResult whole = SimulatePlan(plan, cost);
   EXPECT_DOUBLE_EQ(listed.iteration_ms, whole.iteration_ms);
-  EXPECT_DOUBLE_EQ(listed.devices[0].peak_activation_bytes,
-                   whole.devices[0].peak_activation_bytes);
+  EXPECT_DOUBLE_EQ(listed.devices[0].peak_activation_bytes, whole.devices[0].peak_activation_bytes);
 }
 
 // zb-h1: I rebuilds the segment and the micro-batch holds it until its W. The peak is the

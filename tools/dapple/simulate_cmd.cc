@@ -52,7 +52,7 @@ void CheckOutputPath(const std::optional<std::string>& path, const char* flag) {
 struct StageSummary {
   double peak_memory_bytes = 0;
   double peak_activation_bytes = 0;  // of the replica with the largest peak memory
-  double memory_bytes = 0;  // the smallest device memory among its replicas
+  double memory_bytes = 0;           // the smallest device memory among its replicas
   double bubble_ms = 0;
 };
 

@@ -35,8 +35,8 @@ RecomputeBytes RecomputeActivationBytes(const CostModel& cost, int first, int la
   return b;
 }
 
-double RecomputeForwardMs(const CostModel& cost, const std::vector<int>& recomputed,
-                          double samples, int device) {
+double RecomputeForwardMs(const CostModel& cost, const std::vector<int>& recomputed, double samples,
+                          int device) {
   double ms = 0;
   for (const RecomputeSegment& seg : RecomputeSegments(recomputed))
     ms += cost.ForwardMs(seg.first, seg.last, samples, device);

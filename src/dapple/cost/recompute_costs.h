@@ -37,7 +37,7 @@ RecomputeBytes RecomputeActivationBytes(const CostModel& cost, int first, int la
 
 // The extra forward of the layers `recomputed` on `device` for `samples` samples: their
 // forward times, segment by segment.
-double RecomputeForwardMs(const CostModel& cost, const std::vector<int>& recomputed,
-                          double samples, int device);
+double RecomputeForwardMs(const CostModel& cost, const std::vector<int>& recomputed, double samples,
+                          int device);
 
 }  // namespace dapple

@@ -60,8 +60,8 @@ void CheckRecomputeLayers(const Plan& plan, const Profile& profile, const std::s
       ThrowInput(
           "{}: stages[{}].recompute_layers[{}]: layer {} ('{}') is not in the stage (layers "
           "{}..{})",
-          source, s, i, l, l < profile.num_layers() ? profile.layers[l].id : "?",
-          st.first_layer, st.last_layer);
+          source, s, i, l, l < profile.num_layers() ? profile.layers[l].id : "?", st.first_layer,
+          st.last_layer);
   }
   if (!plan.RecomputesAny(s)) return;
   bool timed = false;

@@ -108,9 +108,8 @@ bool SameFrame(const Plan& plan, const Plan& base, const PlanCosts& base_costs, 
 bool SameStage(const Plan& plan, const Plan& base, int s) {
   const StagePlan &a = plan.stages[s], &b = base.stages[s];
   return a.first_layer == b.first_layer && a.last_layer == b.last_layer &&
-         plan.Recomputes(s) == base.Recomputes(s) &&
-         a.recompute_layers == b.recompute_layers && a.devices == b.devices &&
-         a.shard_optimizer == b.shard_optimizer;
+         plan.Recomputes(s) == base.Recomputes(s) && a.recompute_layers == b.recompute_layers &&
+         a.devices == b.devices && a.shard_optimizer == b.shard_optimizer;
 }
 
 PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
@@ -240,11 +239,10 @@ void ChargeRecompute(const CostModel& cost, const Plan& plan, int s, StageCost& 
   const double samples = SamplesPerReplica(plan.micro_batch_size, r);
   const RecomputeBytes bytes =
       RecomputeActivationBytes(cost, st.first_layer, st.last_layer, layers, samples);
-  c.memory_bytes = c.static_bytes + HeldActivationBytes(bytes,
-                                                        HeldAtPeaks(plan.schedule, s,
-                                                                    plan.num_stages(),
-                                                                    plan.num_micro_batches),
-                                                        split);
+  c.memory_bytes =
+      c.static_bytes +
+      HeldActivationBytes(
+          bytes, HeldAtPeaks(plan.schedule, s, plan.num_stages(), plan.num_micro_batches), split);
 }
 
 bool CanRecompute(const std::vector<bool>& forward_timed, int first, int last) {

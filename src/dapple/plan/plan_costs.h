@@ -12,8 +12,8 @@
 namespace dapple {
 
 struct StageCost {
-  double forward_ms = 0;   // per micro-batch, slowest replica
-  double backward_ms = 0;  // includes the re-computed forward when recompute
+  double forward_ms = 0;    // per micro-batch, slowest replica
+  double backward_ms = 0;   // includes the re-computed forward when recompute
   double recompute_ms = 0;  // that re-computed forward (whole stage or per layer)
   double static_bytes = 0;  // per device: parameters, gradients, optimizer state
   double allreduce_ms = 0;

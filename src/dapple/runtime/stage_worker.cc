@@ -101,7 +101,8 @@ StageWorker::StageWorker(Model& model, const RankGrid& grid, int rank,
     if (program_[pc].op == Op::kAllReduceGrads) has_ar = true;
   }
   blocks_ = MakeBlocks();
-  recomputes_ = std::any_of(blocks_.begin(), blocks_.end(), [](const Block& b) { return b.recompute; });
+  recomputes_ =
+      std::any_of(blocks_.begin(), blocks_.end(), [](const Block& b) { return b.recompute; });
   // Both with and without overlap the gradients live in the buckets (Note [Gradients are
   // bucket views] in overlapped_allreduce.h): without overlap, AR launches every bucket.
   if (has_ar && opt_.sharded) {

@@ -51,8 +51,8 @@ namespace {
 // re-compute: ChooseRecomputeLayers (Note [Choosing the layers that re-compute]); the whole
 // stage when every layer that may is chosen, or when no choice fits (the plan is then
 // dropped for its memory, as before).
-void ChooseLayers(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed,
-                  int s, const StageCost& c) {
+void ChooseLayers(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed, int s,
+                  const StageCost& c) {
   StagePlan& st = plan.stages[s];
   RecomputeProblem p;
   p.cost = &cost;
