@@ -125,6 +125,22 @@ Activations StageWorker::RebuildBlock(Slot& s, int b, std::vector<Activations>* 
   return y;
 }
 
+void StageWorker::BlockRoots(Slot& s, int b, int mb, const Activations& y,
+                             const Activations& received, const Activations& above,
+                             Activations& roots, Activations& grads) {
+  if (b + 1 < static_cast<int>(blocks_.size())) {
+    for (size_t i = 0; i < y.size(); ++i) {
+      if (!y[i].requires_grad() || !above[i].defined()) continue;
+      roots.push_back(y[i]);
+      grads.push_back(above[i]);
+    }
+  } else if (stage_ + 1 == grid_.num_virtual_stages()) {
+    roots.push_back(blocks_[b].recompute ? ScaledLoss(y, mb) : s.loss);
+  } else {
+    OutputRoots(y, received, roots, grads);
+  }
+}
+
 void StageWorker::BackwardBlocks(Slot& s, int mb) {
   const bool last = stage_ + 1 == grid_.num_virtual_stages();
   Activations received;
@@ -133,21 +149,13 @@ void StageWorker::BackwardBlocks(Slot& s, int mb) {
     const Block& block = blocks_[b];
     const int64_t live_before = live_bytes_;
     Activations y = block.recompute ? RebuildBlock(s, b, nullptr) : s.block_outputs[b];
-    Activations roots, grads;
-    if (b + 1 == static_cast<int>(blocks_.size())) {
-      if (last)
-        roots.push_back(block.recompute ? ScaledLoss(y, mb) : s.loss);
-      else
-        OutputRoots(y, received, roots, grads);
-    } else {
-      const Activations& next = s.block_inputs[b + 1];
-      for (size_t i = 0; i < y.size(); ++i) {
-        if (!y[i].requires_grad() || !next[i].requires_grad() || !next[i].grad().defined())
-          continue;
-        roots.push_back(y[i]);
-        grads.push_back(next[i].grad());
-      }
+    Activations above;  // what the next block's input leaves received
+    for (size_t i = 0; b + 1 < static_cast<int>(blocks_.size()) && i < y.size(); ++i) {
+      const torch::Tensor& next = s.block_inputs[b + 1][i];
+      above.push_back(next.requires_grad() ? next.grad() : torch::Tensor());
     }
+    Activations roots, grads;
+    BlockRoots(s, b, mb, y, received, above, roots, grads);
     if (!roots.empty() && roots[0].requires_grad()) torch::autograd::backward(roots, grads);
     s.block_outputs[b].clear();
     AddLive(live_before - live_bytes_, 0);  // the rebuilt block goes with its backward
@@ -166,18 +174,7 @@ void StageWorker::InputGradBlocks(Slot& s, int mb) {
     const Block& block = blocks_[b];
     Activations y = block.recompute ? RebuildBlock(s, b, &s.layer_outputs) : s.block_outputs[b];
     Activations roots, grads;
-    if (b + 1 == static_cast<int>(blocks_.size())) {
-      if (last)
-        roots.push_back(block.recompute ? ScaledLoss(y, mb) : s.loss);
-      else
-        OutputRoots(y, received, roots, grads);
-    } else {
-      for (size_t i = 0; i < y.size(); ++i) {
-        if (!y[i].requires_grad() || !above[i].defined()) continue;
-        roots.push_back(y[i]);
-        grads.push_back(above[i]);
-      }
-    }
+    BlockRoots(s, b, mb, y, received, above, roots, grads);
     InputGradBlock(s, b, std::move(roots), std::move(grads), &above);
   }
   if (stage_ > 0) {

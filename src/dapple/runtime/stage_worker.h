@@ -144,6 +144,11 @@ class StageWorker {
                        std::vector<Activations>* layer_outputs);
   Activations ForwardBlocks(Slot& s);
   void BackwardBlocks(Slot& s, int mb);
+  // The roots of block b's backward and their gradients: the loss, or the stage's outputs
+  // with the received gradients, on the last block; else its outputs y with `above`, the
+  // gradients with respect to the next block's input.
+  void BlockRoots(Slot& s, int b, int mb, const Activations& y, const Activations& received,
+                  const Activations& above, Activations& roots, Activations& grads);
   Activations RebuildBlock(Slot& s, int b, std::vector<Activations>* layer_outputs);
   void InputGradBlocks(Slot& s, int mb);
   void InputGradBlock(Slot& s, int b, Activations roots, Activations root_grads,
