@@ -76,7 +76,8 @@ TEST_F(ChainOfSix, SplitBackwardHoldsTheRebuiltSegmentUntilW) {
   const double kept = 1e6 + 4e6 + 1e6, rebuilt = 5e6 - 1e6;
   double expected = 0;
   int in_flight = 0, past_i = 0;
-  for (const Instruction& in : MakeSchedule(ScheduleKind::kZbH1, 2, 4).programs[0]) {
+  const Schedule schedule = MakeSchedule(ScheduleKind::kZbH1, 2, 4);
+  for (const Instruction& in : schedule.programs[0]) {
     in_flight += in.op == Op::kForward ? 1 : in.op == Op::kWeightGrad ? -1 : 0;
     past_i += in.op == Op::kInputGrad ? 1 : in.op == Op::kWeightGrad ? -1 : 0;
     expected = std::max(expected, in_flight * kept + past_i * rebuilt);

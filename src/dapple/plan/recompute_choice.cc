@@ -132,10 +132,54 @@ struct Chooser {
         const double ratio = ms > 0 ? saved / ms : std::numeric_limits<double>::infinity();
         if (best < 0 || ratio > best_ratio) best = l, best_ratio = ratio;
       }
-      if (best < 0) return false;
+      if (best < 0) {
+        if (!AddBestRun(layers)) return false;
+        continue;
+      }
       layers = With(layers, best);
     }
     return true;
+  }
+
+  // No single layer frees in-flight bytes (each keeps an input as large as what it frees):
+  // adds the run of layers [i, j] outside `layers` that lowers the held bytes most per ms of
+  // its forward; false when none lowers them.
+  bool AddBestRun(std::vector<int>& layers) const {
+    const double held = HeldBytesOf(p, c, layers);
+    std::vector<int> best;
+    double best_ratio = 0;
+    for (int i = p.first; i <= p.last; ++i) {
+      std::vector<int> next = layers;
+      double ms = 0;
+      for (int j = i; j <= p.last && !In(layers, j) && May(j); ++j) {
+        next = With(std::move(next), j);
+        ms += c.forward_ms[j - p.first];
+        const double saved = held - HeldBytesOf(p, c, next);
+        const double ratio = ms > 0 ? saved / ms : std::numeric_limits<double>::infinity();
+        if (saved > 0 && (best.empty() || ratio > best_ratio)) best = next, best_ratio = ratio;
+      }
+    }
+    if (best.empty()) return false;
+    layers = std::move(best);
+    return true;
+  }
+
+  // Every subset of the layers that may re-compute (at most kExhaustiveLayers of them): the
+  // one with the least extra forward that fits, the first in subset order on ties.
+  std::optional<std::vector<int>> Exhaustive() const {
+    std::vector<int> may;
+    for (int l = p.first; l <= p.last; ++l)
+      if (May(l)) may.push_back(l);
+    std::optional<std::vector<int>> best;
+    double best_ms = 0;
+    for (unsigned mask = 0; mask < (1u << may.size()); ++mask) {
+      std::vector<int> layers;
+      for (size_t i = 0; i < may.size(); ++i)
+        if (mask >> i & 1) layers.push_back(may[i]);
+      const double ms = ExtraForwardMsOf(c, p.first, layers);
+      if ((!best || ms < best_ms) && Fits(layers)) best = std::move(layers), best_ms = ms;
+    }
+    return best;
   }
 
   // Drops the layers the stage fits without, the slowest first.
@@ -176,6 +220,9 @@ std::optional<std::vector<int>> ChooseRecomputeLayers(const RecomputeProblem& p)
   Chooser chooser{p, CostsOfLayers(p)};
   std::vector<int> layers;
   if (chooser.Fits(layers)) return layers;
+  int may = 0;
+  for (int l = p.first; l <= p.last; ++l) may += chooser.May(l) ? 1 : 0;
+  if (may <= kExhaustiveLayers) return chooser.Exhaustive();
   if (!chooser.AddUntilFits(layers)) {
     // The greedy stalled: the whole stage (every layer that may) as one segment.
     layers.clear();

@@ -58,14 +58,18 @@ double HeldBytesOf(const RecomputeProblem& p, const LayerCosts& c, const std::ve
 double ExtraForwardMsOf(const LayerCosts& c, int first, const std::vector<int>& layers);
 
 // Note [Choosing the layers that re-compute]
-// Greedy by saved bytes per forward millisecond: from no layer, add the layer that frees the
-// most bytes of the in-flight micro-batches per ms of its forward until the stage fits (the
-// one segment a whole backward rebuilds is paid once, by whichever segment is largest, so a
-// first layer may free nothing until a second joins it); when no layer frees more, the whole
+// A stage with at most kExhaustiveLayers layers that may re-compute tries every subset of
+// them (4096 at most, each costed from per-layer sums): the least extra forward that fits.
+// A larger one: greedy by saved bytes per forward millisecond: from no layer, add the layer that
+// frees the most bytes of the in-flight micro-batches per ms of its forward until the stage fits
+// (the one segment a whole backward rebuilds is paid once, by whichever segment is largest, so a
+// first layer may free nothing until a second joins it); when no single layer frees any, the
+// run of consecutive layers that lowers the held bytes most per ms; when none does, the whole
 // stage; then drop layers the stage
 // fits without (the slowest first), and swap a layer for a faster one while it still fits.
 // Returns the sorted layers (empty when the stage fits as it is), or nullopt when no choice
 // fits, all layers included.
+constexpr int kExhaustiveLayers = 12;
 std::optional<std::vector<int>> ChooseRecomputeLayers(const RecomputeProblem& p);
 
 }  // namespace dapple
