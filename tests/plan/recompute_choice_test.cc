@@ -48,6 +48,7 @@ std::optional<double> ExhaustiveBestMs(const RecomputeProblem& p) {
 // layers: choices found where the exhaustive search found one, and how many were its optimum.
 struct Tally {
   int cases = 0, feasible = 0, optimal = 0;
+  int missed = 0;    // stages where a choice fits but the chooser found none
   double worst = 1;  // the largest ratio of the chosen extra forward to the optimum
 };
 
@@ -85,7 +86,7 @@ Tally RunRandomStages(int trials, int min_layers, int spread, unsigned seed) {
     const std::optional<double> best = ExhaustiveBestMs(p);
     const std::optional<std::vector<int>> chosen = ChooseRecomputeLayers(p);
     if (!chosen) {
-      EXPECT_FALSE(best.has_value() && n <= kExhaustiveLayers) << "trial " << trial;
+      t.missed += best.has_value() ? 1 : 0;
       continue;
     }
     ++t.feasible;
@@ -106,15 +107,21 @@ Tally RunRandomStages(int trials, int min_layers, int spread, unsigned seed) {
 TEST(RecomputeChoice, SmallStagesGetTheExhaustiveOptimum) {
   const Tally t = RunRandomStages(400, 2, 9, 7);
   EXPECT_GT(t.feasible, t.cases / 2);
+  EXPECT_EQ(t.missed, 0);
   EXPECT_EQ(t.optimal, t.feasible);
 }
 
-// Beyond it the greedy: a choice that fits whenever one exists, near the optimum.
+// Beyond it the greedy: every choice fits, and on 24 random stages of 13-15 layers it finds
+// one on all but at most one where one exists, the optimum on more than half, and never
+// 1.5 times the optimum's extra forward.
 TEST(RecomputeChoice, LargerStagesGetAGreedyChoiceNearTheExhaustiveOptimum) {
   const Tally t = RunRandomStages(24, kExhaustiveLayers + 1, 3, 11);
-  std::printf("greedy: %d cases, %d feasible, %d optimal, worst %.3f x the optimum\n", t.cases,
-              t.feasible, t.optimal, t.worst);
+  std::printf("greedy: %d stages, %d choices, %d missed, %d optimal, worst %.3f x the optimum\n",
+              t.cases, t.feasible, t.missed, t.optimal, t.worst);
   EXPECT_GT(t.feasible, t.cases / 2);
+  EXPECT_LE(t.missed, 1);
+  EXPECT_GT(t.optimal, t.feasible / 2);
+  EXPECT_LT(t.worst, 1.5);
 }
 
 // Whether every device of the simulated plan fits its memory.

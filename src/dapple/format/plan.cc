@@ -49,8 +49,19 @@ void ResolveRecomputeLayers(const Profile& profile, const std::string& where, St
   }
 }
 
+// Whether the profile times any forward: the model's layer names alone (what `dapple train`
+// checks a plan against) cost nothing, so nothing about costing re-computation is checked.
+bool TimesForwards(const Profile& profile) {
+  for (const LayerProfile& layer : profile.layers) {
+    if (layer.forward_ms > 0) return true;
+    for (double ms : layer.forward_ms_by_batch)
+      if (ms > 0) return true;
+  }
+  return false;
+}
+
 // A stage's recompute_layers lie in the stage, and some of the layers that re-compute have
-// forward times (what re-computing them costs).
+// forward times (what re-computing them costs) when the profile times forwards at all.
 void CheckRecomputeLayers(const Plan& plan, const Profile& profile, const std::string& source,
                           int s) {
   const StagePlan& st = plan.stages[s];
@@ -63,7 +74,7 @@ void CheckRecomputeLayers(const Plan& plan, const Profile& profile, const std::s
           source, s, i, l, l < profile.num_layers() ? profile.layers[l].id : "?", st.first_layer,
           st.last_layer);
   }
-  if (!plan.RecomputesAny(s)) return;
+  if (!plan.RecomputesAny(s) || !TimesForwards(profile)) return;
   bool timed = false;
   for (int l : plan.RecomputedLayers(s)) {
     const LayerProfile& layer = profile.layers[l];

@@ -104,8 +104,10 @@ struct Chooser {
   bool In(const std::vector<int>& layers, int l) const {
     return std::binary_search(layers.begin(), layers.end(), l);
   }
+  // Per-layer sums round differently from the cost model's figures for a range: a choice
+  // within a relative 1e-12 of the budget fits.
   bool Fits(const std::vector<int>& layers) const {
-    return HeldBytesOf(p, c, layers) <= p.budget_bytes;
+    return HeldBytesOf(p, c, layers) <= p.budget_bytes * (1 + 1e-12);
   }
 
   // What the in-flight micro-batches hold, without the one rebuilt segment of a whole
