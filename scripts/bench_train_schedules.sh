@@ -15,9 +15,17 @@
 # processes, an 8-layer MLP (7 hidden layers) cut 4+4 for dapple-a and 2+2+2+2 into chunks
 # (fc0-1 and fc4-5 on process 0, fc2-3 and fc6-head on process 1); the same rounds, medians
 # and simulated ratio as ZB=1.
+# With VSHAPE=1: the V shapes zb-v, v-half and v-min vs dapple-a on the same model and 2
+# processes, the chunks in a V (fc0-1 and fc6-head on process 0, fc2-3 and fc4-5 on
+# process 1); the same rounds, medians and simulated ratios.
 set -euo pipefail
 bin=${1:-build/tools/dapple/dapple}
-if [[ ${INTERLEAVED:-0} == 1 ]]; then
+if [[ ${INTERLEAVED:-0} == 1 || ${VSHAPE:-0} == 1 ]]; then
+  if [[ ${VSHAPE:-0} == 1 ]]; then
+    chunked="zb-v v-half v-min"
+  else
+    chunked="interleaved"
+  fi
   M=${2:-8}
   steps=${3:-8}
   m=${GBS_PER_MB:-16}
@@ -33,41 +41,47 @@ if [[ ${INTERLEAVED:-0} == 1 ]]; then
 {"format": "dapple-plan/1", "micro_batch_size": $m, "num_micro_batches": $M,
  "schedule": "dapple-a", "stages": [$(stage fc0 fc3 0), $(stage fc4 head 1)]}
 JSON
-  cat >"$tmp/interleaved.json" <<JSON
+  for s in $chunked; do
+    # Chunk 2 and 3 on processes 0 and 1 (interleaved) or 1 and 0 (in a V).
+    c2=0 c3=1
+    [[ $s == interleaved ]] || { c2=1 c3=0; }
+    cat >"$tmp/$s.json" <<JSON
 {"format": "dapple-plan/1", "micro_batch_size": $m, "num_micro_batches": $M,
- "schedule": "interleaved", "virtual_stages": 2,
- "stages": [$(stage fc0 fc1 0), $(stage fc2 fc3 1), $(stage fc4 fc5 0), $(stage fc6 head 1)]}
+ "schedule": "$s", "virtual_stages": 2,
+ "stages": [$(stage fc0 fc1 0), $(stage fc2 fc3 1), $(stage fc4 fc5 $c2), $(stage fc6 head $c3)]}
 JSON
-  for s in dapple-a interleaved; do
+  done
+  for s in dapple-a $chunked; do
     "$bin" simulate --profile "$tmp/profile.json" --cluster local --plan "$tmp/$s.json" \
       --json >"$tmp/sim-$s.json"
   done
   for r in $(seq "$rounds"); do
-    for s in dapple-a interleaved; do
+    for s in dapple-a $chunked; do
       # shellcheck disable=SC2086
       "$bin" train --model mlp $model_opts --plan "$tmp/$s.json" --steps "$steps" \
         --nproc 2 --log-json --quiet --data synthetic >"$tmp/t-$s-$r.out"
     done
   done
-  python3 - "$tmp" "$rounds" "$M" "$m" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+  python3 - "$tmp" "$rounds" "$M" "$m" "$(cut -d' ' -f1-3 /proc/loadavg)" $chunked <<'PY'
 import json, statistics, sys
 tmp, rounds, M, m, load = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+chunked = sys.argv[6:]
 def summary(path):
     for line in open(path):
         if line.startswith('{') and 'summary' in line:
             return json.loads(line)['summary']
 print(f"M = {M} micro-batches of {m}, 2 processes, {rounds} rounds, load after: {load}")
 ms, peaks = {}, {}
-for s in ("dapple-a", "interleaved"):
+for s in ["dapple-a"] + chunked:
     runs = [summary(f"{tmp}/t-{s}-{r}.out") for r in range(1, rounds + 1)]
     ms[s] = statistics.median(x["step_ms"] for x in runs)
     peaks[s] = [st["peak_live_micro_batches"] for st in runs[0]["stages"]]
 sim = {s: json.load(open(f"{tmp}/sim-{s}.json"))["iteration_ms"] for s in ms}
-print(f"{'dapple-a ms':>12} {'interleaved ms':>15} {'measured a/int':>15} {'simulated a/int':>16}"
-      "  peak live mb per group (dapple-a | interleaved, in chunk-micro-batches)")
-print(f"{ms['dapple-a']:12.2f} {ms['interleaved']:15.2f} {ms['dapple-a'] / ms['interleaved']:15.3f} "
-      f"{sim['dapple-a'] / sim['interleaved']:16.3f}  {peaks['dapple-a']} | {peaks['interleaved']}")
-print(f"simulated ms: dapple-a {sim['dapple-a']:.2f}, interleaved {sim['interleaved']:.2f}")
+print(f"{'schedule':>12} {'measured ms':>12} {'simulated ms':>13} {'measured a/s':>13} "
+      f"{'simulated a/s':>14}  peak live mb per group (chunk-micro-batches)")
+for s in ["dapple-a"] + chunked:
+    print(f"{s:>12} {ms[s]:12.2f} {sim[s]:13.2f} {ms['dapple-a'] / ms[s]:13.3f} "
+          f"{sim['dapple-a'] / sim[s]:14.3f}  {peaks[s]}")
 PY
   exit 0
 fi

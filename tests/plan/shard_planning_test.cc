@@ -49,7 +49,7 @@ bool AnyShards(const Plan& p) {
 }
 
 TEST(ShardPlanning, ShardsWhenOnlySharingTheStateFits) {
-  ShardProblem problem(320e6, 0);
+  ShardProblem problem(380e6, 0);
   PlanResult r = problem.Plan();
   ASSERT_TRUE(r.plan) << r.reason;
   AnalyticCostModel cost(problem.profile, problem.cluster);
@@ -66,7 +66,7 @@ TEST(ShardPlanning, ShardsWhenOnlySharingTheStateFits) {
   SimOptions with_timeline;
   with_timeline.record_timeline = true;
   SimResult sim = SimulatePlan(p, cost, with_timeline);
-  for (const DeviceStats& d : sim.devices) EXPECT_LE(d.peak_memory_bytes, 320e6);
+  for (const DeviceStats& d : sim.devices) EXPECT_LE(d.peak_memory_bytes, 380e6);
   EXPECT_DOUBLE_EQ(sim.iteration_ms, p.estimate->iteration_ms);
   // The timeline: an all-gather after each sharded replica's update.
   int all_gathers = 0, sharded_devices = 0;
@@ -118,9 +118,10 @@ TEST(ShardPlanning, SimulatedCollectivesAreWhatTheRuntimeSends) {
   EXPECT_DOUBLE_EQ(sharded.stages[0].update_ms, whole.stages[0].update_ms / 4);
   EXPECT_NEAR(sharded.iteration_ms - whole.iteration_ms, -whole.stages[0].update_ms * 3 / 4,
               1e-9 * whole.iteration_ms);
-  // Memory: weights and gradients whole, the two moments a quarter.
+  // Memory: weights, gradients and the reduce-scatter's receive buffers whole, the two
+  // moments a quarter.
   EXPECT_DOUBLE_EQ(whole.devices[0].static_memory_bytes, 400e6);
-  EXPECT_DOUBLE_EQ(sharded.devices[0].static_memory_bytes, 250e6);
+  EXPECT_DOUBLE_EQ(sharded.devices[0].static_memory_bytes, 350e6);
 }
 
 }  // namespace

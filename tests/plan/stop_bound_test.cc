@@ -1,4 +1,4 @@
-// BoundedRun (sim/simulator.h; Note [Stopping above a time] in sim/stop_bound.cc), through
+// BoundedRun (plan/search/bounded_run.h; Note [Stopping above a time] in stop_bound.cc), through
 // the planner's question SimulateSlowerThan (plan/search/slower_than.h): the bound a
 // run stops with never exceeds the time the whole run gives, so a run asked whether a plan
 // is faster than its own time (plus 1e-6) never stops and gives that time, and one asked

@@ -1,10 +1,14 @@
-// Note [Twin replicas] (sim/event_engine.cc): the engine runs only the first replica of a
-// stage whose replicas cost the same and copies its results to the others. A run that
-// records a timeline runs every replica; on the plans of random problems (fake costs, the
-// analytic model, mixed devices; every schedule, overlap and re-computation on or off,
-// interleaving) both give every figure of the result equal to the last bit.
+// Note [Twin replicas] (sim/event_engine.cc): the planner's BoundedRun (plan/search/
+// bounded_run.h) runs only the first replica of a stage whose replicas cost the same and
+// copies its results to the others; the plain Simulate runs every replica. On the plans of random
+// problems (fake costs, the analytic model, mixed devices; every schedule, overlap and
+// re-computation on or off, interleaving) both give every figure of the result equal to the last
+// bit.
 #include <gtest/gtest.h>
 
+#include <limits>
+
+#include "dapple/plan/search/bounded_run.h"
 #include "dapple/sim/simulator.h"
 #include "random_mixed_problems.h"
 #include "random_plans.h"
@@ -30,8 +34,10 @@ TEST(TwinReplicas, RunningTheFirstGivesWhatRunningEachGives) {
   for (unsigned seed = 0; seed < 30; ++seed) {
     auto p = testing::MakeRandomProblemOfAnyKind(seed);
     for (const Plan& plan : testing::PlansOf(*p)) {
-      const SimResult once = SimulatePlan(plan, *p->cost, SimOptions{.record_timeline = false});
-      const SimResult each = SimulatePlan(plan, *p->cost, SimOptions{.record_timeline = true});
+      const Schedule lowered = LoweredSchedule(plan);
+      const SimResult once =
+          BoundedRun(plan, ViewOf(lowered), *p->cost).Run(std::numeric_limits<double>::infinity());
+      const SimResult each = SimulatePlan(plan, *p->cost);
       const std::string what = p->description + ", " + ToString(plan.schedule) + ", m " +
                                std::to_string(plan.micro_batch_size) + ", " +
                                std::to_string(plan.num_stages()) + " stages";

@@ -290,11 +290,15 @@ double AnalyticCostModel::StaticMemoryBytes(int first, int last) const {
   return (param_prefix_[last + 1] - param_prefix_[first]) * options_.state_factor;
 }
 
+// Weights and gradients whole, the state beyond them 1/r, and the reduce-scatter's receive
+// buffers, as large as the gradients at the end of the last backward (Note [Optimizer
+// sharding] in runtime/sharded_optimizer.h); never more than unsharded.
 double AnalyticCostModel::ShardedStaticMemoryBytes(int first, int last, int replicas) const {
   CheckRange(first, last);
-  const double whole = std::min(options_.state_factor, 2.0);  // weights and gradients
-  return (param_prefix_[last + 1] - param_prefix_[first]) *
-         (whole + (options_.state_factor - whole) / std::max(replicas, 1));
+  const double sf = options_.state_factor;
+  const double whole = std::min(sf, 2.0);  // weights and gradients
+  const double factor = std::min(sf, whole + 1.0 + (sf - whole) / std::max(replicas, 1));
+  return (param_prefix_[last + 1] - param_prefix_[first]) * factor;
 }
 
 double AnalyticCostModel::ActivationBytes(int first, int last, double samples) const {

@@ -223,6 +223,28 @@ CommWork Communicator::Recv(const torch::Tensor& t, int peer, uint32_t tag, std:
   }
 }
 
+CommWork Communicator::SendInGroup(const torch::Tensor& t, const std::string& group, int member,
+                                   uint32_t tag, std::string what) {
+  DAPPLE_CHECK(t.is_contiguous());
+  std::vector<torch::Tensor> v{t};
+  try {
+    return CommWork(Group(group).send(v, member, static_cast<int>(tag)), v, std::move(what));
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("{}: send failed: {}", what, FirstLine(e)));
+  }
+}
+
+CommWork Communicator::RecvInGroup(const torch::Tensor& t, const std::string& group, int member,
+                                   uint32_t tag, std::string what) {
+  DAPPLE_CHECK(t.is_contiguous());
+  std::vector<torch::Tensor> v{t};
+  try {
+    return CommWork(Group(group).recv(v, member, static_cast<int>(tag)), v, std::move(what));
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("{}: receive failed: {}", what, FirstLine(e)));
+  }
+}
+
 void Communicator::CreateGroup(const std::string& name, const std::vector<int>& ranks) {
   DAPPLE_CHECK(!name.empty() && !groups_.count(name));
   int me = -1;

@@ -138,6 +138,14 @@ class Communicator {
   CommWork Send(const torch::Tensor& t, int peer, uint32_t tag, std::string what);
   CommWork Recv(const torch::Tensor& t, int peer, uint32_t tag, std::string what);
 
+  // The same inside group `group`: `member` is the peer's index in it, and the group's tags
+  // are its own (its connections carry nothing of the world's point-to-point traffic).
+  // Not to oneself.
+  CommWork SendInGroup(const torch::Tensor& t, const std::string& group, int member, uint32_t tag,
+                       std::string what);
+  CommWork RecvInGroup(const torch::Tensor& t, const std::string& group, int member, uint32_t tag,
+                       std::string what);
+
   // Creates sub-group `name` over `ranks` (ascending global ranks). Must be called by
   // exactly the member ranks, each with the same name and ranks; a rank that is not a
   // member must not call it.

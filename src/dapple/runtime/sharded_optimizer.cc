@@ -87,16 +87,24 @@ std::pair<double, double> ShardedOptimizer::Step(const std::string& what,
                                                  std::chrono::milliseconds timeout) {
   optimizer_->step();
   const double start = NowMs();
-  // One part at a time: Gloo's allgather holds a flat copy of its output while it runs, so
-  // the memory it takes beside the parameters stays within one bucket.
+  // A ring all-gather in place (Note [Optimizer sharding]): at step t of r - 1, replica k
+  // sends shard (k - t) mod r of each part to replica k + 1 and receives shard (k - t - 1)
+  // mod r from replica k - 1 into its place in the parameter buffer.
   const Deadline deadline(timeout);  // Note [One deadline per wait chain]
+  const int next = (replica_ + 1) % replicas_, prev = (replica_ + replicas_ - 1) % replicas_;
   for (size_t k = 0; k < param_flats_.size(); ++k) {
     const torch::Tensor& flat = param_flats_[k];
     const int64_t c = flat.numel() / replicas_;
-    std::vector<torch::Tensor> outputs;
-    for (int j = 0; j < replicas_; ++j) outputs.push_back(flat.narrow(0, j * c, c));
-    comm_.AllGatherAsync(outputs, outputs[replica_], group_, fmt::format("{} (part {})", what, k))
-        .Wait(deadline);
+    for (int t = 0; t + 1 < replicas_; ++t) {
+      const int sent = (replica_ - t + replicas_) % replicas_;
+      const int got = (replica_ - t - 1 + 2 * replicas_) % replicas_;
+      const uint32_t tag = static_cast<uint32_t>(k * replicas_ + t);
+      const std::string step = fmt::format("{} (part {}, ring step {})", what, k, t);
+      CommWork send = comm_.SendInGroup(flat.narrow(0, sent * c, c), group_, next, tag, step);
+      CommWork recv = comm_.RecvInGroup(flat.narrow(0, got * c, c), group_, prev, tag, step);
+      send.Wait(deadline);
+      recv.Wait(deadline);
+    }
   }
   const double end = NowMs();
   optimizer_->zero_grad();  // the shards' and the other parameters' gradients

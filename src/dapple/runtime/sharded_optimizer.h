@@ -23,13 +23,14 @@
 //   With weight decay on matrices only, buckets keep matrices and the rest in separate
 //   parts, and a matrix part's shard is shaped 1 x n so that MakeOptimizer's rule (2 or more
 //   dimensions: decayed) groups it as its parameters.
-// - All-gather. Gloo's allgather (a ring: (r-1)/r of the buffer per replica) brings every
-//   replica's updated shard into every replica's parameter buffer, after the step and before
-//   the next forward (event "AG" inside STEP), one part at a time: Gloo holds a flat copy of
-//   the output while it runs. Reduce-scatter plus all-gather send the bytes of one ring
-//   allreduce. So the saving in resident memory, 1 - 1/r of the state, is less the
-//   transient buffers: up to the stage's gradient bytes of receive buffers at the end of the
-//   last backward, and one part's bytes during the all-gather.
+// - All-gather. A ring of sends and receives inside the stage's group ((r-1)/r of the
+//   buffer per replica) brings every replica's updated shard into every replica's parameter
+//   buffer, in place, after the step and before the next forward (event "AG" inside STEP).
+//   Gloo's own allgather would hold a flat copy of its output while it runs (a part's bytes
+//   more). Reduce-scatter plus all-gather send the bytes of one ring allreduce. So the
+//   saving in resident memory, 1 - 1/r of the state, is less the receive buffers of the
+//   reduce-scatter: up to the stage's gradient bytes at the end of the last backward, which
+//   the cost model charges (ShardedStaticMemoryBytes).
 // - Clipping: each replica counts the norm of its shards' reduced gradients, replica 0 that
 //   of the parameters outside the buckets (GradClipper::UseShards).
 // - Checkpoints hold each parameter's whole state, so they do not depend on the plan: Export

@@ -4,12 +4,11 @@
 #include <vector>
 
 #include "dapple/sim/event_engine.h"
-#include "dapple/sim/stop_bound.h"
 #include "dapple/sim/waiting_transfers.h"
 
 namespace dapple::internal {
 
-// clock, done and last_backward_end (DeviceProgress) are what StopBound reads.
+// clock, done and last_backward_end (DeviceProgress) are what a RunWatcher reads.
 struct DeviceState : DeviceProgress {
   double busy = 0;
   double bytes = 0, peak_bytes = 0;
@@ -68,10 +67,10 @@ struct Scratch {
   std::vector<char> resource_busy;
   std::vector<int> runnable;
   std::vector<int> receiver_stage;  // per route
+  std::vector<int> watched_pc;      // per group (Note [Watching a run] in event_engine.h)
   // Transfers that hold resources, ready (now or later) and not started.
   WaitingTransfers waiting;
   FinishQueue queue;
-  StopBound bound;  // with stop_above_ms (Note [Stopping above a time] in stop_bound.cc)
 };
 
 // Throws dapple::Error naming the devices (stage, replica, pc, instruction; the first

@@ -6,7 +6,6 @@
 
 #include "dapple/common/error.h"
 #include "dapple/sim/engine_state.h"
-#include "dapple/sim/simulator.h"
 
 namespace dapple::internal {
 namespace {
@@ -24,8 +23,9 @@ namespace {
 // that came after the finishes of the same instant.)
 
 // Note [Twin replicas]
-// Replicas of a stage that cost the same (same device kind and slice size: Simulate sets
-// EngineStage::twins) run the same list, receive the same transfers (one per boundary and
+// Replicas of a stage that cost the same (same device kind and slice size; the setup marks
+// them in EngineStage::twins when its caller asks, PrepareOptions::twins: the planner's
+// BoundedRun, never the plain Simulate) run the same list, receive the same transfers (one per boundary and
 // micro-batch, for all of them), reach the allreduce at the same time and leave it
 // together: each replica computes exactly what the first computes, the same sums in the
 // same order. So the engine runs only the first replica of such a stage, counts its send
@@ -51,10 +51,11 @@ class Engine {
         resource_busy_(scratch.resource_busy),
         runnable_(scratch.runnable),
         receiver_stage_(scratch.receiver_stage),
+        watched_pc_(scratch.watched_pc),
         waiting_(scratch.waiting),
         queue_(scratch.queue),
-        bound_(scratch.bound),
-        stopping_(s.stop_above_ms < std::numeric_limits<double>::infinity() && s.op_scale.empty()),
+        stopping_(s.watcher && s.stop_above_ms < std::numeric_limits<double>::infinity() &&
+                  s.op_scale.empty()),
         scaled_(!s.op_scale.empty()),
         resume_ms_(s.resume_ms) {
     dev_.assign(s.devices.size(), DeviceState{});
@@ -77,7 +78,8 @@ class Engine {
                    "twin replicas with a timeline or op_scale");
     running_ = 0;
     for (const EngineStage& st : s.stages) running_ += RunReplicas(st);
-    if (stopping_) bound_.Prepare(s);
+    watched_pc_.assign(S_, -1);
+    if (stopping_) s.watcher->Prepare(s, watched_pc_);
     until_bound_ = running_;
     if (!s.op_scale.empty()) {
       DAPPLE_CHECK(s.op_scale.size() == s.devices.size());
@@ -102,8 +104,7 @@ class Engine {
         // Every `running_` times a device stops running: O(1) per stop on average.
         if (stopping_ && --until_bound_ == 0) {
           until_bound_ = running_;
-          const double bound =
-              bound_.Bound([&](int k) -> const DeviceProgress& { return dev_[k]; });
+          const double bound = s_.watcher->Bound(dev_);
           if (ProvesLonger(bound, s_.stop_above_ms)) {
             EngineResult r;
             r.stopped = true;
@@ -216,7 +217,7 @@ class Engine {
       dv.peak_in_flight = std::max(dv.peak_in_flight, ++dv.in_flight);
       return;
     }
-    if (stopping_ && bound_.IsLastBackward(d, pc)) dv.last_backward_end = clock;
+    if (pc == watched_pc_[s_.devices[d].stage]) dv.last_backward_end = clock;
     if (in.op == Op::kInputGrad) {
       dv.bytes += cost.rebuilt_bytes;
       dv.peak_bytes = std::max(dv.peak_bytes, dv.bytes);
@@ -445,10 +446,10 @@ class Engine {
   std::vector<char>& resource_busy_;
   std::vector<int>& runnable_;
   std::vector<int>& receiver_stage_;  // ReceiverStageOf per route, without its modulo
+  std::vector<int>& watched_pc_;      // per group, from the watcher (-1: none)
   WaitingTransfers& waiting_;
   FinishQueue& queue_;
-  StopBound& bound_;
-  const bool stopping_;     // Note [Stopping above a time] in stop_bound.cc
+  const bool stopping_;     // Note [Watching a run] in event_engine.h
   const bool scaled_;       // !s_.op_scale.empty()
   const double resume_ms_;  // s_.resume_ms
   size_t running_ = 0;      // devices the engine runs (Note [Twin replicas])

@@ -68,6 +68,40 @@ struct EngineRoute {
   std::vector<int> resources;  // dense ids in [0, num_resources)
 };
 
+struct EngineSetup;
+struct DeviceState;
+
+// Where a device stands in its list, as a RunWatcher reads it.
+struct DeviceProgress {
+  double clock = 0;  // its clock (when blocked: when it reached the blocking instruction)
+  double done = 0;   // listed costs of the instructions it ran
+  double last_backward_end = -1;  // when its watched instruction ended; -1: not run yet
+};
+
+// Note [Watching a run]
+// A caller that only asks whether a run ends after some time t may watch it and stop it
+// early. The engine records each device's progress (DeviceProgress); every `n` times a
+// device stops running, n the devices it runs, it asks the watcher for a lower bound of
+// when the last device ends, and stops when that bound ProvesLonger than t. How the bound
+// is made is the watcher's (the planner's search: plan/search/stop_bound.h); the engine
+// only keeps the progress and asks. Not with op_scale (shared compute).
+class RunWatcher {
+ public:
+  virtual ~RunWatcher() = default;
+  // Before a run of `setup` (which outlives the run): per device group, the pc whose end
+  // the engine records in DeviceProgress::last_backward_end (-1: none).
+  virtual void Prepare(const EngineSetup& setup, std::vector<int>& watched_pc) = 0;
+  // A lower bound of when the last device ends, from every device's progress (indexed like
+  // setup.devices; a DeviceState is a DeviceProgress, engine_state.h).
+  virtual double Bound(const std::vector<DeviceState>& devices) const = 0;
+};
+
+// Whether a lower bound of a run's time proves it longer than `t`: by a relative 1e-9, so
+// that the rounding of the bound's sums does not stop a run that would end just at t.
+// The engine stops by it; the planner's memo reuses a stopped run for a later question
+// by it.
+inline bool ProvesLonger(double bound_ms, double t) { return bound_ms > t * (1 + 1e-9); }
+
 struct EngineSetup {
   int num_stages = 0;  // device groups
   int num_micro_batches = 0;
@@ -92,13 +126,15 @@ struct EngineSetup {
   // A device that waits at a receive goes on wake_ms after the transfer finished (Note
   // [Waking up on shared cores] in event_engine.cc); one that finds it finished pays nothing.
   double wake_ms = 0;
-  // Note [Stopping above a time] (stop_bound.cc): when finite (and op_scale is empty), the run may
-  // stop as soon as it proves that a device ends later than stop_above_ms; EngineResult::stopped
-  // then says so and nothing else of the result is filled.
+  // Note [Watching a run]: with a watcher and a finite stop_above_ms (and op_scale empty),
+  // the run may stop as soon as the watcher's bound proves that a device ends later than
+  // stop_above_ms; EngineResult::stopped then says so and nothing else of the result is
+  // filled. The watcher must outlive the run.
+  RunWatcher* watcher = nullptr;
   double stop_above_ms = std::numeric_limits<double>::infinity();
   // False: every transfer runs as soon as it is ready, whatever its resources hold (Note
-  // [Runs without contention] in simulator.cc): no time of such a run is later than the same
-  // setup's contended run gives.
+  // [Runs without contention] in plan/search/bounded_run.cc): no time of such a run is later than
+  // the same setup's contended run gives.
   bool contended = true;
   // When not empty, device d's clock starts at start_ms[d] instead of 0 (the next iteration
   // of a steady state: SimulateSteadyState).

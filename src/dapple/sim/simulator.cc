@@ -1,6 +1,6 @@
 // Simulate / SimulatePlan: turns a plan, its lowered schedule and a cost model into the
-// engine's setup (per-device costs, per-boundary transfer routes) and its result into
-// SimResult (docs/schedules.md, "Simulator").
+// engine's setup (per-device costs, per-boundary transfer routes; prepared_run.h) and its
+// result into SimResult (docs/schedules.md, "Simulator").
 #include "dapple/sim/simulator.h"
 
 #include <fmt/format.h>
@@ -17,11 +17,10 @@
 #include "dapple/sim/emulation/shared_compute.h"
 #include "dapple/sim/event_engine.h"
 #include "dapple/sim/global_norm.h"
+#include "dapple/sim/prepared_run.h"
 
-namespace dapple {
-namespace {
+namespace dapple::internal {
 
-// The plan and the lists agree on S, v and M, and the lists are simulable (CheckSimulable).
 void CheckShape(const Plan& plan, const ScheduleView& lowered, bool checked) {
   DAPPLE_CHECK(lowered.num_stages * lowered.num_chunks == plan.num_stages(),
                "schedule and plan stages differ");
@@ -33,33 +32,20 @@ void CheckShape(const Plan& plan, const ScheduleView& lowered, bool checked) {
   if (!checked) CheckSimulable(lowered);
 }
 
+namespace {
+
 // Dense ids for the cost model's opaque resource ids.
 int Dense(std::unordered_map<int, int>& ids, int id) {
   return ids.emplace(id, static_cast<int>(ids.size())).first->second;
 }
 
-}  // namespace
-
-// What Simulate builds before it runs the engine, and keeps to fill the result after. Not in
-// the anonymous namespace: BoundedRun::State (declared in the header) holds one.
-struct Prepared {
-  internal::EngineSetup setup;
-  SimResult result;                  // its stages' figures, filled as the setup is made
-  std::vector<double> static_bytes;  // per group
-  std::vector<double>
-      recompute_extra;             // per device: the activations a re-computing backward rebuilds
-  std::vector<int> bucket_stages;  // the groups with bucketed allreduces (timeline tracks)
-};
-
-namespace {
-
 // Replica j of group s: its costs per chunk, its update and when its buckets are ready.
 // A replica of the kind of the one before with a slice of the same size costs the same
 // (CostModel::DeviceKind): its costs are copied (wide stages of the planner).
 void AddReplica(const Plan& plan, const CostModel& cost, int s, int j,
-                const std::vector<std::vector<GradBucket>>& buckets, bool split, Prepared& p) {
-  internal::EngineSetup& setup = p.setup;
-  internal::EngineStage& es = setup.stages[s];
+                const std::vector<std::vector<GradBucket>>& buckets, bool split, PreparedRun& p) {
+  EngineSetup& setup = p.setup;
+  EngineStage& es = setup.stages[s];
   const int S = setup.num_stages, v = setup.num_chunks;
   const StagePlan& sp = plan.stages[s];
   const int dev = sp.devices[j];
@@ -67,16 +53,16 @@ void AddReplica(const Plan& plan, const CostModel& cost, int s, int j,
     ThrowInput("plan: stage {} device {} outside the cluster's {} devices", s, dev,
                cost.num_devices());
   const double samples = static_cast<double>(SliceOf(plan.micro_batch_size, es.replicas, j).size());
-  internal::EngineDevice ed;
+  EngineDevice ed;
   ed.stage = s;
   ed.replica = j;
   ed.first_cost = static_cast<int>(setup.costs.size());
   if (j > 0 && cost.DeviceKind(dev) == cost.DeviceKind(sp.devices[j - 1]) &&
       SliceOf(plan.micro_batch_size, es.replicas, j - 1).size() ==
           SliceOf(plan.micro_batch_size, es.replicas, j).size()) {
-    const internal::EngineDevice& before = setup.devices.back();
+    const EngineDevice& before = setup.devices.back();
     for (int c = 0; c < v; ++c) {
-      const internal::EngineChunkCost same = setup.costs[before.first_cost + c];
+      const EngineChunkCost same = setup.costs[before.first_cost + c];
       setup.costs.push_back(same);
     }
     ed.step_ms = before.step_ms;
@@ -94,7 +80,7 @@ void AddReplica(const Plan& plan, const CostModel& cost, int s, int j,
     const int vs = VirtualStageOf(s, c, S, setup.v_shape);
     const StagePlan& cp = plan.stages[vs];
     const int a = cp.first_layer, z = cp.last_layer;
-    internal::EngineChunkCost& cc = setup.costs[ed.first_cost + c];
+    EngineChunkCost& cc = setup.costs[ed.first_cost + c];
     cc.forward_ms = cost.ForwardMs(a, z, samples, dev);
     // Re-computation runs the forward of the layers that re-compute again right before
     // each backward (Note [Re-computation per layer] in runtime/recompute_segments.cc).
@@ -144,12 +130,12 @@ void AddReplica(const Plan& plan, const CostModel& cost, int s, int j,
 // Note [Twin replicas] (event_engine.cc): a stage whose every replica copies the costs of
 // the one before runs once when `may_twin`.
 void AddStage(const Plan& plan, const ScheduleView& lowered, const ListsChecked* checked,
-              const CostModel& cost, int s, bool may_twin, Prepared& p) {
-  internal::EngineSetup& setup = p.setup;
+              const CostModel& cost, int s, bool may_twin, PreparedRun& p) {
+  EngineSetup& setup = p.setup;
   const int S = setup.num_stages, v = setup.num_chunks;
   const StagePlan& sp = plan.stages[s];
   if (sp.devices.empty()) ThrowInput("plan: stage {} has no devices", s);
-  internal::EngineStage& es = setup.stages[s];
+  EngineStage& es = setup.stages[s];
   const std::vector<Instruction>& program = *lowered.programs[s];
   es.program = program.data();
   es.length = static_cast<int>(program.size());
@@ -195,8 +181,8 @@ void AddStage(const Plan& plan, const ScheduleView& lowered, const ListsChecked*
 // transfer, so it holds the links and ports of that direction (full duplex: activations
 // and gradients do not contend). Then the timeline tracks of the bucketed allreduces,
 // after the devices and the links.
-void AddRoutes(const Plan& plan, const CostModel& cost, Prepared& p) {
-  internal::EngineSetup& setup = p.setup;
+void AddRoutes(const Plan& plan, const CostModel& cost, PreparedRun& p) {
+  EngineSetup& setup = p.setup;
   const int S = setup.num_stages, V = S * setup.num_chunks;
   const double m = plan.micro_batch_size;
   std::unordered_map<int, int> resource_ids;
@@ -213,7 +199,7 @@ void AddRoutes(const Plan& plan, const CostModel& cost, Prepared& p) {
   }
   setup.num_resources = static_cast<int>(resource_ids.size());
   for (int s = 0; s < S; ++s) {
-    internal::EngineStage& es = setup.stages[s];
+    EngineStage& es = setup.stages[s];
     if (es.bucket_ms.empty()) continue;
     es.bucket_track = static_cast<int>(setup.devices.size()) + 2 * (V - 1) +
                       static_cast<int>(p.bucket_stages.size());
@@ -221,22 +207,22 @@ void AddRoutes(const Plan& plan, const CostModel& cost, Prepared& p) {
   }
 }
 
-// One run of the engine; with emulated devices, the run whose compute stretches settled.
-internal::EngineResult RunOnce(internal::EngineSetup& setup, const CostModel& cost) {
+}  // namespace
+
+EngineResult RunOnce(EngineSetup& setup, const CostModel& cost) {
   const EmulationCosts* emulation = cost.Emulation();
-  return emulation ? internal::RunWithSharedCompute(setup, emulation->SharedCompute())
-                   : internal::RunEngine(setup);
+  return emulation ? RunWithSharedCompute(setup, emulation->SharedCompute()) : RunEngine(setup);
 }
 
-// The engine's setup for `plan` on `lowered`: S device groups of v chunks each;
+// S device groups of v chunks each;
 // plan.stages[c * S + g] is chunk c of group g (Note [Chunks] in schedule.h), or
 // plan.stages[2S - 1 - g] its chunk 1 in a V (Note [V placement]). With v = 1 the groups
 // are the plan's stages.
-Prepared Prepare(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
-                 const SimOptions& options, const ListsChecked* checked) {
+PreparedRun Prepare(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
+                    const PrepareOptions& options, const ListsChecked* checked) {
   const int S = lowered.num_stages, v = lowered.num_chunks;
-  Prepared p;
-  internal::EngineSetup& setup = p.setup;
+  PreparedRun p;
+  EngineSetup& setup = p.setup;
   setup.num_stages = S;
   setup.num_micro_batches = plan.num_micro_batches;
   setup.num_chunks = v;
@@ -247,43 +233,23 @@ Prepared Prepare(const Plan& plan, const ScheduleView& lowered, const CostModel&
   p.static_bytes.assign(S, 0.0);
   const EmulationCosts* emulation = cost.Emulation();
   // Twins: not with a timeline nor with emulated devices (op_scale).
-  const bool may_twin = !options.record_timeline && !emulation;
+  const bool may_twin = options.twins && !options.record_timeline && !emulation;
   for (int s = 0; s < S; ++s) AddStage(plan, lowered, checked, cost, s, may_twin, p);
   AddRoutes(plan, cost, p);
-  if (emulation) internal::AddEmulationTerms(plan, *emulation, setup);
+  if (emulation) AddEmulationTerms(plan, *emulation, setup);
   return p;
 }
 
-// Note [Runs without contention]
-// In a run without contention every transfer starts when it is ready. Each time in such
-// a run is a max of sums over the same instructions as in the contended run, where a
-// transfer starts at its ready time or later, and rounding is monotone, so no time of it
-// is later than the contended run's: when it proves the plan slower than t (by its end or
-// by its own stop bound), so would the contended run. Without links to take in turn it
-// skips the waiting list and the queue of finishes, so it costs less. Not with shared
-// compute, whose stretching is not monotone in the start times.
-// Returns the bound that proves the plan slower, if the run without contention proves it.
-std::optional<double> UncontendedProof(internal::EngineSetup& setup) {
-  setup.contended = false;
-  const internal::EngineResult free = internal::RunEngine(setup);
-  setup.contended = true;
-  double bound = free.bound_ms;
-  if (!free.stopped)
-    for (const auto& d : free.devices) bound = std::max(bound, d.end_ms);
-  if (free.stopped || ProvesLonger(bound, setup.stop_above_ms)) return bound;
-  return std::nullopt;
-}
-
 // The whole run's figures: iteration time, per-device busy, bubble and memory, speedup.
-void FillDevices(const Plan& plan, const CostModel& cost, const Prepared& p,
-                 const internal::EngineResult& run, SimResult& result) {
+void FillDevices(const Plan& plan, const CostModel& cost, const PreparedRun& p,
+                 const EngineResult& run, SimResult& result) {
   const int D = static_cast<int>(p.setup.devices.size());
   for (const auto& d : run.devices) result.iteration_ms = std::max(result.iteration_ms, d.end_ms);
   result.devices.resize(D);
   double bubble_sum = 0;
   for (int d = 0; d < D; ++d) {
-    const internal::EngineDevice& ed = p.setup.devices[d];
-    const internal::EngineDeviceResult& rd = run.devices[d];
+    const EngineDevice& ed = p.setup.devices[d];
+    const EngineDeviceResult& rd = run.devices[d];
     DeviceStats& ds = result.devices[d];
     ds.device = plan.stages[ed.stage].devices[ed.replica];
     ds.stage = ed.stage;
@@ -306,7 +272,12 @@ void FillDevices(const Plan& plan, const CostModel& cost, const Prepared& p,
     result.stages[s].allreduce_exposed_ms = run.allreduce_exposed_ms[s];
 }
 
-void FillTimeline(const Plan& plan, Prepared& p, internal::EngineResult& run) {
+}  // namespace dapple::internal
+
+namespace dapple {
+namespace {
+
+void FillTimeline(const Plan& plan, internal::PreparedRun& p, internal::EngineResult& run) {
   const int S = p.setup.num_stages, v = p.setup.num_chunks, V = S * v;
   Timeline& t = p.result.timeline;
   t.title = fmt::format("simulated: {}, {} stages, {} micro-batches", ToString(plan.schedule), S,
@@ -345,103 +316,30 @@ void FillTimeline(const Plan& plan, Prepared& p, internal::EngineResult& run) {
 
 }  // namespace
 
-void CheckSimulable(const ScheduleView& lowered) {
-  const int S = lowered.num_stages, M = lowered.num_micro_batches;
-  const int V = lowered.num_stages * lowered.num_chunks;
-  for (int s = 0; s < S; ++s) {
-    for (const Instruction& in : *lowered.programs[s]) {
-      const int vs = VirtualStageOf(s, in.chunk, S, lowered.v_shape);
-      bool ok = in.chunk >= 0 && in.chunk < lowered.num_chunks;
-      switch (in.op) {
-        case Op::kForward:
-        case Op::kBackward:
-        case Op::kInputGrad:
-        case Op::kWeightGrad:
-          break;
-        case Op::kRecvAct:
-        case Op::kSendGrad:
-          ok = ok && vs > 0;
-          break;
-        case Op::kSendAct:
-        case Op::kRecvGrad:
-          ok = ok && vs < V - 1;
-          break;
-        case Op::kAllReduceGrads:
-        case Op::kOptimizerStep:
-          continue;
-      }
-      if (!ok || in.micro_batch < 0 || in.micro_batch >= M)
-        throw Error(fmt::format("cannot simulate: stage {} has {}", s, ToString(in)));
-    }
-  }
-}
-
-ScheduleView ViewOf(const Schedule& lowered) {
-  ScheduleView view{lowered.num_stages, lowered.num_micro_batches, lowered.num_chunks, {}};
-  view.v_shape = lowered.v_shape;
-  for (const std::vector<Instruction>& p : lowered.programs) view.programs.push_back(&p);
-  return view;
-}
-
 SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& cost,
                    const SimOptions& options) {
   return Simulate(plan, ViewOf(lowered), cost, options);
 }
 
+// Note [Simulate is plain]: every replica runs (no twins), nothing stops early and every
+// transfer takes its links in turn; the planner's shortcuts are its own
+// (plan/search/bounded_run.h), each checked against this by a test.
 SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
                    const SimOptions& options) {
+  using namespace internal;
   CheckShape(plan, lowered, /*checked=*/false);
-  Prepared p = Prepare(plan, lowered, cost, options, nullptr);
-  internal::EngineResult run = RunOnce(p.setup, cost);
+  PreparedRun p =
+      Prepare(plan, lowered, cost, {.record_timeline = options.record_timeline}, nullptr);
+  EngineResult run = RunOnce(p.setup, cost);
   if (options.global_norm_allreduce) {
     std::vector<int> all;
-    for (const internal::EngineDevice& ed : p.setup.devices)
+    for (const EngineDevice& ed : p.setup.devices)
       all.push_back(plan.stages[ed.stage].devices[ed.replica]);
-    internal::AddGlobalNormAllReduce(p.setup, cost.ScalarAllReduceMs(all), run);
+    AddGlobalNormAllReduce(p.setup, cost.ScalarAllReduceMs(all), run);
   }
   FillDevices(plan, cost, p, run, p.result);
   if (options.record_timeline) FillTimeline(plan, p, run);
   return std::move(p.result);
-}
-
-struct BoundedRun::State {
-  Prepared prepared;
-};
-
-BoundedRun::BoundedRun(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
-                       const ListsChecked* checked)
-    : plan_(plan), cost_(cost) {
-  CheckShape(plan, lowered, checked != nullptr);
-  state_ = std::make_unique<State>(
-      State{Prepare(plan, lowered, cost, {.record_timeline = false}, checked)});
-}
-
-BoundedRun::~BoundedRun() = default;
-
-SimResult BoundedRun::Run(double t) {
-  Prepared& p = state_->prepared;
-  p.setup.stop_above_ms = t;
-  internal::EngineResult run = RunOnce(p.setup, cost_);
-  SimResult result = p.result;
-  if (run.stopped) {
-    result.stopped = true;
-    result.iteration_ms = run.bound_ms;
-    return result;
-  }
-  FillDevices(plan_, cost_, p, run, result);
-  return result;
-}
-
-std::optional<SimResult> BoundedRun::SlowerWithoutContention(double t) {
-  Prepared& p = state_->prepared;
-  if (cost_.Emulation() || !(t < std::numeric_limits<double>::infinity())) return std::nullopt;
-  p.setup.stop_above_ms = t;
-  const std::optional<double> bound = UncontendedProof(p.setup);
-  if (!bound) return std::nullopt;
-  SimResult result = p.result;
-  result.stopped = true;
-  result.iteration_ms = *bound;
-  return result;
 }
 
 Schedule LoweredSchedule(const Plan& plan) {
@@ -455,35 +353,6 @@ Schedule LoweredSchedule(const Plan& plan) {
 
 SimResult SimulatePlan(const Plan& plan, const CostModel& cost, const SimOptions& options) {
   return Simulate(plan, LoweredSchedule(plan), cost, options);
-}
-
-SteadyState SimulateSteadyState(const Plan& plan, const CostModel& cost, int iterations,
-                                const SimOptions& options) {
-  DAPPLE_CHECK(iterations >= 2, "a steady state needs two iterations");
-  const Schedule lowered = LoweredSchedule(plan);
-  CheckShape(plan, ViewOf(lowered), /*checked=*/false);
-  Prepared p = Prepare(plan, ViewOf(lowered), cost, {.record_timeline = false}, nullptr);
-  std::vector<int> all;
-  for (const internal::EngineDevice& ed : p.setup.devices)
-    all.push_back(plan.stages[ed.stage].devices[ed.replica]);
-  SteadyState out;
-  double last_end = 0;
-  for (int k = 0; k < iterations; ++k) {
-    internal::EngineResult run = RunOnce(p.setup, cost);
-    if (options.global_norm_allreduce)
-      internal::AddGlobalNormAllReduce(p.setup, cost.ScalarAllReduceMs(all), run);
-    double end = 0;
-    p.setup.start_ms.clear();
-    for (const internal::EngineDeviceResult& d : run.devices) {
-      end = std::max(end, d.end_ms);
-      p.setup.start_ms.push_back(d.end_ms);
-    }
-    if (k == 0) out.cold_ms = end;
-    out.iteration_ms = end - last_end;
-    last_end = end;
-  }
-  out.iterations = iterations;
-  return out;
 }
 
 }  // namespace dapple

@@ -3,8 +3,6 @@
 #pragma once
 
 #include <limits>
-#include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,7 +65,8 @@ struct SimResult {
   bool stopped = false;
 };
 
-// Runs `lowered` (from LowerComms) for `plan`. Throws Error when the schedule deadlocks.
+// Runs `lowered` (from LowerComms) for `plan`: the exact time and nothing else (Note
+// [Simulate is plain] in simulator.cc). Throws Error when the schedule deadlocks.
 SimResult Simulate(const Plan& plan, const Schedule& lowered, const CostModel& cost,
                    const SimOptions& options = {});
 
@@ -87,17 +86,10 @@ SimResult Simulate(const Plan& plan, const ScheduleView& lowered, const CostMode
                    const SimOptions& options = {});
 // A view of every list of `lowered` (which must outlive it).
 ScheduleView ViewOf(const Schedule& lowered);
-// Whether a lower bound of a run's time proves it longer than a BoundedRun's time: by a
-// relative 1e-9, so that the rounding of the bound's sums does not stop a run that would
-// end just at that time. The engine stops by it; the planner's memo reuses a stopped run
-// for a later question by it.
-inline bool ProvesLonger(double bound_ms, double stop_above_ms) {
-  return bound_ms > stop_above_ms * (1 + 1e-9);
-}
 // Memory safety of the engine, which indexes by micro-batch and neighbour: throws Error
 // unless every micro-batch and chunk of `lowered` is in range and every transfer goes to
-// an existing neighbour. Simulate checks it before each run, a BoundedRun unless its
-// lists come checked (ListsChecked). Deeper soundness (pairing, deadlock) is
+// an existing neighbour. Simulate checks it before each run, the planner's BoundedRun
+// unless its lists come checked (ListsChecked). Deeper soundness (pairing, deadlock) is
 // FindScheduleError's job; a deadlock still throws.
 void CheckSimulable(const ScheduleView& lowered);
 // Builds plan.schedule's schedule, lowers it and runs it.
@@ -121,41 +113,10 @@ SteadyState SimulateSteadyState(const Plan& plan, const CostModel& cost, int ite
 Schedule LoweredSchedule(const Plan& plan);
 
 // What a caller that runs the same lists many times (the planner's memo) did once per
-// list: CheckSimulable passed on each, and [stage] FactsOf each (list_facts.h).
+// list: CheckSimulable passed on each, and [stage] FactsOf each (list_facts.h). For the
+// planner's BoundedRun (plan/search/bounded_run.h).
 struct ListsChecked {
   std::vector<const ListFacts*> facts;
-};
-
-// Runs of one plan for a search that only needs to know whether it is faster than a time
-// t: set up once (as Simulate, without a timeline), then asked with t. Whether and in
-// which order to ask them is the search's choice (plan/search/slower_than.h). With `checked`
-// (which must outlive the object), the lists are not checked again and their facts are
-// not gathered again.
-class BoundedRun {
- public:
-  BoundedRun(const Plan& plan, const ScheduleView& lowered, const CostModel& cost,
-             const ListsChecked* checked = nullptr);
-  ~BoundedRun();
-  BoundedRun(const BoundedRun&) = delete;
-  BoundedRun& operator=(const BoundedRun&) = delete;
-
-  // The contended run, which may stop as soon as it proves the iteration longer than t
-  // (Note [Stopping above a time] in stop_bound.cc): then `stopped` and iteration_ms a
-  // lower bound of the time (ProvesLonger than t); else Simulate's result. It never stops
-  // with emulated devices (CostModel::Emulation).
-  SimResult Run(double t);
-  // A run in which every transfer starts when it is ready, whatever links it needs, and
-  // which may stop likewise: cheaper, and no time of it later than the contended run's
-  // (Note [Runs without contention] in simulator.cc), so when it proves the iteration longer
-  // than t, so would the contended run. That proof as a stopped result; none when it does
-  // not prove it, with shared compute, or for an infinite t.
-  std::optional<SimResult> SlowerWithoutContention(double t);
-
- private:
-  struct State;
-  const Plan& plan_;
-  const CostModel& cost_;
-  std::unique_ptr<State> state_;
 };
 
 }  // namespace dapple

@@ -208,7 +208,7 @@ struct ClimbSearch {
           break;
         }
         // The runs may stop once they prove a neighbour is not faster (Note [Stopping
-        // above a time] in sim/stop_bound.cc).
+        // above a time] in plan/search/stop_bound.cc).
         ScoreBatch(plans, begin, end, cost, threads, o.cache, faster_than, scored);
         simulated += static_cast<long long>(end - begin);
         for (size_t i = begin; i < end && !taken; ++i)

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "dapple/plan/search/slower_than.h"
+#include "dapple/sim/event_engine.h"
 
 namespace dapple {
 
@@ -55,7 +56,7 @@ SimResult SimCache::Simulate(const Plan& plan, const CostModel& cost, double sto
     auto it = results_.find(key);
     // A stopped run proved its bound; it answers a call that asks less.
     if (it != results_.end() &&
-        (!it->second.stopped || ProvesLonger(it->second.iteration_ms, stop_above_ms))) {
+        (!it->second.stopped || internal::ProvesLonger(it->second.iteration_ms, stop_above_ms))) {
       ++hits_;
       return it->second;
     }

@@ -3,13 +3,15 @@
 // Note [Uncontended first]
 // A question "is the plan slower than t?" is first put to a run without contention
 // (BoundedRun::SlowerWithoutContention, Note [Runs without contention] in
-// sim/simulator.cc): no time of it is later than the contended run's, so when it proves
+// bounded_run.cc): no time of it is later than the contended run's, so when it proves
 // the plan slower, so would the contended run, and it costs less (no waiting list, no
 // queue of finishes). On GNMT-16's searches it settled 446 of the 563 questions (the
 // neighbours a climb rejects are slower for their stages, not for contention). The answer
 // is the contended run's otherwise, which may stop once it proves the plan slower (Note
-// [Stopping above a time] in sim/stop_bound.cc).
+// [Stopping above a time] in stop_bound.cc).
 #include "dapple/plan/search/slower_than.h"
+
+#include "dapple/plan/search/bounded_run.h"
 
 namespace dapple {
 

@@ -1,4 +1,4 @@
-// The lower bound behind BoundedRun (simulator.h): see stop_bound.h.
+// The lower bound behind BoundedRun::Run (bounded_run.h): see stop_bound.h.
 //
 // Note [Stopping above a time]
 // The planner asks most simulations only whether a plan is faster than one it has (a
@@ -17,15 +17,18 @@
 //   adding its own last backward and what follows it in its list (deferred W's, AR,
 //   STEP). This is what makes the bound tight early: once the stage that sets the pace is
 //   busy, its bound is its end, and the drain below it is the rest of the iteration.
-// Each device's last backward is recorded when it ends; before that its bound is its clock
-// plus the listed costs up to it. The engine asks every `devices` times a device stops
+// Each device's last backward is recorded when it ends (the engine records the end of the pc
+// the bound names, Note [Watching a run] in sim/event_engine.h); before that its bound is its
+// clock plus the listed costs up to it. The engine asks every `devices` times a device stops
 // running (the devices it runs: one per stage of twins, Note [Twin replicas] in
-// event_engine.cc; O(devices) each time), and stops when the bound exceeds stop_above_ms by a
-// relative 1e-9, which keeps the rounding of the sums from stopping a run that would end
+// sim/event_engine.cc; O(devices) each time), and stops when the bound exceeds stop_above_ms
+// by a relative 1e-9, which keeps the rounding of the sums from stopping a run that would end
 // just at stop_above_ms. tests/plan/stop_bound_test.cc checks on random plans that a run
 // given its own time (plus 1e-6) never stops and that one given less stops with a bound
 // between the two.
-#include "dapple/sim/stop_bound.h"
+#include "dapple/plan/search/stop_bound.h"
+
+#include <algorithm>
 
 #include "dapple/common/error.h"
 
@@ -62,53 +65,9 @@ double ListedCost(const EngineSetup& s, const EngineStage& st, int d, const Inst
 
 }  // namespace dapple::internal
 
-namespace dapple {
-
-ListFacts FactsOf(const Instruction* program, int length, int chunks) {
-  ListFacts f;
-  f.count.assign(4 * chunks, 0);
-  for (int pc = 0; pc < length; ++pc) {
-    const Instruction& in = program[pc];
-    switch (in.op) {
-      case Op::kForward:
-        ++f.count[4 * in.chunk];
-        break;
-      case Op::kBackward:
-      case Op::kInputGrad:
-        ++f.count[4 * in.chunk + (in.op == Op::kBackward ? 1 : 2)];
-        f.last_backward_pc = pc;
-        f.last_backward_mb = in.micro_batch;
-        break;
-      case Op::kWeightGrad:
-        ++f.count[4 * in.chunk + 3];
-        break;
-      case Op::kOptimizerStep:
-        ++f.steps;
-        break;
-      case Op::kAllReduceGrads:
-        ++f.allreduces;
-        break;
-      case Op::kRecvGrad:
-        f.last_recv_grad_pc = pc;
-        f.last_recv_grad_mb = in.micro_batch;
-        break;
-      case Op::kSendGrad:
-        f.last_send_grad_pc = pc;
-        f.last_send_grad_mb = in.micro_batch;
-        break;
-      case Op::kSendAct:
-      case Op::kRecvAct:
-        break;
-    }
-  }
-  return f;
-}
-
-}  // namespace dapple
-
 namespace dapple::internal {
 
-void StopBound::Prepare(const EngineSetup& s) {
+void StopBound::Prepare(const EngineSetup& s, std::vector<int>& watched_pc) {
   setup_ = &s;
   const int S = s.num_stages, v = s.num_chunks;
   const size_t D = s.devices.size();
@@ -152,6 +111,32 @@ void StopBound::Prepare(const EngineSetup& s) {
         n.last_backward_mb == f.last_backward_mb && n.last_send_grad_pc > n.last_backward_pc &&
         n.last_send_grad_mb == f.last_backward_mb;
   }
+  watched_pc = last_backward_pc_;
+}
+
+double StopBound::Bound(const std::vector<DeviceState>& devices) const {
+  const EngineSetup& s = *setup_;
+  const int S = s.num_stages, V = S * s.num_chunks;
+  double bound = 0;
+  double arrival = -1;  // lower bound of when stage g's last gradient arrives; -1: none known
+  for (int g = S - 1; g >= 0; --g) {
+    const EngineStage& st = s.stages[g];
+    double stage_end = 0;  // of the stage's last backward, on its slowest replica
+    // Twins (Note [Twin replicas] in sim/event_engine.cc): the first replica stands for all.
+    for (int d = st.first_device; d < st.first_device + RunReplicas(st); ++d) {
+      const DeviceProgress& p = devices[d];
+      const double left = work_[d] - p.done;
+      bound = std::max(bound, p.clock + left);
+      if (last_backward_pc_[g] < 0) continue;
+      double end = p.last_backward_end >= 0 ? p.last_backward_end : p.clock + (left - tail_[d]);
+      if (chained_[g] && arrival >= 0) end = std::max(end, arrival + last_cost_[d]);
+      bound = std::max(bound, end + tail_[d]);
+      stage_end = std::max(stage_end, end);
+    }
+    // The gradient to stage g - 1 leaves after the last backward of every replica of g.
+    arrival = g > 0 && last_backward_pc_[g] >= 0 ? stage_end + s.routes[V - 1 + g - 1].ms : -1;
+  }
+  return bound;
 }
 
 }  // namespace dapple::internal
