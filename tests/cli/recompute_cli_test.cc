@@ -38,6 +38,14 @@ class RecomputeCli : public testing::CliTest {
         "batch_size": 1, "layers": [)" +
                                      layers + "]}");
   }
+  // Stage 0 (layers l0, l1) re-computes `layers` of its own (JSON array text).
+  std::string PlanWithLayers(const std::string& layers) {
+    return Write("plan.json", fmt::format(R"({{"format": "dapple-plan/1", "global_batch_size": 4,
+        "micro_batch_size": 1, "schedule": "dapple-a", "stages": [
+        {{"first_layer": 0, "last_layer": 1, "devices": [0], "recompute_layers": {}}},
+        {{"first_layer": 2, "last_layer": 3, "devices": [1]}}]}})",
+                                          layers));
+  }
   std::string Plan(bool recompute_first, bool recompute_second) {
     return Write("plan.json", fmt::format(R"({{"format": "dapple-plan/1", "global_batch_size": 4,
         "micro_batch_size": 1, "schedule": "dapple-a", "stages": [
@@ -73,6 +81,39 @@ TEST_F(RecomputeCli, FlagOnAStageWithoutForwardTimesIsBadInput) {
   EXPECT_EQ(r.out, "");
 }
 
+TEST_F(RecomputeCli, SimulateReportsTheLayersThatRecomputeAndTheirMemory) {
+  CliRun off = Simulate(Plan(false, false));
+  ASSERT_EQ(off.code, 0) << off.err;
+  CliRun some = Simulate(PlanWithLayers(R"(["l1"])"));
+  ASSERT_EQ(some.code, 0) << some.err;
+  CliRun by_index = Simulate(PlanWithLayers("[1]"));
+  ASSERT_EQ(by_index.code, 0) << by_index.err;
+  auto a = nlohmann::json::parse(off.out), b = nlohmann::json::parse(some.out);
+  EXPECT_EQ(b["recompute"], true);
+  EXPECT_EQ(b["stages"][0]["recompute_layers"], nlohmann::json::array({"l1"}));
+  EXPECT_EQ(b["stages"][1]["recompute_layers"], nlohmann::json::array());
+  EXPECT_EQ(nlohmann::json::parse(by_index.out)["stages"][0]["recompute_layers"],
+            nlohmann::json::array({"l1"}));
+  // Layer 1's forward (1 ms) again; it keeps its input (layer 0's 1 MB output) in place of
+  // its 1 MB activations, and rebuilds them in the backward: no saving at this size, so
+  // the peak is what it was plus nothing, and never above.
+  EXPECT_DOUBLE_EQ(b["stages"][0]["backward_ms"].get<double>(),
+                   a["stages"][0]["backward_ms"].get<double>() + 1.0);
+  EXPECT_GT(a["stages"][0]["peak_activation_bytes"].get<double>(), 0);
+  EXPECT_LE(b["stages"][0]["peak_activation_bytes"].get<double>(),
+            a["stages"][0]["peak_activation_bytes"].get<double>() + 1e6);
+}
+
+TEST_F(RecomputeCli, RecomputeLayerOutsideTheStageIsBadInput) {
+  for (const std::string layers : {R"(["l2"])", "[3]", R"(["nope"])"}) {
+    CliRun r = Simulate(PlanWithLayers(layers));
+    EXPECT_EQ(r.code, 2) << layers;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("plan.json: stages[0].recompute_layers")) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+}
+
 TEST_F(RecomputeCli, PlanProposesItForAMemoryBoundBert48) {
   const std::string profile = std::string(DAPPLE_DATA_DIR) + "/profiles/dapple/bert-48-pbs-2.txt";
   auto plan = [&](const std::string& memory) {
@@ -83,7 +124,8 @@ TEST_F(RecomputeCli, PlanProposesItForAMemoryBoundBert48) {
   };
   auto stages_recomputing = [](const nlohmann::json& j) {
     int n = 0;
-    for (const auto& s : j["result"]["plan"]["stages"]) n += s.value("recompute", false);
+    for (const auto& s : j["result"]["plan"]["stages"])
+      n += s.value("recompute", false) || s.contains("recompute_layers");
     return n;
   };
   EXPECT_EQ(stages_recomputing(plan("")), 0);  // 16 GB: no need

@@ -178,6 +178,53 @@ TEST(Plan, RecomputeNeedsForwardTimes) {
   EXPECT_NO_THROW(ValidatePlan(plan, p, ClusterPreset("paper-a"), "plan.json"));
 }
 
+TEST(Plan, RecomputeLayersByIdOrIndex) {
+  Plan plan = ParsePlanJson(R"({"format": "dapple-plan/1", "global_batch_size": 8,
+      "micro_batch_size": 8, "stages": [
+        {"first_layer": 0, "last_layer": 5, "devices": [0], "recompute_layers": ["a3", "a1"]},
+        {"first_layer": 6, "last_layer": 9, "devices": [1], "recompute_layers": [9, 7, 9]}]})",
+                            "plan.json");
+  ResolvePlanLayers(plan, TenLayers(), "plan.json");
+  ValidatePlan(plan, TenLayers(), ClusterPreset("paper-a"), "plan.json");
+  EXPECT_EQ(plan.stages[0].recompute_layers, (std::vector<int>{1, 3}));
+  EXPECT_EQ(plan.stages[1].recompute_layers, (std::vector<int>{7, 9}));
+  EXPECT_EQ(plan.stages[1].recompute_layer_ids, (std::vector<std::string>{"a7", "a9"}));
+  EXPECT_EQ(plan.RecomputedLayers(1), (std::vector<int>{7, 9}));
+  EXPECT_TRUE(plan.RecomputesAny(0));
+  EXPECT_FALSE(plan.Recomputes(0));
+  EXPECT_TRUE(plan.AnyRecompute());
+  // Written with ids; read back the same.
+  Plan q = ParsePlanJson(PlanToJsonText(plan), "plan.json");
+  EXPECT_EQ(q.stages[0].recompute_layer_ids, (std::vector<std::string>{"a1", "a3"}));
+  ResolvePlanLayers(q, TenLayers(), "plan.json");
+  EXPECT_EQ(q.stages[0].recompute_layers, (std::vector<int>{1, 3}));
+  // The whole stage: every layer.
+  q.stages[0].recompute = true;
+  EXPECT_EQ(q.RecomputedLayers(0), (std::vector<int>{0, 1, 2, 3, 4, 5}));
+}
+
+TEST(Plan, RecomputeLayerOutsideItsStageIsOneLineNamingTheField) {
+  Plan plan = TwoStages();
+  plan.recompute = false;
+  plan.stages[1].recompute_layers = {5};
+  try {
+    ValidatePlan(plan, TenLayers(), ClusterPreset("paper-a"), "plan.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("plan.json: stages[1].recompute_layers[0]: layer 5 ('a5')"));
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+  }
+  plan.stages[1].recompute_layers.clear();
+  plan.stages[1].recompute_layer_ids = {"zz"};
+  try {
+    ResolvePlanLayers(plan, TenLayers(), "plan.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("plan.json: stages[1].recompute_layers: the profile has no "
+                                    "layer 'zz'"));
+  }
+}
+
 TEST(Plan, PerStageOptimizerSharding) {
   Plan plan = TwoStages();
   plan.stages[0].shard_optimizer = true;  // 2 replicas

@@ -2,6 +2,7 @@
 // prints the plan as a table next to every baseline's figures, and writes the plan JSON.
 // No feasible plan (nothing fits in memory) is reported as one line, exit code 2.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -69,6 +70,24 @@ std::string Shape(const Plan& p) {
   return fmt::format("{} stage{} [{}]{}, m={} x {}, {}", S, S == 1 ? "" : "s", r,
                      p.virtual_stages > 1 ? fmt::format(" x {} chunks", p.virtual_stages) : "",
                      p.micro_batch_size, p.num_micro_batches, ToString(p.schedule));
+}
+
+// One line per stage that re-computes: the whole stage, or which of its layers (ids).
+std::vector<std::string> RecomputeLines(const Profile& profile, const Plan& p) {
+  std::vector<std::string> lines;
+  for (int s = 0; s < p.num_stages(); ++s) {
+    if (!p.RecomputesAny(s)) continue;
+    if (p.Recomputes(s)) {
+      lines.push_back(fmt::format("stage {} re-computes all its layers in the backward", s));
+      continue;
+    }
+    std::vector<std::string> ids;
+    for (int l : p.stages[s].recompute_layers) ids.push_back(profile.layers[l].id);
+    lines.push_back(fmt::format("stage {} re-computes {} of its {} layers in the backward: {}", s,
+                                ids.size(), p.stages[s].last_layer - p.stages[s].first_layer + 1,
+                                fmt::join(ids, " ")));
+  }
+  return lines;
 }
 
 // Which step found the plan: the proposal it came from and the refinement's moves.
@@ -177,6 +196,7 @@ void PrintTable(const PlanArgs& a, const Profile& profile, const Cluster& cluste
         "the all-gather follows the update)\n",
         sharded.size() == 1 ? "" : "s", IdRanges(sharded), sharded.size() == 1 ? "s" : "",
         sharded.size() == 1 ? "its" : "their");
+  for (const std::string& line : RecomputeLines(profile, p)) fmt::print("{}\n", line);
   fmt::print("simulated iteration {:.2f} ms, speedup {:.2f}x (analytic L {:.2f} ms)\n",
              e.iteration_ms, e.speedup, e.latency_ms);
   if (p.num_devices() < cluster.num_devices()) {

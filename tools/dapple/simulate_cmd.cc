@@ -51,7 +51,8 @@ void CheckOutputPath(const std::optional<std::string>& path, const char* flag) {
 // Per stage: the largest peak memory and the mean bubble over its replicas.
 struct StageSummary {
   double peak_memory_bytes = 0;
-  double memory_bytes = 0;  // the smallest device memory among its replicas
+  double peak_activation_bytes = 0;  // of the replica with the largest peak memory
+  double memory_bytes = 0;           // the smallest device memory among its replicas
   double bubble_ms = 0;
 };
 
@@ -60,7 +61,10 @@ std::vector<StageSummary> Summarise(const Plan& plan, const SimResult& r, const 
   for (StageSummary& s : out) s.memory_bytes = -1;
   for (const DeviceStats& d : r.devices) {
     StageSummary& s = out[d.stage];
-    s.peak_memory_bytes = std::max(s.peak_memory_bytes, d.peak_memory_bytes);
+    if (d.peak_memory_bytes >= s.peak_memory_bytes) {
+      s.peak_memory_bytes = d.peak_memory_bytes;
+      s.peak_activation_bytes = d.peak_activation_bytes;
+    }
     double mem = cost.DeviceMemoryBytes(d.device);
     s.memory_bytes = s.memory_bytes < 0 ? mem : std::min(s.memory_bytes, mem);
     s.bubble_ms += d.bubble_ms / plan.stages[d.stage].replicas();
@@ -134,6 +138,13 @@ void PrintSummary(const Profile& profile, const Cluster& cluster, const Plan& pl
   fmt::print("bubble fraction  {:.3f}\n", r.bubble_fraction);
 }
 
+// The ids of the layers of stage s that re-compute (all of them with whole-stage `recompute`).
+std::vector<std::string> RecomputedLayerIds(const Profile& profile, const Plan& plan, int s) {
+  std::vector<std::string> ids;
+  for (int l : plan.RecomputedLayers(s)) ids.push_back(profile.layers[l].id);
+  return ids;
+}
+
 Json ResultJson(const Profile& profile, const Cluster& cluster, const Plan& plan,
                 const SimResult& r, const std::vector<StageSummary>& sum, const CostModel& cost,
                 bool fits) {
@@ -188,6 +199,8 @@ Json ResultJson(const Profile& profile, const Cluster& cluster, const Plan& plan
                       {"shard_optimizer", st.shard_optimizer},
                       {"allgather_ms", ss.allgather_ms},
                       {"peak_memory_bytes", sum[s].peak_memory_bytes},
+                      {"peak_activation_bytes", sum[s].peak_activation_bytes},
+                      {"recompute_layers", RecomputedLayerIds(profile, plan, s)},
                       {"bubble_ms", sum[s].bubble_ms}});
   }
   j["stages"] = std::move(stages);

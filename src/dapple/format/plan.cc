@@ -1,6 +1,7 @@
 // Plan validation against a profile and a cluster, and layer id/index resolution.
 #include "dapple/format/plan.h"
 
+#include <algorithm>
 #include <map>
 
 #include "dapple/common/error.h"
@@ -26,6 +27,67 @@ void CheckVirtualStages(const Plan& plan, int num_layers, const std::string& sou
   CheckChunks(plan.schedule, entries / v, plan.num_micro_batches, v, source + ": ");
 }
 
+// recompute_layers from the ids (ids win) or the ids from the indices; sorted, without repeats.
+void ResolveRecomputeLayers(const Profile& profile, const std::string& where, StagePlan& st) {
+  std::vector<int>& layers = st.recompute_layers;
+  if (!st.recompute_layer_ids.empty()) {
+    layers.clear();
+    for (const std::string& id : st.recompute_layer_ids) {
+      const int i = profile.IndexOf(id);
+      if (i < 0) ThrowInput("{}.recompute_layers: the profile has no layer '{}'", where, id);
+      layers.push_back(i);
+    }
+  }
+  std::sort(layers.begin(), layers.end());
+  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+  st.recompute_layer_ids.clear();
+  for (int l : layers) {
+    if (l >= profile.num_layers())
+      ThrowInput("{}.recompute_layers: {} is not a layer of the profile (0..{})", where, l,
+                 profile.num_layers() - 1);
+    st.recompute_layer_ids.push_back(profile.layers[l].id);
+  }
+}
+
+// Whether the profile times any forward: the model's layer names alone (what `dapple train`
+// checks a plan against) cost nothing, so nothing about costing re-computation is checked.
+bool TimesForwards(const Profile& profile) {
+  for (const LayerProfile& layer : profile.layers) {
+    if (layer.forward_ms > 0) return true;
+    for (double ms : layer.forward_ms_by_batch)
+      if (ms > 0) return true;
+  }
+  return false;
+}
+
+// A stage's recompute_layers lie in the stage, and some of the layers that re-compute have
+// forward times (what re-computing them costs) when the profile times forwards at all.
+void CheckRecomputeLayers(const Plan& plan, const Profile& profile, const std::string& source,
+                          int s) {
+  const StagePlan& st = plan.stages[s];
+  for (size_t i = 0; i < st.recompute_layers.size(); ++i) {
+    const int l = st.recompute_layers[i];
+    if (l < st.first_layer || l > st.last_layer)
+      ThrowInput(
+          "{}: stages[{}].recompute_layers[{}]: layer {} ('{}') is not in the stage (layers "
+          "{}..{})",
+          source, s, i, l, l < profile.num_layers() ? profile.layers[l].id : "?", st.first_layer,
+          st.last_layer);
+  }
+  if (!plan.RecomputesAny(s) || !TimesForwards(profile)) return;
+  bool timed = false;
+  for (int l : plan.RecomputedLayers(s)) {
+    const LayerProfile& layer = profile.layers[l];
+    timed = timed || layer.forward_ms > 0;
+    for (double ms : layer.forward_ms_by_batch) timed = timed || ms > 0;
+  }
+  if (!timed)
+    ThrowInput(
+        "{}: stages[{}].{}: the profile has no forward times for the layers that re-compute "
+        "(forward_ms is 0), so re-computation cannot be costed",
+        source, s, plan.Recomputes(s) ? "recompute" : "recompute_layers");
+}
+
 }  // namespace
 
 int Plan::num_devices() const {
@@ -34,9 +96,17 @@ int Plan::num_devices() const {
   return n;
 }
 
+std::vector<int> Plan::RecomputedLayers(int s) const {
+  const StagePlan& st = stages[s];
+  if (!Recomputes(s)) return st.recompute_layers;
+  std::vector<int> all;
+  for (int l = st.first_layer; l <= st.last_layer; ++l) all.push_back(l);
+  return all;
+}
+
 bool Plan::AnyRecompute() const {
   for (int s = 0; s < num_stages(); ++s)
-    if (Recomputes(s)) return true;
+    if (RecomputesAny(s)) return true;
   return false;
 }
 
@@ -66,6 +136,7 @@ void ResolvePlanLayers(Plan& plan, const Profile& profile, const std::string& so
     StagePlan& st = plan.stages[s];
     resolve(s, "first", st.first_layer, st.first_layer_id);
     resolve(s, "last", st.last_layer, st.last_layer_id);
+    ResolveRecomputeLayers(profile, fmt::format("{}: stages[{}]", source, s), st);
   }
 }
 
@@ -142,21 +213,7 @@ void ValidatePlan(const Plan& plan, const Profile& profile, const Cluster& clust
   }
   // Re-computation runs the forward again before each backward: without forward times the
   // profile cannot say what that costs (a profile that only has backward or total times).
-  for (int s = 0; s < plan.num_stages(); ++s) {
-    if (!plan.Recomputes(s)) continue;
-    const StagePlan& st = plan.stages[s];
-    bool timed = false;
-    for (int l = st.first_layer; l <= st.last_layer && !timed; ++l) {
-      const LayerProfile& layer = profile.layers[l];
-      timed = layer.forward_ms > 0;
-      for (double ms : layer.forward_ms_by_batch) timed = timed || ms > 0;
-    }
-    if (!timed)
-      ThrowInput(
-          "{}: stages[{}].recompute: the profile has no forward times for layers {}..{} "
-          "(forward_ms is 0), so re-computation cannot be costed",
-          source, s, st.first_layer, st.last_layer);
-  }
+  for (int s = 0; s < plan.num_stages(); ++s) CheckRecomputeLayers(plan, profile, source, s);
   if (plan.stages.back().last_layer != n - 1)
     ThrowInput(
         "{}: stages[{}].last_layer: {} but the profile's last layer is {} (stages must "

@@ -24,6 +24,13 @@ struct StagePlan {
   // Re-computation: the stage keeps only its input per micro-batch in flight and runs the
   // forward again before each backward. JSON `recompute` of the stage, false when absent.
   bool recompute = false;
+  // Note [Re-computation per layer] (runtime/recompute_segments.cc): the layers of the stage
+  // that re-compute, when not all do (`recompute` false): each keeps only its input, and a run
+  // of consecutive ones (a segment) only the input of its first. JSON `recompute_layers`, layer
+  // ids (strings) or indices into the profile's layer order; sorted indices here after
+  // ResolvePlanLayers, which also fills recompute_layer_ids.
+  std::vector<int> recompute_layers = {};
+  std::vector<std::string> recompute_layer_ids = {};
   // Optimizer sharding (ZeRO stage 1, docs/runtime.md "Optimizer sharding"): the replicas
   // reduce-scatter the gradients, each updates its shard of the parameters with its shard of
   // the optimizer state, then they all-gather the parameters. JSON `shard_optimizer` of the
@@ -90,8 +97,13 @@ struct Plan {
     return GroupOfVirtualStage(k, num_device_groups(), VShaped(schedule));
   }
   int num_devices() const;  // sum of replicas
-  // Whether stage s re-computes: the plan's flag or the stage's.
+  // Whether stage s re-computes as a whole: the plan's flag or the stage's.
   bool Recomputes(int s) const { return recompute || stages[s].recompute; }
+  // The layers of stage s that re-compute, sorted: all of them when Recomputes(s), else its
+  // recompute_layers.
+  std::vector<int> RecomputedLayers(int s) const;
+  // Whether any layer of stage s re-computes.
+  bool RecomputesAny(int s) const { return Recomputes(s) || !stages[s].recompute_layers.empty(); }
   bool AnyRecompute() const;
   bool AnyShardedOptimizer() const;
 };
@@ -100,12 +112,14 @@ struct Plan {
 // exactly once and in order, device ids exist and are not shared, GBS = M x m, every stage
 // has at least one device, a stage that shards its optimizer state has replicas, chunks
 // (virtual_stages) that the stages and layers divide into and M the schedule can run (CheckChunks),
-// a re-computing stage has forward times in the profile (what re-computation costs). Throws
+// a re-computing stage has forward times in the profile (what re-computation costs), and its
+// recompute_layers lie in the stage. Throws
 // InputError naming `source` and the stage/field.
 void ValidatePlan(const Plan& plan, const Profile& profile, const Cluster& cluster,
                   const std::string& source);
-// Fills first_layer/last_layer from the ids (ids win) or the ids from the indices.
-// Throws InputError naming an id the profile does not have.
+// Fills first_layer/last_layer from the ids (ids win) or the ids from the indices, and
+// recompute_layers with recompute_layer_ids (sorted, without repeats). Throws InputError
+// naming an id the profile does not have.
 void ResolvePlanLayers(Plan& plan, const Profile& profile, const std::string& source);
 
 Plan ReadPlanJson(const std::filesystem::path& path);  // shape checks only; then Resolve+Validate

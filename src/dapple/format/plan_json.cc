@@ -9,6 +9,18 @@ namespace {
 
 constexpr const char* kPlanFormat = "dapple-plan/1";
 
+// `recompute_layers`: layer ids or indices, each as the stage's first_layer(_id) names one.
+void ReadRecomputeLayers(const JsonField& f, StagePlan& st) {
+  f.ExpectArray();
+  for (size_t i = 0; i < f.size(); ++i) {
+    JsonField layer = f[i];
+    if (layer.json().is_string())
+      st.recompute_layer_ids.push_back(layer.String());
+    else
+      st.recompute_layers.push_back(layer.NonNegativeInt());
+  }
+}
+
 StagePlan ReadStage(const JsonField& f) {
   f.ExpectObject();
   StagePlan st;
@@ -24,6 +36,7 @@ StagePlan ReadStage(const JsonField& f) {
   if (st.devices.empty()) devices.Fail("must not be empty");
   if (f.Has("recompute")) st.recompute = f["recompute"].Bool();
   if (f.Has("shard_optimizer")) st.shard_optimizer = f["shard_optimizer"].Bool();
+  if (f.Has("recompute_layers")) ReadRecomputeLayers(f["recompute_layers"], st);
   return st;
 }
 
@@ -121,6 +134,11 @@ std::string PlanToJsonText(const Plan& plan) {
     if (!st.last_layer_id.empty()) o["last_layer_id"] = st.last_layer_id;
     o["devices"] = st.devices;
     if (st.recompute) o["recompute"] = true;
+    // Ids when the stage names its layers by id (ResolvePlanLayers fills both).
+    if (!st.recompute_layer_ids.empty())
+      o["recompute_layers"] = st.recompute_layer_ids;
+    else if (!st.recompute_layers.empty())
+      o["recompute_layers"] = st.recompute_layers;
     if (st.shard_optimizer) o["shard_optimizer"] = true;
     stages.push_back(std::move(o));
   }

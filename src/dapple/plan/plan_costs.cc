@@ -6,6 +6,8 @@
 #include "dapple/common/error.h"
 #include "dapple/common/slicing.h"
 #include "dapple/cost/grad_buckets.h"
+#include "dapple/cost/recompute_costs.h"
+#include "dapple/plan/recompute_choice.h"
 #include "dapple/schedule/schedule.h"
 
 namespace dapple {
@@ -60,11 +62,12 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
   }
   const double s = SamplesPerReplica(micro_batch, r);
   c.warmup_depth = warmup_depth;
+  if (recompute) c.recompute_ms = c.forward_ms;
   double act = cost.ActivationBytes(first, last, s);
-  c.memory_bytes =
-      (shard ? cost.ShardedStaticMemoryBytes(first, last, r)
-             : cost.StaticMemoryBytes(first, last)) +
-      (recompute ? warmup_depth * cost.StageInputBytes(first, s) + act : warmup_depth * act);
+  c.static_bytes =
+      shard ? cost.ShardedStaticMemoryBytes(first, last, r) : cost.StaticMemoryBytes(first, last);
+  c.memory_bytes = c.static_bytes + (recompute ? warmup_depth * cost.StageInputBytes(first, s) + act
+                                               : warmup_depth * act);
   return c;
 }
 
@@ -105,8 +108,8 @@ bool SameFrame(const Plan& plan, const Plan& base, const PlanCosts& base_costs, 
 bool SameStage(const Plan& plan, const Plan& base, int s) {
   const StagePlan &a = plan.stages[s], &b = base.stages[s];
   return a.first_layer == b.first_layer && a.last_layer == b.last_layer &&
-         plan.Recomputes(s) == base.Recomputes(s) && a.devices == b.devices &&
-         a.shard_optimizer == b.shard_optimizer;
+         plan.Recomputes(s) == base.Recomputes(s) && a.recompute_layers == b.recompute_layers &&
+         a.devices == b.devices && a.shard_optimizer == b.shard_optimizer;
 }
 
 PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
@@ -163,12 +166,13 @@ PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
     StageCost c =
         EvaluateStage(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
                       plan.Recomputes(s), plan.allreduce_overlap, uniform, st.shard_optimizer);
+    if (v == 1 && plan.RecomputesAny(s)) ChargeRecompute(cost, plan, s, c);
     if (SplitsBackward(plan.schedule)) {
       // The backward runs as I + W, which may cost more than B (measured split). The
       // buckets start during the last W; no hiding is assumed, so lower bounds stay valid.
       c.backward_ms =
           SplitBackwardMs(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size) +
-          (plan.Recomputes(s) ? c.forward_ms : 0.0);
+          c.recompute_ms;
       c.allreduce_exposed_ms = 0;
     }
     pc.fits = pc.fits && c.fits();
@@ -215,6 +219,30 @@ bool UniformDevices(const CostModel& cost) {
       return false;
   }
   return true;
+}
+
+void ChargeRecompute(const CostModel& cost, const Plan& plan, int s, StageCost& c) {
+  const StagePlan& st = plan.stages[s];
+  const bool split = SplitsBackward(plan.schedule);
+  if (plan.Recomputes(s) && !split) return;
+  const std::vector<int> layers = plan.RecomputedLayers(s);
+  const int r = st.replicas();
+  if (!plan.Recomputes(s)) {
+    double extra = 0;
+    for (int j = 0; j < r; ++j) {
+      const double n = static_cast<double>(SliceOf(plan.micro_batch_size, r, j).size());
+      if (n > 0) extra = std::max(extra, RecomputeForwardMs(cost, layers, n, st.devices[j]));
+    }
+    c.recompute_ms = extra;
+    c.backward_ms += extra;
+  }
+  const double samples = SamplesPerReplica(plan.micro_batch_size, r);
+  const RecomputeBytes bytes =
+      RecomputeActivationBytes(cost, st.first_layer, st.last_layer, layers, samples);
+  c.memory_bytes =
+      c.static_bytes +
+      HeldActivationBytes(
+          bytes, HeldAtPeaks(plan.schedule, s, plan.num_stages(), plan.num_micro_batches), split);
 }
 
 bool CanRecompute(const std::vector<bool>& forward_timed, int first, int last) {

@@ -12,8 +12,10 @@
 namespace dapple {
 
 struct StageCost {
-  double forward_ms = 0;   // per micro-batch, slowest replica
-  double backward_ms = 0;  // includes the re-computed forward when recompute
+  double forward_ms = 0;    // per micro-batch, slowest replica
+  double backward_ms = 0;   // includes the re-computed forward when recompute
+  double recompute_ms = 0;  // that re-computed forward (whole stage or per layer)
+  double static_bytes = 0;  // per device: parameters, gradients, optimizer state
   double allreduce_ms = 0;
   // The part of the allreduce no backward can hide (for lower bounds): allreduce_ms, or
   // with allreduce overlap the least ExposedAllReduceMs over the replicas.
@@ -75,6 +77,12 @@ PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost);
 // evaluated. Equal to EvaluatePlan to the last bit (tests/plan/plan_costs_from_test.cc).
 PlanCosts EvaluatePlanFrom(const Plan& plan, const Plan& base, const PlanCosts& base_costs,
                            const CostModel& cost);
+
+// Charges the re-computation of stage s of `plan` (one chunk) to `c`, its EvaluateStage:
+// per-layer re-computation's extra forward, and with either kind the activations the stage
+// holds as HeldAtPeaks counts them (Note [Re-computation per layer] in the runtime's
+// recompute_segments.cc). A whole stage without a split backward is EvaluateStage's already.
+void ChargeRecompute(const CostModel& cost, const Plan& plan, int s, StageCost& c);
 
 // Whether stage [first, last] may re-compute: re-computation costs the stage's forward
 // again, so the profile must time it. `forward_timed[l]`: layer l has a forward time in

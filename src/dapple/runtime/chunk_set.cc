@@ -103,6 +103,7 @@ ChunkSet::ChunkSet(Model& model, const Plan& plan, const RankGrid& grid, int ran
     o.virtual_stage = vs;
     o.rank_live = &live_;
     o.recompute = recompute_all || plan.Recomputes(vs);
+    o.recompute_layers = plan.stages[vs].recompute_layers;
     o.faults = nullptr;  // RunStep's own, on the group's list
     inputs_.push_back(in);
     workers_.push_back(std::make_unique<StageWorker>(model, grid, rank, std::move(mine), in, out,

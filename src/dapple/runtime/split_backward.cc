@@ -27,6 +27,10 @@ void StageWorker::InputGrad(int mb) {
   auto it = slots_.find(mb);
   DAPPLE_CHECK(it != slots_.end(), "I before its F");
   Slot& s = it->second;
+  if (recomputes_) {  // Note [Re-computation per layer] (recompute_segments.cc)
+    InputGradBlocks(s, mb);
+    return;
+  }
   const bool last = stage_ + 1 == grid_.num_virtual_stages();
   const int n = last_ - first_ + 1;
   DAPPLE_CHECK(static_cast<int>(s.layer_outputs.size()) == n, "F did not keep the layer outputs");

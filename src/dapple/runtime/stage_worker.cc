@@ -101,9 +101,9 @@ StageWorker::StageWorker(Model& model, const RankGrid& grid, int rank,
     split_ = split_ || program_[pc].op == Op::kInputGrad;
     if (program_[pc].op == Op::kAllReduceGrads) has_ar = true;
   }
-  if (split_ && opt_.recompute)
-    ThrowInput("{}: re-computation is not supported with a schedule that splits the backward",
-               grid.Describe(rank));
+  blocks_ = MakeBlocks();
+  recomputes_ =
+      std::any_of(blocks_.begin(), blocks_.end(), [](const Block& b) { return b.recompute; });
   // Both with and without overlap the gradients live in the buckets (Note [Gradients are
   // bucket views] in overlapped_allreduce.h): without overlap, AR launches every bucket.
   if (has_ar && opt_.sharded) {
@@ -298,15 +298,11 @@ void StageWorker::Forward(int mb) {
     for (size_t i = 0; i < s.input.size(); ++i)
       if (in_spec_[i].CarriesGradient()) s.input[i].requires_grad_(true);
   }
-  int64_t saved = 0;
   Activations out;
-  if (opt_.recompute) {
-    torch::NoGradGuard no_grad;
-    out = RunLayers(s.input, &saved);
-    AddLive(saved, 0);  // transient: the whole forward once
-    AddLive(-saved, 0);
-    s.live_bytes = Bytes(s.input);
+  if (recomputes_) {  // Note [Re-computation per layer] (recompute_segments.cc)
+    out = ForwardBlocks(s);
   } else {
+    int64_t saved = 0;
     out = RunLayers(s.input, &saved);
     s.live_bytes = saved;
     s.layer_outputs = std::move(kept_outputs_);
@@ -338,34 +334,13 @@ void StageWorker::Backward(int mb) {
   DAPPLE_CHECK(it != slots_.end(), "B before its F");
   Slot& s = it->second;
   const bool last = stage_ + 1 == grid_.num_virtual_stages();
-  int64_t transient = 0;
-  if (opt_.recompute) {
-    Activations out = RunLayers(s.input, &transient);
-    transient -= Bytes(s.input);
-    AddLive(transient, 0);
-    if (last) {
-      int64_t n = my_rows_.size(), begin = mb * opt_.micro_batch + my_rows_.begin;
-      torch::Tensor target = batch_->targets.narrow(0, begin, n).to(device_);
-      s.loss = model_.loss(out.at(0), target) *
-               (static_cast<double>(n) / static_cast<double>(opt_.global_batch));
-    } else {
-      s.output = out;
-    }
-  }
-  if (last) {
+  if (recomputes_) {  // Note [Re-computation per layer] (recompute_segments.cc)
+    BackwardBlocks(s, mb);
+  } else if (last) {
     s.loss.backward();
   } else {
-    Activations grads = TakeReceived(Op::kRecvGrad, mb);
-    std::vector<torch::Tensor> outs, out_grads;
-    size_t k = 0;
-    for (size_t i = 0; i < s.output.size(); ++i) {
-      if (!out_grad_[i]) continue;
-      if (s.output[i].requires_grad()) {
-        outs.push_back(s.output[i]);
-        out_grads.push_back(grads.at(k));
-      }
-      ++k;
-    }
+    Activations grads = TakeReceived(Op::kRecvGrad, mb), outs, out_grads;
+    OutputRoots(s.output, grads, outs, out_grads);
     if (!outs.empty()) torch::autograd::backward(outs, out_grads);
   }
   if (stage_ > 0) {
@@ -376,10 +351,11 @@ void StageWorker::Backward(int mb) {
       s.grad_in.push_back(g.defined() ? g : torch::zeros_like(s.input[i]));
     }
   }
-  AddLive(-transient, 0);
   AddLive(-s.live_bytes, -1);
   s.input.clear();
   s.output.clear();
+  s.block_inputs.clear();
+  s.block_outputs.clear();
   s.loss = torch::Tensor();
   if (stage_ == 0) slots_.erase(it);
 }

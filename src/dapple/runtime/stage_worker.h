@@ -48,6 +48,9 @@ struct StageWorkerOptions {
   int64_t global_batch = 0;  // GBS: the loss of every slice is scaled by rows / GBS
   int64_t micro_batch = 0;   // m
   bool recompute = false;    // keep only stage inputs; recompute the forward in B
+  // The layers (model indices in the stage) that re-compute when not all do (Note
+  // [Re-computation per layer] in recompute_segments.cc).
+  std::vector<int> recompute_layers;
   int64_t bucket_bytes = 0;  // allreduce bucket size
   // AR's buckets (grouped as cost/grad_buckets) start during the last micro-batch's B.
   bool overlap_allreduce = false;
@@ -115,6 +118,14 @@ class StageWorker {
     // of each layer's weight gradients and the gradient flowing into it (split_backward.cc).
     std::vector<Activations> layer_outputs;
     std::vector<Activations> w_roots, w_grads;
+    // Re-computing stages (recompute_segments.cc): per block, its input (a leaf after the
+    // first block) and, for a block that does not re-compute, its output with its graph.
+    std::vector<Activations> block_inputs, block_outputs;
+  };
+  // A run of consecutive layers that all re-compute or all do not.
+  struct Block {
+    int first = 0, last = 0;
+    bool recompute = false;
   };
   void Execute(const Instruction& inst, int pc);
   void Forward(int mb);
@@ -127,6 +138,25 @@ class StageWorker {
   void WaitRecv(const Instruction& inst);
   void PostNextRecv(int pc, Op op);
   Activations RunLayers(Activations x, int64_t* saved_bytes);
+  // recompute_segments.cc: the blocks, and F, B and I of a stage with blocks that re-compute.
+  std::vector<Block> MakeBlocks() const;
+  Activations RunBlock(Activations x, const Block& b, int64_t* saved_bytes,
+                       std::vector<Activations>* layer_outputs);
+  Activations ForwardBlocks(Slot& s);
+  void BackwardBlocks(Slot& s, int mb);
+  // The roots of block b's backward and their gradients: the loss, or the stage's outputs
+  // with the received gradients, on the last block; else its outputs y with `above`, the
+  // gradients with respect to the next block's input.
+  void BlockRoots(Slot& s, int b, int mb, const Activations& y, const Activations& received,
+                  const Activations& above, Activations& roots, Activations& grads);
+  Activations RebuildBlock(Slot& s, int b, std::vector<Activations>* layer_outputs);
+  void InputGradBlocks(Slot& s, int mb);
+  void InputGradBlock(Slot& s, int b, Activations roots, Activations root_grads,
+                      Activations* input_grads);
+  torch::Tensor ScaledLoss(const Activations& out, int mb);
+  // The stage's output tensors that carry a gradient, and the received gradients for them.
+  void OutputRoots(const Activations& out, const Activations& received, Activations& roots,
+                   Activations& grads) const;
   // The received pieces of (op, mb), concatenated by rows (Note [Boundary tensors]).
   Activations TakeReceived(Op op, int mb);
   // "rank 2 (stage 1, replica 0), step 3, micro-batch 4: waiting on RA4 from rank 0"
@@ -153,6 +183,8 @@ class StageWorker {
   OverlappedAllReduce* grad_buckets_ = nullptr;        // the gradient buckets; null: no AR
   int last_backward_pc_ = -1;                          // the B or W that grad_buckets_ is armed for
   bool split_ = false;                        // the program has I and W (keep every layer's output)
+  std::vector<Block> blocks_;                 // one without re-computation
+  bool recomputes_ = false;                   // some block re-computes
   std::vector<Activations> kept_outputs_;     // RunLayers' layer outputs when split_
   std::vector<TimelineEvent> bucket_events_;  // this step's "AR b<k>"
   std::vector<TimelineEvent> norm_events_;    // this step's "NORM" and "AG" (inside its STEP)

@@ -165,6 +165,7 @@ void TrainingRun::SetUpWorker() {
   wo.global_batch = plan_.global_batch_size;
   wo.micro_batch = plan_.micro_batch_size;
   wo.recompute = o_.recompute || (sp_ && plan_.Recomputes(stage_));
+  if (sp_) wo.recompute_layers = plan_.stages[stage_].recompute_layers;
   wo.bucket_bytes = o_.bucket_bytes;
   wo.overlap_allreduce = plan_.allreduce_overlap && !o_.no_overlap;
   wo.timeout = o_.timeout;

@@ -218,8 +218,12 @@ class Engine {
       return;
     }
     if (pc == watched_pc_[s_.devices[d].stage]) dv.last_backward_end = clock;
+    if (in.op == Op::kInputGrad) {
+      dv.bytes += cost.rebuilt_bytes;
+      dv.peak_bytes = std::max(dv.peak_bytes, dv.bytes);
+    }
     if (weight_grads) {
-      dv.bytes -= cost.bytes_per_micro_batch;
+      dv.bytes -= cost.bytes_per_micro_batch + (in.op == Op::kWeightGrad ? cost.rebuilt_bytes : 0);
       --dv.in_flight;
     }
   }

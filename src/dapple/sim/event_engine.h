@@ -47,6 +47,8 @@ struct EngineChunkCost {
   double input_grad_ms = 0;          // I: the input gradient part of the backward
   double weight_grad_ms = 0;         // W: the weight gradient part
   double bytes_per_micro_batch = 0;  // activation memory a forward adds and its B (or W) frees
+  // Split backward with re-computation: what I rebuilds and W frees (RecomputeBytes::rebuilt).
+  double rebuilt_bytes = 0;
 };
 
 struct EngineDevice {

@@ -13,6 +13,7 @@
 #include "dapple/common/error.h"
 #include "dapple/common/slicing.h"
 #include "dapple/cost/grad_buckets.h"
+#include "dapple/cost/recompute_costs.h"
 #include "dapple/sim/emulation/shared_compute.h"
 #include "dapple/sim/event_engine.h"
 #include "dapple/sim/global_norm.h"
@@ -81,8 +82,10 @@ void AddReplica(const Plan& plan, const CostModel& cost, int s, int j,
     const int a = cp.first_layer, z = cp.last_layer;
     EngineChunkCost& cc = setup.costs[ed.first_cost + c];
     cc.forward_ms = cost.ForwardMs(a, z, samples, dev);
-    // Re-computation runs the stage's forward again right before each backward.
-    const double refwd = plan.Recomputes(vs) ? cc.forward_ms : 0.0;
+    // Re-computation runs the forward of the layers that re-compute again right before
+    // each backward (Note [Re-computation per layer] in runtime/recompute_segments.cc).
+    const std::vector<int> recomputed = plan.RecomputedLayers(vs);
+    const double refwd = RecomputeForwardMs(cost, recomputed, samples, dev);
     cc.backward_ms = refwd + cost.BackwardMs(a, z, samples, dev);
     // Split backward: the input-gradient part rebuilds the forward first.
     cc.input_grad_ms = refwd + cost.BackwardInputMs(a, z, samples, dev);
@@ -102,11 +105,15 @@ void AddReplica(const Plan& plan, const CostModel& cost, int s, int j,
           k + 1 == bs.size() ? (split ? cc.weight_grad_ms : cc.backward_ms)
           : split            ? cost.BackwardWeightMs(bs[k].first_layer, z, samples, dev)
                              : refwd + cost.BackwardMs(bs[k].first_layer, z, samples, dev);
-    const double act = cost.ActivationBytes(a, z, samples);
-    // With re-computation a micro-batch keeps only its stage input until its backward,
-    // which rebuilds one micro-batch of activations (added once, below).
-    cc.bytes_per_micro_batch = plan.Recomputes(vs) ? cost.StageInputBytes(a, samples) : act;
-    if (plan.Recomputes(vs)) extra = std::max(extra, act);
+    // A micro-batch keeps the activations of the layers that do not re-compute and each
+    // segment's input until its backward, which rebuilds one segment at a time (added once,
+    // below); a split one holds what it rebuilt from I until W.
+    const RecomputeBytes bytes = RecomputeActivationBytes(cost, a, z, recomputed, samples);
+    cc.bytes_per_micro_batch = bytes.kept;
+    if (split)
+      cc.rebuilt_bytes = bytes.rebuilt;
+    else
+      extra = std::max(extra, bytes.rebuilt_peak);
     StageStats& stats = p.result.stages[vs];
     stats.forward_ms = std::max(stats.forward_ms, cc.forward_ms);
     stats.backward_ms = std::max(stats.backward_ms, cc.backward_ms);

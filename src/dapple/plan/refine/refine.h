@@ -62,16 +62,17 @@ RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
 // gather them with it. REQUIRES: climbs non-empty.
 RefineResult FastestClimb(std::vector<RefineResult> climbs);
 
-// Re-computation where a plan needs it, and nowhere else: sets `recompute` on each stage
-// of `plan` that does not fit its devices' memory without it (per EvaluatePlan's memory
-// rule) and may re-compute (CanRecompute), clears it on the others and clears the plan's
-// own flag. Returns whether some stage re-computes. Re-computation is a memory tool: the
-// simulator may find a plan faster with it where it fits without (a later backward can
-// shift a contended transfer), but the planners never propose it for that.
-// `costs`, when given, receives EvaluatePlan of the plan without any re-computation (which
-// is `plan`'s own costs when this returns false). With `base` and its EvaluatePlan
-// `base_costs`, it evaluates with EvaluatePlanFrom (the same figures, sooner for a plan
-// near base).
+// Re-computation where a plan needs it, and nowhere else: on each stage of `plan` that does
+// not fit its devices' memory without it (per EvaluatePlan's memory rule) and may
+// re-compute (CanRecompute), sets `recompute_layers` to the layers ChooseRecomputeLayers
+// picks (plans of one chunk), or `recompute` when that is every layer, no choice fits, or
+// the plan has chunks; clears both on the others and clears the plan's own flag. Returns whether
+// some stage re-computes. Re-computation is a memory tool: the simulator may find a plan faster
+// with it where it fits without (a later backward can shift a contended transfer), but the planners
+// never propose it for that. `costs`, when given, receives EvaluatePlan of the plan without any
+// re-computation (which is `plan`'s own costs when this returns false). With `base` and its
+// EvaluatePlan `base_costs`, it evaluates with EvaluatePlanFrom (the same figures, sooner for a
+// plan near base).
 bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed,
                           PlanCosts* costs = nullptr, const Plan* base = nullptr,
                           const PlanCosts* base_costs = nullptr);

@@ -42,6 +42,8 @@ std::string SimKey(const Plan& plan) {
     Put(key, st.recompute ? -1 - st.replicas() : st.replicas());
     Put(key, st.shard_optimizer ? 1 : 0);
     for (int d : st.devices) Put(key, d);
+    Put(key, static_cast<int>(st.recompute_layers.size()));
+    for (int l : st.recompute_layers) Put(key, l);
   }
   return key;
 }

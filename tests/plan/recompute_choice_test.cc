@@ -1,0 +1,183 @@
+// The planner's choice of the layers that re-compute (Note [Choosing the layers that
+// re-compute]) against an exhaustive search over every subset on random small stages, and
+// RecomputeWhereNeeded on plans where per-layer re-computation beats the whole stage or is
+// the only choice that fits, as the simulator says.
+#include "dapple/plan/recompute_choice.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <optional>
+#include <random>
+
+#include "dapple/cost/recompute_costs.h"
+#include "dapple/plan/refine/refine.h"
+#include "dapple/sim/simulator.h"
+#include "fakes/fake_cost_model.h"
+#include "sim/sim_test_util.h"
+
+namespace dapple {
+namespace {
+
+// What `layers` hold and cost, through the cost model's segment figures (not the
+// chooser's per-layer sums).
+double Held(const RecomputeProblem& p, const std::vector<int>& layers) {
+  return HeldActivationBytes(
+      RecomputeActivationBytes(*p.cost, p.first, p.last, layers, p.micro_batch), p.held, p.split);
+}
+double ExtraMs(const RecomputeProblem& p, const std::vector<int>& layers) {
+  return RecomputeForwardMs(*p.cost, layers, p.micro_batch, p.devices[0]);
+}
+
+// The fastest subset that fits, over all 2^n subsets of the stage's layers.
+std::optional<double> ExhaustiveBestMs(const RecomputeProblem& p) {
+  const int n = p.last - p.first + 1;
+  std::optional<double> best;
+  for (int mask = 0; mask < (1 << n); ++mask) {
+    std::vector<int> layers;
+    for (int i = 0; i < n; ++i)
+      if (mask >> i & 1) layers.push_back(p.first + i);
+    if (Held(p, layers) > p.budget_bytes * (1 + 1e-12)) continue;
+    const double ms = ExtraMs(p, layers);
+    if (!best || ms < *best) best = ms;
+  }
+  return best;
+}
+
+// How the chooser fared on `trials` random stages of `min_layers` + (trial % spread)
+// layers: choices found where the exhaustive search found one, and how many were its optimum.
+struct Tally {
+  int cases = 0, feasible = 0, optimal = 0;
+  int missed = 0;    // stages where a choice fits but the chooser found none
+  double worst = 1;  // the largest ratio of the chosen extra forward to the optimum
+};
+
+Tally RunRandomStages(int trials, int min_layers, int spread, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> ms(0.1, 5), mb(0.5, 8);
+  Tally t;
+  for (int trial = 0; trial < trials; ++trial) {
+    const int n = min_layers + trial % spread;
+    FakeCostModel cost(n + 2, 1);
+    for (int l = 0; l < n + 2; ++l) {
+      cost.fwd_ms[l] = ms(rng);
+      cost.act_bytes[l] = mb(rng) * 1e6;
+    }
+    RecomputeProblem p;
+    p.cost = &cost;
+    p.first = 1 + trial % 2;
+    p.last = p.first + n - 1;
+    p.devices = {0};
+    p.micro_batch = 1;
+    const int K = 1 + trial % 4;
+    p.split = trial % 3 == 0;
+    p.held = p.split ? std::vector<HeldMicroBatches>{{K, 0}, {K, K / 2 + 1}}
+                     : std::vector<HeldMicroBatches>{{K, 0}};
+    // A budget between the least any subset holds and 10% over holding everything.
+    double none = Held(p, {}), least = none;
+    for (int mask = 0; mask < (1 << n); ++mask) {
+      std::vector<int> layers;
+      for (int i = 0; i < n; ++i)
+        if (mask >> i & 1) layers.push_back(p.first + i);
+      least = std::min(least, Held(p, layers));
+    }
+    p.budget_bytes = least + (none - least) * std::uniform_real_distribution<double>(0, 1.1)(rng);
+    ++t.cases;
+    const std::optional<double> best = ExhaustiveBestMs(p);
+    const std::optional<std::vector<int>> chosen = ChooseRecomputeLayers(p);
+    if (!chosen) {
+      t.missed += best.has_value() ? 1 : 0;
+      continue;
+    }
+    ++t.feasible;
+    EXPECT_LE(Held(p, *chosen), p.budget_bytes * (1 + 1e-9)) << "trial " << trial;
+    EXPECT_TRUE(best.has_value()) << "trial " << trial;
+    if (!best) continue;
+    const double got = ExtraMs(p, *chosen);
+    EXPECT_GE(got, *best - 1e-9) << "trial " << trial;
+    if (got <= *best + 1e-9) ++t.optimal;
+    t.worst = std::max(t.worst, *best > 0 ? got / *best : 1.0);
+  }
+  return t;
+}
+
+// Up to kExhaustiveLayers layers the chooser tries every subset: the exhaustive optimum on
+// every stage (the test's search costs segments through the cost model, the chooser from
+// per-layer sums).
+TEST(RecomputeChoice, SmallStagesGetTheExhaustiveOptimum) {
+  const Tally t = RunRandomStages(400, 2, 9, 7);
+  EXPECT_GT(t.feasible, t.cases / 2);
+  EXPECT_EQ(t.missed, 0);
+  EXPECT_EQ(t.optimal, t.feasible);
+}
+
+// Beyond it the greedy: every choice fits, and on 24 random stages of 13-15 layers it finds
+// one on all but at most one where one exists, the optimum on more than half, and never
+// 1.5 times the optimum's extra forward.
+TEST(RecomputeChoice, LargerStagesGetAGreedyChoiceNearTheExhaustiveOptimum) {
+  const Tally t = RunRandomStages(24, kExhaustiveLayers + 1, 3, 11);
+  std::printf("greedy: %d stages, %d choices, %d missed, %d optimal, worst %.3f x the optimum\n",
+              t.cases, t.feasible, t.missed, t.optimal, t.worst);
+  EXPECT_GT(t.feasible, t.cases / 2);
+  EXPECT_LE(t.missed, 1);
+  EXPECT_GT(t.optimal, t.feasible / 2);
+  EXPECT_LT(t.worst, 1.5);
+}
+
+// Whether every device of the simulated plan fits its memory.
+bool FitsMemory(const SimResult& r, const CostModel& cost) {
+  for (const DeviceStats& d : r.devices)
+    if (d.peak_memory_bytes > cost.DeviceMemoryBytes(d.device)) return false;
+  return true;
+}
+
+// Stage 0 (layers 0..5, 1 MB activations and 4 MB static each) under gpipe with M = 4 holds
+// 24 + 4 x 6 = 48 MB, over the 44 MB of its device. The whole stage re-computing holds
+// 24 + 4 x 1 + 6 = 34 MB; re-computing three consecutive layers holds 24 + 4 x (3 + 1) + 3 = 43 MB
+// at half the extra forwards: the planner's choice, and faster as the simulator says.
+TEST(RecomputeWhereNeeded, PerLayerFitsWithFewerExtraForwardsThanTheWholeStage) {
+  FakeCostModel cost(8, 2);
+  cost.memory_bytes = 44e6;
+  Plan plan = testing::MakePlan({{0, 5, {0}}, {6, 7, {1}}}, 1, 4, ScheduleKind::kGPipe);
+  EXPECT_FALSE(FitsMemory(SimulatePlan(plan, cost), cost));
+  const std::vector<bool> timed(8, true);
+  ASSERT_TRUE(RecomputeWhereNeeded(plan, cost, timed));
+  EXPECT_FALSE(plan.stages[0].recompute);
+  // Three consecutive layers (two or fewer do not fit), not all six.
+  const std::vector<int>& chosen = plan.stages[0].recompute_layers;
+  ASSERT_EQ(chosen.size(), 3u);
+  EXPECT_EQ(chosen[2], chosen[0] + 2);
+  EXPECT_FALSE(plan.RecomputesAny(1));
+  const SimResult some = SimulatePlan(plan, cost);
+  EXPECT_TRUE(FitsMemory(some, cost));
+  EXPECT_LE(some.devices[0].peak_memory_bytes, 44e6);
+  Plan whole_plan = plan;
+  whole_plan.stages[0].recompute_layers.clear();
+  whole_plan.stages[0].recompute = true;
+  const SimResult whole = SimulatePlan(whole_plan, cost);
+  EXPECT_TRUE(FitsMemory(whole, cost));
+  EXPECT_LT(some.iteration_ms, whole.iteration_ms);
+}
+
+// The last stage (layers 2..7, activations 1, 1, 8, 1, 1, 8 MB; K = 1 under dapple-a) holds
+// 24 + 20 = 44 MB without re-computation and 24 + 1 + 20 = 45 MB re-computing whole, both
+// over 40 MB; re-computing layers 4 and 7 keeps 1 + 1 + 1 + 1 MB and their inputs (1 + 1)
+// and rebuilds 8 MB at a time: 38 MB, the only choice of the three that fits.
+TEST(RecomputeWhereNeeded, PerLayerFitsWhereNeitherNoneNorTheWholeStageDoes) {
+  FakeCostModel cost(8, 2);
+  cost.memory_bytes = 40e6;
+  cost.act_bytes = {1e6, 1e6, 1e6, 1e6, 8e6, 1e6, 1e6, 8e6};
+  Plan plan = testing::MakePlan({{0, 1, {0}}, {2, 7, {1}}}, 1, 4, ScheduleKind::kDappleA);
+  EXPECT_FALSE(FitsMemory(SimulatePlan(plan, cost), cost));
+  Plan whole_plan = plan;
+  whole_plan.stages[1].recompute = true;
+  EXPECT_FALSE(FitsMemory(SimulatePlan(whole_plan, cost), cost));
+  ASSERT_TRUE(RecomputeWhereNeeded(plan, cost, std::vector<bool>(8, true)));
+  EXPECT_EQ(plan.stages[1].recompute_layers, (std::vector<int>{4, 7}));
+  const SimResult r = SimulatePlan(plan, cost);
+  EXPECT_TRUE(FitsMemory(r, cost));
+  EXPECT_DOUBLE_EQ(r.devices[1].peak_memory_bytes, 38e6);
+}
+
+}  // namespace
+}  // namespace dapple
