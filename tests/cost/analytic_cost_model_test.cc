@@ -131,11 +131,14 @@ TEST(AnalyticCostModel, Bf16ProfilesHoldWeightCopies) {
   Cluster c = TwoByFour();
   AnalyticCostModel cost(p, c);
   EXPECT_DOUBLE_EQ(cost.StaticMemoryBytes(0, 1), 30 * 4.5);
-  // Sharded over 2: weights and gradients 2, moments 2 / 2, copies 0.5.
-  EXPECT_DOUBLE_EQ(cost.ShardedStaticMemoryBytes(0, 1, 2), 30 * 3.5);
+  // Sharded over 4: weights, gradients and the reduce-scatter's receive buffers 3, moments
+  // 2 / 4, copies 0.5.
+  EXPECT_DOUBLE_EQ(cost.ShardedStaticMemoryBytes(0, 1, 4), 30 * 4.0);
   EXPECT_DOUBLE_EQ(cost.ActivationBytes(0, 3, 4), 100 + 200 + 50 + 800);
   p.precision = Precision::kFloat32;
-  EXPECT_DOUBLE_EQ(AnalyticCostModel(p, c).ShardedStaticMemoryBytes(0, 1, 2), 30 * 3.0);
+  EXPECT_DOUBLE_EQ(AnalyticCostModel(p, c).ShardedStaticMemoryBytes(0, 1, 4), 30 * 3.5);
+  // Over 2 it saves nothing with a state factor of 4: 3 + 2 / 2.
+  EXPECT_DOUBLE_EQ(AnalyticCostModel(p, c).ShardedStaticMemoryBytes(0, 1, 2), 30 * 4.0);
 }
 
 TEST(AnalyticCostModel, TheProcessesOwnMemoryIsNotTheStages) {
