@@ -98,11 +98,32 @@ RefineStarts SelectedStarts(const Context& c, const std::vector<Proposal>& propo
   return starts;
 }
 
+// The key of a schedule's refined selection in Shared::refined.
+auto RefinedKey(const Context& c, ScheduleKind k) {
+  return std::tuple{k, c.sizes, c.options.refine_work, c.options.allreduce_overlap};
+}
+
+// Keeps `r` as the refined selection of schedule `k` of `c` (SelectRefined's outcome), and
+// returns it.
+const RefinedSelection& KeepRefined(const Context& c, ScheduleKind k, RefinedSelection r) {
+  std::lock_guard<std::mutex> lock(c.shared->dp_mu);
+  return c.shared->refined.try_emplace(RefinedKey(c, k), std::move(r)).first->second;
+}
+
+// A selection of `c`'s one schedule, from the memo when a search ran it already (the same
+// proposals, starts and climbs: the outcome is that search's).
 RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& proposals) {
+  DAPPLE_CHECK(c.schedules.size() == 1);
+  {
+    std::lock_guard<std::mutex> lock(c.shared->dp_mu);
+    auto it = c.shared->refined.find(RefinedKey(c, c.schedules[0]));
+    if (it != c.shared->refined.end()) return it->second;
+  }
   const RefineOptions ro = RefineOptionsFor(c, 0);
   const RefineStarts starts = SelectedStarts(c, proposals, ro);
-  if (starts.starts.empty()) return Refined(starts, {});
-  return Refined(starts, Refine(starts.starts, c.cost, c.cluster, ro));
+  if (starts.starts.empty()) return KeepRefined(c, c.schedules[0], Refined(starts, {}));
+  return KeepRefined(c, c.schedules[0],
+                     Refined(starts, Refine(starts.starts, c.cost, c.cluster, ro)));
 }
 
 // Each family's SelectRefined, the families' searches on the machine's cores together:
@@ -140,9 +161,18 @@ std::vector<RefinedSelection> SelectRefinedFamilies(
   }
   pool.Run(0);
   std::vector<RefinedSelection> found(F);
-  for (size_t f = 0; f < F; ++f)
-    found[f] = climbs[f].empty() ? Refined(starts[f], {})
-                                 : Refined(starts[f], FastestClimb(std::move(climbs[f])));
+  for (size_t f = 0; f < F; ++f) {
+    if (climbs[f].empty()) {
+      found[f] = KeepRefined(c, c.schedules[f], Refined(starts[f], {}));
+      continue;
+    }
+    RefineResult r = FastestClimb(std::move(climbs[f]));
+    // Refine climbs its starts on one budget, these climbs had one each: the same climbs
+    // when they spent less than one budget together, and only then kept for SelectRefined.
+    const bool as_one = r.work < options[f].max_work;
+    found[f] = Refined(starts[f], r);
+    if (as_one) KeepRefined(c, c.schedules[f], found[f]);
+  }
   return found;
 }
 

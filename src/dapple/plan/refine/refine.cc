@@ -45,10 +45,11 @@
 namespace dapple {
 
 bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed,
-                          PlanCosts* costs, const Plan* base, const PlanCosts* base_costs) {
+                          PlanCosts* costs, const Plan* base, const PlanCosts* base_costs,
+                          ShardMemo* shard_memo) {
   plan.recompute = false;
   for (StagePlan& st : plan.stages) st.recompute = false;
-  ShardWhereItPays(plan, cost);
+  ShardWhereItPays(plan, cost, shard_memo);
   PlanCosts pc = base ? EvaluatePlanFrom(plan, *base, *base_costs, cost) : EvaluatePlan(plan, cost);
   bool any = false;
   for (int s = 0; s < plan.num_stages(); ++s) {
@@ -61,7 +62,7 @@ bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<b
   return any;
 }
 
-bool ShardWhereItPays(Plan& plan, const CostModel& cost) {
+bool ShardWhereItPays(Plan& plan, const CostModel& cost, ShardMemo* memo) {
   bool any = false;
   const int S = plan.num_stages();
   for (int s = 0; s < S; ++s) {
@@ -74,7 +75,16 @@ bool ShardWhereItPays(Plan& plan, const CostModel& cost) {
                            k, plan.Recomputes(s), plan.allreduce_overlap,
                            /*uniform=*/false, shard);
     };
-    st.shard_optimizer = ShardingPays(evaluate(false), evaluate(true));
+    if (!memo) {
+      st.shard_optimizer = ShardingPays(evaluate(false), evaluate(true));
+    } else {
+      auto [it, fresh] =
+          memo->pays.try_emplace({st.first_layer, st.last_layer, st.devices, plan.micro_batch_size,
+                                  k, plan.Recomputes(s), plan.allreduce_overlap},
+                                 false);
+      if (fresh) it->second = ShardingPays(evaluate(false), evaluate(true));
+      st.shard_optimizer = it->second;
+    }
     any = any || st.shard_optimizer;
   }
   return any;
