@@ -111,7 +111,10 @@ const RefinedSelection& KeepRefined(const Context& c, ScheduleKind k, RefinedSel
 }
 
 // A selection of `c`'s one schedule, from the memo when a search ran it already (the same
-// proposals, starts and climbs: the outcome is that search's).
+// proposals, starts and climbs: the outcome is that search's). Its climbs, one per start,
+// each with a budget of its own, run side by side on the cores, one thread each, as the
+// families' climbs do (SelectRefinedFamilies): a climb on two threads simulates the second
+// neighbour of a pair in vain when the first is taken, as it mostly is.
 RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& proposals) {
   DAPPLE_CHECK(c.schedules.size() == 1);
   {
@@ -119,11 +122,14 @@ RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& pr
     auto it = c.shared->refined.find(RefinedKey(c, c.schedules[0]));
     if (it != c.shared->refined.end()) return it->second;
   }
-  const RefineOptions ro = RefineOptionsFor(c, 0);
+  const RefineOptions ro = RefineOptionsFor(c, /*threads=*/1);
   const RefineStarts starts = SelectedStarts(c, proposals, ro);
   if (starts.starts.empty()) return KeepRefined(c, c.schedules[0], Refined(starts, {}));
-  return KeepRefined(c, c.schedules[0],
-                     Refined(starts, Refine(starts.starts, c.cost, c.cluster, ro)));
+  std::vector<RefineResult> climbs(starts.starts.size());
+  ParallelFor(climbs.size(), 0, [&](size_t i) {
+    climbs[i] = Refine({starts.starts[i]}, c.cost, c.cluster, ro);
+  });
+  return KeepRefined(c, c.schedules[0], Refined(starts, FastestClimb(std::move(climbs))));
 }
 
 // Each family's SelectRefined, the families' searches on the machine's cores together:
@@ -161,18 +167,11 @@ std::vector<RefinedSelection> SelectRefinedFamilies(
   }
   pool.Run(0);
   std::vector<RefinedSelection> found(F);
-  for (size_t f = 0; f < F; ++f) {
-    if (climbs[f].empty()) {
-      found[f] = KeepRefined(c, c.schedules[f], Refined(starts[f], {}));
-      continue;
-    }
-    RefineResult r = FastestClimb(std::move(climbs[f]));
-    // Refine climbs its starts on one budget, these climbs had one each: the same climbs
-    // when they spent less than one budget together, and only then kept for SelectRefined.
-    const bool as_one = r.work < options[f].max_work;
-    found[f] = Refined(starts[f], r);
-    if (as_one) KeepRefined(c, c.schedules[f], found[f]);
-  }
+  for (size_t f = 0; f < F; ++f)
+    found[f] = KeepRefined(c, c.schedules[f],
+                           climbs[f].empty()
+                               ? Refined(starts[f], {})
+                               : Refined(starts[f], FastestClimb(std::move(climbs[f]))));
   return found;
 }
 
