@@ -1,5 +1,6 @@
 // The planner's starts for the refinement and its selection: see SelectStarts in refine.h.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -52,16 +53,29 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
   }
 
   std::vector<Scored>& starts = out.starts;
-  std::optional<Scored> even;  // the fastest even-widths start, with or without re-computation
+  // The time an origin's fastest must beat to be kept: the max_starts-th fastest start so far
+  // (a tie goes to the earlier origin); SelectFastest need not simulate what cannot.
+  std::vector<double> kept_ms;  // the starts' times, ascending
+  auto bar = [&] {
+    return static_cast<int>(kept_ms.size()) < max_starts ? std::numeric_limits<double>::infinity()
+                                                         : kept_ms[max_starts - 1];
+  };
   for (const std::string& origin : order) {
-    Selection sel = SelectFastest(groups[origin], cost, false, options.cache);
+    if (origin.starts_with(kEvenWidthsOrigin)) continue;
+    Selection sel = SelectFastest(groups[origin], cost, false, options.cache, bar());
     out.simulated += sel.simulated;
     if (!sel.best) continue;
-    if (origin.starts_with(kEvenWidthsOrigin)) {
-      if (!even || sel.best->sim.iteration_ms < even->sim.iteration_ms) even = std::move(sel.best);
-    } else {
-      starts.push_back(std::move(*sel.best));
-    }
+    kept_ms.insert(std::upper_bound(kept_ms.begin(), kept_ms.end(), sel.best->sim.iteration_ms),
+                   sel.best->sim.iteration_ms);
+    starts.push_back(std::move(*sel.best));
+  }
+  std::optional<Scored> even;  // the fastest even-widths start, with or without re-computation
+  for (const std::string& origin : order) {
+    if (!origin.starts_with(kEvenWidthsOrigin)) continue;
+    Selection sel = SelectFastest(groups[origin], cost, false, options.cache,
+                                  std::min(bar(), even ? even->sim.iteration_ms : bar()));
+    out.simulated += sel.simulated;
+    if (sel.best) even = std::move(sel.best);
   }
   std::stable_sort(starts.begin(), starts.end(), [](const Scored& a, const Scored& b) {
     return a.sim.iteration_ms < b.sim.iteration_ms;
