@@ -127,6 +127,7 @@ struct ClimbSearch {
   long long simulated = 0;
   long long work = 0;
   bool out_of_budget = false;
+  ShardMemo shard_memo = {};  // the climb's rounds list mostly the same stages
 
   // Local search from `start`; returns the last plan and the moves taken.
   std::pair<Scored, std::vector<RefineStep>> Run(Scored cur) {
@@ -137,7 +138,7 @@ struct ClimbSearch {
         break;
       }
       std::vector<internal::Neighbour> ns =
-          internal::Neighbours(cur.plan, cost, cluster, o, &cur.costs);
+          internal::Neighbours(cur.plan, cost, cluster, o, &cur.costs, &shard_memo);
       work += static_cast<long long>(ns.size()) * DevicesOf(cur.plan);  // their costs
       struct Item {
         double estimate;

@@ -25,9 +25,11 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
   const bool may_recompute = !options.forward_timed.empty() &&
                              std::find(options.forward_timed.begin(), options.forward_timed.end(),
                                        true) != options.forward_timed.end();
+  ShardMemo shard_memo;  // the families' and sizes' proposals share many stages
   auto add_recomputing = [&](const Proposal& p) {
     Proposal q = p;
-    if (RecomputeWhereNeeded(q.plan, cost, options.forward_timed)) {
+    if (RecomputeWhereNeeded(q.plan, cost, options.forward_timed, nullptr, nullptr, nullptr,
+                             &shard_memo)) {
       q.origin += "+recompute";
       add(std::move(q));
     }
@@ -36,7 +38,7 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
   // planner]); a proposal made without the memory limit when sharding makes it fit.
   auto sharded = [&](const Proposal& p) {
     Proposal q = p;
-    ShardWhereItPays(q.plan, cost);
+    ShardWhereItPays(q.plan, cost, &shard_memo);
     return q;
   };
   for (const Proposal& p : proposals) {
