@@ -70,10 +70,14 @@ bool ShardWhereItPays(Plan& plan, const CostModel& cost, ShardMemo* memo) {
     st.shard_optimizer = false;
     if (st.replicas() < 2 || plan.virtual_stages > 1) continue;
     const int k = PeakInFlight(plan.schedule, s, S, plan.num_micro_batches);
+    // Devices of one kind cost alike: EvaluateStage's `uniform` gives the same figures from
+    // the first replica and the last (hundreds of replicas on the large clusters).
+    const bool uniform = std::all_of(st.devices.begin(), st.devices.end(), [&](int d) {
+      return cost.DeviceKind(d) == cost.DeviceKind(st.devices[0]);
+    });
     auto evaluate = [&](bool shard) {
       return EvaluateStage(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size,
-                           k, plan.Recomputes(s), plan.allreduce_overlap,
-                           /*uniform=*/false, shard);
+                           k, plan.Recomputes(s), plan.allreduce_overlap, uniform, shard);
     };
     if (!memo) {
       st.shard_optimizer = ShardingPays(evaluate(false), evaluate(true));
