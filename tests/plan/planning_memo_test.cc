@@ -42,7 +42,9 @@ TEST(PlanningMemo, SharedCallsPlanAsAlone) {
       o.planner = k;
       calls.push_back(o);
     }
-    for (ScheduleKind k : {ScheduleKind::kDappleB, ScheduleKind::kInterleaved}) {
+    // The V shapes search as zb-h1, whose search the first call ran already (Shared::refined).
+    for (ScheduleKind k : {ScheduleKind::kDappleB, ScheduleKind::kInterleaved, ScheduleKind::kZbV,
+                           ScheduleKind::kVHalf, ScheduleKind::kVMin}) {
       PlannerOptions o;
       o.schedule = k;
       calls.push_back(o);

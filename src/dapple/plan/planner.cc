@@ -98,11 +98,38 @@ RefineStarts SelectedStarts(const Context& c, const std::vector<Proposal>& propo
   return starts;
 }
 
+// The key of a schedule's refined selection in Shared::refined.
+auto RefinedKey(const Context& c, ScheduleKind k) {
+  return std::tuple{k, c.sizes, c.options.refine_work, c.options.allreduce_overlap};
+}
+
+// Keeps `r` as the refined selection of schedule `k` of `c` (SelectRefined's outcome), and
+// returns it.
+const RefinedSelection& KeepRefined(const Context& c, ScheduleKind k, RefinedSelection r) {
+  std::lock_guard<std::mutex> lock(c.shared->dp_mu);
+  return c.shared->refined.try_emplace(RefinedKey(c, k), std::move(r)).first->second;
+}
+
+// A selection of `c`'s one schedule, from the memo when a search ran it already (the same
+// proposals, starts and climbs: the outcome is that search's). Its climbs, one per start,
+// each with a budget of its own, run side by side on the cores, one thread each, as the
+// families' climbs do (SelectRefinedFamilies): a climb on two threads simulates the second
+// neighbour of a pair in vain when the first is taken, as it mostly is.
 RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& proposals) {
-  const RefineOptions ro = RefineOptionsFor(c, 0);
+  DAPPLE_CHECK(c.schedules.size() == 1);
+  {
+    std::lock_guard<std::mutex> lock(c.shared->dp_mu);
+    auto it = c.shared->refined.find(RefinedKey(c, c.schedules[0]));
+    if (it != c.shared->refined.end()) return it->second;
+  }
+  const RefineOptions ro = RefineOptionsFor(c, /*threads=*/1);
   const RefineStarts starts = SelectedStarts(c, proposals, ro);
-  if (starts.starts.empty()) return Refined(starts, {});
-  return Refined(starts, Refine(starts.starts, c.cost, c.cluster, ro));
+  if (starts.starts.empty()) return KeepRefined(c, c.schedules[0], Refined(starts, {}));
+  std::vector<RefineResult> climbs(starts.starts.size());
+  ParallelFor(climbs.size(), 0, [&](size_t i) {
+    climbs[i] = Refine({starts.starts[i]}, c.cost, c.cluster, ro);
+  });
+  return KeepRefined(c, c.schedules[0], Refined(starts, FastestClimb(std::move(climbs))));
 }
 
 // Each family's SelectRefined, the families' searches on the machine's cores together:
@@ -141,8 +168,10 @@ std::vector<RefinedSelection> SelectRefinedFamilies(
   pool.Run(0);
   std::vector<RefinedSelection> found(F);
   for (size_t f = 0; f < F; ++f)
-    found[f] = climbs[f].empty() ? Refined(starts[f], {})
-                                 : Refined(starts[f], FastestClimb(std::move(climbs[f])));
+    found[f] = KeepRefined(c, c.schedules[f],
+                           climbs[f].empty()
+                               ? Refined(starts[f], {})
+                               : Refined(starts[f], FastestClimb(std::move(climbs[f]))));
   return found;
 }
 

@@ -11,6 +11,7 @@
 
 #include "dapple/plan/dp/dapple_dp.h"
 #include "dapple/plan/planner.h"
+#include "dapple/plan/refine/refine.h"
 #include "dapple/plan/search/rescoring.h"
 #include "dapple/plan/search/sim_cache.h"
 
@@ -31,6 +32,10 @@ struct Shared {
   // schedule and planner name).
   std::map<int, Plan> balanced;
   std::map<int, std::vector<Plan>> even_widths;  // EvenWidthPlans by m
+  // A schedule's refined selection (SelectRefined: its starts and climbs) by (schedule,
+  // micro-batch sizes, refine_work, allreduce overlap): `dapple plan`'s V-shape rows search
+  // as zb-h1, whose search the planner's call ran already.
+  std::map<std::tuple<ScheduleKind, std::vector<int>, long long, bool>, RefinedSelection> refined;
   std::mutex dp_mu;  // guards the maps above (the families search in parallel)
 };
 

@@ -1,7 +1,10 @@
 // The schedules offered on the search's winners: see schedule_offers.h.
 #include "dapple/plan/schedule_offers.h"
 
+#include <limits>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "dapple/common/error.h"
 #include "dapple/format/message_tags.h"
@@ -20,14 +23,21 @@ std::vector<ScheduleKind> OfferedVShapes(const PlannerOptions& o) {
 void OfferVShapes(const Context& c, const std::vector<Plan>& bases,
                   const std::vector<ScheduleKind>& kinds, Selection& sel, PlanResult& result) {
   std::vector<Proposal> proposals;
-  for (const Plan& base : bases)
+  std::set<std::string> seen;  // the winner is mostly a family's winner too
+  for (const Plan& base : bases) {
+    if (!seen.insert(SimKey(base)).second) continue;
     for (Proposal& p : VShapeProposals(base, c.cost, c.sizes, c.global_batch, kinds)) {
       p.plan.allreduce_overlap = c.options.allreduce_overlap;
       if (!MessageTagError(p.plan, c.cluster.num_devices())) proposals.push_back(std::move(p));
     }
-  Selection alt = SelectFastest(proposals, c.cost, false, &c.shared->sims);
-  sel.simulated += alt.simulated;
+  }
   const bool fixed = c.options.schedule.has_value();
+  // Offered beside a winner, a V shape must beat it: SelectFastest need not simulate the
+  // others to the end.
+  const double beat =
+      !fixed && sel.best ? sel.best->sim.iteration_ms : std::numeric_limits<double>::infinity();
+  Selection alt = SelectFastest(proposals, c.cost, false, &c.shared->sims, beat);
+  sel.simulated += alt.simulated;
   if (!alt.best) {
     if (fixed) sel.best.reset();
     return;

@@ -76,14 +76,15 @@ void ChooseLayers(Plan& plan, const CostModel& cost, const std::vector<bool>& fo
 }  // namespace
 
 bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed,
-                          PlanCosts* costs, const Plan* base, const PlanCosts* base_costs) {
+                          PlanCosts* costs, const Plan* base, const PlanCosts* base_costs,
+                          ShardMemo* shard_memo) {
   plan.recompute = false;
   for (StagePlan& st : plan.stages) {
     st.recompute = false;
     st.recompute_layers.clear();
     st.recompute_layer_ids.clear();
   }
-  ShardWhereItPays(plan, cost);
+  ShardWhereItPays(plan, cost, shard_memo);
   PlanCosts pc = base ? EvaluatePlanFrom(plan, *base, *base_costs, cost) : EvaluatePlan(plan, cost);
   bool any = false;
   for (int s = 0; s < plan.num_stages(); ++s) {
@@ -100,7 +101,7 @@ bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<b
   return any;
 }
 
-bool ShardWhereItPays(Plan& plan, const CostModel& cost) {
+bool ShardWhereItPays(Plan& plan, const CostModel& cost, ShardMemo* memo) {
   bool any = false;
   const int S = plan.num_stages();
   for (int s = 0; s < S; ++s) {
@@ -108,12 +109,25 @@ bool ShardWhereItPays(Plan& plan, const CostModel& cost) {
     st.shard_optimizer = false;
     if (st.replicas() < 2 || plan.virtual_stages > 1) continue;
     const int k = PeakInFlight(plan.schedule, s, S, plan.num_micro_batches);
+    // Devices of one kind cost alike: EvaluateStage's `uniform` gives the same figures from
+    // the first replica and the last (hundreds of replicas on the large clusters).
+    const bool uniform = std::all_of(st.devices.begin(), st.devices.end(), [&](int d) {
+      return cost.DeviceKind(d) == cost.DeviceKind(st.devices[0]);
+    });
     auto evaluate = [&](bool shard) {
       return EvaluateStage(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size,
-                           k, plan.Recomputes(s), plan.allreduce_overlap,
-                           /*uniform=*/false, shard);
+                           k, plan.Recomputes(s), plan.allreduce_overlap, uniform, shard);
     };
-    st.shard_optimizer = ShardingPays(evaluate(false), evaluate(true));
+    if (!memo) {
+      st.shard_optimizer = ShardingPays(evaluate(false), evaluate(true));
+    } else {
+      auto [it, fresh] =
+          memo->pays.try_emplace({st.first_layer, st.last_layer, st.devices, plan.micro_batch_size,
+                                  k, plan.Recomputes(s), plan.allreduce_overlap},
+                                 false);
+      if (fresh) it->second = ShardingPays(evaluate(false), evaluate(true));
+      st.shard_optimizer = it->second;
+    }
     any = any || st.shard_optimizer;
   }
   return any;
@@ -156,6 +170,7 @@ struct ClimbSearch {
   long long simulated = 0;
   long long work = 0;
   bool out_of_budget = false;
+  ShardMemo shard_memo = {};  // the climb's rounds list mostly the same stages
 
   // Local search from `start`; returns the last plan and the moves taken.
   std::pair<Scored, std::vector<RefineStep>> Run(Scored cur) {
@@ -166,7 +181,7 @@ struct ClimbSearch {
         break;
       }
       std::vector<internal::Neighbour> ns =
-          internal::Neighbours(cur.plan, cost, cluster, o, &cur.costs);
+          internal::Neighbours(cur.plan, cost, cluster, o, &cur.costs, &shard_memo);
       work += static_cast<long long>(ns.size()) * DevicesOf(cur.plan);  // their costs
       struct Item {
         double estimate;

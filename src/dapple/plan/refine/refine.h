@@ -3,8 +3,10 @@
 #pragma once
 
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "dapple/common/schedule_kind.h"
@@ -73,9 +75,10 @@ RefineResult FastestClimb(std::vector<RefineResult> climbs);
 // re-computation (which is `plan`'s own costs when this returns false). With `base` and its
 // EvaluatePlan `base_costs`, it evaluates with EvaluatePlanFrom (the same figures, sooner for a
 // plan near base).
+struct ShardMemo;
 bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed,
                           PlanCosts* costs = nullptr, const Plan* base = nullptr,
-                          const PlanCosts* base_costs = nullptr);
+                          const PlanCosts* base_costs = nullptr, ShardMemo* shard_memo = nullptr);
 
 // Note [Optimizer sharding in the planner]
 // A stage of 2 or more replicas (in a plan without chunks) shards its optimizer state
@@ -86,7 +89,13 @@ bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<b
 // reduce-scatter holds a receive buffer per bucket that the allreduce does not. Sets the flag on
 // those stages and clears it on the others; returns whether some stage shards. RecomputeWhereNeeded
 // shards first, so re-computation is left to the stages that sharding cannot make fit.
-bool ShardWhereItPays(Plan& plan, const CostModel& cost);
+// With `memo`, a stage decides as the last stage alike in it (the same layers, devices,
+// micro-batch size, micro-batches in flight, re-computation and overlap) did: the
+// refinement's neighbours differ from their plan in a stage or two.
+struct ShardMemo {
+  std::map<std::tuple<int, int, std::vector<int>, int, int, bool, bool>, bool> pays;
+};
+bool ShardWhereItPays(Plan& plan, const CostModel& cost, ShardMemo* memo = nullptr);
 
 }  // namespace dapple
 

@@ -18,6 +18,7 @@ struct Ctx {
   const PlanCosts* base_costs;  // its EvaluatePlan, when known
   std::vector<int> unused;      // devices no stage has, ascending
   std::vector<int> server_of;   // device -> server (Cluster::ServerOf scans the servers)
+  ShardMemo* shard_memo;        // the neighbours' stages are mostly the plan's
 };
 
 int MaxReplicas(const Plan& p) {
@@ -57,7 +58,7 @@ void Add(Ctx& c, std::vector<Neighbour>& out, Plan p, const char* move) {
   for (StagePlan& s : p.stages) KeepFastestFirst(c, s.devices);
   PlanCosts costs;
   const Plan* base = c.base_costs ? &c.base : nullptr;
-  if (RecomputeWhereNeeded(p, c.cost, c.o.forward_timed, &costs, base, c.base_costs))
+  if (RecomputeWhereNeeded(p, c.cost, c.o.forward_timed, &costs, base, c.base_costs, c.shard_memo))
     costs = base ? EvaluatePlanFrom(p, *base, *c.base_costs, c.cost)
                  : EvaluatePlan(p, c.cost);  // what it evaluated was without re-computation
   p.estimate.reset();
@@ -240,8 +241,10 @@ void Batching(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
 }  // namespace
 
 std::vector<Neighbour> Neighbours(const Plan& plan, const CostModel& cost, const Cluster& cluster,
-                                  const RefineOptions& options, const PlanCosts* plan_costs) {
-  Ctx c{cost, cluster, options, plan, plan_costs, {}, {}};
+                                  const RefineOptions& options, const PlanCosts* plan_costs,
+                                  ShardMemo* shard_memo) {
+  ShardMemo own;
+  Ctx c{cost, cluster, options, plan, plan_costs, {}, {}, shard_memo ? shard_memo : &own};
   for (int s = 0; s < cluster.num_servers(); ++s)
     c.server_of.resize(c.server_of.size() + cluster.servers[s].devices, s);
   std::vector<bool> used(cluster.num_devices(), false);

@@ -27,8 +27,11 @@ struct Neighbour {
 // schedule. Each re-computes exactly on the stages that need it (RecomputeWhereNeeded). In
 // a fixed order (deterministic). `plan_costs`, when given, is EvaluatePlan(plan, cost): the
 // neighbours' costs are then evaluated from it (EvaluatePlanFrom), with the same figures.
+// `shard_memo`, when given, holds the sharding decisions of stages seen before (a climb's
+// rounds list mostly the same stages); the decisions are the same.
 std::vector<Neighbour> Neighbours(const Plan& plan, const CostModel& cost, const Cluster& cluster,
                                   const RefineOptions& options,
-                                  const PlanCosts* plan_costs = nullptr);
+                                  const PlanCosts* plan_costs = nullptr,
+                                  ShardMemo* shard_memo = nullptr);
 
 }  // namespace dapple::internal

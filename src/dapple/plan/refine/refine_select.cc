@@ -1,5 +1,6 @@
 // The planner's starts for the refinement and its selection: see SelectStarts in refine.h.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -24,9 +25,11 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
   const bool may_recompute = !options.forward_timed.empty() &&
                              std::find(options.forward_timed.begin(), options.forward_timed.end(),
                                        true) != options.forward_timed.end();
+  ShardMemo shard_memo;  // the families' and sizes' proposals share many stages
   auto add_recomputing = [&](const Proposal& p) {
     Proposal q = p;
-    if (RecomputeWhereNeeded(q.plan, cost, options.forward_timed)) {
+    if (RecomputeWhereNeeded(q.plan, cost, options.forward_timed, nullptr, nullptr, nullptr,
+                             &shard_memo)) {
       q.origin += "+recompute";
       add(std::move(q));
     }
@@ -35,7 +38,7 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
   // planner]); a proposal made without the memory limit when sharding makes it fit.
   auto sharded = [&](const Proposal& p) {
     Proposal q = p;
-    ShardWhereItPays(q.plan, cost);
+    ShardWhereItPays(q.plan, cost, &shard_memo);
     return q;
   };
   for (const Proposal& p : proposals) {
@@ -52,16 +55,29 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
   }
 
   std::vector<Scored>& starts = out.starts;
-  std::optional<Scored> even;  // the fastest even-widths start, with or without re-computation
+  // The time an origin's fastest must beat to be kept: the max_starts-th fastest start so far
+  // (a tie goes to the earlier origin); SelectFastest need not simulate what cannot.
+  std::vector<double> kept_ms;  // the starts' times, ascending
+  auto bar = [&] {
+    return static_cast<int>(kept_ms.size()) < max_starts ? std::numeric_limits<double>::infinity()
+                                                         : kept_ms[max_starts - 1];
+  };
   for (const std::string& origin : order) {
-    Selection sel = SelectFastest(groups[origin], cost, false, options.cache);
+    if (origin.starts_with(kEvenWidthsOrigin)) continue;
+    Selection sel = SelectFastest(groups[origin], cost, false, options.cache, bar());
     out.simulated += sel.simulated;
     if (!sel.best) continue;
-    if (origin.starts_with(kEvenWidthsOrigin)) {
-      if (!even || sel.best->sim.iteration_ms < even->sim.iteration_ms) even = std::move(sel.best);
-    } else {
-      starts.push_back(std::move(*sel.best));
-    }
+    kept_ms.insert(std::upper_bound(kept_ms.begin(), kept_ms.end(), sel.best->sim.iteration_ms),
+                   sel.best->sim.iteration_ms);
+    starts.push_back(std::move(*sel.best));
+  }
+  std::optional<Scored> even;  // the fastest even-widths start, with or without re-computation
+  for (const std::string& origin : order) {
+    if (!origin.starts_with(kEvenWidthsOrigin)) continue;
+    Selection sel = SelectFastest(groups[origin], cost, false, options.cache,
+                                  std::min(bar(), even ? even->sim.iteration_ms : bar()));
+    out.simulated += sel.simulated;
+    if (sel.best) even = std::move(sel.best);
   }
   std::stable_sort(starts.begin(), starts.end(), [](const Scored& a, const Scored& b) {
     return a.sim.iteration_ms < b.sim.iteration_ms;

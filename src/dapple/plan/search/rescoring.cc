@@ -26,7 +26,7 @@ Scored MakeScored(const Plan& plan, const std::string& origin, SimResult r, Plan
 }  // namespace
 
 Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel& cost,
-                        bool ignore_memory, SimCache* cache) {
+                        bool ignore_memory, SimCache* cache, double faster_than) {
   Selection sel;
   struct Item {
     double lb;
@@ -47,17 +47,18 @@ Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel&
   std::stable_sort(items.begin(), items.end(),
                    [](const Item& a, const Item& b) { return a.lb < b.lb; });
   size_t best_index = 0;
+  // What a proposal must not exceed to win: the best's time, else faster_than.
+  const double bar = faster_than;
   for (Item& it : items) {
-    if (sel.best && it.lb > sel.best->sim.iteration_ms) break;
+    if (it.lb > (sel.best ? sel.best->sim.iteration_ms : bar)) break;
     const Plan& plan = proposals[it.index].plan;
     // Nor one that the pipeline's bound proves slower than the best (plan_costs.h).
-    if (sel.best && PipelineLowerBound(plan, it.costs) > sel.best->sim.iteration_ms) continue;
+    if (PipelineLowerBound(plan, it.costs) > (sel.best ? sel.best->sim.iteration_ms : bar))
+      continue;
     // A plan slower than the best cannot win: its run may stop once that is proved.
-    SimResult r = SimulateWithCache(
-        plan, cost, cache,
-        sel.best ? sel.best->sim.iteration_ms : std::numeric_limits<double>::infinity());
+    SimResult r = SimulateWithCache(plan, cost, cache, sel.best ? sel.best->sim.iteration_ms : bar);
     ++sel.simulated;
-    if (r.stopped) continue;
+    if (r.stopped || r.iteration_ms >= faster_than) continue;
     if (!ignore_memory && !SimulatedFits(r, cost)) {
       if (leanest == 0 || it.costs.peak_memory_bytes < leanest)
         leanest = it.costs.peak_memory_bytes;

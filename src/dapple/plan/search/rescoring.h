@@ -38,8 +38,12 @@ struct Selection {
 // Fastest simulated proposal that fits memory (per the planner's memory rule and the
 // simulator's peak); ties go to the earlier proposal. With `ignore_memory`, memory is not
 // checked (to tell what the best plans would need). With `cache`, simulations go through it.
+// With `faster_than`, only a proposal faster than it is selected (the same one as without
+// it when the fastest is; none otherwise): proposals that cannot be are not simulated, and
+// the runs may stop once they prove a plan no faster (the caller keeps its own plan then).
 Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel& cost,
-                        bool ignore_memory = false, SimCache* cache = nullptr);
+                        bool ignore_memory = false, SimCache* cache = nullptr,
+                        double faster_than = std::numeric_limits<double>::infinity());
 
 // SelectFastest of the one proposal `plan` (origin "") whose EvaluatePlan is `costs`,
 // which must fit: the plan scored, or nothing when the simulator's peak does not fit or
