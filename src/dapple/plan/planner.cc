@@ -126,9 +126,8 @@ RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& pr
   const RefineStarts starts = SelectedStarts(c, proposals, ro);
   if (starts.starts.empty()) return KeepRefined(c, c.schedules[0], Refined(starts, {}));
   std::vector<RefineResult> climbs(starts.starts.size());
-  ParallelFor(climbs.size(), 0, [&](size_t i) {
-    climbs[i] = Refine({starts.starts[i]}, c.cost, c.cluster, ro);
-  });
+  ParallelFor(climbs.size(), 0,
+              [&](size_t i) { climbs[i] = Refine({starts.starts[i]}, c.cost, c.cluster, ro); });
   return KeepRefined(c, c.schedules[0], Refined(starts, FastestClimb(std::move(climbs))));
 }
 
@@ -168,10 +167,10 @@ std::vector<RefinedSelection> SelectRefinedFamilies(
   pool.Run(0);
   std::vector<RefinedSelection> found(F);
   for (size_t f = 0; f < F; ++f)
-    found[f] = KeepRefined(c, c.schedules[f],
-                           climbs[f].empty()
-                               ? Refined(starts[f], {})
-                               : Refined(starts[f], FastestClimb(std::move(climbs[f]))));
+    found[f] =
+        KeepRefined(c, c.schedules[f],
+                    climbs[f].empty() ? Refined(starts[f], {})
+                                      : Refined(starts[f], FastestClimb(std::move(climbs[f]))));
   return found;
 }
 

@@ -25,8 +25,8 @@ namespace {
 // Note [Twin replicas]
 // Replicas of a stage that cost the same (same device kind and slice size; the setup marks
 // them in EngineStage::twins when its caller asks, PrepareOptions::twins: the planner's
-// BoundedRun, never the plain Simulate) run the same list, receive the same transfers (one per boundary and
-// micro-batch, for all of them), reach the allreduce at the same time and leave it
+// BoundedRun, never the plain Simulate) run the same list, receive the same transfers (one per
+// boundary and micro-batch, for all of them), reach the allreduce at the same time and leave it
 // together: each replica computes exactly what the first computes, the same sums in the
 // same order. So the engine runs only the first replica of such a stage, counts its send
 // as every replica's (a transfer waits for RunReplicas senders) and, at the end, copies its
