@@ -204,23 +204,13 @@ CommWork Communicator::Send(const torch::Tensor& t, int peer, uint32_t tag, std:
     DAPPLE_CHECK(to_self_.emplace(tag, t.clone()).second, what + ": a second message to itself");
     return CommWork();
   }
-  std::vector<torch::Tensor> v{t};
-  try {
-    return CommWork(Group("").send(v, peer, static_cast<int>(tag)), v, std::move(what));
-  } catch (const std::exception& e) {
-    throw CommError(fmt::format("{}: send failed: {}", what, FirstLine(e)));
-  }
+  return SendInGroup(t, "", peer, tag, std::move(what));
 }
 
 CommWork Communicator::Recv(const torch::Tensor& t, int peer, uint32_t tag, std::string what) {
   DAPPLE_CHECK(t.is_contiguous());
   if (peer == env_.rank) return CommWork(to_self_, tag, t, std::move(what));
-  std::vector<torch::Tensor> v{t};
-  try {
-    return CommWork(Group("").recv(v, peer, static_cast<int>(tag)), v, std::move(what));
-  } catch (const std::exception& e) {
-    throw CommError(fmt::format("{}: receive failed: {}", what, FirstLine(e)));
-  }
+  return RecvInGroup(t, "", peer, tag, std::move(what));
 }
 
 CommWork Communicator::SendInGroup(const torch::Tensor& t, const std::string& group, int member,

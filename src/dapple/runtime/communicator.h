@@ -138,9 +138,9 @@ class Communicator {
   CommWork Send(const torch::Tensor& t, int peer, uint32_t tag, std::string what);
   CommWork Recv(const torch::Tensor& t, int peer, uint32_t tag, std::string what);
 
-  // The same inside group `group`: `member` is the peer's index in it, and the group's tags
-  // are its own (its connections carry nothing of the world's point-to-point traffic).
-  // Not to oneself.
+  // The same inside group `group` ("" = the world, whose member index is the rank):
+  // `member` is the peer's index in it, and a sub-group's tags are its own (its connections
+  // carry nothing of the world's point-to-point traffic). Not to oneself.
   CommWork SendInGroup(const torch::Tensor& t, const std::string& group, int member, uint32_t tag,
                        std::string what);
   CommWork RecvInGroup(const torch::Tensor& t, const std::string& group, int member, uint32_t tag,
