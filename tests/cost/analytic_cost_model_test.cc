@@ -114,8 +114,10 @@ TEST(AnalyticCostModel, Memory) {
   EXPECT_DOUBLE_EQ(cost.StaticMemoryBytes(0, 1), 30 * 4.0);
   EXPECT_DOUBLE_EQ(cost.ActivationBytes(1, 2, 2), (200 + 50) * 2.0 / 4);  // saved_bytes wins
   EXPECT_DOUBLE_EQ(cost.ActivationBytes(0, 3, 4), 100 + 200 + 50 + 800);
-  EXPECT_DOUBLE_EQ(cost.StageInputBytes(0, 4), 100);  // layer 0's activation
+  EXPECT_DOUBLE_EQ(cost.StageInputBytes(0, 4), 0);    // the input not recorded
   EXPECT_DOUBLE_EQ(cost.StageInputBytes(2, 2), 100);  // l1's 200 B at half the batch
+  p.input_bytes = 64;  // the model input, recorded by `dapple profile`
+  EXPECT_DOUBLE_EQ(AnalyticCostModel(p, c).StageInputBytes(0, 2), 32);
   EXPECT_DOUBLE_EQ(cost.DeviceMemoryBytes(0), 16e9);
   EXPECT_DOUBLE_EQ(cost.DeviceMemoryBytes(7), 8e9);
   AnalyticCostModel custom(p, c, CostOptions{2.0, 1e9});

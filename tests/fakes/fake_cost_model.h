@@ -24,7 +24,8 @@
 //                                  per layer, a stage of up to 26 layers is one bucket)
 //   StaticMemoryBytes(a, b)      = sum(param_bytes[a..b]) x state_factor
 //   ActivationBytes(a, b, s)     = sum(act_bytes[a..b]) x s / pbs
-//   StageInputBytes(a, s)        = act_bytes[a - 1] x s / pbs (act_bytes[0] for a == 0)
+//   StageInputBytes(a, s)        = act_bytes[a - 1] x s / pbs (input_bytes x s / pbs for a == 0);
+//                                  0 without count_stage_inputs
 //   DeviceMemoryBytes(d)         = memory_bytes
 //   SingleDeviceMs(gbs)          = gbs / pbs x sum(fwd_ms + bwd_ms)
 #pragma once
@@ -56,6 +57,10 @@ class FakeCostModel : public CostModel, public EmulationCosts {
   // Per device (size num_devices); compute time is divided by it.
   std::vector<double> speed;
   int pbs = 1;
+  double input_bytes = 0;  // the model input at pbs
+  // false: StageInputBytes is 0, so a micro-batch holds act_bytes alone (for tests that count
+  // the micro-batches a schedule holds).
+  bool count_stage_inputs = true;
   double transfer_ms = 0;
   double transfer_ms_per_sample = 0;
   std::vector<int> transfer_resources;  // what every transfer holds (none by default)
@@ -118,7 +123,8 @@ class FakeCostModel : public CostModel, public EmulationCosts {
     return Sum(act_bytes, first, last) * samples / pbs;
   }
   double StageInputBytes(int first, double samples) const override {
-    return act_bytes.at(first > 0 ? first - 1 : 0) * samples / pbs;
+    if (!count_stage_inputs) return 0;
+    return (first > 0 ? act_bytes.at(first - 1) : input_bytes) * samples / pbs;
   }
   double DeviceMemoryBytes(int device) const override { return memory_bytes; }
   double SingleDeviceMs(int global_batch) const override {

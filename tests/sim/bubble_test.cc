@@ -36,6 +36,7 @@ TEST(Bubble, PeakInFlightIsTheWarmupDepth) {
   SimOptions fast{.record_timeline = false};
   for (int S = 1; S <= 8; ++S) {
     FakeCostModel cost(S, S);
+    cost.count_stage_inputs = false;  // peaks in micro-batches of 1 MB
     for (int M = 1; M <= 20; ++M) {
       for (ScheduleKind kind : AllScheduleKinds()) {
         if (VShaped(kind)) continue;  // two chunks per stage: v_shape_test.cc

@@ -25,6 +25,7 @@ using testing::FindEvent;
 struct TwoToOne : ::testing::Test {
   TwoToOne() : cost(2, 3) {
     cost.act_bytes = {1e6, 5e6};
+    cost.input_bytes = 0.25e6;  // the model input, per sample
     cost.transfer_ms = 0.5;
     cost.allreduce_ms = 3;
     plan = MakePlan({{0, 0, {0, 1}}, {1, 1, {2}}}, 2, 2, ScheduleKind::kDappleA);
@@ -86,17 +87,18 @@ TEST_F(TwoToOne, StageStatsAndMemory) {
   EXPECT_DOUBLE_EQ(r.stages[1].forward_ms, 2);
   EXPECT_DOUBLE_EQ(r.stages[1].send_ms, 0);
   EXPECT_DOUBLE_EQ(r.stages[1].allreduce_ms, 0);
-  // Stage 0 keeps K=2 micro-batches of 1 sample x 1 MB; stage 1 one of 2 samples x 5 MB.
+  // Stage 0 keeps K=2 micro-batches of 1 sample x (0.25 MB input + 1 MB); stage 1 one of 2
+  // samples x (1 MB input + 5 MB).
   EXPECT_EQ(r.devices[0].peak_in_flight, 2);
-  EXPECT_DOUBLE_EQ(r.devices[0].peak_activation_bytes, 2e6);
-  EXPECT_DOUBLE_EQ(r.devices[2].peak_activation_bytes, 10e6);
+  EXPECT_DOUBLE_EQ(r.devices[0].peak_activation_bytes, 2 * 1.25e6);
+  EXPECT_DOUBLE_EQ(r.devices[2].peak_activation_bytes, 2e6 + 10e6);
   EXPECT_DOUBLE_EQ(r.devices[0].static_memory_bytes, 4e6);
-  EXPECT_DOUBLE_EQ(r.devices[2].peak_memory_bytes, 14e6);
+  EXPECT_DOUBLE_EQ(r.devices[2].peak_memory_bytes, 4e6 + 12e6);
 
   // Re-computation: K stage inputs plus one micro-batch of activations.
   plan.recompute = true;
   r = SimulatePlan(plan, cost);
-  EXPECT_DOUBLE_EQ(r.devices[0].peak_activation_bytes, 2 * 1e6 + 1e6);
+  EXPECT_DOUBLE_EQ(r.devices[0].peak_activation_bytes, 2 * 0.25e6 + 1e6);
   EXPECT_DOUBLE_EQ(r.devices[2].peak_activation_bytes, 1 * 2e6 + 10e6);
   // Every B first runs its stage's forward again: stage 0 B = 1 + 2, stage 1 B = 2 + 4.
   //   dev 2: F0 [1.5,3.5] B0 [3.5,9.5] F1 [9.5,11.5] B1 [11.5,17.5]; grads at 10 and 18
@@ -119,15 +121,16 @@ TEST_F(TwoToOne, RecomputePerStage) {
   EXPECT_DOUBLE_EQ(r.iteration_ms, 23);
   EXPECT_DOUBLE_EQ(r.stages[0].backward_ms, 2);
   EXPECT_DOUBLE_EQ(r.stages[1].backward_ms, 6);
-  // Only stage 1 keeps its input (layer 0's 1 MB x 2 samples) plus one micro-batch.
-  EXPECT_DOUBLE_EQ(r.devices[0].peak_activation_bytes, 2e6);
+  // Stage 1 keeps its input (layer 0's 1 MB x 2 samples) plus one micro-batch; stage 0 two
+  // micro-batches whole.
+  EXPECT_DOUBLE_EQ(r.devices[0].peak_activation_bytes, 2 * 1.25e6);
   EXPECT_DOUBLE_EQ(r.devices[2].peak_activation_bytes, 1 * 2e6 + 10e6);
   plan.stages[1].recompute = false;
   plan.stages[0].recompute = true;
   r = SimulatePlan(plan, cost);
   EXPECT_DOUBLE_EQ(r.iteration_ms, 20);
-  EXPECT_DOUBLE_EQ(r.devices[0].peak_activation_bytes, 2 * 1e6 + 1e6);
-  EXPECT_DOUBLE_EQ(r.devices[2].peak_activation_bytes, 10e6);
+  EXPECT_DOUBLE_EQ(r.devices[0].peak_activation_bytes, 2 * 0.25e6 + 1e6);
+  EXPECT_DOUBLE_EQ(r.devices[2].peak_activation_bytes, 2e6 + 10e6);
   plan.stages[1].recompute = true;
   EXPECT_DOUBLE_EQ(SimulatePlan(plan, cost).iteration_ms, 24);
 }

@@ -45,6 +45,7 @@ TEST(ZbVSim, PaperIterationTimeAndPeakActivations) {
   int checked = 0;
   for (int S = 2; S <= 6; ++S) {
     FakeCostModel cost(2 * S, S);
+    cost.count_stage_inputs = false;  // peaks in chunk-micro-batches of 1 MB
     for (int M = 2 * S; M <= 4 * S; ++M) {
       SimResult r = SimulatePlan(VPlan(S, M), cost, fast);
       ASSERT_DOUBLE_EQ(r.iteration_ms, 6 * M * t + (S - 1) * t) << "S=" << S << " M=" << M;
@@ -83,6 +84,7 @@ TEST(ControlledVSim, PaperPeaksAndBubbles) {
       const int bubble = ControlledVBubble(kind, S);
       ASSERT_LT(bubble, kind == ScheduleKind::kVHalf ? 3 * S : 4 * S);  // the paper's figure
       FakeCostModel cost(2 * S, S);
+      cost.count_stage_inputs = false;  // peaks in chunk-micro-batches of 1 MB
       for (int M = 2 * S; M <= 4 * S; ++M) {
         SimResult r = SimulatePlan(VPlan(S, M, 1, {}, kind), cost, fast);
         const std::string at =

@@ -315,9 +315,9 @@ double AnalyticCostModel::ActivationBytes(int first, int last, double samples) c
 
 double AnalyticCostModel::StageInputBytes(int first, double samples) const {
   DAPPLE_CHECK(first >= 0 && first < num_layers(), "layer out of range");
-  // The first stage's input is the model input; its size is layer 0's activation (the
-  // "Input" node of PipeDream profiles).
-  if (first == 0) return profile_.layers[0].activation_bytes * samples / profile_.batch_size;
+  // The first stage's input is the model input: the profile's input_bytes (0 for PipeDream
+  // profiles, whose input nodes are layers and count among the activations).
+  if (first == 0) return profile_.input_bytes * samples / profile_.batch_size;
   return CutBytes(first - 1, samples);
 }
 

@@ -110,9 +110,12 @@ class CostModel {
   virtual double ShardedStaticMemoryBytes(int first, int last, int /*replicas*/) const {
     return StaticMemoryBytes(first, last);
   }
-  // Activations one micro-batch slice of `samples` samples keeps alive for the backward.
+  // The outputs of layers first..last that one micro-batch slice of `samples` samples keeps
+  // alive for the backward.
   virtual double ActivationBytes(int first, int last, double samples) const = 0;
-  // The stage input of `samples` samples (what re-computation keeps per micro-batch).
+  // The input of a stage that starts at `first`, `samples` samples of it: what crosses into
+  // layer `first` (the model input for layer 0). A micro-batch holds it beside its layers'
+  // outputs until its backward (RecomputeBytes in cost/recompute_costs.h).
   virtual double StageInputBytes(int first, double samples) const = 0;
 
   // What a stage may use on `device`: its memory less the training process's own

@@ -1,8 +1,6 @@
 // Re-computation per layer in the cost model's terms: see recompute_costs.h.
 #include "dapple/cost/recompute_costs.h"
 
-#include <algorithm>
-
 #include "dapple/common/error.h"
 
 namespace dapple {
@@ -20,19 +18,11 @@ std::vector<RecomputeSegment> RecomputeSegments(const std::vector<int>& layers) 
 
 RecomputeBytes RecomputeActivationBytes(const CostModel& cost, int first, int last,
                                         const std::vector<int>& recomputed, double samples) {
-  RecomputeBytes b;
-  const double all = cost.ActivationBytes(first, last, samples);
-  double freed = 0, inputs = 0;
-  for (const RecomputeSegment& seg : RecomputeSegments(recomputed)) {
-    DAPPLE_CHECK(seg.first >= first && seg.last <= last, "re-computed layer outside the stage");
-    const double act = cost.ActivationBytes(seg.first, seg.last, samples);
-    freed += act;
-    inputs += cost.StageInputBytes(seg.first, samples);
-    b.rebuilt_peak = std::max(b.rebuilt_peak, act);
-  }
-  b.kept = all - freed + inputs;
-  b.rebuilt = all - b.kept;
-  return b;
+  for (int l : recomputed)
+    DAPPLE_CHECK(l >= first && l <= last, "re-computed layer outside the stage");
+  return SumRecomputeBytes(
+      first, last, recomputed, [&](int a, int b) { return cost.ActivationBytes(a, b, samples); },
+      [&](int l) { return cost.StageInputBytes(l, samples); });
 }
 
 double RecomputeForwardMs(const CostModel& cost, const std::vector<int>& recomputed, double samples,

@@ -60,6 +60,10 @@ struct Profile {
   // profile --precision`, Note [Mixed precision]); plans made from the profile record it.
   // JSON `precision`, float32 when absent (older files), written when not float32.
   Precision precision = Precision::kFloat32;
+  // The model input the first stage receives and holds per micro-batch beside its layers'
+  // outputs, at the profile batch size (JSON `input_bytes`, `dapple profile` writes it); 0
+  // when not recorded, as in PipeDream text, whose input nodes are layers.
+  double input_bytes = 0;
   // Layers in a topological order; index = position in this vector.
   std::vector<LayerProfile> layers;
   // Edges (from, to) as layer indices, from < to. Empty means a chain 0 -> 1 -> ... -> N-1.

@@ -52,6 +52,7 @@ Profile ParseProfileJson(const std::string& text, const std::string& source) {
   p.device = root.Has("device") ? root["device"].String() : "";
   p.batch_size = root["batch_size"].PositiveInt();
   if (root.Has("precision")) p.precision = format_internal::ReadPrecision(root["precision"]);
+  if (root.Has("input_bytes")) p.input_bytes = root["input_bytes"].NonNegative();
   JsonField layers = root["layers"];
   std::map<std::string, int> index;
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -105,6 +106,7 @@ std::string ProfileToJsonText(const Profile& p) {
   root["batch_size"] = p.batch_size;
   if (p.precision != Precision::kFloat32) root["precision"] = ToString(p.precision);
   if (!p.batch_sizes.empty()) root["batch_sizes"] = p.batch_sizes;
+  if (p.input_bytes > 0) root["input_bytes"] = p.input_bytes;
   OJson layers = OJson::array();
   for (const LayerProfile& l : p.layers) {
     OJson o;

@@ -63,11 +63,14 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
   const double s = SamplesPerReplica(micro_batch, r);
   c.warmup_depth = warmup_depth;
   if (recompute) c.recompute_ms = c.forward_ms;
-  double act = cost.ActivationBytes(first, last, s);
+  // A micro-batch holds the stage's input and every layer's output (RecomputeBytes); with
+  // re-computation only the input, and one backward rebuilds the rest.
+  const double input = cost.StageInputBytes(first, s);
+  const double act = cost.ActivationBytes(first, last, s);
   c.static_bytes =
       shard ? cost.ShardedStaticMemoryBytes(first, last, r) : cost.StaticMemoryBytes(first, last);
-  c.memory_bytes = c.static_bytes + (recompute ? warmup_depth * cost.StageInputBytes(first, s) + act
-                                               : warmup_depth * act);
+  c.memory_bytes = c.static_bytes + (recompute ? warmup_depth * input + act
+                                               : warmup_depth * (input + act));
   return c;
 }
 
@@ -222,27 +225,33 @@ bool UniformDevices(const CostModel& cost) {
 }
 
 void ChargeRecompute(const CostModel& cost, const Plan& plan, int s, StageCost& c) {
-  const StagePlan& st = plan.stages[s];
-  const bool split = SplitsBackward(plan.schedule);
-  if (plan.Recomputes(s) && !split) return;
-  const std::vector<int> layers = plan.RecomputedLayers(s);
+  ChargeStageRecompute(cost, plan.stages[s], plan.Recomputes(s), plan.micro_batch_size,
+                       HeldAtPeaks(plan.schedule, s, plan.num_stages(), plan.num_micro_batches),
+                       SplitsBackward(plan.schedule), c);
+}
+
+void ChargeStageRecompute(const CostModel& cost, const StagePlan& st, bool whole, int micro_batch,
+                          const std::vector<HeldMicroBatches>& held, bool split, StageCost& c) {
+  if (whole && !split) return;
+  std::vector<int> layers = st.recompute_layers;
+  if (whole) {
+    layers.clear();
+    for (int l = st.first_layer; l <= st.last_layer; ++l) layers.push_back(l);
+  }
   const int r = st.replicas();
-  if (!plan.Recomputes(s)) {
+  if (!whole) {
     double extra = 0;
     for (int j = 0; j < r; ++j) {
-      const double n = static_cast<double>(SliceOf(plan.micro_batch_size, r, j).size());
+      const double n = static_cast<double>(SliceOf(micro_batch, r, j).size());
       if (n > 0) extra = std::max(extra, RecomputeForwardMs(cost, layers, n, st.devices[j]));
     }
     c.recompute_ms = extra;
     c.backward_ms += extra;
   }
-  const double samples = SamplesPerReplica(plan.micro_batch_size, r);
+  const double samples = SamplesPerReplica(micro_batch, r);
   const RecomputeBytes bytes =
       RecomputeActivationBytes(cost, st.first_layer, st.last_layer, layers, samples);
-  c.memory_bytes =
-      c.static_bytes +
-      HeldActivationBytes(
-          bytes, HeldAtPeaks(plan.schedule, s, plan.num_stages(), plan.num_micro_batches), split);
+  c.memory_bytes = c.static_bytes + HeldActivationBytes(bytes, held, split);
 }
 
 bool CanRecompute(const std::vector<bool>& forward_timed, int first, int last) {

@@ -8,6 +8,7 @@
 #include "dapple/cost/cost_model.h"
 #include "dapple/format/plan.h"
 #include "dapple/plan/dp/pipeline_latency.h"
+#include "dapple/plan/recompute_choice.h"
 
 namespace dapple {
 
@@ -83,6 +84,11 @@ PlanCosts EvaluatePlanFrom(const Plan& plan, const Plan& base, const PlanCosts& 
 // holds as HeldAtPeaks counts them (Note [Re-computation per layer] in the runtime's
 // recompute_segments.cc). A whole stage without a split backward is EvaluateStage's already.
 void ChargeRecompute(const CostModel& cost, const Plan& plan, int s, StageCost& c);
+// The same for a stage `st` (all of it re-computing when `whole`, else its recompute_layers)
+// of slices of `micro_batch` that holds `held` at its peaks (HeldAtPeaks), known before its
+// plan is.
+void ChargeStageRecompute(const CostModel& cost, const StagePlan& st, bool whole, int micro_batch,
+                          const std::vector<HeldMicroBatches>& held, bool split, StageCost& c);
 
 // Whether stage [first, last] may re-compute: re-computation costs the stage's forward
 // again, so the profile must time it. `forward_timed[l]`: layer l has a forward time in

@@ -64,19 +64,13 @@ double HeldBytesOf(const RecomputeProblem& p, const LayerCosts& c, const std::ve
 
 RecomputeBytes BytesOf(const RecomputeProblem& p, const LayerCosts& c,
                        const std::vector<int>& layers) {
-  RecomputeBytes b;
-  double all = 0, freed = 0, inputs = 0;
-  for (double x : c.activation_bytes) all += x;
-  for (const RecomputeSegment& seg : RecomputeSegments(layers)) {
-    double act = 0;
-    for (int l = seg.first; l <= seg.last; ++l) act += c.activation_bytes[l - p.first];
-    freed += act;
-    inputs += c.input_bytes[seg.first - p.first];
-    b.rebuilt_peak = std::max(b.rebuilt_peak, act);
-  }
-  b.kept = all - freed + inputs;
-  b.rebuilt = all - b.kept;
-  return b;
+  auto act = [&](int a, int b) {
+    double sum = 0;
+    for (int l = a; l <= b; ++l) sum += c.activation_bytes[l - p.first];
+    return sum;
+  };
+  return SumRecomputeBytes(p.first, p.last, layers, act,
+                           [&](int l) { return c.input_bytes[l - p.first]; });
 }
 
 double ExtraForwardMsOf(const LayerCosts& c, int first, const std::vector<int>& layers) {
@@ -166,6 +160,24 @@ struct Chooser {
     return true;
   }
 
+  // When the greedy stalls: every layer that may re-computes but one in every `gap`
+  // (the one that ends each segment and is kept), for gap = 2.., and the whole stage as one
+  // segment: the one with the least extra forward that fits (a segment's rebuilt outputs
+  // shrink with the gap while the kept outputs grow).
+  std::optional<std::vector<int>> EvenlySpaced() const {
+    std::optional<std::vector<int>> best;
+    double best_ms = 0;
+    const int n = p.last - p.first + 1;
+    for (int gap = 2; gap <= n + 1; ++gap) {
+      std::vector<int> layers;
+      for (int l = p.first; l <= p.last; ++l)
+        if (May(l) && (gap > n || (l - p.first + 1) % gap != 0)) layers.push_back(l);
+      const double ms = ExtraForwardMsOf(c, p.first, layers);
+      if ((!best || ms < best_ms) && Fits(layers)) best = std::move(layers), best_ms = ms;
+    }
+    return best;
+  }
+
   // Every subset of the layers that may re-compute (at most kExhaustiveLayers of them): the
   // one with the least extra forward that fits, the first in subset order on ties.
   std::optional<std::vector<int>> Exhaustive() const {
@@ -225,16 +237,44 @@ std::optional<std::vector<int>> ChooseRecomputeLayers(const RecomputeProblem& p)
   int may = 0;
   for (int l = p.first; l <= p.last; ++l) may += chooser.May(l) ? 1 : 0;
   if (may <= kExhaustiveLayers) return chooser.Exhaustive();
-  if (!chooser.AddUntilFits(layers)) {
-    // The greedy stalled: the whole stage (every layer that may) as one segment.
-    layers.clear();
-    for (int l = p.first; l <= p.last; ++l)
-      if (chooser.May(l)) layers.push_back(l);
-    if (!chooser.Fits(layers)) return std::nullopt;
+  // The greedy and the evenly spaced segments, each polished: the one with the least extra
+  // forward (the greedy may stall, or pick many small segments where a few long ones do).
+  std::optional<std::vector<int>> best;
+  double best_ms = 0;
+  std::optional<std::vector<int>> starts[] = {std::nullopt, chooser.EvenlySpaced()};
+  if (chooser.AddUntilFits(layers)) starts[0] = std::move(layers);
+  for (std::optional<std::vector<int>>& start : starts) {
+    if (!start) continue;
+    chooser.DropUnneeded(*start);
+    chooser.SwapForFaster(*start);
+    const double ms = ExtraForwardMsOf(chooser.c, p.first, *start);
+    if (!best || ms < best_ms) best = std::move(start), best_ms = ms;
   }
-  chooser.DropUnneeded(layers);
-  chooser.SwapForFaster(layers);
-  return layers;
+  return best;
+}
+
+void ChooseStageRecompute(StagePlan& st, const CostModel& cost, int micro_batch,
+                          std::vector<HeldMicroBatches> held, bool split, double budget_bytes,
+                          const std::vector<bool>& forward_timed) {
+  RecomputeProblem p;
+  p.cost = &cost;
+  p.first = st.first_layer;
+  p.last = st.last_layer;
+  p.devices = st.devices;
+  p.micro_batch = micro_batch;
+  p.held = std::move(held);
+  p.split = split;
+  p.budget_bytes = budget_bytes;
+  p.forward_timed = forward_timed;
+  std::optional<std::vector<int>> layers = ChooseRecomputeLayers(p);
+  int may = 0;
+  for (int l = st.first_layer; l <= st.last_layer; ++l) may += forward_timed[l] ? 1 : 0;
+  st.recompute_layers.clear();
+  st.recompute = false;
+  if (layers && !layers->empty() && static_cast<int>(layers->size()) < may)
+    st.recompute_layers = std::move(*layers);
+  else
+    st.recompute = true;
 }
 
 }  // namespace dapple

@@ -8,6 +8,7 @@
 #include "dapple/common/schedule_kind.h"
 #include "dapple/cost/cost_model.h"
 #include "dapple/cost/recompute_costs.h"
+#include "dapple/format/plan.h"
 
 namespace dapple {
 
@@ -64,12 +65,22 @@ double ExtraForwardMsOf(const LayerCosts& c, int first, const std::vector<int>& 
 // frees the most bytes of the in-flight micro-batches per ms of its forward until the stage fits
 // (the one segment a whole backward rebuilds is paid once, by whichever segment is largest, so a
 // first layer may free nothing until a second joins it); when no single layer frees any, the
-// run of consecutive layers that lowers the held bytes most per ms; when none does, the whole
-// stage; then drop layers the stage
-// fits without (the slowest first), and swap a layer for a faster one while it still fits.
+// run of consecutive layers that lowers the held bytes most per ms. Beside it, evenly spaced
+// segments: every layer but one in every g (kept, each ending a segment), for each g, and the
+// whole stage. Each start then drops layers the stage fits without (the slowest first) and
+// swaps a layer for a faster one while it still fits; the one with the least extra forward
+// wins.
 // Returns the sorted layers (empty when the stage fits as it is), or nullopt when no choice
 // fits, all layers included.
 constexpr int kExhaustiveLayers = 12;
 std::optional<std::vector<int>> ChooseRecomputeLayers(const RecomputeProblem& p);
+
+// Sets the re-computation of `st` (one chunk, slices of `micro_batch`, holding `held` at its
+// peaks, `budget_bytes` for activations): recompute_layers from ChooseRecomputeLayers, or the
+// whole stage when every layer that may is chosen, or when no choice fits (the plan is then
+// dropped for its memory).
+void ChooseStageRecompute(StagePlan& st, const CostModel& cost, int micro_batch,
+                          std::vector<HeldMicroBatches> held, bool split, double budget_bytes,
+                          const std::vector<bool>& forward_timed);
 
 }  // namespace dapple

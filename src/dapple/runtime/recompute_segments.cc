@@ -8,8 +8,11 @@
 // a leaf (its producer's output, detached), so autograd stops at every block boundary. A
 // block that re-computes runs without a graph and keeps only its input; the others keep
 // their outputs with their graphs. A run of consecutive re-computing layers is one block,
-// so it keeps one input, the first layer's: the simulator and the planner count the same
-// (cost/recompute_costs.h).
+// so it keeps one input, the first layer's; its output is the next block's input, which
+// that block keeps, so a re-computing block frees its layers' outputs but its last's unless
+// it ends the stage (re-computing one layer in the middle of a stage frees nothing). The
+// simulator and the planner count the same (cost/recompute_costs.h), and the measured
+// peaks match them (docs/runtime.md, "Re-computation").
 // B walks the blocks from the last down: a re-computing block runs its forward again from
 // its input, with a graph, right before its own backward; each block's backward starts from
 // its output with the gradient its successor's input leaf received, so the blocks compose

@@ -85,7 +85,7 @@ struct ExhaustiveSearch {
     // zb-h1 holds min(S, M) micro-batches on every stage, known only now that S is (the
     // other schedules' stages were checked as they were placed).
     if (prune) {
-      const PlanCosts pc = EvaluatePlan(p, cost);
+      const PlanCosts pc = FitLeaf(p);
       if (!pc.fits) return;
       if (have && PipelineLowerBound(p, pc) >= result->iteration_ms) {
         ++result->pruned;
@@ -94,7 +94,7 @@ struct ExhaustiveSearch {
       r = SimulateSlowerThan(p, cost,
                              have ? result->iteration_ms : std::numeric_limits<double>::infinity());
     } else {
-      if (SplitsBackward(schedule) && !EvaluatePlan(p, cost).fits) return;
+      if (SplitsBackward(schedule) && !FitLeaf(p).fits) return;
       r = SimulatePlan(p, cost, SimOptions{.record_timeline = false});
     }
     ++result->simulated;
@@ -149,6 +149,46 @@ struct ExhaustiveSearch {
     transfer_ms.pop_back();
   }
 
+  // Note [Exhaustive re-computation]: a stage that does not fit re-computes the layers
+  // ChooseStageRecompute picks (the least extra forward that fits, from every subset of up to
+  // kExhaustiveLayers layers), as it would hold its peaks as stage 0 of the pipeline of the
+  // stages placed so far and itself. Without a split backward that is its count; with one
+  // the fewest it could hold, so that its cost stays a lower bound for the cuts, and the leaf
+  // chooses again for the stages that do not fit with the pipeline's true depth (FitLeaf).
+  void Recompute(StagePlan& sp, int k, StageCost& c) const {
+    const int after = static_cast<int>(stages.size());
+    const bool split = SplitsBackward(schedule);
+    const std::vector<HeldMicroBatches> held = HeldAtPeaks(schedule, 0, after + 1, M);
+    ChooseStageRecompute(sp, cost, m, held, split, c.device_memory_bytes - c.static_bytes,
+                         forward_timed);
+    if (sp.recompute)
+      c = EvaluateStage(cost, sp.first_layer, sp.last_layer, sp.devices, m, k, true,
+                        allreduce_overlap, false, sp.shard_optimizer);
+    ChargeStageRecompute(cost, sp, sp.recompute, m, held, split, c);
+  }
+
+  // The leaf's costs; with a split backward its stages that do not fit at the pipeline's
+  // depth first choose their re-computation again (Note [Exhaustive re-computation]).
+  PlanCosts FitLeaf(Plan& p) const {
+    PlanCosts pc = EvaluatePlan(p, cost);
+    if (pc.fits || !SplitsBackward(schedule)) return pc;
+    const int S = p.num_stages();
+    for (int s = 0; s < S; ++s) {
+      StagePlan& st = p.stages[s];
+      if (pc.stages[s].fits() || !CanRecompute(forward_timed, st.first_layer, st.last_layer))
+        continue;
+      st.recompute = false;
+      st.recompute_layers.clear();
+      const StageCost c =
+          EvaluateStage(cost, st.first_layer, st.last_layer, st.devices, m,
+                        PeakInFlight(schedule, s, S, M), false, allreduce_overlap, false,
+                        st.shard_optimizer);
+      ChooseStageRecompute(st, cost, m, HeldAtPeaks(schedule, s, S, M), true,
+                           c.device_memory_bytes - c.static_bytes, forward_timed);
+    }
+    return EvaluatePlan(p, cost);
+  }
+
   // Places the stage ending at layer `last` (all layers after it are placed).
   void Recurse(int last) {
     const int after = static_cast<int>(stages.size());
@@ -195,23 +235,20 @@ struct ExhaustiveSearch {
             ++result->pruned;
             break;
           }
-          const bool recompute = !c.fits() && CanRecompute(forward_timed, first, last);
-          if (recompute)
-            c = EvaluateStage(cost, first, last, devs, m, k, true, allreduce_overlap, false, shard);
+          StagePlan sp;
+          sp.first_layer = first;
+          sp.last_layer = last;
+          sp.devices = devs;
+          sp.shard_optimizer = shard;
+          if (!c.fits() && CanRecompute(forward_timed, first, last)) Recompute(sp, k, c);
           if (!c.fits()) {
             min_memory = std::min(min_memory, c.memory_bytes);
             continue;
           }
           if (split) {
-            c.backward_ms = std::min(c.backward_ms, split_ms);
+            c.backward_ms = std::min(c.backward_ms, split_ms + c.recompute_ms);
             c.allreduce_exposed_ms = 0;
           }
-          StagePlan sp;
-          sp.first_layer = first;
-          sp.last_layer = last;
-          sp.devices = devs;
-          sp.recompute = recompute;
-          sp.shard_optimizer = shard;
           PlaceAndRecurse(std::move(sp), c, to_next, take);
         }
         return;

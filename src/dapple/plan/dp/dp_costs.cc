@@ -77,7 +77,8 @@ void DpCosts::AskRange(int ip, RangeCost& rc) const {
   const int samples = SamplesPerReplica(o_.micro_batch_size, stage_->replicas);
   rc.f = cost_.ForwardMs(first, last_, samples, 0);
   rc.b = cost_.BackwardMs(first, last_, samples, 0);
-  rc.act = cost_.ActivationBytes(first, last_, samples);
+  // What a micro-batch holds: the stage's input and its layers' outputs (RecomputeBytes).
+  rc.act = cost_.StageInputBytes(first, samples) + cost_.ActivationBytes(first, last_, samples);
   rc.stat = cost_.StaticMemoryBytes(first, last_);
   rc.sharded_stat = stage_->replicas > 1
                         ? cost_.ShardedStaticMemoryBytes(first, last_, stage_->replicas)

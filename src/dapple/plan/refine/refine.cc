@@ -47,32 +47,6 @@ namespace dapple {
 
 namespace {
 
-// The layers of stage s of `plan` (one chunk, costing `c` without re-computation) that
-// re-compute: ChooseRecomputeLayers (Note [Choosing the layers that re-compute]); the whole
-// stage when every layer that may is chosen, or when no choice fits (the plan is then
-// dropped for its memory, as before).
-void ChooseLayers(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed, int s,
-                  const StageCost& c) {
-  StagePlan& st = plan.stages[s];
-  RecomputeProblem p;
-  p.cost = &cost;
-  p.first = st.first_layer;
-  p.last = st.last_layer;
-  p.devices = st.devices;
-  p.micro_batch = plan.micro_batch_size;
-  p.held = HeldAtPeaks(plan.schedule, s, plan.num_stages(), plan.num_micro_batches);
-  p.split = SplitsBackward(plan.schedule);
-  p.budget_bytes = c.device_memory_bytes - c.static_bytes;
-  p.forward_timed = forward_timed;
-  std::optional<std::vector<int>> layers = ChooseRecomputeLayers(p);
-  int may = 0;
-  for (int l = st.first_layer; l <= st.last_layer; ++l) may += forward_timed[l] ? 1 : 0;
-  if (layers && !layers->empty() && static_cast<int>(layers->size()) < may)
-    st.recompute_layers = std::move(*layers);
-  else
-    st.recompute = true;
-}
-
 }  // namespace
 
 bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed,
@@ -92,7 +66,11 @@ bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<b
     if (pc.stages[s].fits() || !CanRecompute(forward_timed, st.first_layer, st.last_layer))
       continue;
     if (plan.virtual_stages == 1)
-      ChooseLayers(plan, cost, forward_timed, s, pc.stages[s]);
+      ChooseStageRecompute(
+          st, cost, plan.micro_batch_size,
+          HeldAtPeaks(plan.schedule, s, plan.num_stages(), plan.num_micro_batches),
+          SplitsBackward(plan.schedule), pc.stages[s].device_memory_bytes - pc.stages[s].static_bytes,
+          forward_timed);
     else
       st.recompute = true;
     any = true;
