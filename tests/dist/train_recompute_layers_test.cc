@@ -1,8 +1,8 @@
 // Re-computation per layer (`recompute_layers`, Note [Re-computation per layer]) trains as
 // one process does in float64 under dapple-a, gpipe and zb-h1 (split backward), with the
 // re-computed layers in the middle of a stage, at its start and at the end of the last stage
-// (the loss re-computed); and a stage that re-computes some layers holds a peak of
-// activations between none and the whole stage.
+// (the loss re-computed); a stage that re-computes some layers holds a peak of activations
+// between none and the whole stage; and the simulator predicts each rank's peak.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -92,6 +92,44 @@ TEST(RecomputeLayersMemory, PeakLiesBetweenNoneAndTheWholeStage) {
   const int64_t whole = peak("recompute_mem_all", {"all"});
   EXPECT_LT(some, none);
   EXPECT_GT(some, whole);
+}
+
+// The simulator's peak of live activations per stage (`dapple simulate --json`, from the
+// model's own profile) within 15% of what each training rank measured, under dapple-a and
+// zb-h1, for no re-computation, a layer at the end of stage 0, one at its start (which frees
+// nothing: its output is the next layer's input), the whole stage and the loss's layer.
+TEST(RecomputeLayersMemory, SimulatedPeakWithinFifteenPercentOfMeasured) {
+  const fs::path dir = TestDir("recompute_mem_sim");
+  const fs::path profile = dir / "profile.json";
+  RunResult prof = RunDapple(std::string("profile ") + kMlpFlags +
+                                 " --dtype float64 --batch 2 --repeat 1 --warmup 0 --threads 1 -o " +
+                                 profile.string(),
+                             dir);
+  ASSERT_EQ(prof.exit_code, 0) << prof.err;
+  const std::vector<std::vector<std::string>> choices[] = {
+      {{}, {}}, {{"fc1"}, {}}, {{"fc0"}, {}}, {{"all"}, {}}, {{}, {"head"}}};
+  for (const std::string schedule : {"dapple-a", "zb-h1"}) {
+    for (size_t i = 0; i < std::size(choices); ++i) {
+      const std::string name = "recompute_mem_sim_" + schedule + "_" + std::to_string(i);
+      SCOPED_TRACE(name);
+      const std::string plan_json = Plan(schedule, choices[i][0], choices[i][1]);
+      RunResult r = Train(name, plan_json, 2);
+      ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+      const fs::path plan = WritePlan(TestDir(name + "_sim"), "plan", plan_json);
+      RunResult sim = RunDapple("simulate --profile " + profile.string() +
+                                    " --cluster local --json --plan " + plan.string(),
+                                dir);
+      ASSERT_EQ(sim.exit_code, 0) << sim.err;
+      const nlohmann::json simulated = nlohmann::json::parse(sim.out)["stages"];
+      for (int s = 0; s < 2; ++s) {
+        const double measured =
+            r.Summary()["stages"][s]["peak_live_activation_bytes"].get<double>();
+        const double predicted = simulated[s]["peak_activation_bytes"].get<double>();
+        EXPECT_NEAR(predicted / measured, 1.0, 0.15)
+            << "stage " << s << ": simulated " << predicted << ", measured " << measured;
+      }
+    }
+  }
 }
 
 }  // namespace
