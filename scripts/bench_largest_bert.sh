@@ -19,9 +19,11 @@
 # on a busy machine and for bf16 on CPUs without AVX512-BF16), OUT (default out/largest-bert).
 # The search tries the start, then steps of 1, 2, 4, ... up (or down) until the answer
 # changes, then bisects. A run fits when every rank finishes; it does not when a rank is
-# killed by its group's OOM killer. Any other failure (a timeout, an error) stops the script
-# with that rank's log, so a slow peer never reads as "does not fit". Each run's outcome and
-# every rank's peak (memory.max_usage_in_bytes) go to stderr and $OUT/runs.txt.
+# killed by its group's OOM killer. Any other failure (a timeout, an error) ends that cell's
+# search: the cell reads "failed", the ranks' logs stay in $OUT/failed-..., and the next cell
+# starts, so a slow peer never reads as "does not fit". Each run's outcome and every rank's
+# peak (memory.max_usage_in_bytes) go to stderr and $OUT/runs.txt. bf16 on a CPU without
+# AVX512-BF16 computes about 10x slower than float32: give it a TIMEOUT to match.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dapple=$(realpath "${1:-build/tools/dapple/dapple}")
@@ -91,10 +93,14 @@ fits() {
   echo "${s}x$r shard=$shard bf16=$bf16 recompute=$rc layers=$l: $verdict; peak MiB per rank:$peaks" |
     tee -a "$out/runs.txt" >&2
   if [ "$verdict" = failed ]; then
+    local keep="$out/failed-${s}x$r-shard$shard-bf16$bf16-recompute$rc-layers$l"
+    mkdir -p "$keep" && cp "$out"/rank*.log "$keep/"
     echo "bench_largest_bert: rank $failed failed without running out of memory" \
-      "(exit ${status[$failed]}; raise TIMEOUT if it timed out):" >&2
-    tail -n 5 "$out/rank$failed.log" >&2
-    exit 1
+      "(exit ${status[$failed]}; raise TIMEOUT if it timed out; logs in $keep):" >&2
+    for ((k = 0; k < p; k++)); do
+      [ "${status[$k]}" = 0 ] || echo "  rank $k: $(grep -m 1 -i error "$keep/rank$k.log" || tail -n 1 "$keep/rank$k.log")" >&2
+    done
+    exit 1  # leaves the search of this cell (a subshell), which reads "failed"
   fi
   [ $oom = 0 ]
 }
@@ -136,7 +142,8 @@ for row in ${ROWS:-$default_rows}; do
   for rc in 0 1; do
     cell=-
     if [[ " ${RECOMPUTE:-0 1} " == *" $rc "* ]]; then
-      cell=$(largest "$s" "$r" "$shard" "$bf16" "$rc" "$([ $rc = 0 ] && echo "$start0" || echo "$start1")")
+      cell=$(largest "$s" "$r" "$shard" "$bf16" "$rc" "$([ $rc = 0 ] && echo "$start0" || echo "$start1")") ||
+        cell=failed
     fi
     cells+=("$cell")
   done
