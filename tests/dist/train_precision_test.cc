@@ -207,6 +207,13 @@ TEST(Bf16Training, TorchScriptGptNearFloat32) {
                      dir);
   };
   RunResult f32 = run("float32"), bf16 = run("bf16");
+  // Re-computing, stage 1 feeds the bf16 tensor it received to a layer norm (which autocast
+  // runs in float32) through its re-computed block: the same losses.
+  RunResult again = run("bf16 --recompute");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  ASSERT_EQ(again.Losses().size(), 3u) << again.out;
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_NEAR(again.Losses()[i], bf16.Losses()[i], 1e-6 * bf16.Losses()[i]);
   ASSERT_EQ(f32.exit_code, 0) << f32.err;
   ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
   ASSERT_EQ(bf16.Losses().size(), 3u) << bf16.out;

@@ -29,6 +29,7 @@
 #include <algorithm>
 
 #include "dapple/common/error.h"
+#include "dapple/runtime/boundary.h"
 #include "dapple/runtime/stage_worker.h"
 
 namespace dapple {
@@ -64,6 +65,9 @@ std::vector<StageWorker::Block> StageWorker::MakeBlocks() const {
 Activations StageWorker::RunBlock(Activations x, const Block& b, int64_t* saved_bytes,
                                   std::vector<Activations>* layer_outputs) {
   *saved_bytes = 0;
+  // The stage's input arrives as sent (Note [Mixed precision]: bf16 on the wire) and is kept
+  // so; the first block casts it, inside its graph when it has one, as RunLayers does.
+  if (b.first == first_) x = FromWire(std::move(x), in_spec_, in_all_);
   for (int l = b.first; l <= b.last; ++l) {
     x = model_.ForwardActivations(x, l, l);
     *saved_bytes += Bytes(x);
