@@ -15,6 +15,18 @@
 // search from that start, as does the budget. Each accepted move makes the plan strictly
 // faster, so the search cannot cycle.
 //
+// Note [Wide moves at a local optimum]
+// The wide moves (refine_moves.h: a split onto a device taken from another stage, the layers
+// cut anew over the device groups) change several things at once, where the one-step moves
+// would each be slower alone; they reach the narrower stages across server boundaries that
+// the medium problems' optima have (tests/plan/medium_exhaustive_test.cc). A round lists
+// them only where none of the one-step moves is faster, and the climb goes back to the
+// one-step moves after taking one. So a climb is the one-step climb up to the first plan
+// where that one would stop (its moves, simulations and work the same), and only ever
+// faster from there: no plan is slower for them, and listing them costs one round per
+// local optimum (listed every round, they cost GNMT-32 on paper-b a fifth more time and
+// moved some climbs to slower local optima).
+//
 // Note [A budget of work]
 // The budget counts work, not seconds, so that a plan depends on its inputs alone: on any
 // machine, under any load, and on every rank of an elastic job that plans again. Work is
@@ -170,18 +182,21 @@ struct ClimbSearch {
   long long simulated = 0;
   long long work = 0;
   bool out_of_budget = false;
-  ShardMemo shard_memo = {};  // the climb's rounds list mostly the same stages
+  ShardMemo shard_memo = {};                    // the climb's rounds list mostly the same stages
+  internal::RebalanceMemo rebalance_memo = {};  // and mostly the same device groups
 
   // Local search from `start`; returns the last plan and the moves taken.
   std::pair<Scored, std::vector<RefineStep>> Run(Scored cur) {
     std::vector<RefineStep> steps;
-    for (int round = 0; round < o.max_rounds; ++round) {
+    // Note [Wide moves at a local optimum]: the wide moves once no one-step move is faster.
+    internal::Moves moves = internal::Moves::kStep;
+    while (static_cast<int>(steps.size()) < o.max_rounds) {
       if (work >= o.max_work) {
         out_of_budget = true;
         break;
       }
-      std::vector<internal::Neighbour> ns =
-          internal::Neighbours(cur.plan, cost, cluster, o, &cur.costs, &shard_memo);
+      std::vector<internal::Neighbour> ns = internal::Neighbours(
+          cur.plan, cost, cluster, o, &cur.costs, &shard_memo, moves, &rebalance_memo);
       work += static_cast<long long>(ns.size()) * DevicesOf(cur.plan);  // their costs
       struct Item {
         double estimate;
@@ -231,7 +246,12 @@ struct ClimbSearch {
         for (size_t i = begin; i < (taken ? *taken + 1 : end); ++i) work += WorkOf(plans[i]->plan);
         begin = end;
       }
+      if (!taken && o.wide_moves && moves == internal::Moves::kStep && !out_of_budget) {
+        moves = internal::Moves::kWide;
+        continue;
+      }
       if (!taken) break;
+      moves = internal::Moves::kStep;
       Scored next = std::move(*scored[*taken]);
       next.origin = cur.origin;
       steps.push_back({ns[items[*taken].index].move, next.sim.iteration_ms});

@@ -31,12 +31,16 @@ struct RefineOptions {
   long long max_work = std::numeric_limits<long long>::max();
   int max_rounds = 400;            // accepted moves per start at most
   int simulations_per_round = 32;  // neighbours simulated per round at most (best first)
-  int threads = 0;                 // simulating threads; 0: the machine's cores
+  // Whether a climb tries the wide moves where no one-step move is faster (Note [Wide
+  // moves at a local optimum] in refine.cc); without, it stops there.
+  bool wide_moves = true;
+  int threads = 0;  // simulating threads; 0: the machine's cores
   SimCache* cache = nullptr;       // simulations go through it when set (sim_cache.h)
 };
 
 // One move of the search, as reported: "boundary", "move-device", "add-device",
-// "remove-device", "merge", "split", "swap", "micro-batch", "schedule".
+// "remove-device", "merge", "split", "split-borrow", "rebalance", "swap", "micro-batch",
+// "schedule".
 struct RefineStep {
   std::string move;
   double iteration_ms = 0;  // after the move
