@@ -192,7 +192,11 @@ struct ClimbSearch {
     internal::Moves moves = internal::Moves::kStep;
     while (static_cast<int>(steps.size()) < o.max_rounds) {
       if (work >= o.max_work) {
-        out_of_budget = true;
+        // A wide round with no neighbour to list would end the climb as it is: not cut.
+        out_of_budget = out_of_budget || moves == internal::Moves::kStep ||
+                        !internal::Neighbours(cur.plan, cost, cluster, o, &cur.costs, &shard_memo,
+                                              moves, &rebalance_memo)
+                             .empty();
         break;
       }
       std::vector<internal::Neighbour> ns = internal::Neighbours(
