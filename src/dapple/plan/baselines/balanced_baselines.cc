@@ -26,8 +26,8 @@ std::optional<Plan> DataParallelPlan(const Cluster& cluster, int num_layers, Mic
   return p;
 }
 
-GroupWorkCache::Table& GroupWorkCache::TableFor(const CostModel& cost, int m,
-                                                const std::vector<int>& group) {
+const GroupWorkCache::Table& GroupWorkCache::TableFor(const CostModel& cost, int m,
+                                                      const std::vector<int>& group) {
   std::vector<int> devices;  // one device per kind, the first of each
   std::vector<int> kinds;    // their kinds, ascending
   for (int d : group) {
@@ -39,23 +39,22 @@ GroupWorkCache::Table& GroupWorkCache::TableFor(const CostModel& cost, int m,
   std::sort(kinds.begin(), kinds.end());
   const int width = static_cast<int>(group.size());
   auto [it, fresh] = tables_.try_emplace({m, width, std::move(kinds)});
-  if (fresh) {
-    const size_t n = cost.num_layers();
-    Table& t = it->second;
-    t.slice = SamplesPerReplica(m, width);
-    t.devices = std::move(devices);
-    t.work.assign(n * n, -1.0);
+  Table& t = it->second;
+  if (!fresh) return t;
+  const int n = cost.num_layers();
+  const double slice = SamplesPerReplica(m, width);
+  t.layers = n;
+  t.work.assign(static_cast<size_t>(n) * n, 0.0);
+  for (int first = 0; first < n; ++first) {
+    for (int last = first; last < n; ++last) {
+      double w = 0;
+      for (int d : devices)
+        w = std::max(
+            w, cost.ForwardMs(first, last, slice, d) + cost.BackwardMs(first, last, slice, d));
+      t.work[static_cast<size_t>(first) * n + last] = w;
+    }
   }
-  return it->second;
-}
-
-double GroupWorkCache::Table::Work(const CostModel& cost, int first, int last) {
-  double& known = work[static_cast<size_t>(first) * cost.num_layers() + last];
-  if (known >= 0) return known;
-  double w = 0;
-  for (int d : devices)
-    w = std::max(w, cost.ForwardMs(first, last, slice, d) + cost.BackwardMs(first, last, slice, d));
-  return known = w;
+  return t;
 }
 
 Plan BalancedPlanOnGroups(const CostModel& cost, const std::vector<std::vector<int>>& groups,
@@ -69,10 +68,10 @@ Plan BalancedPlanOnGroups(const CostModel& cost, const std::vector<std::vector<i
   // asked once per such class (GroupWorkCache).
   GroupWorkCache own;
   GroupWorkCache& known = cache ? *cache : own;
-  std::vector<GroupWorkCache::Table*> tables(stages);
+  std::vector<const GroupWorkCache::Table*> tables(stages);
   for (int k = 0; k < stages; ++k)
     tables[k] = &known.TableFor(cost, mb.micro_batch_size, groups[k]);
-  auto work = [&](int first, int last, int k) { return tables[k]->Work(cost, first, last); };
+  auto work = [&](int first, int last, int k) { return tables[k]->Work(first, last); };
   // best[k][j]: smallest max stage work for layers 0..j in k+1 stages; cut[k][j]: the last
   // layer of stage k-1. Linear partition, O(S N^2).
   const double inf = 1e300;

@@ -32,17 +32,19 @@ Plan BalancedPipelinePlan(const CostModel& cost, const Cluster& cluster, MicroBa
 
 // The compute of layer ranges on a device group, forward + backward of its largest slice on
 // its slowest kind, by micro-batch size, width and kinds of device (groups alike in these
-// cost alike): BalancedPlanOnGroups asks a range once per such class, and partitions that
-// share a cache share them (EvenWidthPlans' stage counts, a climb's rebalanced neighbours).
+// cost alike): BalancedPlanOnGroups asks the cost model once per range and such class, and
+// partitions that share a cache share them (EvenWidthPlans' stage counts, a climb's
+// rebalanced neighbours).
 class GroupWorkCache {
  public:
   struct Table {
-    double slice = 0;          // samples of the group's largest slice
-    std::vector<int> devices;  // one of each kind
-    std::vector<double> work;  // [first x layers + last]; negative: not asked yet
-    double Work(const CostModel& cost, int first, int last);
+    int layers = 0;
+    std::vector<double> work;  // [first x layers + last], first <= last
+    double Work(int first, int last) const {
+      return work[static_cast<size_t>(first) * layers + last];
+    }
   };
-  Table& TableFor(const CostModel& cost, int m, const std::vector<int>& group);
+  const Table& TableFor(const CostModel& cost, int m, const std::vector<int>& group);
 
  private:
   std::map<std::tuple<int, int, std::vector<int>>, Table> tables_;  // by (m, width, kinds)
