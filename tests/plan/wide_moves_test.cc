@@ -1,11 +1,13 @@
 // The refinement's wide moves (Note [Wide moves at a local optimum] in refine.cc): a split
 // onto a device taken from another stage and the layers cut anew over the device groups.
 // They are valid plans that reach what one step cannot; a climb with them is the one-step
-// climb until that one stops, and never ends slower; and the partitions' shared compute
-// tables (GroupWorkCache) give the partitions computed without them.
+// climb until that one stops, never ends slower, and tries none above its time cap; and the
+// partitions' shared compute tables (GroupWorkCache) give the partitions computed without
+// them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "dapple/plan/baselines/baselines.h"
@@ -101,9 +103,9 @@ TEST(WideMoves, AClimbIsTheOneStepClimbUntilThatStopsAndNeverSlower) {
     for (int m : {1, 2}) {
       std::optional<Scored> start = p.global_batch % m == 0 ? DpStart(p, m) : std::nullopt;
       if (!start) continue;
-      o.wide_moves = false;
+      o.wide_moves_up_to_ms = 0;
       const RefineResult step = Refine({*start}, *p.cost, p.cluster, o);
-      o.wide_moves = true;
+      o.wide_moves_up_to_ms = std::numeric_limits<double>::infinity();
       const RefineResult wide = Refine({*start}, *p.cost, p.cluster, o);
       ++climbs;
       EXPECT_LE(wide.best.sim.iteration_ms, step.best.sim.iteration_ms);
@@ -113,6 +115,11 @@ TEST(WideMoves, AClimbIsTheOneStepClimbUntilThatStopsAndNeverSlower) {
         EXPECT_EQ(wide.steps[i].iteration_ms, step.steps[i].iteration_ms) << "step " << i;
       }
       EXPECT_NO_THROW(ValidatePlan(wide.best.plan, p.profile, p.cluster, "climbed"));
+      // Wide moves only up to a time faster than where the one-step climb stops: none.
+      o.wide_moves_up_to_ms = step.best.sim.iteration_ms * (1 - 1e-9);
+      const RefineResult capped = Refine({*start}, *p.cost, p.cluster, o);
+      EXPECT_EQ(capped.best.sim.iteration_ms, step.best.sim.iteration_ms);
+      EXPECT_EQ(capped.steps.size(), step.steps.size());
       for (size_t i = step.steps.size(); i < wide.steps.size(); ++i)
         wide_taken += wide.steps[i].move == "split-borrow" || wide.steps[i].move == "rebalance";
     }

@@ -25,7 +25,11 @@
 // where that one would stop (its moves, simulations and work the same), and only ever
 // faster from there: no plan is slower for them, and listing them costs one round per
 // local optimum (listed in every round, they moved some climbs to slower local optima:
-// AmoebaNet-6 complicated on paper-a, dapple-a 352.8 -> 354.2 ms).
+// AmoebaNet-6 complicated on paper-a, dapple-a 352.8 -> 354.2 ms). The planner lets a climb
+// try them only where its plan is no slower than the fastest start of the climbs run
+// together (RefineOptions::wide_moves_up_to_ms): the climbs stuck far behind (GNMT-16 on
+// paper-a: the straight pipeline's at 398 ms, its family's best 281 ms) went on with them for
+// ten times the work, to end behind still, and took GNMT-16's planning 1.8 times as long.
 //
 // Note [A budget of work]
 // The budget counts work, not seconds, so that a plan depends on its inputs alone: on any
@@ -250,7 +254,8 @@ struct ClimbSearch {
         for (size_t i = begin; i < (taken ? *taken + 1 : end); ++i) work += WorkOf(plans[i]->plan);
         begin = end;
       }
-      if (!taken && o.wide_moves && moves == internal::Moves::kStep && !out_of_budget) {
+      if (!taken && moves == internal::Moves::kStep && !out_of_budget &&
+          now_ms <= o.wide_moves_up_to_ms) {
         moves = internal::Moves::kWide;
         continue;
       }
@@ -282,6 +287,13 @@ RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
                       search.work - work, search.out_of_budget});
   }
   return FastestClimb(std::move(climbs));
+}
+
+double FastestStartMs(const std::vector<Scored>& starts) {
+  DAPPLE_CHECK(!starts.empty());
+  double fastest = starts[0].sim.iteration_ms;
+  for (const Scored& s : starts) fastest = std::min(fastest, s.sim.iteration_ms);
+  return fastest;
 }
 
 RefineResult FastestClimb(std::vector<RefineResult> climbs) {
