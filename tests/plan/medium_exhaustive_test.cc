@@ -41,7 +41,7 @@ std::vector<bool> ForwardTimed(const Profile& profile) {
   return timed;
 }
 
-constexpr double kMediumWorst = 1.06;
+constexpr double kMediumWorst = 1.04;
 
 struct MediumTally {
   int compared = 0, within2 = 0;
@@ -92,21 +92,21 @@ TEST(MediumExhaustive, FakeCosts) {
   MediumTally tally;
   for (int seed = FirstMediumSeed(); seed < FirstMediumSeed() + MediumSeeds(3); ++seed)
     CompareMedium(*testing::MakeMediumProblem(seed), tally);
-  ReportMedium("fake costs", tally, 1.0);  // 20 of 20, worst 1.0141
+  ReportMedium("fake costs", tally, 1.0);  // 20 of 20, worst 1.0129
 }
 
 TEST(MediumExhaustive, AnalyticCosts) {
   MediumTally tally;
   for (int seed = FirstMediumSeed(); seed < FirstMediumSeed() + MediumSeeds(1); ++seed)
     CompareMedium(*testing::MakeMediumAnalyticProblem(seed), tally);
-  ReportMedium("analytic costs", tally, 0.9);  // 18 of 20, worst 1.0527
+  ReportMedium("analytic costs", tally, 0.95);  // 19 of 20, worst 1.0212
 }
 
 TEST(MediumExhaustive, MixedDevices) {
   MediumTally tally;
   for (int seed = FirstMediumSeed(); seed < FirstMediumSeed() + MediumSeeds(1); ++seed)
     CompareMedium(*testing::MakeMediumAnalyticProblem(seed, /*mixed=*/true), tally);
-  ReportMedium("mixed devices", tally, 0.7);  // 14 of 20, worst 1.0429
+  ReportMedium("mixed devices", tally, 0.9);  // 18 of 20, worst 1.0321
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 // with the current plan's costs as without.
 #include <gtest/gtest.h>
 
+#include <iterator>
+
 #include "dapple/plan/dp/dapple_dp.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/planner.h"
@@ -60,9 +62,14 @@ TEST(EvaluatePlanFrom, EqualsEvaluatePlanOnEveryNeighbour) {
             base.global_batch_size = p->global_batch;
             RecomputeWhereNeeded(base, *p->cost, options.forward_timed);
             const PlanCosts base_costs = EvaluatePlan(base, *p->cost);
-            const auto alone = internal::Neighbours(base, *p->cost, p->cluster, options);
-            const auto from =
-                internal::Neighbours(base, *p->cost, p->cluster, options, &base_costs);
+            auto alone = internal::Neighbours(base, *p->cost, p->cluster, options);
+            auto from = internal::Neighbours(base, *p->cost, p->cluster, options, &base_costs);
+            for (auto* list : {&alone, &from}) {  // the wide moves too
+              auto wide = internal::Neighbours(base, *p->cost, p->cluster, options,
+                                               list == &from ? &base_costs : nullptr, nullptr,
+                                               internal::Moves::kWide);
+              std::move(wide.begin(), wide.end(), std::back_inserter(*list));
+            }
             ASSERT_EQ(alone.size(), from.size()) << p->description;
             for (size_t i = 0; i < alone.size(); ++i) {
               const std::string what = p->description + ", " + alone[i].move;

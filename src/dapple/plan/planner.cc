@@ -126,8 +126,10 @@ RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& pr
   const RefineStarts starts = SelectedStarts(c, proposals, ro);
   if (starts.starts.empty()) return KeepRefined(c, c.schedules[0], Refined(starts, {}));
   std::vector<RefineResult> climbs(starts.starts.size());
+  RefineOptions wide = ro;
+  wide.wide_moves_up_to_ms = FastestStartMs(starts.starts);
   ParallelFor(climbs.size(), 0,
-              [&](size_t i) { climbs[i] = Refine({starts.starts[i]}, c.cost, c.cluster, ro); });
+              [&](size_t i) { climbs[i] = Refine({starts.starts[i]}, c.cost, c.cluster, wide); });
   return KeepRefined(c, c.schedules[0], Refined(starts, FastestClimb(std::move(climbs))));
 }
 
@@ -158,6 +160,8 @@ std::vector<RefinedSelection> SelectRefinedFamilies(
       options[f] = RefineOptionsFor(fc, /*threads=*/1);
       starts[f] = SelectedStarts(fc, families[f], options[f]);
       climbs[f].resize(starts[f].starts.size());
+      if (!starts[f].starts.empty())
+        options[f].wide_moves_up_to_ms = FastestStartMs(starts[f].starts);
       for (size_t i = 0; i < starts[f].starts.size(); ++i) {
         const Plan& plan = starts[f].starts[i].plan;
         p.Add(static_cast<long long>(plan.num_micro_batches) * plan.num_stages(), climb(f, i));
@@ -261,7 +265,8 @@ Selection SearchSchedules(const Context& c, const std::vector<std::vector<Propos
   // time: a climb with two threads simulated the second neighbour of a pair in vain when
   // the first was faster, as it mostly is), gathered as Refine gathers its starts'.
   std::vector<RefineResult> climbs(order.size());
-  const RefineOptions one = RefineOptionsFor(c, /*threads=*/1);
+  RefineOptions one = RefineOptionsFor(c, /*threads=*/1);
+  one.wide_moves_up_to_ms = winners[order[0]].sim.iteration_ms;
   ParallelFor(order.size(), 0,
               [&](size_t k) { climbs[k] = Refine({winners[order[k]]}, c.cost, c.cluster, one); });
   RefineResult mixed = FastestClimb(std::move(climbs));

@@ -26,38 +26,52 @@ std::optional<Plan> DataParallelPlan(const Cluster& cluster, int num_layers, Mic
   return p;
 }
 
+const GroupWorkCache::Table& GroupWorkCache::TableFor(const CostModel& cost, int m,
+                                                      const std::vector<int>& group) {
+  std::vector<int> devices;  // one device per kind, the first of each
+  std::vector<int> kinds;    // their kinds, ascending
+  for (int d : group) {
+    const int kind = cost.DeviceKind(d);
+    if (std::find(kinds.begin(), kinds.end(), kind) != kinds.end()) continue;
+    kinds.push_back(kind);
+    devices.push_back(d);
+  }
+  std::sort(kinds.begin(), kinds.end());
+  const int width = static_cast<int>(group.size());
+  auto [it, fresh] = tables_.try_emplace({m, width, std::move(kinds)});
+  Table& t = it->second;
+  if (!fresh) return t;
+  const int n = cost.num_layers();
+  const double slice = SamplesPerReplica(m, width);
+  t.layers = n;
+  t.work.assign(static_cast<size_t>(n) * n, 0.0);
+  for (int first = 0; first < n; ++first) {
+    for (int last = first; last < n; ++last) {
+      double w = 0;
+      for (int d : devices)
+        w = std::max(
+            w, cost.ForwardMs(first, last, slice, d) + cost.BackwardMs(first, last, slice, d));
+      t.work[static_cast<size_t>(first) * n + last] = w;
+    }
+  }
+  return t;
+}
+
 Plan BalancedPlanOnGroups(const CostModel& cost, const std::vector<std::vector<int>>& groups,
-                          MicroBatching mb, ScheduleKind schedule, const char* planner) {
+                          MicroBatching mb, ScheduleKind schedule, const char* planner,
+                          GroupWorkCache* cache) {
   const int n = cost.num_layers();
   const int stages = static_cast<int>(groups.size());
   DAPPLE_CHECK(stages >= 1 && stages <= n);
-  const int m = mb.micro_batch_size;
   // Stage k's compute is that of its slowest replica: one device of each kind of its group
-  // with the largest slice. Groups of one width on devices of device 0's kind cost alike,
-  // so each layer range is asked once.
-  std::vector<std::vector<int>> kinds(stages);  // one device per kind, per group
-  bool alike = true;
-  for (int k = 0; k < stages; ++k) {
-    for (int d : groups[k]) {
-      bool seen = false;
-      for (int e : kinds[k]) seen = seen || cost.DeviceKind(e) == cost.DeviceKind(d);
-      if (!seen) kinds[k].push_back(d);
-    }
-    alike = alike && groups[k].size() == groups[0].size() && kinds[k].size() == 1 &&
-            cost.DeviceKind(kinds[k][0]) == cost.DeviceKind(groups[0][0]);
-  }
-  std::vector<double> asked(alike ? static_cast<size_t>(n) * n : 0, -1.0);
-  auto work = [&](int first, int last, int k) {
-    double* known = alike ? &asked[static_cast<size_t>(first) * n + last] : nullptr;
-    if (known && *known >= 0) return *known;
-    const double slice = SamplesPerReplica(m, static_cast<int>(groups[k].size()));
-    double w = 0;
-    for (int d : kinds[k])
-      w = std::max(w,
-                   cost.ForwardMs(first, last, slice, d) + cost.BackwardMs(first, last, slice, d));
-    if (known) *known = w;
-    return w;
-  };
+  // with the largest slice. Groups of one width and kinds cost alike: each layer range is
+  // asked once per such class (GroupWorkCache).
+  GroupWorkCache own;
+  GroupWorkCache& known = cache ? *cache : own;
+  std::vector<const GroupWorkCache::Table*> tables(stages);
+  for (int k = 0; k < stages; ++k)
+    tables[k] = &known.TableFor(cost, mb.micro_batch_size, groups[k]);
+  auto work = [&](int first, int last, int k) { return tables[k]->Work(first, last); };
   // best[k][j]: smallest max stage work for layers 0..j in k+1 stages; cut[k][j]: the last
   // layer of stage k-1. Linear partition, O(S N^2).
   const double inf = 1e300;
@@ -105,6 +119,7 @@ Plan BalancedPipelinePlan(const CostModel& cost, const Cluster& cluster, MicroBa
 std::vector<Plan> EvenWidthPlans(const CostModel& cost, const Cluster& cluster, MicroBatching mb) {
   const int n = cost.num_layers(), N = cluster.num_devices();
   std::vector<Plan> plans;
+  GroupWorkCache cache;  // the stage counts share widths
   for (int k = 2; k <= std::min(n, N - 1); ++k) {
     const int width = std::min(N / k, mb.micro_batch_size);
     const int wider = N / k < mb.micro_batch_size ? N % k : 0;  // stages one device wider
@@ -119,7 +134,7 @@ std::vector<Plan> EvenWidthPlans(const CostModel& cost, const Cluster& cluster, 
         FastestFirst(cluster, groups[s]);
       }
       plans.push_back(
-          BalancedPlanOnGroups(cost, groups, mb, ScheduleKind::kDappleA, "even-widths"));
+          BalancedPlanOnGroups(cost, groups, mb, ScheduleKind::kDappleA, "even-widths", &cache));
     }
   }
   return plans;

@@ -3,7 +3,9 @@
 // every proposal with the simulator.
 #pragma once
 
+#include <map>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "dapple/common/schedule_kind.h"
@@ -28,11 +30,33 @@ std::optional<Plan> DataParallelPlan(const Cluster& cluster, int num_layers, Mic
 Plan BalancedPipelinePlan(const CostModel& cost, const Cluster& cluster, MicroBatching mb,
                           ScheduleKind schedule, const char* planner);
 
+// The compute of layer ranges on a device group, forward + backward of its largest slice on
+// its slowest kind, by micro-batch size, width and kinds of device (groups alike in these
+// cost alike): BalancedPlanOnGroups asks the cost model once per range and such class, and
+// partitions that share a cache share them (EvenWidthPlans' stage counts, a climb's
+// rebalanced neighbours).
+class GroupWorkCache {
+ public:
+  struct Table {
+    int layers = 0;
+    std::vector<double> work;  // [first x layers + last], first <= last
+    double Work(int first, int last) const {
+      return work[static_cast<size_t>(first) * layers + last];
+    }
+  };
+  const Table& TableFor(const CostModel& cost, int m, const std::vector<int>& group);
+
+ private:
+  std::map<std::tuple<int, int, std::vector<int>>, Table> tables_;  // by (m, width, kinds)
+};
+
 // Layers split among stages on fixed device groups (stage k on groups[k], replicas in that
 // order; at most as many groups as layers) so that the largest stage compute (forward +
-// backward of the largest slice on the group's slowest device) is smallest.
+// backward of the largest slice on the group's slowest device) is smallest; ties go to the
+// earliest cuts. With `cache`, its known ranges are not asked again (the same plan).
 Plan BalancedPlanOnGroups(const CostModel& cost, const std::vector<std::vector<int>>& groups,
-                          MicroBatching mb, ScheduleKind schedule, const char* planner);
+                          MicroBatching mb, ScheduleKind schedule, const char* planner,
+                          GroupWorkCache* cache = nullptr);
 
 // Pipelines of k stages of (nearly) equal widths for k = 2 .. min(layers, devices - 1),
 // whatever the server boundaries: the devices in id order cut into k runs (devices mod k

@@ -15,6 +15,22 @@
 // search from that start, as does the budget. Each accepted move makes the plan strictly
 // faster, so the search cannot cycle.
 //
+// Note [Wide moves at a local optimum]
+// The wide moves (refine_moves.h: a split onto a device taken from another stage, the layers
+// cut anew over the device groups) change several things at once, where the one-step moves
+// would each be slower alone; they reach the narrower stages across server boundaries that
+// the medium problems' optima have (tests/plan/medium_exhaustive_test.cc). A round lists
+// them only where none of the one-step moves is faster, and the climb goes back to the
+// one-step moves after taking one. So a climb is the one-step climb up to the first plan
+// where that one would stop (its moves, simulations and work the same), and only ever
+// faster from there: no plan is slower for them, and listing them costs one round per
+// local optimum (listed in every round, they moved some climbs to slower local optima:
+// AmoebaNet-6 complicated on paper-a, dapple-a 352.8 -> 354.2 ms). The planner lets a climb
+// try them only where its plan is no slower than the fastest start of the climbs run
+// together (RefineOptions::wide_moves_up_to_ms): the climbs stuck far behind (GNMT-16 on
+// paper-a: the straight pipeline's at 398 ms, its family's best 281 ms) went on with them for
+// ten times the work, to end behind still, and took GNMT-16's planning 1.8 times as long.
+//
 // Note [A budget of work]
 // The budget counts work, not seconds, so that a plan depends on its inputs alone: on any
 // machine, under any load, and on every rank of an elastic job that plans again. Work is
@@ -148,18 +164,25 @@ struct ClimbSearch {
   long long simulated = 0;
   long long work = 0;
   bool out_of_budget = false;
-  ShardMemo shard_memo = {};  // the climb's rounds list mostly the same stages
+  ShardMemo shard_memo = {};                    // the climb's rounds list mostly the same stages
+  internal::RebalanceMemo rebalance_memo = {};  // and mostly the same device groups
 
   // Local search from `start`; returns the last plan and the moves taken.
   std::pair<Scored, std::vector<RefineStep>> Run(Scored cur) {
     std::vector<RefineStep> steps;
-    for (int round = 0; round < o.max_rounds; ++round) {
+    // Note [Wide moves at a local optimum]: the wide moves once no one-step move is faster.
+    internal::Moves moves = internal::Moves::kStep;
+    while (static_cast<int>(steps.size()) < o.max_rounds) {
       if (work >= o.max_work) {
-        out_of_budget = true;
+        // A wide round with no neighbour to list would end the climb as it is: not cut.
+        out_of_budget = out_of_budget || moves == internal::Moves::kStep ||
+                        !internal::Neighbours(cur.plan, cost, cluster, o, &cur.costs, &shard_memo,
+                                              moves, &rebalance_memo)
+                             .empty();
         break;
       }
-      std::vector<internal::Neighbour> ns =
-          internal::Neighbours(cur.plan, cost, cluster, o, &cur.costs, &shard_memo);
+      std::vector<internal::Neighbour> ns = internal::Neighbours(
+          cur.plan, cost, cluster, o, &cur.costs, &shard_memo, moves, &rebalance_memo);
       work += static_cast<long long>(ns.size()) * DevicesOf(cur.plan);  // their costs
       struct Item {
         double estimate;
@@ -209,7 +232,13 @@ struct ClimbSearch {
         for (size_t i = begin; i < (taken ? *taken + 1 : end); ++i) work += WorkOf(plans[i]->plan);
         begin = end;
       }
+      if (!taken && moves == internal::Moves::kStep && !out_of_budget &&
+          now_ms <= o.wide_moves_up_to_ms) {
+        moves = internal::Moves::kWide;
+        continue;
+      }
       if (!taken) break;
+      moves = internal::Moves::kStep;
       Scored next = std::move(*scored[*taken]);
       next.origin = cur.origin;
       steps.push_back({ns[items[*taken].index].move, next.sim.iteration_ms});
@@ -236,6 +265,13 @@ RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
                       search.work - work, search.out_of_budget});
   }
   return FastestClimb(std::move(climbs));
+}
+
+double FastestStartMs(const std::vector<Scored>& starts) {
+  DAPPLE_CHECK(!starts.empty());
+  double fastest = starts[0].sim.iteration_ms;
+  for (const Scored& s : starts) fastest = std::min(fastest, s.sim.iteration_ms);
+  return fastest;
 }
 
 RefineResult FastestClimb(std::vector<RefineResult> climbs) {

@@ -31,12 +31,17 @@ struct RefineOptions {
   long long max_work = std::numeric_limits<long long>::max();
   int max_rounds = 400;            // accepted moves per start at most
   int simulations_per_round = 32;  // neighbours simulated per round at most (best first)
-  int threads = 0;                 // simulating threads; 0: the machine's cores
-  SimCache* cache = nullptr;       // simulations go through it when set (sim_cache.h)
+  // A climb tries the wide moves where no one-step move is faster and its plan is no slower
+  // than this (Note [Wide moves at a local optimum] in refine.cc); elsewhere, and with 0, it
+  // stops there.
+  double wide_moves_up_to_ms = std::numeric_limits<double>::infinity();
+  int threads = 0;            // simulating threads; 0: the machine's cores
+  SimCache* cache = nullptr;  // simulations go through it when set (sim_cache.h)
 };
 
 // One move of the search, as reported: "boundary", "move-device", "add-device",
-// "remove-device", "merge", "split", "swap", "micro-batch", "schedule".
+// "remove-device", "merge", "split", "split-borrow", "rebalance", "swap", "micro-batch",
+// "schedule".
 struct RefineStep {
   std::string move;
   double iteration_ms = 0;  // after the move
@@ -50,6 +55,10 @@ struct RefineResult {
   long long work = 0;             // what counted against the budget (Note [A budget of work])
   bool out_of_budget = false;     // the budget ran out before the search converged
 };
+
+// The fastest of `starts`' times: RefineOptions::wide_moves_up_to_ms for climbs from them
+// (Note [Wide moves at a local optimum] in refine.cc). REQUIRES: starts non-empty.
+double FastestStartMs(const std::vector<Scored>& starts);
 
 // Runs the local search from each of `starts` (each already scored, fitting memory) and
 // returns the fastest plan found; ties go to the earlier start. Every plan it proposes is
