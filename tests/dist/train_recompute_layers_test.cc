@@ -7,7 +7,6 @@
 
 #include <array>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
 #include "train_test_util.h"
@@ -91,10 +90,10 @@ INSTANTIATE_TEST_SUITE_P(Schedules, RecomputeLayersEquivalence,
 TEST(RecomputeLayersMemory, SimulatedPeakWithinFifteenPercentOfMeasured) {
   const fs::path dir = TestDir("recompute_mem_sim");
   const fs::path profile = dir / "profile.json";
-  RunResult prof = RunDapple(std::string("profile ") + kMlpFlags +
-                                 " --dtype float64 --batch 2 --repeat 1 --warmup 0 --threads 1 -o " +
-                                 profile.string(),
-                             dir);
+  RunResult prof = RunDapple(
+      std::string("profile ") + kMlpFlags +
+          " --dtype float64 --batch 2 --repeat 1 --warmup 0 --threads 1 -o " + profile.string(),
+      dir);
   ASSERT_EQ(prof.exit_code, 0) << prof.err;
   const std::vector<std::vector<std::string>> choices[] = {
       {{}, {}}, {{"fc1"}, {}}, {{"fc0"}, {}}, {{"all"}, {}}, {{}, {"head"}}};

@@ -39,7 +39,7 @@ TEST(Bubble, PeakInFlightIsTheWarmupDepth) {
     cost.count_stage_inputs = false;  // peaks in micro-batches of 1 MB
     for (int M = 1; M <= 20; ++M) {
       for (ScheduleKind kind : AllScheduleKinds()) {
-        if (VShaped(kind)) continue;  // two chunks per stage: v_shape_test.cc
+        if (VShaped(kind)) continue;                // two chunks per stage: v_shape_test.cc
         if (kind == ScheduleKind::kZbH2) continue;  // its own peak: steady_state_test.cc
         SimResult r = SimulatePlan(StraightPlan(S, M, kind), cost, fast);
         for (int s = 0; s < S; ++s) {

@@ -69,8 +69,8 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
   const double act = cost.ActivationBytes(first, last, s);
   c.static_bytes =
       shard ? cost.ShardedStaticMemoryBytes(first, last, r) : cost.StaticMemoryBytes(first, last);
-  c.memory_bytes = c.static_bytes + (recompute ? warmup_depth * input + act
-                                               : warmup_depth * (input + act));
+  c.memory_bytes =
+      c.static_bytes + (recompute ? warmup_depth * input + act : warmup_depth * (input + act));
   return c;
 }
 

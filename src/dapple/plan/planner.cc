@@ -20,46 +20,6 @@
 
 namespace dapple {
 
-std::vector<PlannerKind> AllPlanners() {
-  return {PlannerKind::kDapple, PlannerKind::kDataParallel, PlannerKind::kStraight,
-          PlannerKind::kGPipe,  PlannerKind::kPipeDream,    PlannerKind::kExhaustive};
-}
-
-std::string ToString(PlannerKind k) {
-  switch (k) {
-    case PlannerKind::kDapple:
-      return "dapple";
-    case PlannerKind::kDataParallel:
-      return "dp";
-    case PlannerKind::kStraight:
-      return "straight";
-    case PlannerKind::kGPipe:
-      return "gpipe";
-    case PlannerKind::kPipeDream:
-      return "pipedream";
-    case PlannerKind::kExhaustive:
-      return "exhaustive";
-  }
-  DAPPLE_CHECK(false);
-  return {};
-}
-
-PlannerKind ParsePlannerKind(const std::string& name) {
-  std::vector<std::string> names;
-  for (PlannerKind k : AllPlanners()) {
-    if (ToString(k) == name) return k;
-    names.push_back(ToString(k));
-  }
-  ThrowInput("unknown planner '{}' (known: {})", name, fmt::join(names, ", "));
-}
-
-std::vector<int> MicroBatchSizes(int global_batch) {
-  std::vector<int> sizes;
-  for (int m = 1; m <= global_batch; ++m)
-    if (global_batch % m == 0) sizes.push_back(m);
-  return sizes;
-}
-
 namespace {
 
 using internal::ChooseForSteadyState;

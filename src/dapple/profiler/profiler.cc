@@ -320,7 +320,8 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
   }
   if (o.progress) std::fprintf(stderr, "\rprofile %s: done%60s\n", m.name.c_str(), "");
   if (by_batch) p.batch_sizes = sizes;
-  p.input_bytes = Bytes(MakeDataset("synthetic", m, o.seed, "")->GlobalBatch(0, o.batch_size).inputs);
+  p.input_bytes =
+      Bytes(MakeDataset("synthetic", m, o.seed, "")->GlobalBatch(0, o.batch_size).inputs);
   p.metadata = {{"cpu", CpuModelName()},
                 {"threads", std::to_string(threads)},
                 {"openblas_coretype", OpenBlasCoreType()},

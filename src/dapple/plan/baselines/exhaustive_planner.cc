@@ -179,10 +179,9 @@ struct ExhaustiveSearch {
         continue;
       st.recompute = false;
       st.recompute_layers.clear();
-      const StageCost c =
-          EvaluateStage(cost, st.first_layer, st.last_layer, st.devices, m,
-                        PeakInFlight(schedule, s, S, M), false, allreduce_overlap, false,
-                        st.shard_optimizer);
+      const StageCost c = EvaluateStage(cost, st.first_layer, st.last_layer, st.devices, m,
+                                        PeakInFlight(schedule, s, S, M), false, allreduce_overlap,
+                                        false, st.shard_optimizer);
       ChooseStageRecompute(st, cost, m, HeldAtPeaks(schedule, s, S, M), true,
                            c.device_memory_bytes - c.static_bytes, forward_timed);
     }

@@ -61,9 +61,7 @@
 
 namespace dapple {
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed,
                           PlanCosts* costs, const Plan* base, const PlanCosts* base_costs,
@@ -82,11 +80,11 @@ bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<b
     if (pc.stages[s].fits() || !CanRecompute(forward_timed, st.first_layer, st.last_layer))
       continue;
     if (plan.virtual_stages == 1)
-      ChooseStageRecompute(
-          st, cost, plan.micro_batch_size,
-          HeldAtPeaks(plan.schedule, s, plan.num_stages(), plan.num_micro_batches),
-          SplitsBackward(plan.schedule), pc.stages[s].device_memory_bytes - pc.stages[s].static_bytes,
-          forward_timed);
+      ChooseStageRecompute(st, cost, plan.micro_batch_size,
+                           HeldAtPeaks(plan.schedule, s, plan.num_stages(), plan.num_micro_batches),
+                           SplitsBackward(plan.schedule),
+                           pc.stages[s].device_memory_bytes - pc.stages[s].static_bytes,
+                           forward_timed);
     else
       st.recompute = true;
     any = true;
