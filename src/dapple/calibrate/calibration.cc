@@ -300,9 +300,12 @@ std::optional<CalibrationResult> Calibrate(Communicator& comm, const std::string
       int first = c.FirstDeviceOf(s);
       double mem = o.memory_bytes > 0 ? o.memory_bytes : memory[first] / c.servers[s].devices;
       DeviceSpec d{mem, speeds[s]};
-      for (int i = 0; i < world; ++i)  // the largest of the server's ranks
+      // The largest of the server's ranks, and the freed memory a training rank lets malloc
+      // keep (Note [Freed memory between steps]): the process's too, whatever its stage.
+      for (int i = 0; i < world; ++i)
         if (server[i] == s)
           d.process_memory_bytes = std::max(d.process_memory_bytes, r.resident_bytes[i]);
+      d.process_memory_bytes += static_cast<double>(kTrainingFreedMemorySlackBytes);
       if (s == 0)
         c.device = d;
       else if (mem != c.device.memory_bytes || d.speed != c.device.speed ||

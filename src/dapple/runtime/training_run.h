@@ -106,7 +106,7 @@ class TrainingRun {
   bool tracing_ = false;
   std::vector<TimelineEvent> traced_;
   std::optional<StepLosses> step_losses_;    // Note [Loss off the critical path]
-  FreedMemoryBound freed_memory_{16 << 20};  // Note [Freed memory between steps]
+  FreedMemoryBound freed_memory_{kTrainingFreedMemorySlackBytes};  // Note [Freed memory between steps]
 };
 
 }  // namespace dapple
