@@ -165,8 +165,10 @@ struct ClimbSearch {
   ShardMemo shard_memo = {};                    // the climb's rounds list mostly the same stages
   internal::RebalanceMemo rebalance_memo = {};  // and mostly the same device groups
 
-  // Local search from `start`; returns the last plan and the moves taken.
-  std::pair<Scored, std::vector<RefineStep>> Run(Scored cur) {
+  // Local search from `start`; returns the last plan and the moves taken. With `regroup`
+  // (and RefineOptions::regroup), it climbs from the regrouped plans where no wide move is
+  // faster either (Note [Regrouping at a local optimum]).
+  std::pair<Scored, std::vector<RefineStep>> Run(Scored cur, bool regroup = true) {
     std::vector<RefineStep> steps;
     // Note [Wide moves at a local optimum]: the wide moves once no one-step move is faster.
     internal::Moves moves = internal::Moves::kStep;
@@ -235,6 +237,15 @@ struct ClimbSearch {
         moves = internal::Moves::kWide;
         continue;
       }
+      if (!taken && regroup && o.regroup && moves == internal::Moves::kWide && !out_of_budget &&
+          now_ms <= o.wide_moves_up_to_ms) {
+        if (auto found = Regroup(cur)) {
+          steps.insert(steps.end(), found->second.begin(), found->second.end());
+          cur = std::move(found->first);
+          moves = internal::Moves::kStep;
+          continue;
+        }
+      }
       if (!taken) break;
       moves = internal::Moves::kStep;
       Scored next = std::move(*scored[*taken]);
@@ -243,6 +254,35 @@ struct ClimbSearch {
       cur = std::move(next);
     }
     return {std::move(cur), std::move(steps)};
+  }
+
+  // Note [Regrouping at a local optimum]: the fastest end of the climbs (without regrouping)
+  // from `cur`'s regrouped plans, with the moves from `cur` to it, when faster than `cur`.
+  std::optional<std::pair<Scored, std::vector<RefineStep>>> Regroup(const Scored& cur) {
+    const std::vector<internal::Neighbour> ns =
+        internal::Neighbours(cur.plan, cost, cluster, o, &cur.costs, &shard_memo,
+                             internal::Moves::kRegroup, &rebalance_memo);
+    work += static_cast<long long>(ns.size()) * DevicesOf(cur.plan);
+    std::optional<std::pair<Scored, std::vector<RefineStep>>> best;
+    for (const internal::Neighbour& n : ns) {
+      if (!n.costs.fits) continue;
+      if (work >= o.max_work) {
+        out_of_budget = true;
+        break;
+      }
+      std::optional<Scored> from = ScoreFitting(n.plan, n.costs, cost, o.cache);
+      ++simulated;
+      work += WorkOf(n.plan);
+      if (!from) continue;
+      from->origin = cur.origin;
+      const double from_ms = from->sim.iteration_ms;
+      auto [end, steps] = Run(std::move(*from), /*regroup=*/false);
+      const double beat = best ? best->first.sim.iteration_ms : cur.sim.iteration_ms * (1 - 1e-9);
+      if (end.sim.iteration_ms >= beat) continue;
+      steps.insert(steps.begin(), RefineStep{n.move, from_ms});
+      best.emplace(std::move(end), std::move(steps));
+    }
+    return best;
   }
 };
 

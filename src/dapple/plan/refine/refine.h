@@ -35,13 +35,17 @@ struct RefineOptions {
   // than this (Note [Wide moves at a local optimum] in refine.cc); elsewhere, and with 0, it
   // stops there.
   double wide_moves_up_to_ms = std::numeric_limits<double>::infinity();
+  // Where no wide move is faster either (and the plan no slower than wide_moves_up_to_ms),
+  // the climb goes on from the fastest end of the climbs from its regrouped plans when that
+  // is faster (Note [Regrouping at a local optimum] in refine.cc).
+  bool regroup = false;
   int threads = 0;            // simulating threads; 0: the machine's cores
   SimCache* cache = nullptr;  // simulations go through it when set (sim_cache.h)
 };
 
 // One move of the search, as reported: "boundary", "move-device", "add-device",
-// "remove-device", "merge", "split", "split-borrow", "rebalance", "swap", "micro-batch",
-// "schedule".
+// "remove-device", "merge", "split", "split-borrow", "rebalance", "regroup", "swap",
+// "micro-batch", "schedule".
 struct RefineStep {
   std::string move;
   double iteration_ms = 0;  // after the move
