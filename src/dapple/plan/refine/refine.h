@@ -35,9 +35,8 @@ struct RefineOptions {
   // than this (Note [Wide moves at a local optimum] in refine.cc); elsewhere, and with 0, it
   // stops there.
   double wide_moves_up_to_ms = std::numeric_limits<double>::infinity();
-  // Where no wide move is faster either (and the plan no slower than wide_moves_up_to_ms),
-  // the climb goes on from the fastest end of the climbs from its regrouped plans when that
-  // is faster (Note [Regrouping at a local optimum] in refine.cc).
+  // Whether Regrouped climbs from the regrouped plans (Note [Regrouping at a local optimum]
+  // in refine.cc); Refine itself never does.
   bool regroup = false;
   int threads = 0;            // simulating threads; 0: the machine's cores
   SimCache* cache = nullptr;  // simulations go through it when set (sim_cache.h)
@@ -76,6 +75,13 @@ RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
 // and work summed, out of budget if any climb was. Callers that run climbs on threads of their own
 // gather them with it. REQUIRES: climbs non-empty.
 RefineResult FastestClimb(std::vector<RefineResult> climbs);
+// `r` (Refine's or FastestClimb's answer) gone on from the fastest end of the climbs from its
+// plan's regrouped plans, as long as that is faster (Note [Regrouping at a local optimum] in
+// refine.cc): their moves appended to r.steps ("regroup", then the climb's), their
+// simulations and work added, with a budget of options.max_work for all of them. `r` itself
+// without options.regroup.
+RefineResult Regrouped(RefineResult r, const CostModel& cost, const Cluster& cluster,
+                       const RefineOptions& options);
 
 // Re-computation where a plan needs it, and nowhere else: on each stage of `plan` that does
 // not fit its devices' memory without it (per EvaluatePlan's memory rule) and may
