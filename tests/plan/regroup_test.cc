@@ -146,16 +146,12 @@ TEST(Regroup, ClimbsFromTheRegroupedPlansReachTheOptimum) {
   EXPECT_NO_THROW(ValidatePlan(regrouped.best.plan, p->profile, p->cluster, "regrouped"));
 }
 
-// The medium problems the planner missed by 2.1-3.2% before the regrouping (10 layers, 2 x 6
-// devices; the analytic model and two servers of different speeds): within 2% of the
-// exhaustive optimum now.
+// The medium problems on two servers of different speeds that the planner missed by 2.6% and
+// 3.2% before the regrouping (10 layers, 2 x 6 devices): within 2% of the exhaustive optimum
+// now. (The third, analytic seed 1, is MediumExhaustive.AnalyticCosts' first seed.)
 TEST(Regroup, ThePlannerIsWithin2PercentWhereItWasNot) {
-  struct Case {
-    unsigned seed;
-    bool mixed;
-  };
-  for (const Case& k : {Case{1, false}, Case{3, true}, Case{8, true}}) {
-    std::unique_ptr<testing::RandomProblem> p = testing::MakeMediumAnalyticProblem(k.seed, k.mixed);
+  for (unsigned seed : {3u, 8u}) {
+    std::unique_ptr<testing::RandomProblem> p = testing::MakeMediumAnalyticProblem(seed, true);
     SCOPED_TRACE(p->description);
     PlannerOptions o;
     o.interleave = false;

@@ -325,7 +325,8 @@ RefineResult Regrouped(RefineResult r, const CostModel& cost, const Cluster& clu
   }
   r.simulated += search.simulated;
   r.work += search.work;
-  r.out_of_budget = r.out_of_budget || search.out_of_budget;
+  // Out of the caller's budget only: the cap of twice the climbs' work is the regrouping's own.
+  r.out_of_budget = r.out_of_budget || (search.out_of_budget && o.max_work == options.max_work);
   return r;
 }
 

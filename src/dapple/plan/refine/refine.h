@@ -78,8 +78,8 @@ RefineResult FastestClimb(std::vector<RefineResult> climbs);
 // `r` (Refine's or FastestClimb's answer) gone on from the fastest end of the climbs from its
 // plan's regrouped plans, as long as that is faster (Note [Regrouping at a local optimum] in
 // refine.cc): their moves appended to r.steps ("regroup", then the climb's), their
-// simulations and work added, with a budget of options.max_work for all of them. `r` itself
-// without options.regroup.
+// simulations and work added. Their budget is twice r.work, at most options.max_work; out of
+// budget only when options.max_work ran out. `r` itself without options.regroup.
 RefineResult Regrouped(RefineResult r, const CostModel& cost, const Cluster& cluster,
                        const RefineOptions& options);
 
