@@ -308,7 +308,7 @@ void Rebalance(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
 // servers its stages follow one another on: a narrow stage in the middle stays there, and a
 // pipeline that fills one server and then the other never comes back to the first. The
 // medium problems' optima often order their widths otherwise (10 layers, 2 x 6 devices,
-// GBS 30: [1+2+2+2+2+2+1] on servers A, B, B, B, A, A... against the DP's 2, 2, 2 on one
+// GBS 30: [1+2+2+2+2+2+1] on servers A, A, B, B, B, A, A against the DP's 2, 2, 2 on one
 // server and 1, 2, 2, 1 on the other), or put a fast server's single devices between slow
 // pairs. So the regrouped plans exchange the device groups of two stages (groups alike in
 // width, servers and kinds of device excepted: that is the same plan again on a cluster of
