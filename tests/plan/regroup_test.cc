@@ -134,11 +134,11 @@ TEST(Regroup, ClimbsFromTheRegroupedPlansReachTheOptimum) {
   // As after the planner's climbs (about 30 k of work on this problem; the regrouping may
   // spend twice that); the climb from a local optimum spends next to nothing.
   climbed.work = 30'000;
-  const RefineResult same = Regrouped({climbed}, *p->cost, p->cluster, o);  // o.regroup false
+  const RefineResult same = Regrouped(climbed, *p->cost, p->cluster, o);  // o.regroup false
   EXPECT_EQ(same.best.sim.iteration_ms, stuck.sim.iteration_ms);
   EXPECT_TRUE(same.steps.empty());
   o.regroup = true;
-  const RefineResult regrouped = Regrouped({climbed}, *p->cost, p->cluster, o);
+  const RefineResult regrouped = Regrouped(climbed, *p->cost, p->cluster, o);
   EXPECT_LE(regrouped.best.sim.iteration_ms, optimum.sim.iteration_ms * (1 + 1e-9))
       << testing::StagesText(regrouped.best.plan);
   ASSERT_FALSE(regrouped.steps.empty());

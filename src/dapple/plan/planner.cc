@@ -91,8 +91,9 @@ RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& pr
   wide.wide_moves_up_to_ms = FastestStartMs(starts.starts);
   ParallelFor(climbs.size(), 0,
               [&](size_t i) { climbs[i] = Refine({starts.starts[i]}, c.cost, c.cluster, wide); });
-  return KeepRefined(c, c.schedules[0],
-                     Refined(starts, Regrouped(std::move(climbs), c.cost, c.cluster, wide)));
+  return KeepRefined(
+      c, c.schedules[0],
+      Refined(starts, Regrouped(FastestClimb(std::move(climbs)), c.cost, c.cluster, wide)));
 }
 
 // Each family's SelectRefined, the families' searches on the machine's cores together:
@@ -134,7 +135,7 @@ std::vector<RefinedSelection> SelectRefinedFamilies(
   std::vector<RefineResult> ends(F);  // the families' regroupings side by side; Refined
   ParallelFor(F, 0, [&](size_t f) {   // ignores those of a family without starts
     if (!climbs[f].empty())
-      ends[f] = Regrouped(std::move(climbs[f]), c.cost, c.cluster, options[f]);
+      ends[f] = Regrouped(FastestClimb(std::move(climbs[f])), c.cost, c.cluster, options[f]);
   });
   std::vector<RefinedSelection> found(F);
   for (size_t f = 0; f < F; ++f)
@@ -233,7 +234,7 @@ Selection SearchSchedules(const Context& c, const std::vector<std::vector<Propos
   one.wide_moves_up_to_ms = winners[order[0]].sim.iteration_ms;
   ParallelFor(order.size(), 0,
               [&](size_t k) { climbs[k] = Refine({winners[order[k]]}, c.cost, c.cluster, one); });
-  RefineResult mixed = Regrouped(std::move(climbs), c.cost, c.cluster, one);
+  RefineResult mixed = Regrouped(FastestClimb(std::move(climbs)), c.cost, c.cluster, one);
   sel.simulated += mixed.simulated;
   result.refine_out_of_budget = result.refine_out_of_budget || mixed.out_of_budget;
   const size_t from = order[mixed.start];  // the family whose winner the climb began at

@@ -314,9 +314,8 @@ RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
   return FastestClimb(std::move(climbs));
 }
 
-RefineResult Regrouped(std::vector<RefineResult> climbs, const CostModel& cost,
-                       const Cluster& cluster, const RefineOptions& options) {
-  RefineResult r = FastestClimb(std::move(climbs));
+RefineResult Regrouped(RefineResult r, const CostModel& cost, const Cluster& cluster,
+                       const RefineOptions& options) {
   if (!options.regroup) return r;
   RefineOptions o = options;
   o.max_work = std::min(o.max_work, 2 * r.work);

@@ -75,13 +75,13 @@ RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
 // and work summed, out of budget if any climb was. Callers that run climbs on threads of their own
 // gather them with it. REQUIRES: climbs non-empty.
 RefineResult FastestClimb(std::vector<RefineResult> climbs);
-// FastestClimb(climbs) gone on from the fastest end of the climbs from its plan's regrouped
-// plans, as long as that is faster (Note [Regrouping at a local optimum] in refine.cc): their
-// moves appended to its steps ("regroup", then the climb's), their simulations and work
-// added. Their budget is twice the climbs' work, at most options.max_work; out of budget only
-// when options.max_work ran out. FastestClimb(climbs) itself without options.regroup.
-RefineResult Regrouped(std::vector<RefineResult> climbs, const CostModel& cost,
-                       const Cluster& cluster, const RefineOptions& options);
+// `r` (Refine's or FastestClimb's answer) gone on from the fastest end of the climbs from its
+// plan's regrouped plans, as long as that is faster (Note [Regrouping at a local optimum] in
+// refine.cc): their moves appended to r.steps ("regroup", then the climb's), their
+// simulations and work added. Their budget is twice r.work, at most options.max_work; out of
+// budget only when options.max_work ran out. `r` itself without options.regroup.
+RefineResult Regrouped(RefineResult r, const CostModel& cost, const Cluster& cluster,
+                       const RefineOptions& options);
 
 // Re-computation where a plan needs it, and nowhere else: on each stage of `plan` that does
 // not fit its devices' memory without it (per EvaluatePlan's memory rule) and may
