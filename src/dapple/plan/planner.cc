@@ -88,8 +88,11 @@ RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& pr
   std::vector<RefineResult> climbs(starts.starts.size());
   RefineOptions wide = ro;
   wide.wide_moves_up_to_ms = FastestStartMs(starts.starts);
-  ParallelFor(climbs.size(), 0,
-              [&](size_t i) { climbs[i] = Refine({starts.starts[i]}, c.cost, c.cluster, wide); });
+  const std::vector<size_t> twin = TwinStarts(starts.starts);  // Note [Twin starts]
+  ParallelFor(climbs.size(), 0, [&](size_t i) {
+    if (twin[i] == i) climbs[i] = Refine({starts.starts[i]}, c.cost, c.cluster, wide);
+  });
+  CopyTwinClimbs(twin, climbs);
   return KeepRefined(c, c.schedules[0], Refined(starts, FastestClimb(std::move(climbs))));
 }
 
@@ -106,6 +109,7 @@ std::vector<RefinedSelection> SelectRefinedFamilies(
   std::vector<RefineOptions> options(F);
   std::vector<RefineStarts> starts(F);
   std::vector<std::vector<RefineResult>> climbs(F);  // [family][start]
+  std::vector<std::vector<size_t>> twins(F);          // Note [Twin starts]
   TaskPool pool;
   auto climb = [&](size_t f, size_t i) {
     return [&, f, i](TaskPool&) {
@@ -122,19 +126,23 @@ std::vector<RefinedSelection> SelectRefinedFamilies(
       climbs[f].resize(starts[f].starts.size());
       if (!starts[f].starts.empty())
         options[f].wide_moves_up_to_ms = FastestStartMs(starts[f].starts);
+      twins[f] = TwinStarts(starts[f].starts);
       for (size_t i = 0; i < starts[f].starts.size(); ++i) {
         const Plan& plan = starts[f].starts[i].plan;
-        p.Add(static_cast<long long>(plan.num_micro_batches) * plan.num_stages(), climb(f, i));
+        if (twins[f][i] == i)
+          p.Add(static_cast<long long>(plan.num_micro_batches) * plan.num_stages(), climb(f, i));
       }
     });
   }
   pool.Run(0);
   std::vector<RefinedSelection> found(F);
-  for (size_t f = 0; f < F; ++f)
+  for (size_t f = 0; f < F; ++f) {
+    CopyTwinClimbs(twins[f], climbs[f]);
     found[f] =
         KeepRefined(c, c.schedules[f],
                     climbs[f].empty() ? Refined(starts[f], {})
                                       : Refined(starts[f], FastestClimb(std::move(climbs[f]))));
+  }
   return found;
 }
 

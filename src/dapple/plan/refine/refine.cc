@@ -57,6 +57,7 @@
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/recompute_choice.h"
 #include "dapple/plan/refine/refine_moves.h"
+#include "dapple/plan/search/sim_cache.h"
 #include "dapple/schedule/schedule.h"
 
 namespace dapple {
@@ -270,6 +271,22 @@ double FastestStartMs(const std::vector<Scored>& starts) {
   double fastest = starts[0].sim.iteration_ms;
   for (const Scored& s : starts) fastest = std::min(fastest, s.sim.iteration_ms);
   return fastest;
+}
+
+std::vector<size_t> TwinStarts(const std::vector<Scored>& starts) {
+  std::vector<std::string> keys;
+  std::vector<size_t> twin(starts.size());
+  for (size_t i = 0; i < starts.size(); ++i) {
+    keys.push_back(SimKey(starts[i].plan));
+    twin[i] = static_cast<size_t>(std::find(keys.begin(), keys.end(), keys[i]) - keys.begin());
+  }
+  return twin;
+}
+
+void CopyTwinClimbs(const std::vector<size_t>& twin, std::vector<RefineResult>& climbs) {
+  DAPPLE_CHECK(twin.size() == climbs.size());
+  for (size_t i = 0; i < twin.size(); ++i)
+    if (twin[i] < i) climbs[i] = climbs[twin[i]];
 }
 
 RefineResult FastestClimb(std::vector<RefineResult> climbs) {

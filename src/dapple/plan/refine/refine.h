@@ -73,6 +73,18 @@ RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
 // gather them with it. REQUIRES: climbs non-empty.
 RefineResult FastestClimb(std::vector<RefineResult> climbs);
 
+// Note [Twin starts]
+// Two origins may propose the same plan (the straight pipeline and PipeDream's partition
+// often agree), and both are kept as starts: they count against max_starts as two, as they
+// always did. A climb reads of its start only what SimKey holds (stages, devices,
+// re-computation, m, M, schedule, chunks, overlap), so the climbs from the two are one climb
+// (its budget and options are the same): the planner climbs from the first and gives the later
+// twin a copy of its result, which FastestClimb never prefers (ties go to the earlier start).
+// TwinStarts: for each start, the index of the first start with its SimKey (itself when none).
+std::vector<size_t> TwinStarts(const std::vector<Scored>& starts);
+// climbs[i] = climbs[twin[i]] where twin[i] < i (TwinStarts' twin).
+void CopyTwinClimbs(const std::vector<size_t>& twin, std::vector<RefineResult>& climbs);
+
 // Re-computation where a plan needs it, and nowhere else: on each stage of `plan` that does
 // not fit its devices' memory without it (per EvaluatePlan's memory rule) and may
 // re-compute (CanRecompute), sets `recompute_layers` to the layers ChooseRecomputeLayers
