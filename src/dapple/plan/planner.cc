@@ -45,6 +45,7 @@ RefineOptions RefineOptionsFor(const Context& c, int threads) {
   ro.max_work = c.options.refine_work;
   ro.forward_timed = ForwardTimed(c.profile);
   ro.cache = &c.shared->sims;
+  ro.shard_memo = &c.shared->shard_memo;
   return ro;
 }
 

@@ -114,12 +114,10 @@ bool ShardWhereItPays(Plan& plan, const CostModel& cost, ShardMemo* memo) {
     if (!memo) {
       st.shard_optimizer = ShardingPays(evaluate(false), evaluate(true));
     } else {
-      auto [it, fresh] =
-          memo->pays.try_emplace({st.first_layer, st.last_layer, st.devices, plan.micro_batch_size,
-                                  k, plan.Recomputes(s), plan.allreduce_overlap},
-                                 false);
-      if (fresh) it->second = ShardingPays(evaluate(false), evaluate(true));
-      st.shard_optimizer = it->second;
+      st.shard_optimizer =
+          memo->Pays({st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
+                      plan.Recomputes(s), plan.allreduce_overlap},
+                     [&] { return ShardingPays(evaluate(false), evaluate(true)); });
     }
     any = any || st.shard_optimizer;
   }
@@ -163,8 +161,10 @@ struct ClimbSearch {
   long long simulated = 0;
   long long work = 0;
   bool out_of_budget = false;
-  ShardMemo shard_memo = {};                    // the climb's rounds list mostly the same stages
-  internal::RebalanceMemo rebalance_memo = {};  // and mostly the same device groups
+  ShardMemo own_shard_memo = {};  // without RefineOptions::shard_memo
+  // The climb's rounds list mostly the same stages, and mostly the same device groups.
+  ShardMemo& shard_memo = o.shard_memo ? *o.shard_memo : own_shard_memo;
+  internal::RebalanceMemo rebalance_memo = {};
 
   // Local search from `start`; returns the last plan and the moves taken.
   std::pair<Scored, std::vector<RefineStep>> Run(Scored cur) {
