@@ -86,15 +86,10 @@ RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& pr
   const RefineOptions ro = RefineOptionsFor(c, /*threads=*/1);
   const RefineStarts starts = SelectedStarts(c, proposals, ro);
   if (starts.starts.empty()) return KeepRefined(c, c.schedules[0], Refined(starts, {}));
-  std::vector<RefineResult> climbs(starts.starts.size());
   RefineOptions wide = ro;
   wide.wide_moves_up_to_ms = FastestStartMs(starts.starts);
-  const std::vector<size_t> twin = TwinStarts(starts.starts);  // Note [Twin starts]
-  ParallelFor(climbs.size(), 0, [&](size_t i) {
-    if (twin[i] == i) climbs[i] = Refine({starts.starts[i]}, c.cost, c.cluster, wide);
-  });
-  CopyTwinClimbs(twin, climbs);
-  return KeepRefined(c, c.schedules[0], Refined(starts, FastestClimb(std::move(climbs))));
+  return KeepRefined(c, c.schedules[0],
+                     Refined(starts, ClimbEach(starts.starts, c.cost, c.cluster, wide)));
 }
 
 // Each family's SelectRefined, the families' searches on the machine's cores together:
@@ -110,7 +105,7 @@ std::vector<RefinedSelection> SelectRefinedFamilies(
   std::vector<RefineOptions> options(F);
   std::vector<RefineStarts> starts(F);
   std::vector<std::vector<RefineResult>> climbs(F);  // [family][start]
-  std::vector<std::vector<size_t>> twins(F);          // Note [Twin starts]
+  std::vector<std::vector<size_t>> twins(F);         // Note [Twin starts]
   TaskPool pool;
   auto climb = [&](size_t f, size_t i) {
     return [&, f, i](TaskPool&) {
@@ -137,13 +132,12 @@ std::vector<RefinedSelection> SelectRefinedFamilies(
   }
   pool.Run(0);
   std::vector<RefinedSelection> found(F);
-  for (size_t f = 0; f < F; ++f) {
-    CopyTwinClimbs(twins[f], climbs[f]);
-    found[f] =
-        KeepRefined(c, c.schedules[f],
-                    climbs[f].empty() ? Refined(starts[f], {})
-                                      : Refined(starts[f], FastestClimb(std::move(climbs[f]))));
-  }
+  for (size_t f = 0; f < F; ++f)
+    found[f] = KeepRefined(
+        c, c.schedules[f],
+        Refined(starts[f], climbs[f].empty()
+                               ? RefineResult{}
+                               : FastestClimb(WithTwinClimbs(twins[f], std::move(climbs[f])))));
   return found;
 }
 
@@ -233,12 +227,11 @@ Selection SearchSchedules(const Context& c, const std::vector<std::vector<Propos
   // One climb per winner, side by side on the cores (each simulating one neighbour at a
   // time: a climb with two threads simulated the second neighbour of a pair in vain when
   // the first was faster, as it mostly is), gathered as Refine gathers its starts'.
-  std::vector<RefineResult> climbs(order.size());
+  std::vector<Scored> ordered;
+  for (size_t k : order) ordered.push_back(winners[k]);
   RefineOptions one = RefineOptionsFor(c, /*threads=*/1);
-  one.wide_moves_up_to_ms = winners[order[0]].sim.iteration_ms;
-  ParallelFor(order.size(), 0,
-              [&](size_t k) { climbs[k] = Refine({winners[order[k]]}, c.cost, c.cluster, one); });
-  RefineResult mixed = FastestClimb(std::move(climbs));
+  one.wide_moves_up_to_ms = ordered[0].sim.iteration_ms;
+  RefineResult mixed = ClimbEach(ordered, c.cost, c.cluster, one);
   sel.simulated += mixed.simulated;
   result.refine_out_of_budget = result.refine_out_of_budget || mixed.out_of_budget;
   const size_t from = order[mixed.start];  // the family whose winner the climb began at

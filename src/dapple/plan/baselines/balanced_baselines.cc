@@ -74,8 +74,8 @@ namespace {
 // Work(c, j) at c - 1 or before[c] at c, and the earliest i with it is found by bisection.
 // The same value and cut as the scan over every i (the same doubles compared), in O(log n)
 // instead of O(n): EvenWidthPlans partitions each stage count of each micro-batch size.
-std::pair<double, int> BisectCut(const std::vector<double>& before,
-                                 const GroupWorkCache::Table& t, int lo, int j) {
+std::pair<double, int> BisectCut(const std::vector<double>& before, const GroupWorkCache::Table& t,
+                                 int lo, int j) {
   auto w = [&](int i) { return t.Work(i + 1, j); };
   // The first i in [a, b) where pred holds, for a pred false then true; b when none.
   auto first_where = [](int a, int b, auto pred) {

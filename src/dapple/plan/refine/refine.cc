@@ -283,10 +283,22 @@ std::vector<size_t> TwinStarts(const std::vector<Scored>& starts) {
   return twin;
 }
 
-void CopyTwinClimbs(const std::vector<size_t>& twin, std::vector<RefineResult>& climbs) {
+std::vector<RefineResult> WithTwinClimbs(const std::vector<size_t>& twin,
+                                         std::vector<RefineResult> climbs) {
   DAPPLE_CHECK(twin.size() == climbs.size());
   for (size_t i = 0; i < twin.size(); ++i)
     if (twin[i] < i) climbs[i] = climbs[twin[i]];
+  return climbs;
+}
+
+RefineResult ClimbEach(const std::vector<Scored>& starts, const CostModel& cost,
+                       const Cluster& cluster, const RefineOptions& options) {
+  const std::vector<size_t> twin = TwinStarts(starts);
+  std::vector<RefineResult> climbs(starts.size());
+  ParallelFor(climbs.size(), 0, [&](size_t i) {
+    if (twin[i] == i) climbs[i] = Refine({starts[i]}, cost, cluster, options);
+  });
+  return FastestClimb(WithTwinClimbs(twin, std::move(climbs)));
 }
 
 RefineResult FastestClimb(std::vector<RefineResult> climbs) {

@@ -88,8 +88,15 @@ RefineResult FastestClimb(std::vector<RefineResult> climbs);
 // twin a copy of its result, which FastestClimb never prefers (ties go to the earlier start).
 // TwinStarts: for each start, the index of the first start with its SimKey (itself when none).
 std::vector<size_t> TwinStarts(const std::vector<Scored>& starts);
-// climbs[i] = climbs[twin[i]] where twin[i] < i (TwinStarts' twin).
-void CopyTwinClimbs(const std::vector<size_t>& twin, std::vector<RefineResult>& climbs);
+// `climbs` with climbs[i] = climbs[twin[i]] where twin[i] < i (TwinStarts' twin).
+std::vector<RefineResult> WithTwinClimbs(const std::vector<size_t>& twin,
+                                         std::vector<RefineResult> climbs);
+
+// Refine's answer from each of `starts` climbed alone (Refine({starts[i]})), the climbs side
+// by side on the cores, a twin start's copied (Note [Twin starts]), gathered by FastestClimb.
+// REQUIRES: starts non-empty.
+RefineResult ClimbEach(const std::vector<Scored>& starts, const CostModel& cost,
+                       const Cluster& cluster, const RefineOptions& options);
 
 // Re-computation where a plan needs it, and nowhere else: on each stage of `plan` that does
 // not fit its devices' memory without it (per EvaluatePlan's memory rule) and may
