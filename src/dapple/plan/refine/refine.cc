@@ -77,6 +77,7 @@
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/recompute_choice.h"
 #include "dapple/plan/refine/refine_moves.h"
+#include "dapple/plan/search/sim_cache.h"
 #include "dapple/schedule/schedule.h"
 
 namespace dapple {
@@ -133,12 +134,10 @@ bool ShardWhereItPays(Plan& plan, const CostModel& cost, ShardMemo* memo) {
     if (!memo) {
       st.shard_optimizer = ShardingPays(evaluate(false), evaluate(true));
     } else {
-      auto [it, fresh] =
-          memo->pays.try_emplace({st.first_layer, st.last_layer, st.devices, plan.micro_batch_size,
-                                  k, plan.Recomputes(s), plan.allreduce_overlap},
-                                 false);
-      if (fresh) it->second = ShardingPays(evaluate(false), evaluate(true));
-      st.shard_optimizer = it->second;
+      st.shard_optimizer =
+          memo->Pays({st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
+                      plan.Recomputes(s), plan.allreduce_overlap},
+                     [&] { return ShardingPays(evaluate(false), evaluate(true)); });
     }
     any = any || st.shard_optimizer;
   }
@@ -182,8 +181,10 @@ struct ClimbSearch {
   long long simulated = 0;
   long long work = 0;
   bool out_of_budget = false;
-  ShardMemo shard_memo = {};                    // the climb's rounds list mostly the same stages
-  internal::RebalanceMemo rebalance_memo = {};  // and mostly the same device groups
+  ShardMemo own_shard_memo = {};  // without RefineOptions::shard_memo
+  // The climb's rounds list mostly the same stages, and mostly the same device groups.
+  ShardMemo& shard_memo = o.shard_memo ? *o.shard_memo : own_shard_memo;
+  internal::RebalanceMemo rebalance_memo = {};
 
   // Local search from `start`; returns the last plan and the moves taken.
   std::pair<Scored, std::vector<RefineStep>> Run(Scored cur) {
@@ -336,6 +337,34 @@ double FastestStartMs(const std::vector<Scored>& starts) {
   double fastest = starts[0].sim.iteration_ms;
   for (const Scored& s : starts) fastest = std::min(fastest, s.sim.iteration_ms);
   return fastest;
+}
+
+std::vector<size_t> TwinStarts(const std::vector<Scored>& starts) {
+  std::vector<std::string> keys;
+  std::vector<size_t> twin(starts.size());
+  for (size_t i = 0; i < starts.size(); ++i) {
+    keys.push_back(SimKey(starts[i].plan));
+    twin[i] = static_cast<size_t>(std::find(keys.begin(), keys.end(), keys[i]) - keys.begin());
+  }
+  return twin;
+}
+
+std::vector<RefineResult> WithTwinClimbs(const std::vector<size_t>& twin,
+                                         std::vector<RefineResult> climbs) {
+  DAPPLE_CHECK(twin.size() == climbs.size());
+  for (size_t i = 0; i < twin.size(); ++i)
+    if (twin[i] < i) climbs[i] = climbs[twin[i]];
+  return climbs;
+}
+
+RefineResult ClimbEach(const std::vector<Scored>& starts, const CostModel& cost,
+                       const Cluster& cluster, const RefineOptions& options) {
+  const std::vector<size_t> twin = TwinStarts(starts);
+  std::vector<RefineResult> climbs(starts.size());
+  ParallelFor(climbs.size(), 0, [&](size_t i) {
+    if (twin[i] == i) climbs[i] = Refine({starts[i]}, cost, cluster, options);
+  });
+  return FastestClimb(WithTwinClimbs(twin, std::move(climbs)));
 }
 
 RefineResult FastestClimb(std::vector<RefineResult> climbs) {
