@@ -45,6 +45,8 @@ RefineOptions RefineOptionsFor(const Context& c, int threads) {
   ro.max_work = c.options.refine_work;
   ro.forward_timed = ForwardTimed(c.profile);
   ro.cache = &c.shared->sims;
+  ro.shard_memo = &c.shared->shard_memo;
+  ro.regroup = c.cluster.num_devices() <= internal::kEachSizeMaxDevices;
   return ro;
 }
 
@@ -85,12 +87,11 @@ RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& pr
   const RefineOptions ro = RefineOptionsFor(c, /*threads=*/1);
   const RefineStarts starts = SelectedStarts(c, proposals, ro);
   if (starts.starts.empty()) return KeepRefined(c, c.schedules[0], Refined(starts, {}));
-  std::vector<RefineResult> climbs(starts.starts.size());
   RefineOptions wide = ro;
   wide.wide_moves_up_to_ms = FastestStartMs(starts.starts);
-  ParallelFor(climbs.size(), 0,
-              [&](size_t i) { climbs[i] = Refine({starts.starts[i]}, c.cost, c.cluster, wide); });
-  return KeepRefined(c, c.schedules[0], Refined(starts, FastestClimb(std::move(climbs))));
+  return KeepRefined(c, c.schedules[0],
+                     Refined(starts, Regrouped(ClimbEach(starts.starts, c.cost, c.cluster, wide),
+                                               c.cost, c.cluster, wide)));
 }
 
 // Each family's SelectRefined, the families' searches on the machine's cores together:
@@ -106,6 +107,7 @@ std::vector<RefinedSelection> SelectRefinedFamilies(
   std::vector<RefineOptions> options(F);
   std::vector<RefineStarts> starts(F);
   std::vector<std::vector<RefineResult>> climbs(F);  // [family][start]
+  std::vector<std::vector<size_t>> twins(F);         // Note [Twin starts]
   TaskPool pool;
   auto climb = [&](size_t f, size_t i) {
     return [&, f, i](TaskPool&) {
@@ -122,19 +124,24 @@ std::vector<RefinedSelection> SelectRefinedFamilies(
       climbs[f].resize(starts[f].starts.size());
       if (!starts[f].starts.empty())
         options[f].wide_moves_up_to_ms = FastestStartMs(starts[f].starts);
+      twins[f] = TwinStarts(starts[f].starts);
       for (size_t i = 0; i < starts[f].starts.size(); ++i) {
         const Plan& plan = starts[f].starts[i].plan;
-        p.Add(static_cast<long long>(plan.num_micro_batches) * plan.num_stages(), climb(f, i));
+        if (twins[f][i] == i)
+          p.Add(static_cast<long long>(plan.num_micro_batches) * plan.num_stages(), climb(f, i));
       }
     });
   }
   pool.Run(0);
+  std::vector<RefineResult> ends(F);  // the families' regroupings side by side; Refined
+  ParallelFor(F, 0, [&](size_t f) {   // ignores those of a family without starts
+    if (!climbs[f].empty())
+      ends[f] = Regrouped(FastestClimb(WithTwinClimbs(twins[f], std::move(climbs[f]))), c.cost,
+                          c.cluster, options[f]);
+  });
   std::vector<RefinedSelection> found(F);
   for (size_t f = 0; f < F; ++f)
-    found[f] =
-        KeepRefined(c, c.schedules[f],
-                    climbs[f].empty() ? Refined(starts[f], {})
-                                      : Refined(starts[f], FastestClimb(std::move(climbs[f]))));
+    found[f] = KeepRefined(c, c.schedules[f], Refined(starts[f], ends[f]));
   return found;
 }
 
@@ -224,12 +231,12 @@ Selection SearchSchedules(const Context& c, const std::vector<std::vector<Propos
   // One climb per winner, side by side on the cores (each simulating one neighbour at a
   // time: a climb with two threads simulated the second neighbour of a pair in vain when
   // the first was faster, as it mostly is), gathered as Refine gathers its starts'.
-  std::vector<RefineResult> climbs(order.size());
+  std::vector<Scored> ordered;
+  for (size_t k : order) ordered.push_back(winners[k]);
   RefineOptions one = RefineOptionsFor(c, /*threads=*/1);
-  one.wide_moves_up_to_ms = winners[order[0]].sim.iteration_ms;
-  ParallelFor(order.size(), 0,
-              [&](size_t k) { climbs[k] = Refine({winners[order[k]]}, c.cost, c.cluster, one); });
-  RefineResult mixed = FastestClimb(std::move(climbs));
+  one.wide_moves_up_to_ms = ordered[0].sim.iteration_ms;
+  RefineResult mixed =
+      Regrouped(ClimbEach(ordered, c.cost, c.cluster, one), c.cost, c.cluster, one);
   sel.simulated += mixed.simulated;
   result.refine_out_of_budget = result.refine_out_of_budget || mixed.out_of_budget;
   const size_t from = order[mixed.start];  // the family whose winner the climb began at

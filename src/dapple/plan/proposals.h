@@ -19,7 +19,8 @@ namespace dapple::internal {
 
 // What one RunPlanner call computes once and its searches share.
 struct Shared {
-  SimCache sims;  // simulator results by plan
+  SimCache sims;         // simulator results by plan
+  ShardMemo shard_memo;  // sharding decisions by stage (ShardWhereItPays)
   // DP results by (m, warm-up depths' schedule, memory enforced), and for dapple-a's
   // depths how many accepted stages dapple-b's would reject (DpOptions::deeper_schedule).
   struct Dp {

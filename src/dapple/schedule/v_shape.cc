@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <tuple>
 
 namespace dapple::internal {
@@ -70,13 +72,19 @@ struct VShapeFacts {
   std::vector<int> peak, warmup;
 };
 
-// The facts of (kind, S, M), counted on the lists once per thread: v-half and v-min make every
-// stage at once (the squeeze couples them), and the planner asks each stage of many shapes.
-const VShapeFacts& FactsOf(ScheduleKind kind, int num_stages, int num_micro_batches) {
-  thread_local std::map<std::tuple<ScheduleKind, int, int>, VShapeFacts> known;
+// The facts of (kind, S, M), counted on the lists once per process: v-half and v-min make
+// every stage at once (the squeeze couples them), and the planner asks each stage of many
+// shapes, from threads that live for one search each (a memo per thread made the lists
+// again on each).
+std::shared_ptr<const VShapeFacts> FactsOf(ScheduleKind kind, int num_stages,
+                                           int num_micro_batches) {
+  static std::mutex mu;
+  static std::map<std::tuple<ScheduleKind, int, int>, std::shared_ptr<const VShapeFacts>> known;
   const auto key = std::tuple{kind, num_stages, num_micro_batches};
-  if (auto it = known.find(key); it != known.end()) return it->second;
-  if (known.size() >= 1024) known.clear();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = known.find(key); it != known.end()) return it->second;
+  }
   std::vector<std::vector<Instruction>> lists;
   if (kind == ScheduleKind::kZbV) {
     lists.resize(num_stages);
@@ -97,17 +105,19 @@ const VShapeFacts& FactsOf(ScheduleKind kind, int num_stages, int num_micro_batc
     f.peak.push_back(peak);
     f.warmup.push_back(warmup);
   }
-  return known.emplace(key, std::move(f)).first->second;
+  std::lock_guard<std::mutex> lock(mu);
+  if (known.size() >= 1024) known.clear();
+  return known.try_emplace(key, std::make_shared<const VShapeFacts>(std::move(f))).first->second;
 }
 
 }  // namespace
 
 int VShapePeakInFlight(ScheduleKind kind, int stage, int num_stages, int num_micro_batches) {
-  return FactsOf(kind, num_stages, num_micro_batches).peak[stage];
+  return FactsOf(kind, num_stages, num_micro_batches)->peak[stage];
 }
 
 int VShapeWarmup(ScheduleKind kind, int stage, int num_stages, int num_micro_batches) {
-  return FactsOf(kind, num_stages, num_micro_batches).warmup[stage];
+  return FactsOf(kind, num_stages, num_micro_batches)->warmup[stage];
 }
 
 }  // namespace dapple::internal

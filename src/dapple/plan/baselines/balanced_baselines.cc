@@ -1,5 +1,7 @@
 // Data parallelism and the balanced one-device-per-stage pipelines: see baselines.h.
 #include <algorithm>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "dapple/common/error.h"
@@ -54,8 +56,54 @@ const GroupWorkCache::Table& GroupWorkCache::TableFor(const CostModel& cost, int
       t.work[static_cast<size_t>(first) * n + last] = w;
     }
   }
+  t.shrinks_from_left = true;
+  for (int last = 0; last < n; ++last)
+    for (int first = 0; first < last; ++first)
+      t.shrinks_from_left = t.shrinks_from_left && t.Work(first, last) >= t.Work(first + 1, last);
   return t;
 }
+
+namespace {
+
+// Note [Bisecting the cuts]
+// The linear partition's step: stage k = layers i+1..j after the best of layers 0..i in k
+// stages, v(i) = max(before[i], Work(i+1, j)) over i in [lo, j-1]; the smallest v, ties to
+// the earliest i. When before[] does not decrease on [lo, j-1] and the table shrinks from the
+// left (Work(i+1, j) does not increase with i), v falls (as Work) up to the first i where
+// before[i] >= Work(i+1, j), call it c, and rises (as before[]) from there: the smallest v is
+// Work(c, j) at c - 1 or before[c] at c, and the earliest i with it is found by bisection.
+// The same value and cut as the scan over every i (the same doubles compared), in O(log n)
+// instead of O(n): EvenWidthPlans partitions each stage count of each micro-batch size.
+std::pair<double, int> BisectCut(const std::vector<double>& before, const GroupWorkCache::Table& t,
+                                 int lo, int j) {
+  auto w = [&](int i) { return t.Work(i + 1, j); };
+  // The first i in [a, b) where pred holds, for a pred false then true; b when none.
+  auto first_where = [](int a, int b, auto pred) {
+    while (a < b) {
+      const int mid = a + (b - a) / 2;
+      if (pred(mid))
+        b = mid;
+      else
+        a = mid + 1;
+    }
+    return a;
+  };
+  const int hi = j;  // candidates [lo, hi)
+  const int c = first_where(lo, hi, [&](int i) { return before[i] >= w(i); });
+  if (c == lo) return {before[c], c};
+  const double falling = w(c - 1);  // v(c - 1); v(i) = w(i) on [lo, c)
+  if (c < hi && before[c] < falling) return {before[c], c};
+  return {falling, first_where(lo, c, [&](int i) { return w(i) <= falling; })};
+}
+
+// Whether v does not decrease on [from, to).
+bool NonDecreasing(const std::vector<double>& v, int from, int to) {
+  for (int i = from + 1; i < to; ++i)
+    if (v[i] < v[i - 1]) return false;
+  return true;
+}
+
+}  // namespace
 
 Plan BalancedPlanOnGroups(const CostModel& cost, const std::vector<std::vector<int>>& groups,
                           MicroBatching mb, ScheduleKind schedule, const char* planner,
@@ -79,7 +127,13 @@ Plan BalancedPlanOnGroups(const CostModel& cost, const std::vector<std::vector<i
   std::vector<std::vector<int>> cut(stages, std::vector<int>(n, -1));
   for (int j = 0; j < n; ++j) best[0][j] = work(0, j, 0);
   for (int k = 1; k < stages; ++k) {
+    // Note [Bisecting the cuts]: the same cuts as the scan below, sooner.
+    const bool bisect = tables[k]->shrinks_from_left && NonDecreasing(best[k - 1], k - 1, n - 1);
     for (int j = k; j < n; ++j) {
+      if (bisect) {
+        std::tie(best[k][j], cut[k][j]) = BisectCut(best[k - 1], *tables[k], k - 1, j);
+        continue;
+      }
       for (int i = k - 1; i < j; ++i) {  // stage k = layers i+1..j
         double v = std::max(best[k - 1][i], work(i + 1, j, k));
         if (v < best[k][j]) {

@@ -40,6 +40,10 @@ class GroupWorkCache {
   struct Table {
     int layers = 0;
     std::vector<double> work;  // [first x layers + last], first <= last
+    // Whether a range costs no less than the same range without its first layer
+    // (Work(first, last) >= Work(first + 1, last) for all first < last), as sums of
+    // non-negative layer times do: BalancedPlanOnGroups then searches its cuts by bisection.
+    bool shrinks_from_left = false;
     double Work(int first, int last) const {
       return work[static_cast<size_t>(first) * layers + last];
     }

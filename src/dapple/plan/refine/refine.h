@@ -4,6 +4,7 @@
 
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -17,6 +18,8 @@
 #include "dapple/plan/search/rescoring.h"
 
 namespace dapple {
+
+class ShardMemo;
 
 struct RefineOptions {
   std::vector<int> sizes;               // micro-batch sizes a move may pick, ascending
@@ -35,13 +38,19 @@ struct RefineOptions {
   // than this (Note [Wide moves at a local optimum] in refine.cc); elsewhere, and with 0, it
   // stops there.
   double wide_moves_up_to_ms = std::numeric_limits<double>::infinity();
+  // Whether Regrouped climbs from the regrouped plans (Note [Regrouping at a local optimum]
+  // in refine.cc); Refine itself never does.
+  bool regroup = false;
   int threads = 0;            // simulating threads; 0: the machine's cores
   SimCache* cache = nullptr;  // simulations go through it when set (sim_cache.h)
+  // The sharding decisions (ShardWhereItPays), shared when set; else each climb and
+  // selection keeps its own.
+  ShardMemo* shard_memo = nullptr;
 };
 
 // One move of the search, as reported: "boundary", "move-device", "add-device",
-// "remove-device", "merge", "split", "split-borrow", "rebalance", "swap", "micro-batch",
-// "schedule".
+// "remove-device", "merge", "split", "split-borrow", "rebalance", "regroup", "swap",
+// "micro-batch", "schedule".
 struct RefineStep {
   std::string move;
   double iteration_ms = 0;  // after the move
@@ -72,6 +81,32 @@ RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
 // and work summed, out of budget if any climb was. Callers that run climbs on threads of their own
 // gather them with it. REQUIRES: climbs non-empty.
 RefineResult FastestClimb(std::vector<RefineResult> climbs);
+// `r` (Refine's or FastestClimb's answer) gone on from the fastest end of the climbs from its
+// plan's regrouped plans, as long as that is faster (Note [Regrouping at a local optimum] in
+// refine.cc): their moves appended to r.steps ("regroup", then the climb's), their
+// simulations and work added. Their budget is twice r.work, at most options.max_work; out of
+// budget only when options.max_work ran out. `r` itself without options.regroup.
+RefineResult Regrouped(RefineResult r, const CostModel& cost, const Cluster& cluster,
+                       const RefineOptions& options);
+
+// Note [Twin starts]
+// Two origins may propose the same plan (the straight pipeline and PipeDream's partition
+// often agree), and both are kept as starts: they count against max_starts as two, as they
+// always did. A climb reads of its start only what SimKey holds (stages, devices,
+// re-computation, m, M, schedule, chunks, overlap), so the climbs from the two are one climb
+// (its budget and options are the same): the planner climbs from the first and gives the later
+// twin a copy of its result, which FastestClimb never prefers (ties go to the earlier start).
+// TwinStarts: for each start, the index of the first start with its SimKey (itself when none).
+std::vector<size_t> TwinStarts(const std::vector<Scored>& starts);
+// `climbs` with climbs[i] = climbs[twin[i]] where twin[i] < i (TwinStarts' twin).
+std::vector<RefineResult> WithTwinClimbs(const std::vector<size_t>& twin,
+                                         std::vector<RefineResult> climbs);
+
+// Refine's answer from each of `starts` climbed alone (Refine({starts[i]})), the climbs side
+// by side on the cores, a twin start's copied (Note [Twin starts]), gathered by FastestClimb.
+// REQUIRES: starts non-empty.
+RefineResult ClimbEach(const std::vector<Scored>& starts, const CostModel& cost,
+                       const Cluster& cluster, const RefineOptions& options);
 
 // Re-computation where a plan needs it, and nowhere else: on each stage of `plan` that does
 // not fit its devices' memory without it (per EvaluatePlan's memory rule) and may
@@ -84,7 +119,6 @@ RefineResult FastestClimb(std::vector<RefineResult> climbs);
 // re-computation (which is `plan`'s own costs when this returns false). With `base` and its
 // EvaluatePlan `base_costs`, it evaluates with EvaluatePlanFrom (the same figures, sooner for a
 // plan near base).
-struct ShardMemo;
 bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed,
                           PlanCosts* costs = nullptr, const Plan* base = nullptr,
                           const PlanCosts* base_costs = nullptr, ShardMemo* shard_memo = nullptr);
@@ -100,9 +134,27 @@ bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<b
 // shards first, so re-computation is left to the stages that sharding cannot make fit.
 // With `memo`, a stage decides as the last stage alike in it (the same layers, devices,
 // micro-batch size, micro-batches in flight, re-computation and overlap) did: the
-// refinement's neighbours differ from their plan in a stage or two.
-struct ShardMemo {
-  std::map<std::tuple<int, int, std::vector<int>, int, int, bool, bool>, bool> pays;
+// refinement's neighbours differ from their plan in a stage or two, and the planner's climbs
+// and selections of one call share one memo (RefineOptions::shard_memo).
+// Thread-safe: two threads asking for one new stage may both decide it (alike).
+class ShardMemo {
+ public:
+  using Key = std::tuple<int, int, std::vector<int>, int, int, bool, bool>;
+  // The decision kept for `key`, else decide() (called unlocked), kept.
+  template <typename Decide>
+  bool Pays(const Key& key, Decide decide) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = pays_.find(key); it != pays_.end()) return it->second;
+    }
+    const bool pays = decide();
+    std::lock_guard<std::mutex> lock(mu_);
+    return pays_.try_emplace(key, pays).first->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<Key, bool> pays_;
 };
 bool ShardWhereItPays(Plan& plan, const CostModel& cost, ShardMemo* memo = nullptr);
 

@@ -20,10 +20,11 @@ struct Neighbour {
   PlanCosts costs;   // EvaluatePlan(plan, cost)
 };
 
-// Which neighbours Neighbours lists: the one-step moves, or the wide moves that change
-// several things at once, which a climb lists only where no one-step move is faster (Note
-// [Wide moves at a local optimum] in refine.cc).
-enum class Moves { kStep, kWide };
+// Which neighbours Neighbours lists: the one-step moves, the wide moves that change several
+// things at once, which a climb lists only where no one-step move is faster (Note [Wide
+// moves at a local optimum] in refine.cc), or the regrouped plans that a climb climbs from
+// where no wide move is faster either (Note [Regrouping at a local optimum] there).
+enum class Moves { kStep, kWide, kRegroup };
 
 // The layers of the rebalanced neighbours (Note [Rebalancing the layers] in refine_moves.cc)
 // by (m, device groups), and the groups' computes: a climb's plans mostly keep their groups,
@@ -42,11 +43,12 @@ struct RebalanceMemo {
 // of different servers swapped between stages; the next smaller or larger micro-batch size;
 // another schedule. The wide moves (kWide): a stage split at its compute midpoint with one
 // half on a device taken from another replicated stage; the layers cut anew over the plan's
-// device groups. Each re-computes exactly on the stages that need it (RecomputeWhereNeeded).
-// In a fixed order (deterministic). `plan_costs`, when given, is EvaluatePlan(plan, cost):
-// the neighbours' costs are then evaluated from it (EvaluatePlanFrom), with the same
-// figures. `shard_memo` and `rebalance_memo`, when given, hold the sharding decisions of
-// stages seen before and the rebalanced partitions (a climb's rounds list mostly the same
+// device groups. The regrouped plans (kRegroup): the device groups of two stages exchanged,
+// the layers cut anew over them. Each re-computes exactly on the stages that need it
+// (RecomputeWhereNeeded). In a fixed order (deterministic). `plan_costs`, when given, is
+// EvaluatePlan(plan, cost): the neighbours' costs are then evaluated from it (EvaluatePlanFrom),
+// with the same figures. `shard_memo` and `rebalance_memo`, when given, hold the sharding decisions
+// of stages seen before and the rebalanced partitions (a climb's rounds list mostly the same
 // stages); the neighbours are the same.
 std::vector<Neighbour> Neighbours(const Plan& plan, const CostModel& cost, const Cluster& cluster,
                                   const RefineOptions& options,

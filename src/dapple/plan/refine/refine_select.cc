@@ -25,7 +25,8 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
   const bool may_recompute = !options.forward_timed.empty() &&
                              std::find(options.forward_timed.begin(), options.forward_timed.end(),
                                        true) != options.forward_timed.end();
-  ShardMemo shard_memo;  // the families' and sizes' proposals share many stages
+  ShardMemo own_shard_memo;  // the families' and sizes' proposals share many stages
+  ShardMemo& shard_memo = options.shard_memo ? *options.shard_memo : own_shard_memo;
   auto add_recomputing = [&](const Proposal& p) {
     Proposal q = p;
     if (RecomputeWhereNeeded(q.plan, cost, options.forward_timed, nullptr, nullptr, nullptr,

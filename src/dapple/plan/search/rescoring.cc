@@ -41,7 +41,10 @@ Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel&
       if (leanest == 0 || pc.peak_memory_bytes < leanest) leanest = pc.peak_memory_bytes;
       continue;
     }
-    double lb = IterationLowerBound(pc, proposals[i].plan.num_micro_batches);
+    // The larger of the two lower bounds (plan_costs.h): the pipeline's is mostly the
+    // tighter, so the likely winners come first and the runs after them stop sooner.
+    const double lb = std::max(IterationLowerBound(pc, proposals[i].plan.num_micro_batches),
+                               PipelineLowerBound(proposals[i].plan, pc));
     items.push_back({lb, i, std::move(pc)});
   }
   std::stable_sort(items.begin(), items.end(),
@@ -52,9 +55,6 @@ Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel&
   for (Item& it : items) {
     if (it.lb > (sel.best ? sel.best->sim.iteration_ms : bar)) break;
     const Plan& plan = proposals[it.index].plan;
-    // Nor one that the pipeline's bound proves slower than the best (plan_costs.h).
-    if (PipelineLowerBound(plan, it.costs) > (sel.best ? sel.best->sim.iteration_ms : bar))
-      continue;
     // A plan slower than the best cannot win: its run may stop once that is proved.
     SimResult r = SimulateWithCache(plan, cost, cache, sel.best ? sel.best->sim.iteration_ms : bar);
     ++sel.simulated;
