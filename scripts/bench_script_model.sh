@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The zoo MLP against the same MLP written in PyTorch and saved as TorchScript, side by
-# side with farm-bench: the same plan (2 stages), sizes, data, steps and threads; whole
-# `dapple train` commands, A (TorchScript) and B (zoo) in turn. Prints farm-bench's medians and the
-# pairwise ratio A/B, and each run's own mean step time.
+# side: the same plan (2 stages), sizes, data, steps and threads; whole `dapple train`
+# commands, A (TorchScript) and B (zoo) in turn. Prints the median wall times, the median of
+# the pairwise ratios A/B, and each run's own mean step time.
 #   scripts/bench_script_model.sh [path/to/dapple] [runs] [steps]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,8 +37,21 @@ JSON
 common="--plan $out/plan.json --steps $steps --nproc 2 --quiet"
 script="$dapple train --model $out/mlp.pt --data $out/data.pt --loss cross-entropy $common"
 zoo="$dapple train --model mlp --opt input=784 --opt hidden=1024 --opt layers=3 --opt classes=10 --data synthetic $common"
-farm-bench -n "$runs" --timeout 1200 --vs "sh -c 'exec $zoo >>$out/zoo.txt 2>&1'" -- \
-  sh -c "exec $script >>$out/script.txt 2>&1"
+/usr/bin/python3 - "$runs" "$script" "$zoo" "$out" <<'PY'
+import statistics, subprocess, sys, time
+runs, a_cmd, b_cmd, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+def timed(cmd, log):
+    with open(log, "a") as f:
+        start = time.monotonic()
+        subprocess.run(cmd, shell=True, stdout=f, stderr=subprocess.STDOUT, check=True, timeout=1200)
+        return time.monotonic() - start
+a, b = [], []
+for _ in range(runs):  # A and B in turn, so that the machine's load falls on both alike
+    a.append(timed(a_cmd, f"{out}/script.txt"))
+    b.append(timed(b_cmd, f"{out}/zoo.txt"))
+print(f"wall s, median of {runs}: TorchScript {statistics.median(a):.2f}, zoo {statistics.median(b):.2f}; "
+      f"median of the pairwise ratios A/B {statistics.median(x / y for x, y in zip(a, b)):.3f}")
+PY
 echo "mean step time per run (ms), TorchScript then zoo:"
 grep -o '([0-9.]* ms/step)' "$out/script.txt" | tr -d '(' | cut -d' ' -f1 | tr '\n' ' '; echo
 grep -o '([0-9.]* ms/step)' "$out/zoo.txt" | tr -d '(' | cut -d' ' -f1 | tr '\n' ' '; echo
