@@ -82,8 +82,6 @@
 
 namespace dapple {
 
-namespace {}  // namespace
-
 bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed,
                           PlanCosts* costs, const Plan* base, const PlanCosts* base_costs,
                           ShardMemo* shard_memo) {
