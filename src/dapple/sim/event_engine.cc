@@ -35,6 +35,11 @@ namespace {
 // events are per device, nor with op_scale, which stretches each device's compute by how
 // many compute at that moment.
 
+// Note [Plain runs]: the planner's runs record no timeline and scale no compute; the engine is
+// compiled twice, and the plain one (kDetailed false) has neither's branches in its loop. Both
+// run the same instructions in the same order: a plain run's times are the detailed run's
+// (the scale it leaves out is 1).
+template <bool kDetailed>
 class Engine {
  public:
   Engine(const EngineSetup& s, Scratch& scratch)
@@ -56,7 +61,7 @@ class Engine {
         queue_(scratch.queue),
         stopping_(s.watcher && s.stop_above_ms < std::numeric_limits<double>::infinity() &&
                   s.op_scale.empty()),
-        scaled_(!s.op_scale.empty()),
+        scaled_(kDetailed && !s.op_scale.empty()),
         resume_ms_(s.resume_ms) {
     dev_.assign(s.devices.size(), DeviceState{});
     for (size_t d = 0; d < s.start_ms.size(); ++d) dev_[d].clock = s.start_ms[d];
@@ -172,12 +177,18 @@ class Engine {
     if (resume_ms_ == 0) return 0;
     return dv.compute_end < 0 || clock > dv.compute_end ? resume_ms_ : 0.0;
   }
-  double Scale(int d, int pc) const { return scaled_ ? s_.op_scale[d][pc] : 1.0; }
+  bool timeline() const { return kDetailed && s_.record_timeline; }
+  double Scale(int d, int pc) const {
+    if constexpr (kDetailed) return scaled_ ? s_.op_scale[d][pc] : 1.0;
+    return 1.0;
+  }
   void Interval(int d, int pc, double start, double end) {
-    if (scaled_) intervals_[d][pc] = {start, end};
+    if constexpr (kDetailed)
+      if (scaled_) intervals_[d][pc] = {start, end};
   }
   void Load(double start, double end, double devices) {
-    if (scaled_ && devices > 0 && end > start) comm_load_.push_back({start, end, devices});
+    if constexpr (kDetailed)
+      if (scaled_ && devices > 0 && end > start) comm_load_.push_back({start, end, devices});
   }
 
   void Record(int track, const Instruction& in, const char* category, double start, double end,
@@ -202,7 +213,7 @@ class Engine {
       last_bwd_start_[d * s_.num_chunks + in.chunk] = clock;
       last_bwd_scale_[d * s_.num_chunks + in.chunk] = Scale(d, pc);
     }
-    if (s_.record_timeline) {
+    if (timeline()) {
       const char* category = forward ? "forward" : in.op == Op::kWeightGrad ? "weight" : "backward";
       Record(d, in, category, clock, clock + ms,
              VirtualStageOf(s_.devices[d].stage, in.chunk, S_, s_.v_shape));
@@ -243,7 +254,7 @@ class Engine {
     ar_arrived_[stage] = 0;
     ar_ready_[stage] = 0;
     for (int r = st.first_device; r < st.first_device + RunReplicas(st); ++r) {
-      if (s_.record_timeline) Record(r, in, "allreduce", start, end, stage);
+      if (timeline()) Record(r, in, "allreduce", start, end, stage);
       if (st.bucket_ms.empty()) (r == d ? dv : dev_[r]).done += st.allreduce_ms;
       if (r == d) continue;
       dev_[r].clock = end;
@@ -255,21 +266,20 @@ class Engine {
   }
 
   // Runs device d from its pc until it blocks or ends. The one exhaustive switch over Op.
-  // Its state is a local copy while it runs (nothing else reads it then; the allreduce
-  // adds to it through `dv`), written back when it stops.
+  // Its clock and pc are locals while it runs, written back when it stops; the rest of its
+  // state is updated in place (a whole copy in and out cost a stalled wide load per stop:
+  // the copy read back fields just written one by one).
   void RunDevice(int d) {
-    DeviceState dv = dev_[d];
+    DeviceState& dv = dev_[d];
     const EngineDevice& cfg = s_.devices[d];
     const EngineStage& st = s_.stages[cfg.stage];
     const EngineChunkCost* costs = s_.costs.data() + cfg.first_cost;
     const Instruction* prog = st.program;
-    const bool timeline = s_.record_timeline;
     double clock = dv.clock;
     int pc = dv.pc;
     auto stop = [&] {
       dv.clock = clock;
       dv.pc = pc;
-      dev_[d] = dv;
     };
     for (; pc < st.length; ++pc) {
       const Instruction in = prog[pc];
@@ -319,7 +329,7 @@ class Engine {
         case Op::kOptimizerStep: {
           const double ms = cfg.step_ms * Scale(d, pc);
           dv.done += cfg.step_ms;
-          if (timeline) Record(d, in, "step", clock, clock + ms, cfg.stage);
+          if (timeline()) Record(d, in, "step", clock, clock + ms, cfg.stage);
           Interval(d, pc, clock, clock + ms);
           clock += ms;
           dv.busy += ms;
@@ -346,7 +356,7 @@ class Engine {
       const double start = std::max(free, ready);
       free = start + st.bucket_ms[k];
       Load(start, free, st.allreduce_load);
-      if (s_.record_timeline)
+      if (timeline())
         events_.push_back(
             {st.bucket_track, "AR b" + std::to_string(k), "allreduce", start, free, stage, -1});
     }
@@ -413,7 +423,7 @@ class Engine {
       for (int r : s_.routes[route].resources) resource_busy_[r] = 0;
       waiting_dirty_ = waiting_dirty_ || !s_.routes[route].resources.empty();
     }
-    if (s_.record_timeline) {
+    if (timeline()) {
       bool act = route < V_ - 1;
       int from = act ? route : route - (V_ - 1) + 1;  // virtual stage
       Instruction in{act ? Op::kSendAct : Op::kSendGrad, id % M_, from / S_};
@@ -466,7 +476,8 @@ class Engine {
 
 EngineResult RunEngine(const EngineSetup& setup) {
   thread_local Scratch scratch;
-  return Engine(setup, scratch).Run();
+  if (setup.record_timeline || !setup.op_scale.empty()) return Engine<true>(setup, scratch).Run();
+  return Engine<false>(setup, scratch).Run();
 }
 
 }  // namespace dapple::internal
