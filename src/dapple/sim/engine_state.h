@@ -1,4 +1,4 @@
-// The event engine's working state (event_engine.cc). Internal to dapple_sim.
+// The event engine's working state (engine.h). Internal to dapple_sim.
 #pragma once
 
 #include <vector>

@@ -1,14 +1,13 @@
+// The event engine's devices: see engine.h and event_engine.h.
 #include "dapple/sim/event_engine.h"
 
 #include <algorithm>
-#include <functional>
 #include <limits>
 
 #include "dapple/common/error.h"
-#include "dapple/sim/engine_state.h"
+#include "dapple/sim/engine.h"
 
 namespace dapple::internal {
-namespace {
 
 // Note [Lazy devices]: a device runs its list eagerly until a receive whose transfer has
 // not finished, or an allreduce its peers have not reached. Its clock may run ahead of the
@@ -35,444 +34,302 @@ namespace {
 // events are per device, nor with op_scale, which stretches each device's compute by how
 // many compute at that moment.
 
-// Note [Plain runs]: the planner's runs record no timeline and scale no compute; the engine is
-// compiled twice, and the plain one (kDetailed false) has neither's branches in its loop. Both
-// run the same instructions in the same order: a plain run's times are the detailed run's
-// (the scale it leaves out is 1).
 template <bool kDetailed>
-class Engine {
- public:
-  Engine(const EngineSetup& s, Scratch& scratch)
-      : s_(s),
-        S_(s.num_stages),
-        M_(s.num_micro_batches),
-        V_(s.num_stages * s.num_chunks),
-        dev_(scratch.dev),
-        last_bwd_start_(scratch.last_backward_start),
-        last_bwd_scale_(scratch.last_backward_scale),
-        xfer_(scratch.xfer),
-        ar_arrived_(scratch.ar_arrived),
-        ar_ready_(scratch.ar_ready),
-        resource_busy_(scratch.resource_busy),
-        runnable_(scratch.runnable),
-        receiver_stage_(scratch.receiver_stage),
-        watched_pc_(scratch.watched_pc),
-        waiting_(scratch.waiting),
-        queue_(scratch.queue),
-        stopping_(s.watcher && s.stop_above_ms < std::numeric_limits<double>::infinity() &&
-                  s.op_scale.empty()),
-        scaled_(kDetailed && !s.op_scale.empty()),
-        resume_ms_(s.resume_ms) {
-    dev_.assign(s.devices.size(), DeviceState{});
-    for (size_t d = 0; d < s.start_ms.size(); ++d) dev_[d].clock = s.start_ms[d];
-    xfer_.assign(2 * std::max(V_ - 1, 0) * M_, Transfer{});
-    last_bwd_start_.assign(s.devices.size() * s.num_chunks, 0.0);
-    last_bwd_scale_.assign(s.devices.size() * s.num_chunks, 1.0);
-    ar_arrived_.assign(S_, 0);
-    ar_ready_.assign(S_, 0.0);
-    resource_busy_.assign(s.num_resources, 0);
-    runnable_.clear();
-    waiting_.Clear();
-    queue_.clear();
-    exposed_.assign(S_, 0.0);
-    receiver_stage_.resize(s.routes.size());
-    for (size_t r = 0; r < s.routes.size(); ++r)
-      receiver_stage_[r] = ReceiverStageOf(static_cast<int>(r));
-    for (const EngineStage& st : s.stages)
-      DAPPLE_CHECK(!st.twins || (!s.record_timeline && s.op_scale.empty()),
-                   "twin replicas with a timeline or op_scale");
-    running_ = 0;
-    for (const EngineStage& st : s.stages) running_ += RunReplicas(st);
-    watched_pc_.assign(S_, -1);
-    if (stopping_) s.watcher->Prepare(s, watched_pc_);
-    until_bound_ = running_;
-    if (!s.op_scale.empty()) {
-      DAPPLE_CHECK(s.op_scale.size() == s.devices.size());
-      intervals_.resize(s.devices.size());
-      for (size_t d = 0; d < s.devices.size(); ++d) {
-        const int length = s.stages[s.devices[d].stage].length;
-        DAPPLE_CHECK(static_cast<int>(s.op_scale[d].size()) == length);
-        intervals_[d].assign(length, {0.0, 0.0});
-      }
+Engine<kDetailed>::Engine(const EngineSetup& s, Scratch& scratch)
+    : s_(s),
+      S_(s.num_stages),
+      M_(s.num_micro_batches),
+      V_(s.num_stages * s.num_chunks),
+      dev_(scratch.dev),
+      last_bwd_start_(scratch.last_backward_start),
+      last_bwd_scale_(scratch.last_backward_scale),
+      xfer_(scratch.xfer),
+      ar_arrived_(scratch.ar_arrived),
+      ar_ready_(scratch.ar_ready),
+      resource_busy_(scratch.resource_busy),
+      runnable_(scratch.runnable),
+      receiver_stage_(scratch.receiver_stage),
+      watched_pc_(scratch.watched_pc),
+      waiting_(scratch.waiting),
+      queue_(scratch.queue),
+      stopping_(s.watcher && s.stop_above_ms < std::numeric_limits<double>::infinity() &&
+                s.op_scale.empty()),
+      scaled_(kDetailed && !s.op_scale.empty()),
+      resume_ms_(s.resume_ms) {
+  dev_.assign(s.devices.size(), DeviceState{});
+  for (size_t d = 0; d < s.start_ms.size(); ++d) dev_[d].clock = s.start_ms[d];
+  xfer_.assign(2 * std::max(V_ - 1, 0) * M_, Transfer{});
+  last_bwd_start_.assign(s.devices.size() * s.num_chunks, 0.0);
+  last_bwd_scale_.assign(s.devices.size() * s.num_chunks, 1.0);
+  ar_arrived_.assign(S_, 0);
+  ar_ready_.assign(S_, 0.0);
+  resource_busy_.assign(s.num_resources, 0);
+  runnable_.clear();
+  waiting_.Clear();
+  queue_.clear();
+  exposed_.assign(S_, 0.0);
+  receiver_stage_.resize(s.routes.size());
+  for (size_t r = 0; r < s.routes.size(); ++r)
+    receiver_stage_[r] = ReceiverStageOf(static_cast<int>(r));
+  for (const EngineStage& st : s.stages)
+    DAPPLE_CHECK(!st.twins || (!s.record_timeline && s.op_scale.empty()),
+                 "twin replicas with a timeline or op_scale");
+  running_ = 0;
+  for (const EngineStage& st : s.stages) running_ += RunReplicas(st);
+  watched_pc_.assign(S_, -1);
+  if (stopping_) s.watcher->Prepare(s, watched_pc_);
+  until_bound_ = running_;
+  if (!s.op_scale.empty()) {
+    DAPPLE_CHECK(s.op_scale.size() == s.devices.size());
+    intervals_.resize(s.devices.size());
+    for (size_t d = 0; d < s.devices.size(); ++d) {
+      const int length = s.stages[s.devices[d].stage].length;
+      DAPPLE_CHECK(static_cast<int>(s.op_scale[d].size()) == length);
+      intervals_[d].assign(length, {0.0, 0.0});
     }
   }
+}
 
-  EngineResult Run() {
-    for (int d = static_cast<int>(dev_.size()) - 1; d >= 0; --d)
-      if (s_.devices[d].replica < RunReplicas(s_.stages[s_.devices[d].stage]))
-        runnable_.push_back(d);
-    while (true) {
-      while (!runnable_.empty()) {
-        int d = runnable_.back();
-        runnable_.pop_back();
-        RunDevice(d);
-        // Every `running_` times a device stops running: O(1) per stop on average.
-        if (stopping_ && --until_bound_ == 0) {
-          until_bound_ = running_;
-          const double bound = s_.watcher->Bound(dev_);
-          if (ProvesLonger(bound, s_.stop_above_ms)) {
-            EngineResult r;
-            r.stopped = true;
-            r.bound_ms = bound;
-            return r;
-          }
+template <bool kDetailed>
+EngineResult Engine<kDetailed>::Run() {
+  for (int d = static_cast<int>(dev_.size()) - 1; d >= 0; --d)
+    if (s_.devices[d].replica < RunReplicas(s_.stages[s_.devices[d].stage])) runnable_.push_back(d);
+  while (true) {
+    while (!runnable_.empty()) {
+      int d = runnable_.back();
+      runnable_.pop_back();
+      RunDevice(d);
+      // Every `running_` times a device stops running: O(1) per stop on average.
+      if (stopping_ && --until_bound_ == 0) {
+        until_bound_ = running_;
+        const double bound = s_.watcher->Bound(dev_);
+        if (ProvesLonger(bound, s_.stop_above_ms)) {
+          EngineResult r;
+          r.stopped = true;
+          r.bound_ms = bound;
+          return r;
         }
       }
-      if (!queue_.empty() && queue_.front().time <= now_) {
-        const Event e = queue_.front();
-        queue_.pop();
-        Finish(e.transfer, e.time);
-        continue;
+    }
+    if (!queue_.empty() && queue_.front().time <= now_) {
+      const Event e = queue_.front();
+      queue_.pop();
+      Finish(e.transfer, e.time);
+      continue;
+    }
+    if (StartWaiting()) continue;
+    // The next instant: a finish, or the first waiting transfer that is not ready yet.
+    const double later = waiting_.NextReady();
+    if (later < std::numeric_limits<double>::infinity() &&
+        (queue_.empty() || later <= queue_.front().time)) {
+      now_ = later;
+      waiting_.Advance(now_);
+      waiting_dirty_ = true;
+    } else if (!queue_.empty()) {
+      now_ = queue_.front().time;
+    } else {
+      break;
+    }
+  }
+  CopyTwins();
+  ThrowIfUnfinished(s_, dev_);
+  EngineResult r;
+  r.devices.resize(dev_.size());
+  for (size_t d = 0; d < dev_.size(); ++d) {
+    r.devices[d] = {dev_[d].clock, dev_[d].busy, dev_[d].peak_bytes, dev_[d].peak_in_flight};
+    r.instructions += dev_[d].pc;
+  }
+  r.events = std::move(events_);
+  r.allreduce_exposed_ms = std::move(exposed_);
+  r.compute_intervals = std::move(intervals_);
+  r.comm_load = std::move(comm_load_);
+  return r;
+}
+
+// A forward or a backward (or its I or W part) of device d at `clock`. B frees the
+// micro-batch's activations; in the split schedules I keeps them for W, which frees them.
+// B and W produce weight gradients (bucket readiness).
+template <bool kDetailed>
+inline void Engine<kDetailed>::RunCompute(int d, int pc, const Instruction& in,
+                                          const EngineChunkCost& cost, DeviceState& dv,
+                                          double& clock) {
+  const bool forward = in.op == Op::kForward;
+  const double base = forward                   ? cost.forward_ms
+                      : in.op == Op::kBackward  ? cost.backward_ms
+                      : in.op == Op::kInputGrad ? cost.input_grad_ms
+                                                : cost.weight_grad_ms;
+  const double ms = base * Scale(d, pc) + Resume(dv, clock);
+  dv.done += base;
+  const bool weight_grads = !forward && in.op != Op::kInputGrad;
+  if (weight_grads) {
+    last_bwd_start_[d * s_.num_chunks + in.chunk] = clock;
+    last_bwd_scale_[d * s_.num_chunks + in.chunk] = Scale(d, pc);
+  }
+  if (timeline()) {
+    const char* category = forward ? "forward" : in.op == Op::kWeightGrad ? "weight" : "backward";
+    Record(d, in, category, clock, clock + ms,
+           VirtualStageOf(s_.devices[d].stage, in.chunk, S_, s_.v_shape));
+  }
+  Interval(d, pc, clock, clock + ms);
+  clock += ms;
+  dv.compute_end = clock;
+  dv.busy += ms;
+  if (forward) {
+    dv.bytes += cost.bytes_per_micro_batch;
+    dv.peak_bytes = std::max(dv.peak_bytes, dv.bytes);
+    dv.peak_in_flight = std::max(dv.peak_in_flight, ++dv.in_flight);
+    return;
+  }
+  if (pc == watched_pc_[s_.devices[d].stage]) dv.last_backward_end = clock;
+  if (in.op == Op::kInputGrad) {
+    dv.bytes += cost.rebuilt_bytes;
+    dv.peak_bytes = std::max(dv.peak_bytes, dv.bytes);
+  }
+  if (weight_grads) {
+    dv.bytes -= cost.bytes_per_micro_batch + (in.op == Op::kWeightGrad ? cost.rebuilt_bytes : 0);
+    --dv.in_flight;
+  }
+}
+
+// Device d arrives at its stage's allreduce at `clock`. Returns false while other replicas
+// have yet to arrive (d waits); the last to arrive runs it and releases the others.
+template <bool kDetailed>
+inline bool Engine<kDetailed>::RunAllReduce(int d, int pc, const Instruction& in, DeviceState& dv,
+                                            double& clock) {
+  const int stage = s_.devices[d].stage;
+  const EngineStage& st = s_.stages[stage];
+  ar_ready_[stage] = std::max(ar_ready_[stage], clock);
+  if (++ar_arrived_[stage] < RunReplicas(st)) return false;
+  const double start = ar_ready_[stage];
+  const double end =
+      st.bucket_ms.empty() ? start + st.allreduce_ms : std::max(start, RunBuckets(stage));
+  exposed_[stage] = st.bucket_ms.empty() ? st.allreduce_ms : end - start;
+  if (st.bucket_ms.empty()) Load(start, end, st.allreduce_load);
+  ar_arrived_[stage] = 0;
+  ar_ready_[stage] = 0;
+  for (int r = st.first_device; r < st.first_device + RunReplicas(st); ++r) {
+    if (timeline()) Record(r, in, "allreduce", start, end, stage);
+    if (st.bucket_ms.empty()) (r == d ? dv : dev_[r]).done += st.allreduce_ms;
+    if (r == d) continue;
+    dev_[r].clock = end;
+    dev_[r].pc = pc + 1;
+    runnable_.push_back(r);
+  }
+  clock = end;
+  return true;
+}
+
+// Runs device d from its pc until it blocks or ends. The one exhaustive switch over Op.
+// Its clock and pc are locals while it runs, written back when it stops; the rest of its
+// state is updated in place (a whole copy in and out cost a stalled wide load per stop:
+// the copy read back fields just written one by one).
+template <bool kDetailed>
+inline void Engine<kDetailed>::RunDevice(int d) {
+  DeviceState& dv = dev_[d];
+  const EngineDevice& cfg = s_.devices[d];
+  const EngineStage& st = s_.stages[cfg.stage];
+  const EngineChunkCost* costs = s_.costs.data() + cfg.first_cost;
+  const Instruction* prog = st.program;
+  double clock = dv.clock;
+  int pc = dv.pc;
+  auto stop = [&] {
+    dv.clock = clock;
+    dv.pc = pc;
+  };
+  for (; pc < st.length; ++pc) {
+    const Instruction in = prog[pc];
+    const EngineChunkCost& cost = costs[in.chunk];
+    auto vs = [&] { return VirtualStageOf(cfg.stage, in.chunk, S_, s_.v_shape); };
+    switch (in.op) {
+      case Op::kForward:
+      case Op::kBackward:
+      case Op::kInputGrad:
+      case Op::kWeightGrad:
+        RunCompute(d, pc, in, cost, dv, clock);
+        break;
+      case Op::kSendAct:
+        Arrive(ActId(vs(), in.micro_batch), ActRoute(vs()), clock, RunReplicas(st));
+        break;
+      case Op::kSendGrad:
+        Arrive(GradId(vs() - 1, in.micro_batch), GradRoute(vs() - 1), clock, RunReplicas(st));
+        break;
+      case Op::kRecvAct:
+      case Op::kRecvGrad: {
+        const int id =
+            in.op == Op::kRecvAct ? ActId(vs() - 1, in.micro_batch) : GradId(vs(), in.micro_batch);
+        const Transfer& x = xfer_[id];
+        if (x.finish < 0) {
+          dv.blocked_on = id;
+          stop();
+          return;
+        }
+        // Note [Waking up on shared cores]: a device that waits for a message sleeps in
+        // its receive; once the bytes are in, gloo's reader thread and then the waiting
+        // thread each need a core. On a machine whose cores the devices share, they
+        // often wait for one until another process's op or time slice ends: with 4
+        // ranks on 2 cores the mean delivery of a message to a waiting rank was 1-2.5 ms
+        // on the loopback against 0.14 ms for its bytes (0.3-0.7 ms with one rank per
+        // core; docs/two-server.md). wake_ms is that mean excess (`dapple calibrate`:
+        // emulation.wake_s); a message that is in before its receive is reached is
+        // read in the background and costs nothing.
+        if (x.finish > clock) clock = x.finish + s_.wake_ms;
+        break;
       }
-      if (StartWaiting()) continue;
-      // The next instant: a finish, or the first waiting transfer that is not ready yet.
-      const double later = waiting_.NextReady();
-      if (later < std::numeric_limits<double>::infinity() &&
-          (queue_.empty() || later <= queue_.front().time)) {
-        now_ = later;
-        waiting_.Advance(now_);
-        waiting_dirty_ = true;
-      } else if (!queue_.empty()) {
-        now_ = queue_.front().time;
-      } else {
+      case Op::kAllReduceGrads:
+        if (!RunAllReduce(d, pc, in, dv, clock)) {
+          stop();  // released by the last replica to arrive
+          return;
+        }
+        break;
+      case Op::kOptimizerStep: {
+        const double ms = cfg.step_ms * Scale(d, pc);
+        dv.done += cfg.step_ms;
+        if (timeline()) Record(d, in, "step", clock, clock + ms, cfg.stage);
+        Interval(d, pc, clock, clock + ms);
+        clock += ms;
+        dv.busy += ms;
         break;
       }
     }
-    CopyTwins();
-    ThrowIfUnfinished(s_, dev_);
-    EngineResult r;
-    r.devices.resize(dev_.size());
-    for (size_t d = 0; d < dev_.size(); ++d) {
-      r.devices[d] = {dev_[d].clock, dev_[d].busy, dev_[d].peak_bytes, dev_[d].peak_in_flight};
-      r.instructions += dev_[d].pc;
-    }
-    r.events = std::move(events_);
-    r.allreduce_exposed_ms = std::move(exposed_);
-    r.compute_intervals = std::move(intervals_);
-    r.comm_load = std::move(comm_load_);
-    return r;
   }
+  stop();
+}
 
- private:
-  // Transfers are per virtual boundary (Note [Chunks] in schedule.h); with one chunk the
-  // virtual stages are the stages.
-  int ActId(int boundary, int mb) const { return boundary * M_ + mb; }
-  int GradId(int boundary, int mb) const { return (V_ - 1 + boundary) * M_ + mb; }
-  // Route of a transfer id: id / M_ (activations: the boundary; gradients: V - 1 + it).
-  // The senders pass it (ActRoute, GradRoute): a division per transfer cost more than the
-  // rest of its bookkeeping.
-  int ActRoute(int boundary) const { return boundary; }
-  int GradRoute(int boundary) const { return V_ - 1 + boundary; }
-  // Stage (device group) whose devices receive the transfers of `route`.
-  int ReceiverStageOf(int route) const {
-    return GroupOfVirtualStage(route < V_ - 1 ? route + 1 : route - (V_ - 1), S_, s_.v_shape);
-  }
-
-  // Note [Resuming on shared cores]: when devices are processes sharing a machine, a forward
-  // or backward that starts after its device sat idle finds its weights evicted from the
-  // caches by the others and its process asleep: it takes resume_ms more (measured by
-  // `dapple calibrate` as a token ring's chunk against the same chunk alone). Back-to-back
-  // compute pays nothing; STEP's update_ms is profiled cache-cold already.
-  double Resume(const DeviceState& dv, double clock) const {
-    if (resume_ms_ == 0) return 0;
-    return dv.compute_end < 0 || clock > dv.compute_end ? resume_ms_ : 0.0;
-  }
-  bool timeline() const { return kDetailed && s_.record_timeline; }
-  double Scale(int d, int pc) const {
-    if constexpr (kDetailed) return scaled_ ? s_.op_scale[d][pc] : 1.0;
-    return 1.0;
-  }
-  void Interval(int d, int pc, double start, double end) {
-    if constexpr (kDetailed)
-      if (scaled_) intervals_[d][pc] = {start, end};
-  }
-  void Load(double start, double end, double devices) {
-    if constexpr (kDetailed)
-      if (scaled_ && devices > 0 && end > start) comm_load_.push_back({start, end, devices});
-  }
-
-  void Record(int track, const Instruction& in, const char* category, double start, double end,
-              int stage) {
-    events_.push_back({track, ToString(in), category, start, end, stage, in.micro_batch});
-  }
-
-  // A forward or a backward (or its I or W part) of device d at `clock`. B frees the
-  // micro-batch's activations; in the split schedules I keeps them for W, which frees them.
-  // B and W produce weight gradients (bucket readiness).
-  void RunCompute(int d, int pc, const Instruction& in, const EngineChunkCost& cost,
-                  DeviceState& dv, double& clock) {
-    const bool forward = in.op == Op::kForward;
-    const double base = forward                   ? cost.forward_ms
-                        : in.op == Op::kBackward  ? cost.backward_ms
-                        : in.op == Op::kInputGrad ? cost.input_grad_ms
-                                                  : cost.weight_grad_ms;
-    const double ms = base * Scale(d, pc) + Resume(dv, clock);
-    dv.done += base;
-    const bool weight_grads = !forward && in.op != Op::kInputGrad;
-    if (weight_grads) {
-      last_bwd_start_[d * s_.num_chunks + in.chunk] = clock;
-      last_bwd_scale_[d * s_.num_chunks + in.chunk] = Scale(d, pc);
+// Starts, at now_, every waiting transfer ready by then whose resources are all free, in
+// priority order.
+template <bool kDetailed>
+inline bool Engine<kDetailed>::StartWaiting() {
+  if (!waiting_dirty_) return false;  // nothing freed or come ready since the last pass
+  waiting_dirty_ = false;
+  std::vector<Waiting>& due = waiting_.due();
+  bool started = false;
+  size_t kept = 0;  // the due ones that stay, moved to the front in order
+  for (size_t i = 0; i < due.size(); ++i) {
+    const Waiting w = due[i];
+    const EngineRoute& route = s_.routes[w.route];
+    bool free = true;
+    for (int r : route.resources) free = free && !resource_busy_[r];
+    if (!free) {
+      due[kept++] = w;
+      continue;
     }
-    if (timeline()) {
-      const char* category = forward ? "forward" : in.op == Op::kWeightGrad ? "weight" : "backward";
-      Record(d, in, category, clock, clock + ms,
-             VirtualStageOf(s_.devices[d].stage, in.chunk, S_, s_.v_shape));
-    }
-    Interval(d, pc, clock, clock + ms);
-    clock += ms;
-    dv.compute_end = clock;
-    dv.busy += ms;
-    if (forward) {
-      dv.bytes += cost.bytes_per_micro_batch;
-      dv.peak_bytes = std::max(dv.peak_bytes, dv.bytes);
-      dv.peak_in_flight = std::max(dv.peak_in_flight, ++dv.in_flight);
-      return;
-    }
-    if (pc == watched_pc_[s_.devices[d].stage]) dv.last_backward_end = clock;
-    if (in.op == Op::kInputGrad) {
-      dv.bytes += cost.rebuilt_bytes;
-      dv.peak_bytes = std::max(dv.peak_bytes, dv.bytes);
-    }
-    if (weight_grads) {
-      dv.bytes -= cost.bytes_per_micro_batch + (in.op == Op::kWeightGrad ? cost.rebuilt_bytes : 0);
-      --dv.in_flight;
-    }
+    for (int r : route.resources) resource_busy_[r] = 1;
+    xfer_[w.id].start = now_;
+    queue_.push({now_ + route.ms, w.id});
+    started = true;
   }
+  due.resize(kept);
+  return started;
+}
 
-  // Device d arrives at its stage's allreduce at `clock`. Returns false while other replicas
-  // have yet to arrive (d waits); the last to arrive runs it and releases the others.
-  bool RunAllReduce(int d, int pc, const Instruction& in, DeviceState& dv, double& clock) {
-    const int stage = s_.devices[d].stage;
-    const EngineStage& st = s_.stages[stage];
-    ar_ready_[stage] = std::max(ar_ready_[stage], clock);
-    if (++ar_arrived_[stage] < RunReplicas(st)) return false;
-    const double start = ar_ready_[stage];
-    const double end =
-        st.bucket_ms.empty() ? start + st.allreduce_ms : std::max(start, RunBuckets(stage));
-    exposed_[stage] = st.bucket_ms.empty() ? st.allreduce_ms : end - start;
-    if (st.bucket_ms.empty()) Load(start, end, st.allreduce_load);
-    ar_arrived_[stage] = 0;
-    ar_ready_[stage] = 0;
-    for (int r = st.first_device; r < st.first_device + RunReplicas(st); ++r) {
-      if (timeline()) Record(r, in, "allreduce", start, end, stage);
-      if (st.bucket_ms.empty()) (r == d ? dv : dev_[r]).done += st.allreduce_ms;
-      if (r == d) continue;
-      dev_[r].clock = end;
-      dev_[r].pc = pc + 1;
-      runnable_.push_back(r);
-    }
-    clock = end;
-    return true;
-  }
-
-  // Runs device d from its pc until it blocks or ends. The one exhaustive switch over Op.
-  // Its clock and pc are locals while it runs, written back when it stops; the rest of its
-  // state is updated in place (a whole copy in and out cost a stalled wide load per stop:
-  // the copy read back fields just written one by one).
-  void RunDevice(int d) {
-    DeviceState& dv = dev_[d];
-    const EngineDevice& cfg = s_.devices[d];
-    const EngineStage& st = s_.stages[cfg.stage];
-    const EngineChunkCost* costs = s_.costs.data() + cfg.first_cost;
-    const Instruction* prog = st.program;
-    double clock = dv.clock;
-    int pc = dv.pc;
-    auto stop = [&] {
-      dv.clock = clock;
-      dv.pc = pc;
-    };
-    for (; pc < st.length; ++pc) {
-      const Instruction in = prog[pc];
-      const EngineChunkCost& cost = costs[in.chunk];
-      auto vs = [&] { return VirtualStageOf(cfg.stage, in.chunk, S_, s_.v_shape); };
-      switch (in.op) {
-        case Op::kForward:
-        case Op::kBackward:
-        case Op::kInputGrad:
-        case Op::kWeightGrad:
-          RunCompute(d, pc, in, cost, dv, clock);
-          break;
-        case Op::kSendAct:
-          Arrive(ActId(vs(), in.micro_batch), ActRoute(vs()), clock, RunReplicas(st));
-          break;
-        case Op::kSendGrad:
-          Arrive(GradId(vs() - 1, in.micro_batch), GradRoute(vs() - 1), clock, RunReplicas(st));
-          break;
-        case Op::kRecvAct:
-        case Op::kRecvGrad: {
-          const int id = in.op == Op::kRecvAct ? ActId(vs() - 1, in.micro_batch)
-                                               : GradId(vs(), in.micro_batch);
-          const Transfer& x = xfer_[id];
-          if (x.finish < 0) {
-            dv.blocked_on = id;
-            stop();
-            return;
-          }
-          // Note [Waking up on shared cores]: a device that waits for a message sleeps in
-          // its receive; once the bytes are in, gloo's reader thread and then the waiting
-          // thread each need a core. On a machine whose cores the devices share, they
-          // often wait for one until another process's op or time slice ends: with 4
-          // ranks on 2 cores the mean delivery of a message to a waiting rank was 1-2.5 ms
-          // on the loopback against 0.14 ms for its bytes (0.3-0.7 ms with one rank per
-          // core; docs/two-server.md). wake_ms is that mean excess (`dapple calibrate`:
-          // emulation.wake_s); a message that is in before its receive is reached is
-          // read in the background and costs nothing.
-          if (x.finish > clock) clock = x.finish + s_.wake_ms;
-          break;
-        }
-        case Op::kAllReduceGrads:
-          if (!RunAllReduce(d, pc, in, dv, clock)) {
-            stop();  // released by the last replica to arrive
-            return;
-          }
-          break;
-        case Op::kOptimizerStep: {
-          const double ms = cfg.step_ms * Scale(d, pc);
-          dv.done += cfg.step_ms;
-          if (timeline()) Record(d, in, "step", clock, clock + ms, cfg.stage);
-          Interval(d, pc, clock, clock + ms);
-          clock += ms;
-          dv.busy += ms;
-          break;
-        }
-      }
-    }
-    stop();
-  }
-
-  // The buckets of `stage`'s overlapped allreduce, one after another from when each is
-  // ready on every replica; returns when the last one ends.
-  double RunBuckets(int stage) {
-    const EngineStage& st = s_.stages[stage];
-    const int R = st.replicas;
-    double free = 0;  // when the stage's communication stream is free
-    for (size_t k = 0; k < st.bucket_ms.size(); ++k) {
-      double ready = 0;
-      for (int j = 0; j < RunReplicas(st); ++j) {
-        const int at = (st.first_device + j) * s_.num_chunks + st.bucket_chunk[k];
-        ready = std::max(ready,
-                         last_bwd_start_[at] + last_bwd_scale_[at] * st.bucket_ready_ms[k * R + j]);
-      }
-      const double start = std::max(free, ready);
-      free = start + st.bucket_ms[k];
-      Load(start, free, st.allreduce_load);
-      if (timeline())
-        events_.push_back(
-            {st.bucket_track, "AR b" + std::to_string(k), "allreduce", start, free, stage, -1});
-    }
-    return free;
-  }
-
-  // One sender of transfer `id` executed its send at `clock`.
-  void Arrive(int id, int r, double clock, int senders) {
-    Transfer& x = xfer_[id];
-    x.ready = std::max(x.ready, clock);
-    if (++x.arrived != senders) return;
-    x.route = r;
-    const EngineRoute& route = s_.routes[r];
-    if (!s_.contended || route.resources.empty()) {  // it runs as soon as it is ready
-      x.start = x.ready;
-      Finish(id, x.ready + route.ms);
-    } else {
-      const int dir = r >= V_ - 1;
-      Enqueue({x.ready, (static_cast<long long>(r - dir * (V_ - 1)) * M_ + (id - r * M_)) * 2 + dir,
-               id, r});
-    }
-  }
-
-  // Adds a transfer that holds resources, once ready (it may be ready only later than
-  // now_), to the waiting list in priority order.
-  void Enqueue(const Waiting& w) {
-    waiting_.Add(w, now_);
-    waiting_dirty_ = waiting_dirty_ || w.ready <= now_;
-  }
-
-  // Starts, at now_, every waiting transfer ready by then whose resources are all free, in
-  // priority order.
-  bool StartWaiting() {
-    if (!waiting_dirty_) return false;  // nothing freed or come ready since the last pass
-    waiting_dirty_ = false;
-    std::vector<Waiting>& due = waiting_.due();
-    bool started = false;
-    size_t kept = 0;  // the due ones that stay, moved to the front in order
-    for (size_t i = 0; i < due.size(); ++i) {
-      const Waiting w = due[i];
-      const EngineRoute& route = s_.routes[w.route];
-      bool free = true;
-      for (int r : route.resources) free = free && !resource_busy_[r];
-      if (!free) {
-        due[kept++] = w;
-        continue;
-      }
-      for (int r : route.resources) resource_busy_[r] = 1;
-      xfer_[w.id].start = now_;
-      queue_.push({now_ + route.ms, w.id});
-      started = true;
-    }
-    due.resize(kept);
-    return started;
-  }
-
-  // Transfer `id` finished at `end`: frees its resources and wakes its receivers.
-  void Finish(int id, double end) {
-    Transfer& x = xfer_[id];
-    x.finish = end;
-    const int route = x.route;
-    Load(x.start, end, s_.routes[route].load);
-    if (s_.contended) {
-      for (int r : s_.routes[route].resources) resource_busy_[r] = 0;
-      waiting_dirty_ = waiting_dirty_ || !s_.routes[route].resources.empty();
-    }
-    if (timeline()) {
-      bool act = route < V_ - 1;
-      int from = act ? route : route - (V_ - 1) + 1;  // virtual stage
-      Instruction in{act ? Op::kSendAct : Op::kSendGrad, id % M_, from / S_};
-      Record(static_cast<int>(dev_.size()) + route, in, "transfer", x.start, end, from);
-    }
-    const EngineStage& st = s_.stages[receiver_stage_[route]];
-    for (int r = st.first_device; r < st.first_device + RunReplicas(st); ++r) {
-      if (dev_[r].blocked_on != id) continue;
-      dev_[r].blocked_on = -1;
-      runnable_.push_back(r);
-    }
-  }
-
-  // Note [Twin replicas]: the replicas the engine did not run end as the first did.
-  void CopyTwins() {
-    for (const EngineStage& st : s_.stages)
-      if (st.twins)
-        for (int r = st.first_device + 1; r < st.first_device + st.replicas; ++r)
-          dev_[r] = dev_[st.first_device];
-  }
-
-  const EngineSetup& s_;
-  const int S_, M_, V_;
-  std::vector<DeviceState>& dev_;
-  std::vector<double>& last_bwd_start_;
-  std::vector<double>& last_bwd_scale_;
-  std::vector<Transfer>& xfer_;
-  std::vector<int>& ar_arrived_;
-  std::vector<double>& ar_ready_;
-  std::vector<char>& resource_busy_;
-  std::vector<int>& runnable_;
-  std::vector<int>& receiver_stage_;  // ReceiverStageOf per route, without its modulo
-  std::vector<int>& watched_pc_;      // per group, from the watcher (-1: none)
-  WaitingTransfers& waiting_;
-  FinishQueue& queue_;
-  const bool stopping_;     // Note [Watching a run] in event_engine.h
-  const bool scaled_;       // !s_.op_scale.empty()
-  const double resume_ms_;  // s_.resume_ms
-  size_t running_ = 0;      // devices the engine runs (Note [Twin replicas])
-  size_t until_bound_ = 0;  // device stops until the next look at the bound
-  std::vector<TimelineEvent> events_;
-  std::vector<double> exposed_;  // per stage, for EngineResult::allreduce_exposed_ms
-  std::vector<std::vector<std::pair<double, double>>> intervals_;  // with op_scale
-  std::vector<EngineResult::Load> comm_load_;                      // with op_scale
-  double now_ = 0;
-  bool waiting_dirty_ = false;
-};
-
-}  // namespace
+// Note [Twin replicas]: the replicas the engine did not run end as the first did.
+template <bool kDetailed>
+void Engine<kDetailed>::CopyTwins() {
+  for (const EngineStage& st : s_.stages)
+    if (st.twins)
+      for (int r = st.first_device + 1; r < st.first_device + st.replicas; ++r)
+        dev_[r] = dev_[st.first_device];
+}
 
 EngineResult RunEngine(const EngineSetup& setup) {
   thread_local Scratch scratch;

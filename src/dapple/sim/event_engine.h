@@ -121,7 +121,7 @@ struct EngineSetup {
   std::vector<std::vector<double>> op_scale;
   // Added to a forward or backward that starts after its device was idle (the step's first,
   // or one that waited for a transfer or the allreduce); Note [Resuming on shared cores] in
-  // event_engine.cc.
+  // engine.h.
   double resume_ms = 0;
   // A device that waits at a receive goes on wake_ms after the transfer finished (Note
   // [Waking up on shared cores] in event_engine.cc); one that finds it finished pays nothing.

@@ -43,12 +43,15 @@ class WaitingTransfers {
     head_ = 0;
   }
   void Add(const Waiting& w, double now) {
-    if (w.ready <= now) {
-      due_.insert(std::upper_bound(due_.begin(), due_.end(), w), w);
-    } else {
-      const auto from = future_.begin() + static_cast<std::ptrdiff_t>(head_);
-      future_.insert(std::upper_bound(from, future_.end(), w), w);
+    std::vector<Waiting>& list = w.ready <= now ? due_ : future_;
+    const size_t from = w.ready <= now ? 0 : head_;
+    // Most go last (ready later than those waiting): no search, no move.
+    if (list.size() == from || !(w < list.back())) {
+      list.push_back(w);
+      return;
     }
+    const auto first = list.begin() + static_cast<std::ptrdiff_t>(from);
+    list.insert(std::upper_bound(first, list.end(), w), w);
   }
   // Moves the transfers ready by `now` to the due ones (time moved on to `now`).
   void Advance(double now) {
