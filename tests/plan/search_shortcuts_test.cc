@@ -1,6 +1,8 @@
 // Shortcuts of the planner that must find what the plain search finds: the linear partition's
 // cuts by bisection (Note [Bisecting the cuts] in balanced_baselines.cc) against the scan over
-// every cut, and the climbs of twin starts (Note [Twin starts] in refine.h).
+// every cut, the climbs of twin starts (Note [Twin starts] in refine.h), and when a question
+// goes to the run without contention first (Note [Learning whether to run without contention
+// first] in slower_than.h).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -10,6 +12,7 @@
 #include "dapple/plan/refine/refine.h"
 #include "dapple/plan/search/rescoring.h"
 #include "dapple/plan/search/sim_cache.h"
+#include "dapple/plan/search/slower_than.h"
 #include "fakes/fake_cost_model.h"
 #include "plan/random_mixed_problems.h"
 #include "plan/random_plans.h"
@@ -141,6 +144,54 @@ TEST(TwinStarts, FindTheFirstEqualPlanAndCopyItsClimb) {
   }
   EXPECT_GE(twins, 6);
   EXPECT_GE(moved, 4);  // climbs that moved, not only starts that stayed
+}
+
+// How many of n questions the odds send to the run without contention first.
+int AskedFirst(UncontendedOdds& odds, int n) {
+  int yes = 0;
+  for (int i = 0; i < n; ++i) yes += odds.Worth() ? 1 : 0;
+  return yes;
+}
+
+TEST(UncontendedOdds, AskFirstWhileItSettlesHalfAndFollowTheOddsOtherwise) {
+  UncontendedOdds odds;
+  EXPECT_EQ(AskedFirst(odds, 16), 16);  // learning: every question
+  for (int i = 0; i < 40; ++i) odds.Record(i % 4 == 0);  // settles a quarter
+  EXPECT_EQ(AskedFirst(odds, 64), 8);                     // one in 8 still
+  for (int i = 0; i < 40; ++i) odds.Record(i % 2 == 0);  // half: not enough yet
+  EXPECT_EQ(AskedFirst(odds, 64), 8);
+  for (int i = 0; i < 200; ++i) odds.Record(true);  // the old ones fade
+  EXPECT_EQ(AskedFirst(odds, 64), 64);
+  UncontendedOdds even;
+  for (int i = 0; i < 16; ++i) even.Record(i % 2 == 0);  // exactly half pays
+  EXPECT_EQ(AskedFirst(even, 64), 64);
+}
+
+// With odds shared by every question on a problem, the answers are the plain simulation's,
+// whichever run went first; on some problems the odds learn to skip the first run.
+TEST(UncontendedOdds, AnswersAreThePlainSimulations) {
+  int asked = 0, skipping = 0;
+  for (unsigned seed = 0; seed < 12; ++seed) {
+    auto p = testing::MakeRandomProblemOfAnyKind(seed);
+    UncontendedOdds odds;
+    for (const Plan& plan : testing::PlansOf(*p)) {
+      const Schedule lowered = LoweredSchedule(plan);
+      const double t =
+          SimulatePlan(plan, *p->cost, SimOptions{.record_timeline = false}).iteration_ms;
+      for (double f : {0.97, 0.999, 1.001, 1.05}) {
+        const SimResult got =
+            SimulateSlowerThan(plan, ViewOf(lowered), *p->cost, t * f, true, nullptr, &odds);
+        ASSERT_EQ(!got.stopped && got.iteration_ms < t * f, t < t * f) << p->description;
+        if (!got.stopped) {
+          ASSERT_EQ(got.iteration_ms, t) << p->description;
+        }
+        ++asked;
+      }
+    }
+    skipping += AskedFirst(odds, 64) < 64;
+  }
+  EXPECT_GT(asked, 4000);
+  EXPECT_GT(skipping, 0);
 }
 
 }  // namespace

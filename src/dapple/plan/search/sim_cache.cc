@@ -115,7 +115,8 @@ SimResult SimCache::Simulate(const Plan& plan, const CostModel& cost, double sto
     view.programs.push_back(&l.schedule.programs[s]);
     checked.facts.push_back(&l.facts[s]);
   }
-  SimResult r = SimulateSlowerThan(plan, view, cost, stop_above_ms, uncontended_first, &checked);
+  SimResult r =
+      SimulateSlowerThan(plan, view, cost, stop_above_ms, uncontended_first, &checked, &odds_);
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, fresh] = results_.try_emplace(std::move(key), r);
   // Keep the most a plan's runs told: a whole run over a stopped one, else the larger bound.

@@ -12,6 +12,7 @@
 
 #include "dapple/cost/cost_model.h"
 #include "dapple/format/plan.h"
+#include "dapple/plan/search/slower_than.h"
 #include "dapple/sim/simulator.h"
 
 namespace dapple {
@@ -31,7 +32,8 @@ class SimCache {
   // stage's depends only on the schedule, S, M, v and whether it is replicated.
   // With stop_above_ms (SimulateSlowerThan's t): the run may stop once it proves the plan
   // slower; a stopped result is kept too and serves a later call whose stop_above_ms it
-  // exceeds. uncontended_first: SimulateSlowerThan's (the result is the same either way).
+  // exceeds. uncontended_first: SimulateSlowerThan's, with the cache's odds (the result is the
+  // same either way).
   SimResult Simulate(const Plan& plan, const CostModel& cost,
                      double stop_above_ms = std::numeric_limits<double>::infinity(),
                      bool uncontended_first = true);
@@ -49,6 +51,7 @@ class SimCache {
   };
   std::map<std::vector<int>, std::shared_ptr<const Lowered>> single_, replicated_;
   long long hits_ = 0, misses_ = 0;
+  UncontendedOdds odds_;  // Note [Learning whether to run without contention first]
 };
 
 }  // namespace dapple
