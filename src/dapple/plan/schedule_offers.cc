@@ -36,7 +36,8 @@ void OfferVShapes(const Context& c, const std::vector<Plan>& bases,
   // others to the end.
   const double beat =
       !fixed && sel.best ? sel.best->sim.iteration_ms : std::numeric_limits<double>::infinity();
-  Selection alt = SelectFastest(proposals, c.cost, false, &c.shared->sims, beat);
+  // The search's threads have ended here: the proposals' costs on every core.
+  Selection alt = SelectFastest(proposals, c.cost, false, &c.shared->sims, beat, /*threads=*/0);
   sel.simulated += alt.simulated;
   if (!alt.best) {
     if (fixed) sel.best.reset();
