@@ -36,8 +36,7 @@ void OfferVShapes(const Context& c, const std::vector<Plan>& bases,
   // others to the end.
   const double beat =
       !fixed && sel.best ? sel.best->sim.iteration_ms : std::numeric_limits<double>::infinity();
-  // The search's threads have ended here: the proposals' costs on every core.
-  Selection alt = SelectFastest(proposals, c.cost, false, &c.shared->sims, beat, /*threads=*/0);
+  Selection alt = SelectFastest(proposals, c.cost, false, &c.shared->sims, beat);
   sel.simulated += alt.simulated;
   if (!alt.best) {
     if (fixed) sel.best.reset();

@@ -5,7 +5,6 @@
 #include <numeric>
 
 #include "dapple/common/error.h"
-#include "dapple/plan/parallel_for.h"
 #include "dapple/plan/search/slower_than.h"
 
 namespace dapple {
@@ -27,20 +26,17 @@ Scored MakeScored(const Plan& plan, const std::string& origin, SimResult r, Plan
 }  // namespace
 
 Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel& cost,
-                        bool ignore_memory, SimCache* cache, double faster_than, size_t threads) {
+                        bool ignore_memory, SimCache* cache, double faster_than) {
   Selection sel;
   struct Item {
     double lb;
     size_t index;
     PlanCosts costs;
   };
-  std::vector<PlanCosts> evaluated(proposals.size());
-  ParallelFor(proposals.size(), threads,
-              [&](size_t i) { evaluated[i] = EvaluatePlan(proposals[i].plan, cost); });
   std::vector<Item> items;
   double leanest = 0;
   for (size_t i = 0; i < proposals.size(); ++i) {
-    PlanCosts pc = std::move(evaluated[i]);
+    PlanCosts pc = EvaluatePlan(proposals[i].plan, cost);
     if (!pc.fits && !ignore_memory) {
       if (leanest == 0 || pc.peak_memory_bytes < leanest) leanest = pc.peak_memory_bytes;
       continue;

@@ -41,12 +41,9 @@ struct Selection {
 // With `faster_than`, only a proposal faster than it is selected (the same one as without
 // it when the fastest is; none otherwise): proposals that cannot be are not simulated, and
 // the runs may stop once they prove a plan no faster (the caller keeps its own plan then).
-// The proposals' costs (EvaluatePlan) are computed on up to `threads` threads (0: the
-// machine's cores), for a caller that runs alone; the choice does not depend on it.
 Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel& cost,
                         bool ignore_memory = false, SimCache* cache = nullptr,
-                        double faster_than = std::numeric_limits<double>::infinity(),
-                        size_t threads = 1);
+                        double faster_than = std::numeric_limits<double>::infinity());
 
 // SelectFastest of the one proposal `plan` (origin "") whose EvaluatePlan is `costs`,
 // which must fit: the plan scored, or nothing when the simulator's peak does not fit or
