@@ -112,8 +112,9 @@ constexpr int kEvenWidthsMaxDevices = 64;
 void ProposeEvenWidths(const Context& c, std::vector<Proposal>& out) {
   if (c.cluster.num_devices() > kEvenWidthsMaxDevices) return;
   for (int m : c.sizes) {
-    std::vector<Plan> plans = Memoized(c, c.shared->even_widths, m,
-                                       [&] { return EvenWidthPlans(c.cost, c.cluster, Mb(c, m)); });
+    std::vector<Plan> plans = Memoized(c, c.shared->even_widths, m, [&] {
+      return EvenWidthPlans(c.cost, c.cluster, Mb(c, m), &c.shared->group_work);
+    });
     for (Plan& p : plans) AddWithSchedules(out, std::move(p), kEvenWidthsOrigin, c.schedules);
   }
 }

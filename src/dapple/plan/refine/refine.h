@@ -19,6 +19,7 @@
 
 namespace dapple {
 
+class GroupWorkCache;
 class ShardMemo;
 
 struct RefineOptions {
@@ -46,6 +47,9 @@ struct RefineOptions {
   // The sharding decisions (ShardWhereItPays), shared when set; else each climb and
   // selection keeps its own.
   ShardMemo* shard_memo = nullptr;
+  // The group computes of the rebalanced neighbours (GroupWorkCache), shared when set; else
+  // each climb keeps its own.
+  GroupWorkCache* group_work = nullptr;
 };
 
 // One move of the search, as reported: "boundary", "move-device", "add-device",
