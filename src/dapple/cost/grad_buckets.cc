@@ -11,6 +11,7 @@ std::vector<GradBucket> GradientBuckets(const CostModel& cost, int first, int la
   DAPPLE_CHECK(0 <= first && first <= last && last < cost.num_layers(),
                "layer range out of bounds");
   std::vector<double> bytes;
+  bytes.reserve(last - first + 1);
   for (int x = first; x <= last; ++x) bytes.push_back(cost.ParameterBytes(x, x));
   return GroupGradientBuckets(bytes, first, cost.AllReduceBucketBytes());
 }

@@ -53,8 +53,8 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
     std::vector<double> ms = BucketAllReduceMs(cost, buckets, devices, shard);
     for (int j = 0; j < r; ++j) {
       // On uniform devices a replica's figure depends only on its slice, and slices come
-      // in two sizes: the first replica's and the last's.
-      if (uniform && j > 0 && j < r - 1) continue;
+      // in two sizes: the first replica's and the last's, one size when r divides m.
+      if (uniform && j > 0 && (j < r - 1 || micro_batch % r == 0)) continue;
       double e =
           ExposedAllReduceMs(cost, buckets, ms, SliceOf(micro_batch, r, j).size(), devices[j]);
       c.allreduce_exposed_ms = j == 0 ? e : std::min(c.allreduce_exposed_ms, e);
@@ -122,6 +122,9 @@ PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
   const int M = plan.num_micro_batches;
   DAPPLE_CHECK(S > 0 && M >= 1);
   std::vector<LatencyStage> compute;
+  compute.reserve(S);
+  pc.stages.reserve(S);
+  pc.transfer_ms.reserve(S - 1);
   // Interleaved (v chunks per device group, G groups): chunk s holds about 1/v of its
   // group's K_g chunk-micro-batches, and a group's memory is the sum of its chunks'.
   const int v = plan.virtual_stages, G = plan.num_device_groups();
