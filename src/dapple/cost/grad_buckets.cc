@@ -22,6 +22,11 @@ std::vector<GradBucket> GroupGradientBuckets(const std::vector<double>& layer_by
   DAPPLE_CHECK(cap > 0, "the allreduce bucket size must be positive");
   const int last = first + static_cast<int>(layer_bytes.size()) - 1;
   std::vector<GradBucket> out;
+  // Two buckets in a row hold more than `cap` (the second's first layer did not fit the
+  // first, or the first was full): at most 2 x total / cap + 2 buckets, reserved at once.
+  double total = 0;
+  for (double p : layer_bytes) total += p;
+  out.reserve(std::min(layer_bytes.size(), static_cast<size_t>(2 * total / cap) + 2));
   GradBucket open{last, last, 0.0};  // being filled; its first_layer moves down
   bool has_layers = false;
   for (int x = last; x >= first; --x) {
