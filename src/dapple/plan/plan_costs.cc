@@ -8,6 +8,7 @@
 #include "dapple/cost/grad_buckets.h"
 #include "dapple/cost/recompute_costs.h"
 #include "dapple/plan/recompute_choice.h"
+#include "dapple/plan/shard_memo.h"
 #include "dapple/schedule/schedule.h"
 
 namespace dapple {
@@ -116,7 +117,7 @@ bool SameStage(const Plan& plan, const Plan& base, int s) {
 }
 
 PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
-                   const PlanCosts* base_costs) {
+                   const PlanCosts* base_costs, const ShardMemo* known) {
   PlanCosts pc;
   const int S = plan.num_stages();
   const int M = plan.num_micro_batches;
@@ -169,9 +170,16 @@ PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
     // With chunks, a group's peak of chunk-micro-batches shared evenly among its chunks.
     int k = v > 1 ? (PeakInFlight(plan.schedule, plan.GroupOf(s), G, M, v) + v - 1) / v
                   : PeakInFlight(plan.schedule, s, S, M);
-    StageCost c =
-        EvaluateStage(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
-                      plan.Recomputes(s), plan.allreduce_overlap, uniform, st.shard_optimizer);
+    const ShardMemo::Known* kept =
+        known && v == 1 && st.replicas() > 1
+            ? known->Find(st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
+                          plan.Recomputes(s), plan.allreduce_overlap)
+            : nullptr;
+    if (kept && kept->uniform != uniform) kept = nullptr;  // other arguments
+    StageCost c = kept ? (st.shard_optimizer ? kept->sharded : kept->whole)
+                       : EvaluateStage(cost, st.first_layer, st.last_layer, st.devices,
+                                       plan.micro_batch_size, k, plan.Recomputes(s),
+                                       plan.allreduce_overlap, uniform, st.shard_optimizer);
     if (v == 1 && plan.RecomputesAny(s)) ChargeRecompute(cost, plan, s, c);
     if (SplitsBackward(plan.schedule)) {
       // The backward runs as I + W, which may cost more than B (measured split). The
@@ -205,13 +213,13 @@ PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
 
 }  // namespace
 
-PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
-  return Evaluate(plan, cost, nullptr, nullptr);
+PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost, const ShardMemo* known) {
+  return Evaluate(plan, cost, nullptr, nullptr, known);
 }
 
 PlanCosts EvaluatePlanFrom(const Plan& plan, const Plan& base, const PlanCosts& base_costs,
-                           const CostModel& cost) {
-  return Evaluate(plan, cost, &base, &base_costs);
+                           const CostModel& cost, const ShardMemo* known) {
+  return Evaluate(plan, cost, &base, &base_costs, known);
 }
 
 bool UniformDevices(const CostModel& cost) {
