@@ -70,6 +70,8 @@ struct StageUnits {
   std::vector<Unit> units;
   std::vector<int> held, waiting;
   int peak = 0;
+  // MoveFits' count: the states after unit t with the move, for t from its `to` on.
+  std::vector<int> moved_held, moved_waiting;
 
   // One unit's effect on (held, waiting).
   static void Step(const Unit& u, int& held, int& waiting) {
@@ -85,6 +87,8 @@ struct StageUnits {
   void Recount() {
     held.assign(units.size() + 1, 0);
     waiting.assign(units.size() + 1, 0);
+    moved_held.assign(units.size(), 0);
+    moved_waiting.assign(units.size(), 0);
     int h = 0, w = 0;
     peak = 0;
     for (size_t t = 0; t < units.size(); ++t) {
@@ -97,27 +101,32 @@ struct StageUnits {
   // Whether moving the pass at unit `from` to the free unit `to` < `from` keeps the peak within
   // `cap`: counts from `to` until the state meets the stored one again after `from`, and
   // returns where it did (the units whose state the move changes end there), else nullopt.
-  std::optional<int> MoveFits(int to, int from, int cap) const {
+  // The states it counted are left in moved_held and moved_waiting for Move.
+  std::optional<int> MoveFits(int to, int from, int cap) {
     int h = held[to], w = waiting[to];
     const int n = static_cast<int>(units.size());
-    for (int t = to; t < n; ++t) {
-      const Unit& u = t == to ? units[from] : t == from ? Unit{} : units[t];
+    auto step = [&](int t, const Unit& u) {
       Step(u, h, w);
-      if (h > cap) return std::nullopt;
-      if (t >= from && h == held[t + 1] && w == waiting[t + 1]) return t + 1;
+      moved_held[t] = h;
+      moved_waiting[t] = w;
+      return h <= cap;
+    };
+    if (!step(to, units[from])) return std::nullopt;
+    for (int t = to + 1; t < from; ++t)
+      if (!step(t, units[t])) return std::nullopt;
+    for (int t = from; t < n; ++t) {
+      if (!step(t, t == from ? Unit{} : units[t])) return std::nullopt;
+      if (h == held[t + 1] && w == waiting[t + 1]) return t + 1;
     }
     return n;
   }
-  // Moves the pass at `from` to `to` and recounts the states up to `end` (MoveFits').
+  // Moves the pass at `from` to `to` and keeps the states MoveFits(to, from, ..) counted, up
+  // to the `end` it returned.
   void Move(int to, int from, int end) {
     units[to] = units[from];
     units[from] = Unit{};
-    int h = held[to], w = waiting[to];
-    for (int t = to; t < end; ++t) {
-      Step(units[t], h, w);
-      held[t + 1] = h;
-      waiting[t + 1] = w;
-    }
+    std::copy(moved_held.begin() + to, moved_held.begin() + end, held.begin() + to + 1);
+    std::copy(moved_waiting.begin() + to, moved_waiting.begin() + end, waiting.begin() + to + 1);
   }
 };
 
