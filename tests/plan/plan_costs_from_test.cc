@@ -3,7 +3,8 @@
 // it did not change. On every refinement neighbour of the DP's candidates of random
 // problems (fake costs, the analytic model, mixed devices), with every schedule, overlap on
 // and off, and re-computation where a stage needs it; and Neighbours gives the same costs
-// with the current plan's costs as without.
+// with the current plan's costs as without, and with one ShardMemo shared by all (whose kept
+// figures, Note [Stage costs kept] in shard_memo.h, EvaluatePlan takes too).
 #include <gtest/gtest.h>
 
 #include <iterator>
@@ -12,6 +13,8 @@
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/planner.h"
 #include "dapple/plan/refine/refine_moves.h"
+#include "dapple/plan/shard_memo.h"
+#include "dapple/schedule/schedule.h"
 #include "random_mixed_problems.h"
 #include "random_problems.h"
 
@@ -24,6 +27,9 @@ void ExpectSameCosts(const PlanCosts& a, const PlanCosts& b, const std::string& 
     const StageCost &x = a.stages[s], &y = b.stages[s];
     EXPECT_EQ(x.forward_ms, y.forward_ms) << what << ", stage " << s;
     EXPECT_EQ(x.backward_ms, y.backward_ms) << what << ", stage " << s;
+    EXPECT_EQ(x.recompute_ms, y.recompute_ms) << what << ", stage " << s;
+    EXPECT_EQ(x.static_bytes, y.static_bytes) << what << ", stage " << s;
+    EXPECT_EQ(x.shard_optimizer, y.shard_optimizer) << what << ", stage " << s;
     EXPECT_EQ(x.allreduce_ms, y.allreduce_ms) << what << ", stage " << s;
     EXPECT_EQ(x.allreduce_exposed_ms, y.allreduce_exposed_ms) << what << ", stage " << s;
     EXPECT_EQ(x.update_ms, y.update_ms) << what << ", stage " << s;
@@ -40,10 +46,23 @@ void ExpectSameCosts(const PlanCosts& a, const PlanCosts& b, const std::string& 
   EXPECT_EQ(a.uniform_devices, b.uniform_devices) << what;
 }
 
+// Stages of `plan` whose figures `memo` holds for EvaluatePlan's arguments.
+int KeptStages(const Plan& plan, const ShardMemo& memo) {
+  int kept = 0;
+  for (int s = 0; s < plan.num_stages(); ++s) {
+    const StagePlan& st = plan.stages[s];
+    kept += memo.Find(st.first_layer, st.last_layer, st.devices, plan.micro_batch_size,
+                      PeakInFlight(plan.schedule, s, plan.num_stages(), plan.num_micro_batches),
+                      plan.Recomputes(s), plan.allreduce_overlap) != nullptr;
+  }
+  return kept;
+}
+
 TEST(EvaluatePlanFrom, EqualsEvaluatePlanOnEveryNeighbour) {
-  int checked = 0, reused = 0;
+  int checked = 0, reused = 0, kept = 0, sharded = 0;
   for (unsigned seed = 0; seed < 18; ++seed) {
     auto p = testing::MakeRandomProblemOfAnyKind(seed);
+    ShardMemo memo;  // one for the whole problem, as a planner's call shares one
     RefineOptions options;
     options.sizes = MicroBatchSizes(p->global_batch);
     options.schedules = {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1};
@@ -64,13 +83,16 @@ TEST(EvaluatePlanFrom, EqualsEvaluatePlanOnEveryNeighbour) {
             const PlanCosts base_costs = EvaluatePlan(base, *p->cost);
             auto alone = internal::Neighbours(base, *p->cost, p->cluster, options);
             auto from = internal::Neighbours(base, *p->cost, p->cluster, options, &base_costs);
-            for (auto* list : {&alone, &from}) {  // the wide moves too
-              auto wide = internal::Neighbours(base, *p->cost, p->cluster, options,
-                                               list == &from ? &base_costs : nullptr, nullptr,
-                                               internal::Moves::kWide);
+            auto shared =
+                internal::Neighbours(base, *p->cost, p->cluster, options, &base_costs, &memo);
+            for (auto* list : {&alone, &from, &shared}) {  // the wide moves too
+              auto wide = internal::Neighbours(
+                  base, *p->cost, p->cluster, options, list == &alone ? nullptr : &base_costs,
+                  list == &shared ? &memo : nullptr, internal::Moves::kWide);
               std::move(wide.begin(), wide.end(), std::back_inserter(*list));
             }
             ASSERT_EQ(alone.size(), from.size()) << p->description;
+            ASSERT_EQ(alone.size(), shared.size()) << p->description;
             for (size_t i = 0; i < alone.size(); ++i) {
               const std::string what = p->description + ", " + alone[i].move;
               const Plan& n = alone[i].plan;
@@ -78,6 +100,10 @@ TEST(EvaluatePlanFrom, EqualsEvaluatePlanOnEveryNeighbour) {
               const PlanCosts near = EvaluatePlanFrom(n, base, base_costs, *p->cost);
               ExpectSameCosts(near, whole, what);
               ExpectSameCosts(from[i].costs, alone[i].costs, what + " (Neighbours)");
+              ExpectSameCosts(shared[i].costs, whole, what + " (shared memo)");
+              ExpectSameCosts(EvaluatePlan(n, *p->cost, &memo), whole, what + " (kept)");
+              kept += KeptStages(n, memo);
+              for (const StagePlan& st : n.stages) sharded += st.shard_optimizer;
               reused += n.num_stages() == base.num_stages() &&
                         n.micro_batch_size == base.micro_batch_size && n.schedule == k;
               ++checked;
@@ -88,7 +114,9 @@ TEST(EvaluatePlanFrom, EqualsEvaluatePlanOnEveryNeighbour) {
     }
   }
   EXPECT_GT(checked, 5000);
-  EXPECT_GT(reused, checked / 4);  // most neighbours keep the frame, so stages are reused
+  EXPECT_GT(reused, checked / 4);    // most neighbours keep the frame, so stages are reused
+  EXPECT_GT(kept, checked / 4);      // the memo's figures are taken
+  EXPECT_GT(sharded, checked / 20);  // of both kinds
 }
 
 }  // namespace

@@ -11,6 +11,7 @@ std::vector<GradBucket> GradientBuckets(const CostModel& cost, int first, int la
   DAPPLE_CHECK(0 <= first && first <= last && last < cost.num_layers(),
                "layer range out of bounds");
   std::vector<double> bytes;
+  bytes.reserve(last - first + 1);
   for (int x = first; x <= last; ++x) bytes.push_back(cost.ParameterBytes(x, x));
   return GroupGradientBuckets(bytes, first, cost.AllReduceBucketBytes());
 }
@@ -21,6 +22,11 @@ std::vector<GradBucket> GroupGradientBuckets(const std::vector<double>& layer_by
   DAPPLE_CHECK(cap > 0, "the allreduce bucket size must be positive");
   const int last = first + static_cast<int>(layer_bytes.size()) - 1;
   std::vector<GradBucket> out;
+  // Two buckets in a row hold more than `cap` (the second's first layer did not fit the
+  // first, or the first was full): at most 2 x total / cap + 2 buckets, reserved at once.
+  double total = 0;
+  for (double p : layer_bytes) total += p;
+  out.reserve(std::min(layer_bytes.size(), static_cast<size_t>(2 * total / cap) + 2));
   GradBucket open{last, last, 0.0};  // being filled; its first_layer moves down
   bool has_layers = false;
   for (int x = last; x >= first; --x) {

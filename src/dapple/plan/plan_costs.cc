@@ -8,6 +8,7 @@
 #include "dapple/cost/grad_buckets.h"
 #include "dapple/cost/recompute_costs.h"
 #include "dapple/plan/recompute_choice.h"
+#include "dapple/plan/shard_memo.h"
 #include "dapple/schedule/schedule.h"
 
 namespace dapple {
@@ -53,8 +54,8 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
     std::vector<double> ms = BucketAllReduceMs(cost, buckets, devices, shard);
     for (int j = 0; j < r; ++j) {
       // On uniform devices a replica's figure depends only on its slice, and slices come
-      // in two sizes: the first replica's and the last's.
-      if (uniform && j > 0 && j < r - 1) continue;
+      // in two sizes: the first replica's and the last's, one size when r divides m.
+      if (uniform && j > 0 && (j < r - 1 || micro_batch % r == 0)) continue;
       double e =
           ExposedAllReduceMs(cost, buckets, ms, SliceOf(micro_batch, r, j).size(), devices[j]);
       c.allreduce_exposed_ms = j == 0 ? e : std::min(c.allreduce_exposed_ms, e);
@@ -116,12 +117,15 @@ bool SameStage(const Plan& plan, const Plan& base, int s) {
 }
 
 PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
-                   const PlanCosts* base_costs) {
+                   const PlanCosts* base_costs, const ShardMemo* known) {
   PlanCosts pc;
   const int S = plan.num_stages();
   const int M = plan.num_micro_batches;
   DAPPLE_CHECK(S > 0 && M >= 1);
   std::vector<LatencyStage> compute;
+  compute.reserve(S);
+  pc.stages.reserve(S);
+  pc.transfer_ms.reserve(S - 1);
   // Interleaved (v chunks per device group, G groups): chunk s holds about 1/v of its
   // group's K_g chunk-micro-batches, and a group's memory is the sum of its chunks'.
   const int v = plan.virtual_stages, G = plan.num_device_groups();
@@ -166,9 +170,16 @@ PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
     // With chunks, a group's peak of chunk-micro-batches shared evenly among its chunks.
     int k = v > 1 ? (PeakInFlight(plan.schedule, plan.GroupOf(s), G, M, v) + v - 1) / v
                   : PeakInFlight(plan.schedule, s, S, M);
-    StageCost c =
-        EvaluateStage(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
-                      plan.Recomputes(s), plan.allreduce_overlap, uniform, st.shard_optimizer);
+    const ShardMemo::Known* kept =
+        known && v == 1 && st.replicas() > 1
+            ? known->Find(st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
+                          plan.Recomputes(s), plan.allreduce_overlap)
+            : nullptr;
+    if (kept && kept->uniform != uniform) kept = nullptr;  // other arguments
+    StageCost c = kept ? (st.shard_optimizer ? kept->sharded : kept->whole)
+                       : EvaluateStage(cost, st.first_layer, st.last_layer, st.devices,
+                                       plan.micro_batch_size, k, plan.Recomputes(s),
+                                       plan.allreduce_overlap, uniform, st.shard_optimizer);
     if (v == 1 && plan.RecomputesAny(s)) ChargeRecompute(cost, plan, s, c);
     if (SplitsBackward(plan.schedule)) {
       // The backward runs as I + W, which may cost more than B (measured split). The
@@ -202,13 +213,13 @@ PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
 
 }  // namespace
 
-PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost) {
-  return Evaluate(plan, cost, nullptr, nullptr);
+PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost, const ShardMemo* known) {
+  return Evaluate(plan, cost, nullptr, nullptr, known);
 }
 
 PlanCosts EvaluatePlanFrom(const Plan& plan, const Plan& base, const PlanCosts& base_costs,
-                           const CostModel& cost) {
-  return Evaluate(plan, cost, &base, &base_costs);
+                           const CostModel& cost, const ShardMemo* known) {
+  return Evaluate(plan, cost, &base, &base_costs, known);
 }
 
 bool UniformDevices(const CostModel& cost) {

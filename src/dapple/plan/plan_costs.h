@@ -12,6 +12,8 @@
 
 namespace dapple {
 
+class ShardMemo;  // shard_memo.h
+
 struct StageCost {
   double forward_ms = 0;    // per micro-batch, slowest replica
   double backward_ms = 0;   // includes the re-computed forward when recompute
@@ -69,7 +71,9 @@ bool UniformDevices(const CostModel& cost);
 // (virtual_stages v > 1) the stages are the chunks, each holding 1/v of its group's
 // in-flight micro-batches (rounded up), and fits / peak_memory_bytes are per device group:
 // an estimate, the simulator's peak decides (rescoring.h).
-PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost);
+// With `known` (shard_memo.h), a replicated stage's figures are taken from it where it has
+// them (Note [Stage costs kept]): the same figures.
+PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost, const ShardMemo* known = nullptr);
 // EvaluatePlan(plan, cost) for a plan near `base`, whose EvaluatePlan is `base_costs` (the
 // refinement's neighbours of the current plan): with the same micro-batching, schedule,
 // overlap and number of stages, one chunk and devices alike in both or neither, a stage
@@ -77,7 +81,7 @@ PlanCosts EvaluatePlan(const Plan& plan, const CostModel& cost);
 // so does a transfer between two stages whose devices and boundary are base's; the rest is
 // evaluated. Equal to EvaluatePlan to the last bit (tests/plan/plan_costs_from_test.cc).
 PlanCosts EvaluatePlanFrom(const Plan& plan, const Plan& base, const PlanCosts& base_costs,
-                           const CostModel& cost);
+                           const CostModel& cost, const ShardMemo* known = nullptr);
 
 // Charges the re-computation of stage s of `plan` (one chunk) to `c`, its EvaluateStage:
 // per-layer re-computation's extra forward, and with either kind the activations the stage

@@ -111,13 +111,14 @@ constexpr int kEvenWidthsMaxDevices = 64;
 
 void ProposeEvenWidths(const Context& c, std::vector<Proposal>& out) {
   if (c.cluster.num_devices() > kEvenWidthsMaxDevices) return;
-  // Each size's partitions on worker threads (the cost model is read-only), gathered in the
-  // order of `sizes`.
+  // Each size's partitions on worker threads (the cost model is read-only; the table of
+  // stage compute is shared and thread-safe), gathered in the order of `sizes`.
   std::vector<std::vector<Plan>> per_size(c.sizes.size());
   ParallelFor(c.sizes.size(), 0, [&](size_t k) {
     const int m = c.sizes[k];
-    per_size[k] = Memoized(c, c.shared->even_widths, m,
-                           [&] { return EvenWidthPlans(c.cost, c.cluster, Mb(c, m)); });
+    per_size[k] = Memoized(c, c.shared->even_widths, m, [&] {
+      return EvenWidthPlans(c.cost, c.cluster, Mb(c, m), &c.shared->group_work);
+    });
   });
   for (std::vector<Plan>& plans : per_size)
     for (Plan& p : plans) AddWithSchedules(out, std::move(p), kEvenWidthsOrigin, c.schedules);

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "dapple/plan/baselines/baselines.h"
 #include "dapple/plan/dp/dapple_dp.h"
 #include "dapple/plan/planner.h"
 #include "dapple/plan/refine/refine.h"
@@ -21,6 +22,9 @@ namespace dapple::internal {
 struct Shared {
   SimCache sims;         // simulator results by plan
   ShardMemo shard_memo;  // sharding decisions by stage (ShardWhereItPays)
+  // Group computes for the layer partitions (the even-width pipelines of every m, the
+  // climbs' rebalanced neighbours).
+  GroupWorkCache group_work;
   // DP results by (m, warm-up depths' schedule, memory enforced), and for dapple-a's
   // depths how many accepted stages dapple-b's would reject (DpOptions::deeper_schedule).
   struct Dp {

@@ -152,7 +152,7 @@ Schedule MakeSchedule(ScheduleKind kind, int num_stages, int num_micro_batches, 
   s.programs.resize(num_stages);
   const int m = num_micro_batches;
   if (kind == ScheduleKind::kVHalf || kind == ScheduleKind::kVMin) {
-    s.programs = internal::MakeControlledV(kind, num_stages, m);
+    s.programs = *internal::ControlledVLists(kind, num_stages, m);
     return s;
   }
   for (int stage = 0; stage < num_stages; ++stage) {

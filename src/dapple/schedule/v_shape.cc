@@ -64,6 +64,38 @@ void AppendZbV(int stage, int num_stages, int num_micro_batches, std::vector<Ins
   while (w[0] < n) emit(Op::kWeightGrad, 0, w[0]);
 }
 
+// Note [V lists made once]
+// The planner asks the peaks of v-half and v-min (FactsOf below) for every stage it evaluates,
+// and simulates some of the same shapes after (MakeSchedule): the squeeze runs once for both
+// while the lists are kept. They are kept up to kKeptInstructions in all (a few MB; a shape
+// of S stages and M micro-batches holds 6SM instructions), and all are dropped when a new
+// one would pass that: the lists are a function of (kind, S, M), so dropping them costs
+// time only.
+std::shared_ptr<const std::vector<std::vector<Instruction>>> ControlledVLists(
+    ScheduleKind kind, int num_stages, int num_micro_batches) {
+  using Lists = std::vector<std::vector<Instruction>>;
+  constexpr size_t kKeptInstructions = size_t{1} << 20;
+  static std::mutex mu;
+  static std::map<std::tuple<ScheduleKind, int, int>, std::shared_ptr<const Lists>> known;
+  static size_t kept = 0;  // instructions in `known`
+  const auto key = std::tuple{kind, num_stages, num_micro_batches};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = known.find(key); it != known.end()) return it->second;
+  }
+  auto lists = std::make_shared<const Lists>(MakeControlledV(kind, num_stages, num_micro_batches));
+  size_t size = 0;
+  for (const std::vector<Instruction>& p : *lists) size += p.size();
+  std::lock_guard<std::mutex> lock(mu);
+  if (kept + size > kKeptInstructions) {
+    known.clear();
+    kept = 0;
+  }
+  auto [it, fresh] = known.try_emplace(key, std::move(lists));
+  if (fresh) kept += size;
+  return it->second;
+}
+
 namespace {
 
 // Per stage of a V-shape kind: the peak of chunk-micro-batches (F to W) and the forwards that
@@ -85,15 +117,16 @@ std::shared_ptr<const VShapeFacts> FactsOf(ScheduleKind kind, int num_stages,
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = known.find(key); it != known.end()) return it->second;
   }
-  std::vector<std::vector<Instruction>> lists;
+  std::shared_ptr<const std::vector<std::vector<Instruction>>> lists;
   if (kind == ScheduleKind::kZbV) {
-    lists.resize(num_stages);
-    for (int g = 0; g < num_stages; ++g) AppendZbV(g, num_stages, num_micro_batches, lists[g]);
+    auto made = std::make_shared<std::vector<std::vector<Instruction>>>(num_stages);
+    for (int g = 0; g < num_stages; ++g) AppendZbV(g, num_stages, num_micro_batches, (*made)[g]);
+    lists = std::move(made);
   } else {
-    lists = MakeControlledV(kind, num_stages, num_micro_batches);
+    lists = ControlledVLists(kind, num_stages, num_micro_batches);
   }
   VShapeFacts f;
-  for (const std::vector<Instruction>& p : lists) {
+  for (const std::vector<Instruction>& p : *lists) {
     int in_flight = 0, peak = 0, warmup = 0;
     bool opening = true;
     for (const Instruction& in : p) {

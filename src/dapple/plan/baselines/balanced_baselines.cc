@@ -39,28 +39,33 @@ const GroupWorkCache::Table& GroupWorkCache::TableFor(const CostModel& cost, int
     devices.push_back(d);
   }
   std::sort(kinds.begin(), kinds.end());
-  const int width = static_cast<int>(group.size());
-  auto [it, fresh] = tables_.try_emplace({m, width, std::move(kinds)});
-  Table& t = it->second;
-  if (!fresh) return t;
+  const int slice = SamplesPerReplica(m, static_cast<int>(group.size()));
+  std::pair<int, std::vector<int>> key{slice, std::move(kinds)};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = tables_.find(key); it != tables_.end()) return *it->second;
+  }
+  // Made unlocked: two threads may both make one table (equal), the first stored is kept.
+  auto t = std::make_unique<Table>();
   const int n = cost.num_layers();
-  const double slice = SamplesPerReplica(m, width);
-  t.layers = n;
-  t.work.assign(static_cast<size_t>(n) * n, 0.0);
+  t->layers = n;
+  t->work.assign(static_cast<size_t>(n) * n, 0.0);
   for (int first = 0; first < n; ++first) {
     for (int last = first; last < n; ++last) {
       double w = 0;
       for (int d : devices)
         w = std::max(
             w, cost.ForwardMs(first, last, slice, d) + cost.BackwardMs(first, last, slice, d));
-      t.work[static_cast<size_t>(first) * n + last] = w;
+      t->work[static_cast<size_t>(first) * n + last] = w;
     }
   }
-  t.shrinks_from_left = true;
+  t->shrinks_from_left = true;
   for (int last = 0; last < n; ++last)
     for (int first = 0; first < last; ++first)
-      t.shrinks_from_left = t.shrinks_from_left && t.Work(first, last) >= t.Work(first + 1, last);
-  return t;
+      t->shrinks_from_left =
+          t->shrinks_from_left && t->Work(first, last) >= t->Work(first + 1, last);
+  std::lock_guard<std::mutex> lock(mu_);
+  return *tables_.try_emplace(std::move(key), std::move(t)).first->second;
 }
 
 namespace {
@@ -170,10 +175,12 @@ Plan BalancedPipelinePlan(const CostModel& cost, const Cluster& cluster, MicroBa
   return BalancedPlanOnGroups(cost, groups, mb, schedule, planner);
 }
 
-std::vector<Plan> EvenWidthPlans(const CostModel& cost, const Cluster& cluster, MicroBatching mb) {
+std::vector<Plan> EvenWidthPlans(const CostModel& cost, const Cluster& cluster, MicroBatching mb,
+                                 GroupWorkCache* cache) {
   const int n = cost.num_layers(), N = cluster.num_devices();
   std::vector<Plan> plans;
-  GroupWorkCache cache;  // the stage counts share widths
+  GroupWorkCache own;  // the stage counts share widths
+  GroupWorkCache& known = cache ? *cache : own;
   for (int k = 2; k <= std::min(n, N - 1); ++k) {
     const int width = std::min(N / k, mb.micro_batch_size);
     const int wider = N / k < mb.micro_batch_size ? N % k : 0;  // stages one device wider
@@ -188,7 +195,7 @@ std::vector<Plan> EvenWidthPlans(const CostModel& cost, const Cluster& cluster, 
         FastestFirst(cluster, groups[s]);
       }
       plans.push_back(
-          BalancedPlanOnGroups(cost, groups, mb, ScheduleKind::kDappleA, "even-widths", &cache));
+          BalancedPlanOnGroups(cost, groups, mb, ScheduleKind::kDappleA, "even-widths", &known));
     }
   }
   return plans;

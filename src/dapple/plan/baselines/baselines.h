@@ -4,6 +4,8 @@
 #pragma once
 
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -31,10 +33,11 @@ Plan BalancedPipelinePlan(const CostModel& cost, const Cluster& cluster, MicroBa
                           ScheduleKind schedule, const char* planner);
 
 // The compute of layer ranges on a device group, forward + backward of its largest slice on
-// its slowest kind, by micro-batch size, width and kinds of device (groups alike in these
-// cost alike): BalancedPlanOnGroups asks the cost model once per range and such class, and
-// partitions that share a cache share them (EvenWidthPlans' stage counts, a climb's
-// rebalanced neighbours).
+// its slowest kind, by the size of that slice and the kinds of device (groups alike in these
+// cost alike, whatever their m and width): BalancedPlanOnGroups asks the cost model once per
+// range and such class, and partitions that share a cache share them (the planner's
+// even-width pipelines of every m and its climbs' rebalanced neighbours). Thread-safe; one
+// cost model per cache; a table stays where it is while the cache lives.
 class GroupWorkCache {
  public:
   struct Table {
@@ -51,7 +54,9 @@ class GroupWorkCache {
   const Table& TableFor(const CostModel& cost, int m, const std::vector<int>& group);
 
  private:
-  std::map<std::tuple<int, int, std::vector<int>>, Table> tables_;  // by (m, width, kinds)
+  std::mutex mu_;
+  // By (slice, kinds).
+  std::map<std::pair<int, std::vector<int>>, std::unique_ptr<const Table>> tables_;
 };
 
 // Layers split among stages on fixed device groups (stage k on groups[k], replicas in that
@@ -67,7 +72,9 @@ Plan BalancedPlanOnGroups(const CostModel& cost, const std::vector<std::vector<i
 // runs one wider, first or last; at most m wide, the rest unused), layers balanced on them
 // (BalancedPlanOnGroups). Stages split across two servers or several in one are what they
 // add to the DP's placements (Note [Widths across server boundaries] in proposals.cc).
-std::vector<Plan> EvenWidthPlans(const CostModel& cost, const Cluster& cluster, MicroBatching mb);
+// With `cache`, the group computes it knows are not asked again (the same plans).
+std::vector<Plan> EvenWidthPlans(const CostModel& cost, const Cluster& cluster, MicroBatching mb,
+                                 GroupWorkCache* cache = nullptr);
 
 // PipeDream's planner objective: minimise the slowest of the stage times and transfers,
 // where a stage on r devices takes (F + B) of its slice + its allreduce per micro-batch,

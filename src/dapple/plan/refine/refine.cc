@@ -92,7 +92,9 @@ bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<b
     st.recompute_layer_ids.clear();
   }
   ShardWhereItPays(plan, cost, shard_memo);
-  PlanCosts pc = base ? EvaluatePlanFrom(plan, *base, *base_costs, cost) : EvaluatePlan(plan, cost);
+  // The replicated stages' figures are the memo's (Note [Stage costs kept]).
+  PlanCosts pc = base ? EvaluatePlanFrom(plan, *base, *base_costs, cost, shard_memo)
+                      : EvaluatePlan(plan, cost, shard_memo);
   bool any = false;
   for (int s = 0; s < plan.num_stages(); ++s) {
     StagePlan& st = plan.stages[s];
@@ -135,7 +137,14 @@ bool ShardWhereItPays(Plan& plan, const CostModel& cost, ShardMemo* memo) {
       st.shard_optimizer =
           memo->Pays({st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
                       plan.Recomputes(s), plan.allreduce_overlap},
-                     [&] { return ShardingPays(evaluate(false), evaluate(true)); });
+                     [&] {
+                       ShardMemo::Known known;
+                       known.uniform = uniform;
+                       known.whole = evaluate(false);
+                       known.sharded = evaluate(true);
+                       known.pays = ShardingPays(known.whole, known.sharded);
+                       return known;
+                     });
     }
     any = any || st.shard_optimizer;
   }

@@ -16,10 +16,11 @@
 #include "dapple/format/plan.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/search/rescoring.h"
+#include "dapple/plan/shard_memo.h"
 
 namespace dapple {
 
-class ShardMemo;
+class GroupWorkCache;
 
 struct RefineOptions {
   std::vector<int> sizes;               // micro-batch sizes a move may pick, ascending
@@ -46,6 +47,9 @@ struct RefineOptions {
   // The sharding decisions (ShardWhereItPays), shared when set; else each climb and
   // selection keeps its own.
   ShardMemo* shard_memo = nullptr;
+  // The group computes of the rebalanced neighbours (GroupWorkCache), shared when set; else
+  // each climb keeps its own.
+  GroupWorkCache* group_work = nullptr;
 };
 
 // One move of the search, as reported: "boundary", "move-device", "add-device",
@@ -135,27 +139,7 @@ bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<b
 // With `memo`, a stage decides as the last stage alike in it (the same layers, devices,
 // micro-batch size, micro-batches in flight, re-computation and overlap) did: the
 // refinement's neighbours differ from their plan in a stage or two, and the planner's climbs
-// and selections of one call share one memo (RefineOptions::shard_memo).
-// Thread-safe: two threads asking for one new stage may both decide it (alike).
-class ShardMemo {
- public:
-  using Key = std::tuple<int, int, std::vector<int>, int, int, bool, bool>;
-  // The decision kept for `key`, else decide() (called unlocked), kept.
-  template <typename Decide>
-  bool Pays(const Key& key, Decide decide) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = pays_.find(key); it != pays_.end()) return it->second;
-    }
-    const bool pays = decide();
-    std::lock_guard<std::mutex> lock(mu_);
-    return pays_.try_emplace(key, pays).first->second;
-  }
-
- private:
-  std::mutex mu_;
-  std::map<Key, bool> pays_;
-};
+// and selections of one call share one memo (RefineOptions::shard_memo, shard_memo.h).
 bool ShardWhereItPays(Plan& plan, const CostModel& cost, ShardMemo* memo = nullptr);
 
 }  // namespace dapple

@@ -278,7 +278,7 @@ void Rebalanced(Ctx& c, const Plan& p, std::vector<std::vector<int>> groups, con
   if (fresh) {
     const Plan balanced =
         BalancedPlanOnGroups(c.cost, on, {p.micro_batch_size, p.num_micro_batches}, p.schedule,
-                             move, &c.rebalance_memo->work);
+                             move, c.o.group_work ? c.o.group_work : &c.rebalance_memo->work);
     for (const StagePlan& st : balanced.stages) last.push_back(st.last_layer);
   }
   Plan q = p;

@@ -83,24 +83,9 @@ SimResult SimCache::Simulate(const Plan& plan, const CostModel& cost, double sto
   std::shared_ptr<const Lowered> single = find(single_), replicated = find(replicated_);
   auto make = [&](bool with_ar) {
     const std::shared_ptr<const Lowered>& other = with_ar ? single : replicated;
-    auto made = std::make_shared<Lowered>();
-    if (other) {  // the other's lists with AR put in before STEP, or taken out
-      made->schedule = other->schedule;
-      for (std::vector<Instruction>& p : made->schedule.programs) {
-        if (with_ar)
-          p.insert(p.end() - 1, Instruction{Op::kAllReduceGrads, -1, 0});
-        else
-          p.erase(p.end() - 2);
-      }
-    } else {
-      made->schedule =
-          LowerComms(MakeSchedule(kind, groups, plan.num_micro_batches, plan.virtual_stages),
-                     std::vector<int>(groups, with_ar ? 2 : 1));
-    }
-    const Schedule& lists = made->schedule;
-    CheckSimulable(ViewOf(lists));  // once per list, not per run
-    for (const std::vector<Instruction>& p : lists.programs)
-      made->facts.push_back(FactsOf(p.data(), static_cast<int>(p.size()), lists.num_chunks));
+    auto made = std::make_shared<const Lowered>(
+        other ? LowerListsFrom(*other, with_ar)
+              : LowerLists(kind, groups, plan.num_micro_batches, plan.virtual_stages, with_ar));
     std::lock_guard<std::mutex> lock(mu_);
     return (with_ar ? replicated_ : single_).try_emplace(shape, std::move(made)).first->second;
   };

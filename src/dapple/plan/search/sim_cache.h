@@ -12,6 +12,7 @@
 
 #include "dapple/cost/cost_model.h"
 #include "dapple/format/plan.h"
+#include "dapple/plan/search/lowered_lists.h"
 #include "dapple/plan/search/slower_than.h"
 #include "dapple/sim/simulator.h"
 
@@ -45,10 +46,7 @@ class SimCache {
   std::unordered_map<std::string, SimResult> results_;
   // Per (schedule, S, M, v): the lowered lists with no stage replicated, and with every
   // stage (AR before STEP), made when a plan first needs them, with each list's facts.
-  struct Lowered {
-    Schedule schedule;
-    std::vector<ListFacts> facts;  // [stage]
-  };
+  using Lowered = LoweredLists;
   std::map<std::vector<int>, std::shared_ptr<const Lowered>> single_, replicated_;
   long long hits_ = 0, misses_ = 0;
   UncontendedOdds odds_;  // Note [Learning whether to run without contention first]
