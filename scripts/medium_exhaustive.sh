@@ -4,7 +4,7 @@
 # devices): tests/plan/medium_exhaustive_test.cc on SEEDS seeds of each kind instead of the
 # few of a test run, on problems of LAYERS layers (DAPPLE_MEDIUM_LAYERS; the test's own run
 # has 10). Prints each problem outside 2% and each kind's share within 2%. Minutes: the
-# exhaustive search takes up to 15 s a problem at 10 layers, 30 s at 11, 2 minutes at 12.
+# exhaustive search takes up to 15 s a problem at 10 layers, a minute at 11, 2 at 12.
 #
 #   scripts/medium_exhaustive.sh [SEEDS (default 20)] [BUILD_DIR (default build-notorch)] [LAYERS (default 10)]
 set -e
