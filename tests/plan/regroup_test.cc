@@ -120,6 +120,33 @@ Scored ScoredPlan(const testing::RandomProblem& p, ScheduleKind schedule,
   return s ? *s : Scored{};
 }
 
+// `stuck` on `p` is a local optimum of the climb; the regrouping from it (as after the
+// planner's climbs, about 30 k of work on these problems: it may spend 8 times that; the climb
+// from a local optimum spends next to nothing) reaches `optimum`, `first_move` its first move,
+// and without RefineOptions::regroup stays.
+void ExpectRegroupingReaches(const testing::RandomProblem& p, const Scored& stuck,
+                             const Scored& optimum, const char* first_move) {
+  RefineOptions o;
+  o.sizes = MicroBatchSizes(p.global_batch);
+  o.schedules = kRegroupSchedules;
+  o.forward_timed = ForwardTimedOf(p.profile);
+  o.threads = 1;
+  o.max_work = 5'000'000;
+  RefineResult climbed = Refine({stuck}, *p.cost, p.cluster, o);
+  EXPECT_EQ(climbed.best.sim.iteration_ms, stuck.sim.iteration_ms) << "not a local optimum";
+  climbed.work = 30'000;
+  const RefineResult same = Regrouped(climbed, *p.cost, p.cluster, o);  // o.regroup false
+  EXPECT_EQ(same.best.sim.iteration_ms, stuck.sim.iteration_ms);
+  EXPECT_TRUE(same.steps.empty());
+  o.regroup = true;
+  const RefineResult regrouped = Regrouped(climbed, *p.cost, p.cluster, o);
+  EXPECT_LE(regrouped.best.sim.iteration_ms, optimum.sim.iteration_ms * (1 + 1e-9))
+      << testing::StagesText(regrouped.best.plan);
+  ASSERT_FALSE(regrouped.steps.empty());
+  EXPECT_EQ(regrouped.steps[0].move, first_move);
+  EXPECT_NO_THROW(ValidatePlan(regrouped.best.plan, p.profile, p.cluster, "regrouped"));
+}
+
 // 10 layers, 2 x 6 devices, GBS 30 (the analytic model): the planner's climbs ended at 6
 // stages on 10 devices, 2.1% above the exhaustive optimum, 7 stages [1+2+2+2+2+2+1] on the
 // servers A, A, B, B, B, A, A. No move of one step nor wide move is faster there; the climb
@@ -143,27 +170,7 @@ TEST(Regroup, ClimbsFromTheRegroupedPlansReachTheOptimum) {
                                      {7, 7, "", "", {1, 2}},
                                      {8, 9, "", "", {0}}});
   ASSERT_LT(optimum.sim.iteration_ms, stuck.sim.iteration_ms / 1.02);
-  RefineOptions o;
-  o.sizes = MicroBatchSizes(p->global_batch);
-  o.schedules = kRegroupSchedules;
-  o.forward_timed = ForwardTimedOf(p->profile);
-  o.threads = 1;
-  o.max_work = 5'000'000;
-  RefineResult climbed = Refine({stuck}, *p->cost, p->cluster, o);
-  EXPECT_EQ(climbed.best.sim.iteration_ms, stuck.sim.iteration_ms) << "not a local optimum";
-  // As after the planner's climbs (about 30 k of work on this problem; the regrouping may
-  // spend 8 times that); the climb from a local optimum spends next to nothing.
-  climbed.work = 30'000;
-  const RefineResult same = Regrouped(climbed, *p->cost, p->cluster, o);  // o.regroup false
-  EXPECT_EQ(same.best.sim.iteration_ms, stuck.sim.iteration_ms);
-  EXPECT_TRUE(same.steps.empty());
-  o.regroup = true;
-  const RefineResult regrouped = Regrouped(climbed, *p->cost, p->cluster, o);
-  EXPECT_LE(regrouped.best.sim.iteration_ms, optimum.sim.iteration_ms * (1 + 1e-9))
-      << testing::StagesText(regrouped.best.plan);
-  ASSERT_FALSE(regrouped.steps.empty());
-  EXPECT_EQ(regrouped.steps[0].move, "regroup");
-  EXPECT_NO_THROW(ValidatePlan(regrouped.best.plan, p->profile, p->cluster, "regrouped"));
+  ExpectRegroupingReaches(*p, stuck, optimum, "regroup");
 }
 
 // The medium problems on two servers of different speeds that the planner missed by 2.6% and
@@ -209,22 +216,7 @@ TEST(Regroup, ClimbsFromAPlanWithAGroupLeftOutReachTheOptimum) {
                                      {7, 8, "", "", {2, 3}},
                                      {9, 10, "", "", {0, 1}}});
   ASSERT_LT(optimum.sim.iteration_ms, stuck.sim.iteration_ms / 1.02);
-  RefineOptions o;
-  o.sizes = MicroBatchSizes(p->global_batch);
-  o.schedules = kRegroupSchedules;
-  o.forward_timed = ForwardTimedOf(p->profile);
-  o.threads = 1;
-  o.max_work = 5'000'000;
-  o.regroup = true;
-  RefineResult climbed = Refine({stuck}, *p->cost, p->cluster, o);
-  EXPECT_EQ(climbed.best.sim.iteration_ms, stuck.sim.iteration_ms) << "not a local optimum";
-  climbed.work = 30'000;  // as after the planner's climbs
-  const RefineResult regrouped = Regrouped(climbed, *p->cost, p->cluster, o);
-  EXPECT_LE(regrouped.best.sim.iteration_ms, optimum.sim.iteration_ms * (1 + 1e-9))
-      << testing::StagesText(regrouped.best.plan);
-  ASSERT_FALSE(regrouped.steps.empty());
-  EXPECT_EQ(regrouped.steps[0].move, "drop-group");
-  EXPECT_NO_THROW(ValidatePlan(regrouped.best.plan, p->profile, p->cluster, "regrouped"));
+  ExpectRegroupingReaches(*p, stuck, optimum, "drop-group");
 }
 
 // Problems of 11 and 12 layers the planner missed by 4.6% and 4.1% while the regrouping had
