@@ -44,12 +44,19 @@
 // restarts, chosen among the orders of the plan's device groups. Each
 // search regroups once, after its climbs (each schedule family, the climb across schedules,
 // each size's search), so that the searches nest as before (Note [Never slower with more
-// schedules] in planner.cc). Its budget is twice the work of the climbs it follows, within
-// max_work: the climbs from slow plans are long, and without the cap the regrouping tripled
-// the simulations of a medium problem (10 layers, 2 x 6 devices, GBS 72: 4113 -> 12353;
-// capped, 9003); with once the climbs' work it missed one of the three. The planner regroups
-// on clusters of at most kEachSizeMaxDevices devices (RefineOptions::regroup), where the
-// search is meant to reach the exhaustive optimum and a search is cheap.
+// schedules] in planner.cc). Its budget is kRegroupWorkShare times the work of the climbs it
+// follows, within max_work: the climbs from slow plans are long, and without the cap the
+// regrouping tripled the simulations of a medium problem (10 layers, 2 x 6 devices, GBS 72:
+// 4113 -> 12353). A search whose climbs were short (the climb across schedules from the
+// families' winners, a few moves) leaves it little: with twice their work, 7 of 120 medium
+// problems of 11 and 12 layers ended 2.2-5% above the exhaustive optimum, most a regrouped
+// plan's climb away that the budget cut off (11 layers, 2 x 5 devices, GBS 72: the exchange
+// that is itself 4.4% faster comes sixth in the list, after climbs that spent the budget).
+// With 4 times, 2 of them; with 8 times, none, for 1.8 times the simulations on the 180
+// problems of 10-12 layers (with the groups left out, Note [Regrouping the stages]). The
+// planner regroups on clusters of at most kEachSizeMaxDevices devices
+// (RefineOptions::regroup), where the search is meant to reach the exhaustive optimum and a
+// search is cheap.
 //
 // Note [A budget of work]
 // The budget counts work, not seconds, so that a plan depends on its inputs alone: on any
@@ -322,11 +329,15 @@ RefineResult Refine(const std::vector<Scored>& starts, const CostModel& cost,
   return FastestClimb(std::move(climbs));
 }
 
+// Note [Regrouping at a local optimum]: the regrouping's budget in times the work of the
+// climbs it follows.
+constexpr long long kRegroupWorkShare = 8;
+
 RefineResult Regrouped(RefineResult r, const CostModel& cost, const Cluster& cluster,
                        const RefineOptions& options) {
   if (!options.regroup) return r;
   RefineOptions o = options;
-  o.max_work = std::min(o.max_work, 2 * r.work);
+  o.max_work = std::min(o.max_work, kRegroupWorkShare * r.work);
   ClimbSearch search{cost, cluster, o, std::max(o.threads, 1)};
   while (auto found = search.Regroup(r.best)) {
     r.best = std::move(found->first);

@@ -53,8 +53,8 @@ struct RefineOptions {
 };
 
 // One move of the search, as reported: "boundary", "move-device", "add-device",
-// "remove-device", "merge", "split", "split-borrow", "rebalance", "regroup", "swap",
-// "micro-batch", "schedule".
+// "remove-device", "merge", "split", "split-borrow", "rebalance", "regroup", "drop-group",
+// "swap", "micro-batch", "schedule".
 struct RefineStep {
   std::string move;
   double iteration_ms = 0;  // after the move
@@ -88,7 +88,7 @@ RefineResult FastestClimb(std::vector<RefineResult> climbs);
 // `r` (Refine's or FastestClimb's answer) gone on from the fastest end of the climbs from its
 // plan's regrouped plans, as long as that is faster (Note [Regrouping at a local optimum] in
 // refine.cc): their moves appended to r.steps ("regroup", then the climb's), their
-// simulations and work added. Their budget is twice r.work, at most options.max_work; out of
+// simulations and work added. Their budget is 8 times r.work, at most options.max_work; out of
 // budget only when options.max_work ran out. `r` itself without options.regroup.
 RefineResult Regrouped(RefineResult r, const CostModel& cost, const Cluster& cluster,
                        const RefineOptions& options);

@@ -43,13 +43,13 @@ struct RebalanceMemo {
 // of different servers swapped between stages; the next smaller or larger micro-batch size;
 // another schedule. The wide moves (kWide): a stage split at its compute midpoint with one
 // half on a device taken from another replicated stage; the layers cut anew over the plan's
-// device groups. The regrouped plans (kRegroup): the device groups of two stages exchanged,
-// the layers cut anew over them. Each re-computes exactly on the stages that need it
-// (RecomputeWhereNeeded). In a fixed order (deterministic). `plan_costs`, when given, is
-// EvaluatePlan(plan, cost): the neighbours' costs are then evaluated from it (EvaluatePlanFrom),
-// with the same figures. `shard_memo` and `rebalance_memo`, when given, hold the sharding decisions
-// of stages seen before and the rebalanced partitions (a climb's rounds list mostly the same
-// stages); the neighbours are the same.
+// device groups. The regrouped plans (kRegroup): the device groups of two stages exchanged, or
+// one stage's group left out ("drop-group"), the layers cut anew over them. Each re-computes
+// exactly on the stages that need it (RecomputeWhereNeeded). In a fixed order (deterministic).
+// `plan_costs`, when given, is EvaluatePlan(plan, cost): the neighbours' costs are then evaluated
+// from it (EvaluatePlanFrom), with the same figures. `shard_memo` and `rebalance_memo`, when given,
+// hold the sharding decisions of stages seen before and the rebalanced partitions (a climb's rounds
+// list mostly the same stages); the neighbours are the same.
 std::vector<Neighbour> Neighbours(const Plan& plan, const CostModel& cost, const Cluster& cluster,
                                   const RefineOptions& options,
                                   const PlanCosts* plan_costs = nullptr,
