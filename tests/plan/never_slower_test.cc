@@ -1,5 +1,5 @@
 // A search with more schedules never returns a slower plan than the same search restricted
-// to fewer (Note [Never slower with more schedules] in planner.cc): the planner's
+// to fewer (Note [Never slower with more schedules] in family_search.cc): the planner's
 // default search (dapple-a, dapple-b and zb-h1) against the planner with each schedule
 // fixed, on seeded random problems. Before the searches were nested, hill climbing with
 // every schedule among its moves could settle in a worse local optimum than the climb of

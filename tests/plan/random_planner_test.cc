@@ -89,7 +89,7 @@ void CompareWithExhaustive(Maker make, const char* label) {
   ASSERT_GT(compared, kProblems / 2);
   // The bar is 98%: 175 of 177 fake-cost problems (98.9%) and 170 of 170
   // analytic ones, since the search over several schedules contains each schedule's own
-  // (Note [Never slower with more schedules] in planner.cc; before: 173 of 177).
+  // (Note [Never slower with more schedules] in family_search.cc; before: 173 of 177).
 #ifndef DAPPLE_SANITIZED  // 30 problems are too few for the share (seed 23 alone is 4%)
   EXPECT_GE(within5, 0.98 * compared);
 #endif

@@ -107,7 +107,7 @@ struct PlanResult {
   std::vector<std::string> refine_moves;
   bool refine_out_of_budget = false;
   // The DAPPLE planner searching several schedules runs each one's own search first (Note
-  // [Never slower with more schedules] in planner.cc): here are those that found a plan,
+  // [Never slower with more schedules] in family_search.cc): here are those that found a plan,
   // each what RunPlanner with `schedule` = `family` returns (planning_seconds and
   // plans_simulated aside), so that callers need not run them again.
   std::optional<ScheduleKind> family;

@@ -12,7 +12,7 @@
 // `refine_work`, so no size is starved by another's), and keeps the fastest plan seen, for
 // the whole search and for each family. Its result is therefore never slower than the
 // planner with any one size fixed, nor with any one schedule or both fixed (the families
-// are nested the same way, Note [Never slower with more schedules] in planner.cc):
+// are nested the same way, Note [Never slower with more schedules] in family_search.cc):
 // tests/plan/never_slower_sizes_test.cc. The DPs, partitions and simulations are shared,
 // so a size costs its own climbs.
 //

@@ -44,7 +44,7 @@
 // restarts, chosen among the orders of the plan's device groups. Each
 // search regroups once, after its climbs (each schedule family, the climb across schedules,
 // each size's search), so that the searches nest as before (Note [Never slower with more
-// schedules] in planner.cc). Its budget is kRegroupWorkShare times the work of the climbs it
+// schedules] in family_search.cc). Its budget is kRegroupWorkShare times the work of the climbs it
 // follows, within max_work: the climbs from slow plans are long, and without the cap the
 // regrouping tripled the simulations of a medium problem (10 layers, 2 x 6 devices, GBS 72:
 // 4113 -> 12353). A search whose climbs were short (the climb across schedules from the

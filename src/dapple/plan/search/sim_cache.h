@@ -1,6 +1,6 @@
 // A memo of simulator results by plan, shared by the planner's searches: the refinement
 // lists the same neighbours again from nearby plans, and the schedule families' searches
-// (Note [Never slower with more schedules] in planner.cc) score many of the same plans.
+// (Note [Never slower with more schedules] in family_search.cc) score many of the same plans.
 #pragma once
 
 #include <limits>
