@@ -1,4 +1,4 @@
-// The regrouped plans of the refinement (Note [Regrouping the stages] in refine_moves.cc) and
+// The regrouped plans of the refinement (Note [Regrouping the stages] in regroup_moves.cc) and
 // the climbs from them at a local optimum (Note [Regrouping at a local optimum] in refine.cc):
 // two stages' device groups exchanged with the layers cut anew, and the medium problems whose
 // optimum the climbs reached only that way.

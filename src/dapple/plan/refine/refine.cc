@@ -34,7 +34,7 @@
 // Note [Regrouping at a local optimum]
 // Where no wide move is faster either, a climb may still be a few moves from a plan whose
 // stages visit the device groups in another order (Note [Regrouping the stages] in
-// refine_moves.cc): 3 of the 60 medium problems ended 2.1-3.2% above the exhaustive optimum,
+// regroup_moves.cc): 3 of the 60 medium problems ended 2.1-3.2% above the exhaustive optimum,
 // each optimum a regrouped plan of the planner's and a climb away. The regrouped plans
 // themselves are mostly much slower (on two of the three, the ones that lead to the optimum
 // are 1.7 and 1.5 times the plan: the layers cut for compute alone, transfers crossing
@@ -82,81 +82,10 @@
 #include "dapple/common/error.h"
 #include "dapple/plan/parallel_for.h"
 #include "dapple/plan/plan_costs.h"
-#include "dapple/plan/recompute_choice.h"
 #include "dapple/plan/refine/refine_moves.h"
 #include "dapple/plan/search/sim_cache.h"
-#include "dapple/schedule/schedule.h"
 
 namespace dapple {
-
-bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed,
-                          PlanCosts* costs, const Plan* base, const PlanCosts* base_costs,
-                          ShardMemo* shard_memo) {
-  plan.recompute = false;
-  for (StagePlan& st : plan.stages) {
-    st.recompute = false;
-    st.recompute_layers.clear();
-    st.recompute_layer_ids.clear();
-  }
-  ShardWhereItPays(plan, cost, shard_memo);
-  // The replicated stages' figures are the memo's (Note [Stage costs kept]).
-  PlanCosts pc = base ? EvaluatePlanFrom(plan, *base, *base_costs, cost, shard_memo)
-                      : EvaluatePlan(plan, cost, shard_memo);
-  bool any = false;
-  for (int s = 0; s < plan.num_stages(); ++s) {
-    StagePlan& st = plan.stages[s];
-    if (pc.stages[s].fits() || !CanRecompute(forward_timed, st.first_layer, st.last_layer))
-      continue;
-    if (plan.virtual_stages == 1)
-      ChooseStageRecompute(st, cost, plan.micro_batch_size,
-                           HeldAtPeaks(plan.schedule, s, plan.num_stages(), plan.num_micro_batches),
-                           SplitsBackward(plan.schedule),
-                           pc.stages[s].device_memory_bytes - pc.stages[s].static_bytes,
-                           forward_timed);
-    else
-      st.recompute = true;
-    any = true;
-  }
-  if (costs) *costs = std::move(pc);
-  return any;
-}
-
-bool ShardWhereItPays(Plan& plan, const CostModel& cost, ShardMemo* memo) {
-  bool any = false;
-  const int S = plan.num_stages();
-  for (int s = 0; s < S; ++s) {
-    StagePlan& st = plan.stages[s];
-    st.shard_optimizer = false;
-    if (st.replicas() < 2 || plan.virtual_stages > 1) continue;
-    const int k = PeakInFlight(plan.schedule, s, S, plan.num_micro_batches);
-    // Devices of one kind cost alike: EvaluateStage's `uniform` gives the same figures from
-    // the first replica and the last (hundreds of replicas on the large clusters).
-    const bool uniform = std::all_of(st.devices.begin(), st.devices.end(), [&](int d) {
-      return cost.DeviceKind(d) == cost.DeviceKind(st.devices[0]);
-    });
-    auto evaluate = [&](bool shard) {
-      return EvaluateStage(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size,
-                           k, plan.Recomputes(s), plan.allreduce_overlap, uniform, shard);
-    };
-    if (!memo) {
-      st.shard_optimizer = ShardingPays(evaluate(false), evaluate(true));
-    } else {
-      st.shard_optimizer =
-          memo->Pays({st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
-                      plan.Recomputes(s), plan.allreduce_overlap},
-                     [&] {
-                       ShardMemo::Known known;
-                       known.uniform = uniform;
-                       known.whole = evaluate(false);
-                       known.sharded = evaluate(true);
-                       known.pays = ShardingPays(known.whole, known.sharded);
-                       return known;
-                     });
-    }
-    any = any || st.shard_optimizer;
-  }
-  return any;
-}
 
 namespace {
 

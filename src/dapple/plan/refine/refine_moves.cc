@@ -6,21 +6,10 @@
 
 #include "dapple/plan/dp/placement.h"
 #include "dapple/plan/plan_costs.h"
+#include "dapple/plan/refine/move_context.h"
 
 namespace dapple::internal {
 namespace {
-
-struct Ctx {
-  const CostModel& cost;
-  const Cluster& cluster;
-  const RefineOptions& o;
-  const Plan& base;             // the plan whose neighbours these are
-  const PlanCosts* base_costs;  // its EvaluatePlan, when known
-  std::vector<int> unused;      // devices no stage has, ascending
-  std::vector<int> server_of;   // device -> server (Cluster::ServerOf scans the servers)
-  ShardMemo* shard_memo;        // the neighbours' stages are mostly the plan's
-  RebalanceMemo* rebalance_memo;
-};
 
 int MaxReplicas(const Plan& p) {
   int r = 1;
@@ -45,7 +34,7 @@ bool FitMicroBatch(Plan& p, const std::vector<int>& sizes) {
 
 // On a mixed cluster a stage lists its fastest devices first (Note [Placement on mixed
 // clusters] in placement.h); a move may have inserted one elsewhere.
-void KeepFastestFirst(const Ctx& c, std::vector<int>& devices) {
+void KeepFastestFirst(const MoveContext& c, std::vector<int>& devices) {
   for (int d : devices) {
     if (c.cost.DeviceKind(d) != c.cost.DeviceKind(devices[0])) {
       FastestFirst(c.cluster, devices);
@@ -54,7 +43,9 @@ void KeepFastestFirst(const Ctx& c, std::vector<int>& devices) {
   }
 }
 
-void Add(Ctx& c, std::vector<Neighbour>& out, Plan p, const char* move) {
+}  // namespace
+
+void AddNeighbour(MoveContext& c, std::vector<Neighbour>& out, Plan p, const char* move) {
   if (!FitMicroBatch(p, c.o.sizes)) return;
   for (StagePlan& s : p.stages) KeepFastestFirst(c, s.devices);
   PlanCosts costs;
@@ -66,10 +57,12 @@ void Add(Ctx& c, std::vector<Neighbour>& out, Plan p, const char* move) {
   out.push_back({std::move(p), move, std::move(costs)});
 }
 
+namespace {
+
 // The unused device that suits a stage on `devices` best: one on a server the stage
 // already uses (the server with most of them), else the lowest id (on a mixed cluster the
 // fastest). -1 when none.
-int PickUnused(const Ctx& c, const std::vector<int>& devices) {
+int PickUnused(const MoveContext& c, const std::vector<int>& devices) {
   if (c.unused.empty()) return -1;
   std::vector<int> on_server(c.cluster.num_servers(), 0);  // the stage's devices per server
   for (int d : devices) ++on_server[c.server_of[d]];
@@ -89,7 +82,7 @@ int PickUnused(const Ctx& c, const std::vector<int>& devices) {
 
 // The device of `from` to give to a stage on `to`: one on a server `to` uses, else the
 // last one.
-int PickGiven(const Ctx& c, const std::vector<int>& from, const std::vector<int>& to) {
+int PickGiven(const MoveContext& c, const std::vector<int>& from, const std::vector<int>& to) {
   std::vector<char> to_server(c.cluster.num_servers(), 0);  // servers `to` uses
   for (int d : to) to_server[c.server_of[d]] = 1;
   for (auto it = from.rbegin(); it != from.rend(); ++it)
@@ -106,12 +99,12 @@ void Erase(std::vector<int>& devices, int d) {
 }
 
 // F + B of layers [first, last] for the profile batch on the stage's first device.
-double Work(const Ctx& c, int first, int last, int device) {
+double Work(const MoveContext& c, int first, int last, int device) {
   const double pbs = c.cost.profile_batch_size();
   return c.cost.ForwardMs(first, last, pbs, device) + c.cost.BackwardMs(first, last, pbs, device);
 }
 
-void Boundaries(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
+void Boundaries(MoveContext& c, const Plan& p, std::vector<Neighbour>& out) {
   for (int b = 0; b + 1 < p.num_stages(); ++b) {
     const StagePlan &lo = p.stages[b], &hi = p.stages[b + 1];
     for (int step = 1;
@@ -123,13 +116,13 @@ void Boundaries(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
         Plan q = p;
         q.stages[b].last_layer = last;
         q.stages[b + 1].first_layer = last + 1;
-        Add(c, out, std::move(q), "boundary");
+        AddNeighbour(c, out, std::move(q), "boundary");
       }
     }
   }
 }
 
-void Devices(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
+void Devices(MoveContext& c, const Plan& p, std::vector<Neighbour>& out) {
   const int S = p.num_stages();
   for (int a = 0; a < S; ++a) {
     if (p.stages[a].replicas() < 2) continue;
@@ -139,18 +132,18 @@ void Devices(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
       const int d = PickGiven(c, q.stages[a].devices, q.stages[b].devices);
       Erase(q.stages[a].devices, d);
       Insert(q.stages[b].devices, d);
-      Add(c, out, std::move(q), "move-device");
+      AddNeighbour(c, out, std::move(q), "move-device");
     }
     Plan q = p;
     q.stages[a].devices.pop_back();
-    Add(c, out, std::move(q), "remove-device");
+    AddNeighbour(c, out, std::move(q), "remove-device");
   }
   for (int b = 0; b < S; ++b) {
     const int u = PickUnused(c, p.stages[b].devices);
     if (u < 0) break;
     Plan q = p;
     Insert(q.stages[b].devices, u);
-    Add(c, out, std::move(q), "add-device");
+    AddNeighbour(c, out, std::move(q), "add-device");
   }
   // Placement: device da of stage a and db of stage b, on another server, change places.
   auto swap = [&](int a, int da, int b, int db) {
@@ -160,7 +153,7 @@ void Devices(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
     Erase(q.stages[b].devices, db);
     Insert(q.stages[a].devices, db);
     Insert(q.stages[b].devices, da);
-    Add(c, out, std::move(q), "swap");
+    AddNeighbour(c, out, std::move(q), "swap");
   };
   for (int a = 0; a < S; ++a)
     for (int b = a + 1; b < S; ++b)
@@ -175,7 +168,7 @@ void Devices(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
   }
 }
 
-void Merges(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
+void Merges(MoveContext& c, const Plan& p, std::vector<Neighbour>& out) {
   for (int b = 0; b + 1 < p.num_stages(); ++b) {
     Plan q = p;
     StagePlan& lo = q.stages[b];
@@ -183,12 +176,12 @@ void Merges(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
     lo.last_layer = hi.last_layer;
     for (int d : hi.devices) Insert(lo.devices, d);
     q.stages.erase(q.stages.begin() + b + 1);
-    Add(c, out, std::move(q), "merge");
+    AddNeighbour(c, out, std::move(q), "merge");
   }
 }
 
 // The last layer of the first half when stage `st` splits: its compute midpoint.
-int SplitCut(const Ctx& c, const StagePlan& st) {
+int SplitCut(const MoveContext& c, const StagePlan& st) {
   const int dev = st.devices.front();
   const double total = Work(c, st.first_layer, st.last_layer, dev);
   int cut = st.first_layer;
@@ -212,7 +205,7 @@ Plan Split(const Plan& p, int s, int cut, std::vector<int> lo, std::vector<int> 
   return q;
 }
 
-void Splits(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
+void Splits(MoveContext& c, const Plan& p, std::vector<Neighbour>& out) {
   const int S = p.num_stages();
   for (int s = 0; s < S; ++s) {
     const StagePlan& st = p.stages[s];
@@ -224,13 +217,13 @@ void Splits(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
       const double share = Work(c, st.first_layer, cut, dev) /
                            std::max(Work(c, st.first_layer, st.last_layer, dev), 1e-300);
       const int k = std::clamp(static_cast<int>(std::lround(share * r)), 1, r - 1);
-      Add(c, out,
-          Split(p, s, cut, {st.devices.begin(), st.devices.begin() + k},
-                {st.devices.begin() + k, st.devices.end()}),
-          "split");
+      AddNeighbour(c, out,
+                   Split(p, s, cut, {st.devices.begin(), st.devices.begin() + k},
+                         {st.devices.begin() + k, st.devices.end()}),
+                   "split");
     }
     const int u = PickUnused(c, st.devices);
-    if (u >= 0) Add(c, out, Split(p, s, cut, st.devices, {u}), "split");
+    if (u >= 0) AddNeighbour(c, out, Split(p, s, cut, st.devices, {u}), "split");
   }
 }
 
@@ -242,7 +235,7 @@ void Splits(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
 // against 6, 3.3% faster). So a stage also splits with one half on a device taken from
 // another stage of several replicas (the one PickGiven gives), the other half keeping its
 // devices, either way round.
-void SplitsBorrowing(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
+void SplitsBorrowing(MoveContext& c, const Plan& p, std::vector<Neighbour>& out) {
   const int S = p.num_stages();
   for (int s = 0; s < S; ++s) {
     const StagePlan& st = p.stages[s];
@@ -253,101 +246,13 @@ void SplitsBorrowing(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
       const int d = PickGiven(c, p.stages[b].devices, st.devices);
       Plan lent = p;
       Erase(lent.stages[b].devices, d);
-      Add(c, out, Split(lent, s, cut, st.devices, {d}), "split-borrow");
-      Add(c, out, Split(lent, s, cut, {d}, st.devices), "split-borrow");
+      AddNeighbour(c, out, Split(lent, s, cut, st.devices, {d}), "split-borrow");
+      AddNeighbour(c, out, Split(lent, s, cut, {d}, st.devices), "split-borrow");
     }
   }
 }
 
-// The device groups of `p`'s stages, in order.
-std::vector<std::vector<int>> GroupsOf(const Plan& p) {
-  std::vector<std::vector<int>> groups;
-  for (const StagePlan& st : p.stages) groups.push_back(st.devices);
-  return groups;
-}
-
-// `p` with its stages on `groups` (one per stage, in order) and the layers cut anew over them
-// so that the largest stage compute is smallest (BalancedPlanOnGroups), as `move`; nothing
-// when that is `p` itself.
-void Rebalanced(Ctx& c, const Plan& p, std::vector<std::vector<int>> groups, const char* move,
-                std::vector<Neighbour>& out) {
-  auto [it, fresh] =
-      c.rebalance_memo->last_layers.try_emplace({p.micro_batch_size, std::move(groups)});
-  const std::vector<std::vector<int>>& on = it->first.second;
-  std::vector<int>& last = it->second;
-  if (fresh) {
-    const Plan balanced =
-        BalancedPlanOnGroups(c.cost, on, {p.micro_batch_size, p.num_micro_batches}, p.schedule,
-                             move, c.o.group_work ? c.o.group_work : &c.rebalance_memo->work);
-    for (const StagePlan& st : balanced.stages) last.push_back(st.last_layer);
-  }
-  Plan q = p;
-  q.stages.resize(on.size());
-  bool same = on.size() == p.stages.size();
-  for (int s = 0; s < q.num_stages(); ++s) {
-    same = same && p.stages[s].last_layer == last[s] && p.stages[s].devices == on[s];
-    q.stages[s].first_layer = s == 0 ? 0 : last[s - 1] + 1;
-    q.stages[s].last_layer = last[s];
-    q.stages[s].devices = on[s];
-  }
-  if (!same) Add(c, out, std::move(q), move);
-}
-
-// Note [Rebalancing the layers]
-// The boundary moves shift one boundary at a time, and a plan whose widths changed (a split,
-// a device moved) may want several shifted at once, each slower alone (10 layers, 2 x 6
-// devices of two speeds, GBS 24: two boundaries two layers away, 2% faster together). So
-// the layers are also cut anew over the plan's device groups so that the largest stage
-// compute is smallest (BalancedPlanOnGroups, the partition of the even-width starts).
-void Rebalance(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
-  if (p.virtual_stages != 1 || p.num_stages() < 2) return;
-  Rebalanced(c, p, GroupsOf(p), "rebalance", out);
-}
-
-// Note [Regrouping the stages]
-// The moves keep the order in which the pipeline visits its device groups, and so which
-// servers its stages follow one another on: a narrow stage in the middle stays there, and a
-// pipeline that fills one server and then the other never comes back to the first. The
-// medium problems' optima often order their widths otherwise (10 layers, 2 x 6 devices,
-// GBS 30: [1+2+2+2+2+2+1] on servers A, A, B, B, B, A, A against the DP's 2, 2, 2 on one
-// server and 1, 2, 2, 1 on the other), or put a fast server's single devices between slow
-// pairs. So the regrouped plans exchange the device groups of two stages (groups alike in
-// width, servers and kinds of device excepted: that is the same plan again on a cluster of
-// identical servers) and cut the layers anew over the groups in their new order. So do the
-// plans with one stage's group left out, its devices unused: a merge leaves two groups' devices
-// on one stage and the layers where they were, each slower alone (11 layers, 2 x 6 devices,
-// GBS 30: the optimum is the planner's 7 stages without the pair that held one layer, 4.1%
-// faster). Most are much slower than the plan until the climb adapts them (Note [Regrouping at
-// a local optimum] in refine.cc).
-void Regroups(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
-  if (p.virtual_stages != 1 || p.num_stages() < 2) return;
-  const std::vector<std::vector<int>> groups = GroupsOf(p);
-  auto alike = [&](const std::vector<int>& a, const std::vector<int>& b) {
-    if (a.size() != b.size()) return false;
-    for (size_t k = 0; k < a.size(); ++k)
-      if (c.server_of[a[k]] != c.server_of[b[k]] ||
-          c.cost.DeviceKind(a[k]) != c.cost.DeviceKind(b[k]))
-        return false;
-    return true;
-  };
-  for (size_t i = 0; i < groups.size(); ++i) {
-    for (size_t j = i + 1; j < groups.size(); ++j) {
-      if (alike(groups[i], groups[j])) continue;
-      std::vector<std::vector<int>> swapped = groups;
-      std::swap(swapped[i], swapped[j]);
-      Rebalanced(c, p, std::move(swapped), "regroup", out);
-    }
-  }
-  for (size_t i = 0; i < groups.size(); ++i) {
-    // Leaving out either of two alike neighbours leaves alike groups in the same order.
-    if (i + 1 < groups.size() && alike(groups[i], groups[i + 1])) continue;
-    std::vector<std::vector<int>> fewer = groups;
-    fewer.erase(fewer.begin() + i);
-    Rebalanced(c, p, std::move(fewer), "drop-group", out);
-  }
-}
-
-void Batching(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
+void Batching(MoveContext& c, const Plan& p, std::vector<Neighbour>& out) {
   const auto& sizes = c.o.sizes;
   auto at = std::find(sizes.begin(), sizes.end(), p.micro_batch_size);
   if (at != sizes.end()) {
@@ -356,14 +261,14 @@ void Batching(Ctx& c, const Plan& p, std::vector<Neighbour>& out) {
       Plan q = p;
       q.micro_batch_size = *it;
       q.num_micro_batches = p.global_batch_size / *it;
-      Add(c, out, std::move(q), "micro-batch");
+      AddNeighbour(c, out, std::move(q), "micro-batch");
     }
   }
   for (ScheduleKind k : c.o.schedules) {
     if (k == p.schedule) continue;
     Plan q = p;
     q.schedule = k;
-    Add(c, out, std::move(q), "schedule");
+    AddNeighbour(c, out, std::move(q), "schedule");
   }
 }
 
@@ -375,15 +280,15 @@ std::vector<Neighbour> Neighbours(const Plan& plan, const CostModel& cost, const
                                   RebalanceMemo* rebalance_memo) {
   ShardMemo own;
   RebalanceMemo own_rebalance;
-  Ctx c{cost,
-        cluster,
-        options,
-        plan,
-        plan_costs,
-        {},
-        {},
-        shard_memo ? shard_memo : &own,
-        rebalance_memo ? rebalance_memo : &own_rebalance};
+  MoveContext c{cost,
+                cluster,
+                options,
+                plan,
+                plan_costs,
+                {},
+                {},
+                shard_memo ? shard_memo : &own,
+                rebalance_memo ? rebalance_memo : &own_rebalance};
   for (int s = 0; s < cluster.num_servers(); ++s)
     c.server_of.resize(c.server_of.size() + cluster.servers[s].devices, s);
   std::vector<bool> used(cluster.num_devices(), false);

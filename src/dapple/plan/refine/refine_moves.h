@@ -26,7 +26,7 @@ struct Neighbour {
 // where no wide move is faster either (Note [Regrouping at a local optimum] there).
 enum class Moves { kStep, kWide, kRegroup };
 
-// The layers of the rebalanced neighbours (Note [Rebalancing the layers] in refine_moves.cc)
+// The layers of the rebalanced neighbours (Note [Rebalancing the layers] in regroup_moves.cc)
 // by (m, device groups), and the groups' computes: a climb's plans mostly keep their groups,
 // and a partition costs stages x layers^2 cost-model queries.
 struct RebalanceMemo {
