@@ -31,17 +31,19 @@ class ShardMemo {
     bool uniform = false;  // EvaluateStage's `uniform` of both
     StageCost whole, sharded;
   };
-  // The decision kept for `key`, else that of decide() (called unlocked, returning a Known),
-  // kept.
+  // The decision kept for the stage (Find's arguments), else that of decide() (called
+  // unlocked, returning a Known), kept. A decision kept is found without copying the devices.
   template <typename Decide>
-  bool Pays(const Key& key, Decide decide) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = known_.find(key); it != known_.end()) return it->second.pays;
-    }
+  bool Pays(int first, int last, const std::vector<int>& devices, int micro_batch, int in_flight,
+            bool recompute, bool overlap, Decide decide) {
+    if (const Known* known = Find(first, last, devices, micro_batch, in_flight, recompute, overlap))
+      return known->pays;
     Known made = decide();
     std::lock_guard<std::mutex> lock(mu_);
-    return known_.try_emplace(key, std::move(made)).first->second.pays;
+    return known_
+        .try_emplace(Key{first, last, devices, micro_batch, in_flight, recompute, overlap},
+                     std::move(made))
+        .first->second.pays;
   }
   // What is kept for the stage, or nullptr; valid while the memo lives.
   const Known* Find(int first, int last, const std::vector<int>& devices, int micro_batch,

@@ -51,24 +51,26 @@ bool ShardWhereItPays(Plan& plan, const CostModel& cost, ShardMemo* memo) {
     const int k = PeakInFlight(plan.schedule, s, S, plan.num_micro_batches);
     // Devices of one kind cost alike: EvaluateStage's `uniform` gives the same figures from
     // the first replica and the last (hundreds of replicas on the large clusters).
-    const bool uniform = std::all_of(st.devices.begin(), st.devices.end(), [&](int d) {
-      return cost.DeviceKind(d) == cost.DeviceKind(st.devices[0]);
-    });
-    auto evaluate = [&](bool shard) {
+    auto uniform = [&] {
+      return std::all_of(st.devices.begin(), st.devices.end(), [&](int d) {
+        return cost.DeviceKind(d) == cost.DeviceKind(st.devices[0]);
+      });
+    };
+    auto evaluate = [&](bool shard, bool alike) {
       return EvaluateStage(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size,
-                           k, plan.Recomputes(s), plan.allreduce_overlap, uniform, shard);
+                           k, plan.Recomputes(s), plan.allreduce_overlap, alike, shard);
     };
     if (!memo) {
-      st.shard_optimizer = ShardingPays(evaluate(false), evaluate(true));
+      const bool alike = uniform();
+      st.shard_optimizer = ShardingPays(evaluate(false, alike), evaluate(true, alike));
     } else {
       st.shard_optimizer =
-          memo->Pays({st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
-                      plan.Recomputes(s), plan.allreduce_overlap},
-                     [&] {
+          memo->Pays(st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
+                     plan.Recomputes(s), plan.allreduce_overlap, [&] {
                        ShardMemo::Known known;
-                       known.uniform = uniform;
-                       known.whole = evaluate(false);
-                       known.sharded = evaluate(true);
+                       known.uniform = uniform();
+                       known.whole = evaluate(false, known.uniform);
+                       known.sharded = evaluate(true, known.uniform);
                        known.pays = ShardingPays(known.whole, known.sharded);
                        return known;
                      });
