@@ -1,10 +1,13 @@
 // Planning time of the DAPPLE planner per shipped profile (data/profiles/dapple) and
-// cluster preset, and BERT-48 on 64 x 8 (512 devices) and 1024 x 8 (8192 devices)
-// clusters. Wall times: the planner runs the DP of each micro-batch size and the
-// refinement's simulations on every core. Global batches as in the
+// cluster preset, BERT-48 on 64 x 8 (512 devices) and 1024 x 8 (8192 devices) clusters, and
+// the seeded random medium problems of tests/plan/medium_exhaustive_test.cc (20 seeds of each
+// kind at 10, 11 and 12 layers, the planner alone). Wall times: the planner runs the DP of each
+// micro-batch size and the refinement's simulations on every core. Global batches as in the
 // planning report (scripts/planning_report.py).
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -12,6 +15,7 @@
 #include "dapple/format/cluster.h"
 #include "dapple/format/profile.h"
 #include "dapple/plan/planner.h"
+#include "plan/random_medium_problems.h"
 
 namespace dapple {
 namespace {
@@ -59,6 +63,34 @@ Cluster Big(int servers = 64) {
   return c;
 }
 
+// The planner on seeds 1-20 of a medium kind ("fake", "analytic" or "mixed") of `layers` layers,
+// as the medium comparison runs it (no interleaving); counters: the sum of the plans' times.
+// With DAPPLE_MEDIUM_PLANS set, each problem's plan time on stderr (to compare two builds'
+// plans problem by problem).
+void PlanMedium(benchmark::State& state, const std::string& kind, int layers) {
+  std::vector<std::unique_ptr<testing::RandomProblem>> problems;
+  for (unsigned seed = 1; seed <= 20; ++seed)
+    problems.push_back(kind == "fake"
+                           ? testing::MakeMediumProblem(seed, layers)
+                           : testing::MakeMediumAnalyticProblem(seed, kind == "mixed", layers));
+  PlannerOptions o;
+  o.interleave = false;
+  double total_ms = 0, simulated = 0;
+  for (auto _ : state) {
+    total_ms = simulated = 0;
+    for (const auto& p : problems) {
+      PlanResult r = RunPlanner(p->profile, p->cluster, *p->cost, p->global_batch, o);
+      const double ms = r.plan ? r.plan->estimate->iteration_ms : 0;
+      total_ms += ms;
+      if (std::getenv("DAPPLE_MEDIUM_PLANS"))
+        std::fprintf(stderr, "%s: %.4f ms\n", p->description.c_str(), ms);
+      simulated += static_cast<double>(r.plans_simulated);
+    }
+  }
+  state.counters["sum_ms"] = total_ms;
+  state.counters["simulated"] = simulated;
+}
+
 int Register() {
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(ProfileDir()))
@@ -84,6 +116,13 @@ int Register() {
       [](benchmark::State& s) { Plan(s, "bert-48-pbs-2.txt", Big(1024), 8192); })
       ->Unit(benchmark::kMillisecond)
       ->Iterations(1);
+  for (int layers : {10, 11, 12})
+    for (const std::string kind : {"fake", "analytic", "mixed"})
+      benchmark::RegisterBenchmark(
+          ("plan/medium/" + kind + "/" + std::to_string(layers)).c_str(),
+          [kind, layers](benchmark::State& s) { PlanMedium(s, kind, layers); })
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(1);
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <array>
 #include <memory>
 #include <random>
+#include <vector>
 
 #include "plan/random_problems.h"
 
@@ -19,6 +20,14 @@ namespace dapple::testing {
 inline int MediumGlobalBatch(std::mt19937& rng) {
   constexpr std::array<int, 6> kBatches = {24, 30, 36, 48, 60, 72};
   return kBatches[std::uniform_int_distribution<int>(0, kBatches.size() - 1)(rng)];
+}
+
+// Per layer: whether the profile times its forward (may a stage re-compute), as the planner
+// decides it: the exhaustive search's argument on these problems.
+inline std::vector<bool> ForwardTimedLayers(const Profile& profile) {
+  std::vector<bool> timed;
+  for (const LayerProfile& l : profile.layers) timed.push_back(l.forward_ms > 0);
+  return timed;
 }
 
 // Fake costs: like MakeRandomProblem's, on 2 servers of 5 or 6 devices.

@@ -99,12 +99,6 @@ TEST(Regroup, LeavesOneGroupOutAndCutsTheLayersAnew) {
     EXPECT_NE(testing::StagesText(n.plan), expected[2]) << "among the one-step moves: " << n.move;
 }
 
-std::vector<bool> ForwardTimedOf(const Profile& profile) {
-  std::vector<bool> timed;
-  for (const LayerProfile& l : profile.layers) timed.push_back(l.forward_ms > 0);
-  return timed;
-}
-
 // `stages` at m = 2 under `schedule` on `p`, sharded where it pays, simulated.
 Scored ScoredPlan(const testing::RandomProblem& p, ScheduleKind schedule,
                   std::vector<StagePlan> stages) {
@@ -114,7 +108,7 @@ Scored ScoredPlan(const testing::RandomProblem& p, ScheduleKind schedule,
   plan.num_micro_batches = p.global_batch / 2;
   plan.schedule = schedule;
   plan.stages = std::move(stages);
-  RecomputeWhereNeeded(plan, *p.cost, ForwardTimedOf(p.profile));
+  RecomputeWhereNeeded(plan, *p.cost, testing::ForwardTimedLayers(p.profile));
   std::optional<Scored> s = ScoreFitting(plan, EvaluatePlan(plan, *p.cost), *p.cost);
   EXPECT_TRUE(s) << testing::StagesText(plan);
   return s ? *s : Scored{};
@@ -129,7 +123,7 @@ void ExpectRegroupingReaches(const testing::RandomProblem& p, const Scored& stuc
   RefineOptions o;
   o.sizes = MicroBatchSizes(p.global_batch);
   o.schedules = kRegroupSchedules;
-  o.forward_timed = ForwardTimedOf(p.profile);
+  o.forward_timed = testing::ForwardTimedLayers(p.profile);
   o.threads = 1;
   o.max_work = 5'000'000;
   RefineResult climbed = Refine({stuck}, *p.cost, p.cluster, o);
@@ -184,9 +178,9 @@ TEST(Regroup, ThePlannerIsWithin2PercentWhereItWasNot) {
     o.interleave = false;
     const PlanResult found = RunPlanner(p->profile, p->cluster, *p->cost, p->global_batch, o);
     ASSERT_TRUE(found.plan);
-    const ExhaustiveResult best =
-        ExhaustivePlan(*p->cost, p->cluster, p->global_batch, MicroBatchSizes(p->global_batch),
-                       kRegroupSchedules, true, ForwardTimedOf(p->profile), true, &*found.plan);
+    const ExhaustiveResult best = ExhaustivePlan(
+        *p->cost, p->cluster, p->global_batch, MicroBatchSizes(p->global_batch), kRegroupSchedules,
+        true, testing::ForwardTimedLayers(p->profile), true, &*found.plan);
     EXPECT_LE(found.plan->estimate->iteration_ms, best.iteration_ms * 1.02)
         << testing::StagesText(*found.plan) << " against " << testing::StagesText(*best.plan);
   }

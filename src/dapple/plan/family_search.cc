@@ -32,6 +32,16 @@ RefineOptions RefineOptionsFor(const Context& c, int threads) {
   return ro;
 }
 
+// RefineOptions::wide_moves_up_to_ms for the climbs from `starts`: the fastest start's time
+// (Note [Wide moves at a local optimum] in refine.cc), or every local optimum where the
+// reordered even-width starts are (Note [Even widths in other server orders] in
+// proposals.cc): those begin far behind the fastest start and reach the optimum only by
+// the wide moves, and the clusters are small.
+double WideMovesUpTo(const Context& c, const std::vector<Scored>& starts) {
+  if (ReorderedEvenWidths(c.cluster)) return std::numeric_limits<double>::infinity();
+  return FastestStartMs(starts);
+}
+
 // SelectRefined's starts: when none fits, those of the proposals made without the memory
 // limit, sharding the optimizer state and re-computing where they need it.
 RefineStarts SelectedStarts(const Context& c, const std::vector<Proposal>& proposals,
@@ -72,7 +82,7 @@ RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& pr
   const RefineStarts starts = SelectedStarts(c, proposals, ro);
   if (starts.starts.empty()) return KeepRefined(c, c.schedules[0], Refined(starts, {}));
   RefineOptions wide = ro;
-  wide.wide_moves_up_to_ms = FastestStartMs(starts.starts);
+  wide.wide_moves_up_to_ms = WideMovesUpTo(c, starts.starts);
   return KeepRefined(c, c.schedules[0],
                      Refined(starts, Regrouped(ClimbEach(starts.starts, c.cost, c.cluster, wide),
                                                c.cost, c.cluster, wide)));
@@ -109,7 +119,7 @@ std::vector<RefinedSelection> SelectRefinedFamilies(
       starts[f] = SelectedStarts(fc, families[f], options[f]);
       climbs[f].resize(starts[f].starts.size());
       if (!starts[f].starts.empty())
-        options[f].wide_moves_up_to_ms = FastestStartMs(starts[f].starts);
+        options[f].wide_moves_up_to_ms = WideMovesUpTo(fc, starts[f].starts);
       twins[f] = TwinStarts(starts[f].starts);
       for (size_t i = 0; i < starts[f].starts.size(); ++i) {
         const Plan& plan = starts[f].starts[i].plan;
@@ -226,7 +236,7 @@ Selection SearchSchedules(const Context& c, const std::vector<std::vector<Propos
   std::vector<Scored> ordered;
   for (size_t k : order) ordered.push_back(winners[k]);
   RefineOptions one = RefineOptionsFor(c, /*threads=*/1);
-  one.wide_moves_up_to_ms = ordered[0].sim.iteration_ms;
+  one.wide_moves_up_to_ms = WideMovesUpTo(c, ordered);
   RefineResult mixed =
       Regrouped(ClimbEach(ordered, c.cost, c.cluster, one), c.cost, c.cluster, one);
   sel.simulated += mixed.simulated;

@@ -37,6 +37,9 @@ struct Shared {
   // schedule and planner name).
   std::map<int, Plan> balanced;
   std::map<int, std::vector<Plan>> even_widths;  // EvenWidthPlans by m
+  // EvenWidthPlans in the other orders of EvenWidthOrders by m (Note [Even widths in other
+  // server orders] in proposals.cc).
+  std::map<int, std::vector<Plan>> even_widths_reordered;
   // A schedule's refined selection (SelectRefined: its starts and climbs) by (schedule,
   // micro-batch sizes, refine_work, allreduce overlap): `dapple plan`'s V-shape rows search
   // as zb-h1, whose search the planner's call ran already.
@@ -57,6 +60,11 @@ struct Context {
 
 // Per layer: whether the profile times its forward (what re-computation costs).
 std::vector<bool> ForwardTimed(const Profile& profile);
+
+// Whether the planner proposes the even-width pipelines in other server orders on `cluster`
+// (Note [Even widths in other server orders] in proposals.cc): at most 12 devices, of
+// several kinds.
+bool ReorderedEvenWidths(const Cluster& cluster);
 
 // The context of the search with schedule `k` alone (what `--schedule k` runs).
 Context Family(const Context& c, ScheduleKind k);

@@ -176,8 +176,13 @@ Plan BalancedPipelinePlan(const CostModel& cost, const Cluster& cluster, MicroBa
 }
 
 std::vector<Plan> EvenWidthPlans(const CostModel& cost, const Cluster& cluster, MicroBatching mb,
-                                 GroupWorkCache* cache) {
+                                 GroupWorkCache* cache, const std::vector<int>* device_order,
+                                 const char* planner) {
   const int n = cost.num_layers(), N = cluster.num_devices();
+  std::vector<int> ids(N);
+  for (int d = 0; d < N; ++d) ids[d] = d;
+  const std::vector<int>& devices = device_order ? *device_order : ids;
+  DAPPLE_CHECK(static_cast<int>(devices.size()) == N);
   std::vector<Plan> plans;
   GroupWorkCache own;  // the stage counts share widths
   GroupWorkCache& known = cache ? *cache : own;
@@ -188,17 +193,31 @@ std::vector<Plan> EvenWidthPlans(const CostModel& cost, const Cluster& cluster, 
     for (bool wider_first : {true, false}) {
       if (!wider_first && wider == 0) break;
       std::vector<std::vector<int>> groups(k);
-      int next = 0;  // devices in id order, server after server
+      int next = 0;  // the devices in their order
       for (int s = 0; s < k; ++s) {
         const bool wide = wider_first ? s < wider : s >= k - wider;
-        for (int i = 0; i < width + (wide ? 1 : 0); ++i) groups[s].push_back(next++);
+        for (int i = 0; i < width + (wide ? 1 : 0); ++i) groups[s].push_back(devices[next++]);
         FastestFirst(cluster, groups[s]);
       }
       plans.push_back(
-          BalancedPlanOnGroups(cost, groups, mb, ScheduleKind::kDappleA, "even-widths", &known));
+          BalancedPlanOnGroups(cost, groups, mb, ScheduleKind::kDappleA, planner, &known));
     }
   }
   return plans;
+}
+
+std::vector<std::vector<int>> EvenWidthOrders(const Cluster& cluster) {
+  std::vector<std::vector<int>> orders;
+  for (const ServerOrder& o : ServerOrders(cluster)) {
+    if (std::is_sorted(o.servers.begin(), o.servers.end())) continue;  // the ids' own order
+    std::vector<int> devices;
+    for (int s : o.servers) {
+      const int first = cluster.FirstDeviceOf(s);
+      for (int i = 0; i < cluster.servers[s].devices; ++i) devices.push_back(first + i);
+    }
+    orders.push_back(std::move(devices));
+  }
+  return orders;
 }
 
 }  // namespace dapple

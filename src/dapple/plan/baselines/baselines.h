@@ -68,13 +68,21 @@ Plan BalancedPlanOnGroups(const CostModel& cost, const std::vector<std::vector<i
                           GroupWorkCache* cache = nullptr);
 
 // Pipelines of k stages of (nearly) equal widths for k = 2 .. min(layers, devices - 1),
-// whatever the server boundaries: the devices in id order cut into k runs (devices mod k
-// runs one wider, first or last; at most m wide, the rest unused), layers balanced on them
-// (BalancedPlanOnGroups). Stages split across two servers or several in one are what they
-// add to the DP's placements (Note [Widths across server boundaries] in proposals.cc).
-// With `cache`, the group computes it knows are not asked again (the same plans).
+// whatever the server boundaries: the devices in id order (or in `device_order`, a
+// permutation of them) cut into k runs (devices mod k runs one wider, first or last; at most
+// m wide, the rest unused), layers balanced on them (BalancedPlanOnGroups), each plan's
+// planner `planner`. Stages split across two servers or several in one are what they add to
+// the DP's placements (Note [Widths across server boundaries] in proposals.cc). With
+// `cache`, the group computes it knows are not asked again (the same plans).
 std::vector<Plan> EvenWidthPlans(const CostModel& cost, const Cluster& cluster, MicroBatching mb,
-                                 GroupWorkCache* cache = nullptr);
+                                 GroupWorkCache* cache = nullptr,
+                                 const std::vector<int>* device_order = nullptr,
+                                 const char* planner = "even-widths");
+
+// The device orders besides the ids' own for EvenWidthPlans on a cluster of several kinds of
+// device: for each of ServerOrders (placement.h) whose servers are not in id order, its
+// servers' devices server after server (on a cluster of one kind, none).
+std::vector<std::vector<int>> EvenWidthOrders(const Cluster& cluster);
 
 // PipeDream's planner objective: minimise the slowest of the stage times and transfers,
 // where a stage on r devices takes (F + B) of its slice + its allreduce per micro-batch,

@@ -8,6 +8,50 @@
 #include "dapple/plan/refine/refine.h"
 
 namespace dapple {
+namespace {
+
+bool IsReordered(const std::string& origin) {
+  return origin.starts_with(kEvenWidthsReorderedOrigin);
+}
+
+bool IsEvenWidths(const std::string& origin) {
+  return origin.starts_with(kEvenWidthsOrigin) && !IsReordered(origin);
+}
+
+// Note [Even widths in other server orders] (proposals.cc): of the reordered even-width
+// proposals (re-computing or not) that fit, those of the most stages; of them the fastest of
+// each stage-width shape (the devices of each stage, in order), at most kReorderedStarts of
+// them, fastest first.
+constexpr int kReorderedStarts = 3;
+
+std::vector<Scored> DeepestReorderedStarts(const std::vector<Proposal>& proposals,
+                                           const CostModel& cost, SimCache* cache,
+                                           long long& simulated) {
+  int deepest = 0;
+  std::map<std::vector<int>, std::vector<Proposal>> shapes;  // by widths, of the deepest
+  for (const Proposal& p : proposals) {
+    const int stages = p.plan.num_stages();
+    if (stages < deepest || !EvaluatePlan(p.plan, cost).fits) continue;
+    if (stages > deepest) shapes.clear();
+    deepest = stages;
+    std::vector<int> widths;
+    for (const StagePlan& s : p.plan.stages) widths.push_back(static_cast<int>(s.devices.size()));
+    shapes[widths].push_back(p);
+  }
+  std::vector<Scored> out;
+  for (auto& [widths, group] : shapes) {
+    Selection sel = SelectFastest(group, cost, false, cache);
+    simulated += sel.simulated;
+    if (sel.best) out.push_back(std::move(*sel.best));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Scored& a, const Scored& b) {
+    return a.sim.iteration_ms < b.sim.iteration_ms;
+  });
+  if (static_cast<int>(out.size()) > kReorderedStarts) out.resize(kReorderedStarts);
+  return out;
+}
+
+}  // namespace
 
 RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
                           const std::vector<Proposal>& loose, const CostModel& cost,
@@ -64,7 +108,7 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
                                                          : kept_ms[max_starts - 1];
   };
   for (const std::string& origin : order) {
-    if (origin.starts_with(kEvenWidthsOrigin)) continue;
+    if (origin.starts_with(kEvenWidthsOrigin)) continue;  // either kind: below
     Selection sel = SelectFastest(groups[origin], cost, false, options.cache, bar());
     out.simulated += sel.simulated;
     if (!sel.best) continue;
@@ -74,7 +118,7 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
   }
   std::optional<Scored> even;  // the fastest even-widths start, with or without re-computation
   for (const std::string& origin : order) {
-    if (!origin.starts_with(kEvenWidthsOrigin)) continue;
+    if (!IsEvenWidths(origin)) continue;
     Selection sel = SelectFastest(groups[origin], cost, false, options.cache,
                                   std::min(bar(), even ? even->sim.iteration_ms : bar()));
     out.simulated += sel.simulated;
@@ -90,6 +134,13 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
   if (even && (static_cast<int>(starts.size()) < max_starts ||
                even->sim.iteration_ms < starts.back().sim.iteration_ms))
     starts.push_back(std::move(*even));
+  // Note [Even widths in other server orders] (proposals.cc): after all of those.
+  std::vector<Proposal> reordered;
+  for (const std::string& origin : order)
+    if (IsReordered(origin))
+      reordered.insert(reordered.end(), groups[origin].begin(), groups[origin].end());
+  for (Scored& s : DeepestReorderedStarts(reordered, cost, options.cache, out.simulated))
+    starts.push_back(std::move(s));
   return out;
 }
 
