@@ -63,16 +63,18 @@ Cluster Big(int servers = 64) {
   return c;
 }
 
-// The planner on seeds 1-20 of a medium kind ("fake", "analytic" or "mixed") of `layers` layers,
+// The planner on seeds 1-20 of a medium kind ("fake", "analytic", "mixed", or
+// "mixed-fast-first": the mixed problems with the fast server listed first) of `layers` layers,
 // as the medium comparison runs it (no interleaving); counters: the sum of the plans' times.
 // With DAPPLE_MEDIUM_PLANS set, each problem's plan time on stderr (to compare two builds'
 // plans problem by problem).
 void PlanMedium(benchmark::State& state, const std::string& kind, int layers) {
   std::vector<std::unique_ptr<testing::RandomProblem>> problems;
   for (unsigned seed = 1; seed <= 20; ++seed)
-    problems.push_back(kind == "fake"
-                           ? testing::MakeMediumProblem(seed, layers)
-                           : testing::MakeMediumAnalyticProblem(seed, kind == "mixed", layers));
+    problems.push_back(kind == "fake" ? testing::MakeMediumProblem(seed, layers)
+                                      : testing::MakeMediumAnalyticProblem(
+                                            seed, kind != "analytic", layers,
+                                            /*fast_listed_first=*/kind == "mixed-fast-first"));
   PlannerOptions o;
   o.interleave = false;
   double total_ms = 0, simulated = 0;
@@ -83,7 +85,7 @@ void PlanMedium(benchmark::State& state, const std::string& kind, int layers) {
       const double ms = r.plan ? r.plan->estimate->iteration_ms : 0;
       total_ms += ms;
       if (std::getenv("DAPPLE_MEDIUM_PLANS"))
-        std::fprintf(stderr, "%s: %.4f ms\n", p->description.c_str(), ms);
+        std::fprintf(stderr, "%s: %.4f ms (%s)\n", p->description.c_str(), ms, r.origin.c_str());
       simulated += static_cast<double>(r.plans_simulated);
     }
   }
@@ -117,7 +119,7 @@ int Register() {
       ->Unit(benchmark::kMillisecond)
       ->Iterations(1);
   for (int layers : {10, 11, 12})
-    for (const std::string kind : {"fake", "analytic", "mixed"})
+    for (const std::string kind : {"fake", "analytic", "mixed", "mixed-fast-first"})
       benchmark::RegisterBenchmark(
           ("plan/medium/" + kind + "/" + std::to_string(layers)).c_str(),
           [kind, layers](benchmark::State& s) { PlanMedium(s, kind, layers); })

@@ -10,6 +10,7 @@
 #include <array>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "plan/random_problems.h"
@@ -45,9 +46,11 @@ inline std::unique_ptr<RandomProblem> MakeMediumProblem(unsigned seed, int layer
 }
 
 // The analytic model on a random chain profile (PBS 4) and 2 servers of 5 or 6 devices
-// of speed 1, or (with `mixed`) of speed 1 and 1.5-2.5.
+// of speed 1, or (with `mixed`) of speed 1 and 1.5-2.5, the slow one listed first (with
+// `fast_listed_first`, the fast one: the same problem, the servers listed the other way).
 inline std::unique_ptr<RandomProblem> MakeMediumAnalyticProblem(unsigned seed, bool mixed = false,
-                                                                int layers = 10) {
+                                                                int layers = 10,
+                                                                bool fast_listed_first = false) {
   std::mt19937 rng(seed * 40503u + (mixed ? 101u : 13u));
   auto uni = [&](double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); };
   auto owner = std::make_unique<RandomProblem>();
@@ -65,15 +68,17 @@ inline std::unique_ptr<RandomProblem> MakeMediumAnalyticProblem(unsigned seed, b
   c.servers = {
       ServerSpec{per_server, {}},
       ServerSpec{per_server, mixed ? std::optional(DeviceSpec{memory, fast_speed}) : std::nullopt}};
+  if (fast_listed_first) std::swap(c.servers[0], c.servers[1]);
   c.intra_server = LinkSpec{25e9, 0};
   c.inter_server = LinkSpec{uni(1e9, 12.5e9), uni(0, 1) < 0.5 ? 0.0 : 20e-6};
   p.memory_bytes = memory;
   p.global_batch = MediumGlobalBatch(rng);
   p.cost = std::make_unique<AnalyticCostModel>(p.profile, p.cluster);
-  p.description =
-      fmt::format("medium {} seed {}: {} layers, 2x{} devices{}, GBS {}",
-                  mixed ? "mixed" : "analytic", seed, layers, per_server,
-                  mixed ? fmt::format(" (server 1 speed {:.2f})", fast_speed) : "", p.global_batch);
+  p.description = fmt::format(
+      "medium {} seed {}: {} layers, 2x{} devices{}, GBS {}", mixed ? "mixed" : "analytic", seed,
+      layers, per_server,
+      mixed ? fmt::format(" (server {} speed {:.2f})", fast_listed_first ? 0 : 1, fast_speed) : "",
+      p.global_batch);
   return owner;
 }
 

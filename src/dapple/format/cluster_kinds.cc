@@ -44,15 +44,17 @@ std::vector<DeviceKind> DeviceKinds(const Cluster& c) {
   return kinds;
 }
 
+std::string DeviceKindName(size_t k) {
+  // More than 26 kinds is unlikely.
+  return k < 26 ? std::string(1, static_cast<char>('A' + k)) : fmt::format("K{}", k);
+}
+
 bool MixedDevices(const Cluster& cluster) { return DeviceKinds(cluster).size() > 1; }
 
 std::vector<std::string> DeviceKindLines(const Cluster& c, const Plan& plan) {
   const std::vector<DeviceKind> kinds = DeviceKinds(c);
   if (kinds.size() < 2) return {};
-  // Letters A..Z, then K26, K27, ... (more than 26 kinds is unlikely).
-  auto name = [](size_t k) {
-    return k < 26 ? std::string(1, static_cast<char>('A' + k)) : fmt::format("K{}", k);
-  };
+  auto name = DeviceKindName;
   std::vector<int> kind_of_server(c.num_servers());
   std::string line = "device kinds:";
   for (size_t k = 0; k < kinds.size(); ++k) {

@@ -30,6 +30,9 @@ std::vector<DeviceKind> DeviceKinds(const Cluster& cluster);
 // True when the cluster has more than one kind of device.
 bool MixedDevices(const Cluster& cluster);
 
+// The letter of kind k of DeviceKinds (A the fastest): A..Z, then K26, K27, ...
+std::string DeviceKindName(size_t k);
+
 // For a mixed cluster, two lines naming the kinds by letter (A the fastest) and saying on
 // how many devices of each kind every stage of `plan` runs, e.g.
 //   device kinds: A = speed 2, 32.0 GB (devices 0-7); B = speed 1, 16.0 GB (devices 8-15)

@@ -34,11 +34,11 @@ RefineOptions RefineOptionsFor(const Context& c, int threads) {
 
 // RefineOptions::wide_moves_up_to_ms for the climbs from `starts`: the fastest start's time
 // (Note [Wide moves at a local optimum] in refine.cc), or every local optimum where the
-// reordered even-width starts are (Note [Even widths in other server orders] in
+// even-width starts in every server order are (Note [Even widths in every server order] in
 // proposals.cc): those begin far behind the fastest start and reach the optimum only by
 // the wide moves, and the clusters are small.
 double WideMovesUpTo(const Context& c, const std::vector<Scored>& starts) {
-  if (ReorderedEvenWidths(c.cluster)) return std::numeric_limits<double>::infinity();
+  if (KindFirstEvenWidths(c.cluster)) return std::numeric_limits<double>::infinity();
   return FastestStartMs(starts);
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "dapple/format/cluster_kinds.h"
 #include "dapple/plan/baselines/baselines.h"
 #include "dapple/plan/baselines/exhaustive.h"
 #include "dapple/plan/parallel_for.h"
@@ -109,38 +110,42 @@ void ProposeBaseline(const Context& c, PlannerKind planner, bool enforce_memory,
 // and the proposals would cost simulations of many devices.
 constexpr int kEvenWidthsMaxDevices = 64;
 
-// Note [Even widths in other server orders]
+// Note [Even widths in every server order]
 // On a cluster of several kinds of device, the devices in id order put whichever kind the
-// cluster file lists first at the head of every even-width pipeline; its climbs then keep
-// the slow kind's servers where the fast ones serve the pipeline better (a mixed 11-layer
-// problem, slow server first: 120.49 ms against the optimum's 111.40, its stages in the
-// other server order). So on small clusters of several kinds (at most
-// kReorderedMaxDevices devices) the even-width pipelines are also proposed over the devices
-// in the other server orders (EvenWidthOrders), with an origin of their own. Their starts
-// are chosen apart and by depth (SelectStarts: DeepestReorderedStarts): on that problem the
-// fastest of them (4 stages) climbs to a slower plan, the deepest (9 stages of one device,
-// 196.45 ms) to the optimum. Climbs on those clusters take the wide moves at every local
-// optimum (WideMovesUpTo in family_search.cc), as the deep starts begin far behind.
-constexpr int kReorderedMaxDevices = 12;
+// cluster file lists first at the head of every even-width pipeline, and only the fastest
+// of those is a start. A mixed 11-layer problem (2 x 5 devices, GBS 30) has its optimum
+// (111.40 ms) with the fast server's devices first; with the slow server listed first the
+// planner ended at 120.49 ms: of the pipelines with the fast server first, the fastest (4
+// stages) climbs to a slower plan, the
+// deepest (9 stages of one device, 196.45 ms as proposed) to the optimum. So on small
+// clusters of several kinds (at most kKindFirstMaxDevices devices) the even-width pipelines
+// are also proposed over the devices in each server order (EvenWidthOrders: each kind's
+// servers first), with an origin per order ("even-widths-A-first", A the kind's letter in
+// `dapple plan`'s "device kinds" line). Their starts are chosen by depth, per order
+// (SelectStarts: DeepestStarts), whatever the order in which the cluster file lists the
+// servers; climbs on those clusters take the wide moves at every local optimum
+// (WideMovesUpTo in family_search.cc), as the deep starts begin far behind.
+constexpr int kKindFirstMaxDevices = 12;
 
 }  // namespace
 
-bool ReorderedEvenWidths(const Cluster& cluster) {
-  return cluster.num_devices() <= kReorderedMaxDevices && !EvenWidthOrders(cluster).empty();
+bool KindFirstEvenWidths(const Cluster& cluster) {
+  return cluster.num_devices() <= kKindFirstMaxDevices && MixedDevices(cluster);
 }
 
 namespace {
 
-// The even-width pipelines of every size of `c` from `make(m)`, memoized in `memo`, each size's
-// partitions on worker threads (the cost model is read-only; the table of stage compute is
-// shared and thread-safe), added in the order of `sizes` with origin `origin`.
-template <typename Make>
-void AddEvenWidths(const Context& c, std::map<int, std::vector<Plan>>& memo, const char* origin,
-                   Make make, std::vector<Proposal>& out) {
+// The even-width pipelines of every size of `c` from `make(m)`, memoized in `memo` by
+// key(m), each size's partitions on worker threads (the cost model is read-only; the table
+// of stage compute is shared and thread-safe), added in the order of `sizes` with origin
+// `origin`.
+template <typename Map, typename Key, typename Make>
+void AddEvenWidths(const Context& c, Map& memo, Key key, const std::string& origin, Make make,
+                   std::vector<Proposal>& out) {
   std::vector<std::vector<Plan>> per_size(c.sizes.size());
   ParallelFor(c.sizes.size(), 0, [&](size_t k) {
     const int m = c.sizes[k];
-    per_size[k] = Memoized(c, memo, m, [&] { return make(m); });
+    per_size[k] = Memoized(c, memo, key(m), [&] { return make(m); });
   });
   for (std::vector<Plan>& plans : per_size)
     for (Plan& p : plans) AddWithSchedules(out, std::move(p), origin, c.schedules);
@@ -149,24 +154,25 @@ void AddEvenWidths(const Context& c, std::map<int, std::vector<Plan>>& memo, con
 void ProposeEvenWidths(const Context& c, std::vector<Proposal>& out) {
   if (c.cluster.num_devices() > kEvenWidthsMaxDevices) return;
   AddEvenWidths(
-      c, c.shared->even_widths, kEvenWidthsOrigin,
+      c, c.shared->even_widths, [](int m) { return m; }, kEvenWidthsOrigin,
       [&](int m) { return EvenWidthPlans(c.cost, c.cluster, Mb(c, m), &c.shared->group_work); },
       out);
-  if (!ReorderedEvenWidths(c.cluster)) return;
+  if (!KindFirstEvenWidths(c.cluster)) return;
   const std::vector<std::vector<int>> orders = EvenWidthOrders(c.cluster);
-  AddEvenWidths(
-      c, c.shared->even_widths_reordered, kEvenWidthsReorderedOrigin,
-      [&](int m) {
-        std::vector<Plan> all;
-        for (const std::vector<int>& order : orders) {
-          std::vector<Plan> plans =
-              EvenWidthPlans(c.cost, c.cluster, Mb(c, m), &c.shared->group_work, &order,
-                             kEvenWidthsReorderedOrigin);
-          std::move(plans.begin(), plans.end(), std::back_inserter(all));
-        }
-        return all;
-      },
-      out);
+  for (size_t k = 0; k < orders.size(); ++k) {
+    const std::string origin = KindFirstOrigin(k);
+    AddEvenWidths(
+        c, c.shared->even_widths_by_order,
+        [k](int m) {
+          return std::pair{static_cast<int>(k), m};
+        },
+        origin,
+        [&](int m) {
+          return EvenWidthPlans(c.cost, c.cluster, Mb(c, m), &c.shared->group_work, &orders[k],
+                                origin.c_str());
+        },
+        out);
+  }
 }
 
 // The DPs' candidates of every size (`all`; best_of_m: each size's best), fastest first:

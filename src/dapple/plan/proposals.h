@@ -37,9 +37,9 @@ struct Shared {
   // schedule and planner name).
   std::map<int, Plan> balanced;
   std::map<int, std::vector<Plan>> even_widths;  // EvenWidthPlans by m
-  // EvenWidthPlans in the other orders of EvenWidthOrders by m (Note [Even widths in other
-  // server orders] in proposals.cc).
-  std::map<int, std::vector<Plan>> even_widths_reordered;
+  // EvenWidthPlans in the orders of EvenWidthOrders by (order, m) (Note [Even widths in
+  // every server order] in proposals.cc).
+  std::map<std::pair<int, int>, std::vector<Plan>> even_widths_by_order;
   // A schedule's refined selection (SelectRefined: its starts and climbs) by (schedule,
   // micro-batch sizes, refine_work, allreduce overlap): `dapple plan`'s V-shape rows search
   // as zb-h1, whose search the planner's call ran already.
@@ -61,10 +61,10 @@ struct Context {
 // Per layer: whether the profile times its forward (what re-computation costs).
 std::vector<bool> ForwardTimed(const Profile& profile);
 
-// Whether the planner proposes the even-width pipelines in other server orders on `cluster`
-// (Note [Even widths in other server orders] in proposals.cc): at most 12 devices, of
+// Whether the planner proposes the even-width pipelines in every server order on `cluster`
+// (Note [Even widths in every server order] in proposals.cc): at most 12 devices, of
 // several kinds.
-bool ReorderedEvenWidths(const Cluster& cluster);
+bool KindFirstEvenWidths(const Cluster& cluster);
 
 // The context of the search with schedule `k` alone (what `--schedule k` runs).
 Context Family(const Context& c, ScheduleKind k);

@@ -208,8 +208,9 @@ std::vector<Plan> EvenWidthPlans(const CostModel& cost, const Cluster& cluster, 
 
 std::vector<std::vector<int>> EvenWidthOrders(const Cluster& cluster) {
   std::vector<std::vector<int>> orders;
-  for (const ServerOrder& o : ServerOrders(cluster)) {
-    if (std::is_sorted(o.servers.begin(), o.servers.end())) continue;  // the ids' own order
+  const std::vector<ServerOrder> server_orders = ServerOrders(cluster);
+  if (server_orders.size() < 2) return orders;  // one kind of device
+  for (const ServerOrder& o : server_orders) {
     std::vector<int> devices;
     for (int s : o.servers) {
       const int first = cluster.FirstDeviceOf(s);

@@ -79,9 +79,9 @@ std::vector<Plan> EvenWidthPlans(const CostModel& cost, const Cluster& cluster, 
                                  const std::vector<int>* device_order = nullptr,
                                  const char* planner = "even-widths");
 
-// The device orders besides the ids' own for EvenWidthPlans on a cluster of several kinds of
-// device: for each of ServerOrders (placement.h) whose servers are not in id order, its
-// servers' devices server after server (on a cluster of one kind, none).
+// The device orders of ServerOrders (placement.h) for EvenWidthPlans on a cluster of several
+// kinds of device: order k leads with kind k's servers (DeviceKinds' k-th, the fastest first),
+// each order's devices server after server. None on a cluster of one kind.
 std::vector<std::vector<int>> EvenWidthOrders(const Cluster& cluster);
 
 // PipeDream's planner objective: minimise the slowest of the stage times and transfers,

@@ -154,18 +154,20 @@ namespace dapple {
 // sharding the optimizer state makes them fit (origin "+shard"). Every proposal shards where
 // it pays (ShardWhereItPays). The starts come fastest first, at most `max_starts` of them,
 // then the fastest proposal of kEvenWidthsOrigin (with or without re-computation) when there
-// is one, then those of kEvenWidthsReorderedOrigin that DeepestReorderedStarts picks (the
-// fastest of each shape of the most stages that fit, at most three), with the simulations it
-// took to pick them. Refine
+// is one, then for each KindFirstOrigin those that DeepestStarts picks (the fastest of each
+// shape of the most stages that fit, at most three), with the simulations it took to pick
+// them. Refine
 // (above) climbs from them, on the caller's threads (the planner runs the climbs of several
 // searches together), and Refined makes the selection from the starts and Refine's result
 // on them (`r` is ignored when there is no start).
 // The origin of the planner's even-width pipelines (EvenWidthPlans in baselines.h): their
 // fastest is a start besides the max_starts others.
 inline constexpr const char* kEvenWidthsOrigin = "even-widths";
-// The origin of the even-width pipelines in other server orders (Note [Even widths in other
-// server orders] in proposals.cc): up to three starts more, after the others.
-inline constexpr const char* kEvenWidthsReorderedOrigin = "even-widths-reordered";
+// The origin of the even-width pipelines over the devices in the server order that leads with
+// kind k of DeviceKinds (Note [Even widths in every server order] in proposals.cc):
+// "even-widths-A-first" for k = 0 (DeviceKindName). Up to three starts more of each such
+// origin, after the others.
+std::string KindFirstOrigin(size_t k);
 struct RefineStarts {
   std::vector<Scored> starts;
   long long simulated = 0;

@@ -4,29 +4,31 @@
 #include <map>
 #include <optional>
 
+#include "dapple/format/cluster_kinds.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/refine/refine.h"
 
 namespace dapple {
 namespace {
 
-bool IsReordered(const std::string& origin) {
-  return origin.starts_with(kEvenWidthsReorderedOrigin);
+// The origin without what SelectStarts adds ("+recompute", "+shard").
+std::string BaseOrigin(const std::string& origin) { return origin.substr(0, origin.find('+')); }
+
+bool IsKindFirst(const std::string& origin) {
+  const std::string base = BaseOrigin(origin);
+  return base.starts_with(kEvenWidthsOrigin) && base.ends_with("-first");
 }
 
-bool IsEvenWidths(const std::string& origin) {
-  return origin.starts_with(kEvenWidthsOrigin) && !IsReordered(origin);
-}
+bool IsEvenWidths(const std::string& origin) { return BaseOrigin(origin) == kEvenWidthsOrigin; }
 
-// Note [Even widths in other server orders] (proposals.cc): of the reordered even-width
+// Note [Even widths in every server order] (proposals.cc): of one order's even-width
 // proposals (re-computing or not) that fit, those of the most stages; of them the fastest of
-// each stage-width shape (the devices of each stage, in order), at most kReorderedStarts of
-// them, fastest first.
-constexpr int kReorderedStarts = 3;
+// each stage-width shape (the devices of each stage, in order), at most kDeepStarts of them,
+// fastest first.
+constexpr int kDeepStarts = 3;
 
-std::vector<Scored> DeepestReorderedStarts(const std::vector<Proposal>& proposals,
-                                           const CostModel& cost, SimCache* cache,
-                                           long long& simulated) {
+std::vector<Scored> DeepestStarts(const std::vector<Proposal>& proposals, const CostModel& cost,
+                                  SimCache* cache, long long& simulated) {
   int deepest = 0;
   std::map<std::vector<int>, std::vector<Proposal>> shapes;  // by widths, of the deepest
   for (const Proposal& p : proposals) {
@@ -47,7 +49,7 @@ std::vector<Scored> DeepestReorderedStarts(const std::vector<Proposal>& proposal
   std::stable_sort(out.begin(), out.end(), [](const Scored& a, const Scored& b) {
     return a.sim.iteration_ms < b.sim.iteration_ms;
   });
-  if (static_cast<int>(out.size()) > kReorderedStarts) out.resize(kReorderedStarts);
+  if (static_cast<int>(out.size()) > kDeepStarts) out.resize(kDeepStarts);
   return out;
 }
 
@@ -108,7 +110,7 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
                                                          : kept_ms[max_starts - 1];
   };
   for (const std::string& origin : order) {
-    if (origin.starts_with(kEvenWidthsOrigin)) continue;  // either kind: below
+    if (IsEvenWidths(origin) || IsKindFirst(origin)) continue;  // below
     Selection sel = SelectFastest(groups[origin], cost, false, options.cache, bar());
     out.simulated += sel.simulated;
     if (!sel.best) continue;
@@ -134,14 +136,24 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
   if (even && (static_cast<int>(starts.size()) < max_starts ||
                even->sim.iteration_ms < starts.back().sim.iteration_ms))
     starts.push_back(std::move(*even));
-  // Note [Even widths in other server orders] (proposals.cc): after all of those.
-  std::vector<Proposal> reordered;
-  for (const std::string& origin : order)
-    if (IsReordered(origin))
-      reordered.insert(reordered.end(), groups[origin].begin(), groups[origin].end());
-  for (Scored& s : DeepestReorderedStarts(reordered, cost, options.cache, out.simulated))
-    starts.push_back(std::move(s));
+  // Note [Even widths in every server order] (proposals.cc): after all of those, order by
+  // order (re-computing or not).
+  std::vector<std::string> orders;
+  std::map<std::string, std::vector<Proposal>> by_order;
+  for (const std::string& origin : order) {
+    if (!IsKindFirst(origin)) continue;
+    auto [it, fresh] = by_order.try_emplace(BaseOrigin(origin));
+    if (fresh) orders.push_back(it->first);
+    it->second.insert(it->second.end(), groups[origin].begin(), groups[origin].end());
+  }
+  for (const std::string& o : orders)
+    for (Scored& s : DeepestStarts(by_order[o], cost, options.cache, out.simulated))
+      starts.push_back(std::move(s));
   return out;
+}
+
+std::string KindFirstOrigin(size_t k) {
+  return std::string(kEvenWidthsOrigin) + "-" + DeviceKindName(k) + "-first";
 }
 
 RefinedSelection Refined(const RefineStarts& starts, const RefineResult& r) {

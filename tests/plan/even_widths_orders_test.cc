@@ -1,6 +1,7 @@
-// The even-width pipelines in other server orders (Note [Even widths in other server orders] in
+// The even-width pipelines in every server order (Note [Even widths in every server order] in
 // proposals.cc): the orders a mixed cluster gets, the pipelines over them, and the planner on the
-// medium mixed problem they were made for against the exhaustive optimum.
+// medium mixed problem they were made for against the exhaustive optimum, with the servers listed
+// either way.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,36 +36,39 @@ std::vector<int> Range(int first, int count) {
   return r;
 }
 
-TEST(ReorderedEvenWidths, OrdersAreTheOtherServerOrders) {
-  // One kind: only the ids' own order, so none besides it.
+TEST(EvenWidthsOrders, EachKindLeadsOneOrder) {
+  // One kind: none.
   EXPECT_TRUE(EvenWidthOrders(TwoServers(5, 1.0)).empty());
-  // The slow server listed first: the one other order puts the fast server's devices first.
-  std::vector<int> fast_first = Range(5, 5);
+  // Order k leads with kind k (the fastest first), whichever server the file lists first.
+  std::vector<int> fast_first = Range(5, 5), slow_first = Range(0, 5);
   for (int d : Range(0, 5)) fast_first.push_back(d);
-  EXPECT_EQ(EvenWidthOrders(TwoServers(5, 2.0)), std::vector<std::vector<int>>{fast_first});
-  // The fast server listed first: the other order is the slow one first.
+  for (int d : Range(5, 5)) slow_first.push_back(d);
+  EXPECT_EQ(EvenWidthOrders(TwoServers(5, 2.0)),
+            (std::vector<std::vector<int>>{fast_first, slow_first}));
   Cluster fast_listed_first = TwoServers(4, 2.0);
   std::swap(fast_listed_first.servers[0], fast_listed_first.servers[1]);
-  std::vector<int> slow_first = Range(4, 4);
+  fast_first = Range(0, 8);
+  slow_first = Range(4, 4);
   for (int d : Range(0, 4)) slow_first.push_back(d);
-  EXPECT_EQ(EvenWidthOrders(fast_listed_first), std::vector<std::vector<int>>{slow_first});
+  EXPECT_EQ(EvenWidthOrders(fast_listed_first),
+            (std::vector<std::vector<int>>{fast_first, slow_first}));
 }
 
-TEST(ReorderedEvenWidths, PipelinesFollowTheOrder) {
+TEST(EvenWidthsOrders, PipelinesFollowTheOrder) {
   const auto p = testing::MakeMediumAnalyticProblem(5, /*mixed=*/true, 11);
   const int devices = p->cluster.num_devices();
   const std::vector<std::vector<int>> orders = EvenWidthOrders(p->cluster);
-  ASSERT_EQ(orders.size(), 1u);
+  ASSERT_EQ(orders.size(), 2u);
   const MicroBatching mb{2, p->global_batch / 2};
   const std::vector<Plan> in_ids = EvenWidthPlans(*p->cost, p->cluster, mb);
   const std::vector<Plan> reordered =
-      EvenWidthPlans(*p->cost, p->cluster, mb, nullptr, &orders[0], "even-widths-reordered");
+      EvenWidthPlans(*p->cost, p->cluster, mb, nullptr, &orders[0], "even-widths-A-first");
   ASSERT_EQ(in_ids.size(), reordered.size());
   for (size_t i = 0; i < reordered.size(); ++i) {
     const Plan& a = in_ids[i];
     const Plan& b = reordered[i];
     SCOPED_TRACE(testing::StagesText(b));
-    EXPECT_EQ(b.planner, "even-widths-reordered");
+    EXPECT_EQ(b.planner, "even-widths-A-first");
     ASSERT_EQ(a.num_stages(), b.num_stages());
     // The same widths, the devices taken in the order's sequence: stage after stage, each
     // stage's devices the next ones of the order (as a set: listed fastest first).
@@ -85,26 +89,31 @@ TEST(ReorderedEvenWidths, PipelinesFollowTheOrder) {
   }
 }
 
-// Mixed seed 5 of 11 layers (2 x 5, the fast server listed second, GBS 30): the optimum has
-// the fast server's devices first; from the even-width pipelines in id order and the other
-// starts the planner ended 8.2% above it.
-TEST(ReorderedEvenWidths, PlannerReachesTheMixedOptimum) {
-  const auto p = testing::MakeMediumAnalyticProblem(5, /*mixed=*/true, 11);
-  SCOPED_TRACE(p->description);
+// Mixed seed 5 of 11 layers (2 x 5, GBS 30): the optimum has the fast server's devices first;
+// with the slow server listed first the planner ended 8.2% above it; deep starts in the other
+// order alone reached it there, and ended 4.7% above it with the fast server listed first.
+void ExpectWithinTwoPercent(const testing::RandomProblem& p) {
+  SCOPED_TRACE(p.description);
   PlannerOptions o;
   o.interleave = false;  // the exhaustive search has one chunk per stage
-  const PlanResult dapple = RunPlanner(p->profile, p->cluster, *p->cost, p->global_batch, o);
+  const PlanResult dapple = RunPlanner(p.profile, p.cluster, *p.cost, p.global_batch, o);
   ASSERT_TRUE(dapple.plan);
   const Plan start = *dapple.plan;
   const ExhaustiveResult truth =
-      ExhaustivePlan(*p->cost, p->cluster, p->global_batch, MicroBatchSizes(p->global_batch),
+      ExhaustivePlan(*p.cost, p.cluster, p.global_batch, MicroBatchSizes(p.global_batch),
                      {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1}, true,
-                     testing::ForwardTimedLayers(p->profile), true, &start);
+                     testing::ForwardTimedLayers(p.profile), true, &start);
   ASSERT_TRUE(truth.plan);
   const double t = dapple.plan->estimate->iteration_ms;
   EXPECT_GE(t, truth.iteration_ms * (1 - 1e-9));
   EXPECT_LE(t, truth.iteration_ms * 1.02) << "dapple " << testing::StagesText(*dapple.plan)
                                           << ", optimum " << testing::StagesText(*truth.plan);
+}
+
+TEST(EvenWidthsOrders, PlannerReachesTheMixedOptimumEitherListing) {
+  ExpectWithinTwoPercent(*testing::MakeMediumAnalyticProblem(5, /*mixed=*/true, 11));
+  ExpectWithinTwoPercent(*testing::MakeMediumAnalyticProblem(5, /*mixed=*/true, 11,
+                                                             /*fast_listed_first=*/true));
 }
 
 }  // namespace
