@@ -23,7 +23,7 @@ bool IsEvenWidths(const std::string& origin) { return BaseOrigin(origin) == kEve
 
 // Note [Even widths in every server order] (proposals.cc): of one order's even-width
 // proposals (re-computing or not) that fit, those of the most stages; of them the fastest of
-// each stage-width shape (the devices of each stage, in order), at most kDeepStarts of them,
+// each stage-width shape (the device count of each stage, in order), at most kDeepStarts of them,
 // fastest first.
 constexpr int kDeepStarts = 3;
 
