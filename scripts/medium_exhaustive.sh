@@ -1,7 +1,8 @@
 #!/bin/sh
 # The DAPPLE planner against the exhaustive optimum on seeded random medium problems (10-12
 # layers on 2 servers of 5 or 6 devices, GBS 24-72; fake costs, the analytic model, mixed
-# devices): tests/plan/medium_exhaustive_test.cc on SEEDS seeds of each kind instead of the
+# devices with the slow server listed first and with the fast one first):
+# tests/plan/medium_exhaustive_test.cc on SEEDS seeds of each kind instead of the
 # few of a test run, on problems of LAYERS layers (DAPPLE_MEDIUM_LAYERS; the test's own run
 # has 10). Prints each problem outside 2% and each kind's share within 2%. Minutes: the
 # exhaustive search takes up to 15 s a problem at 10 layers, a minute at 11, 2 at 12.
