@@ -54,7 +54,6 @@ bool MixedDevices(const Cluster& cluster) { return DeviceKinds(cluster).size() >
 std::vector<std::string> DeviceKindLines(const Cluster& c, const Plan& plan) {
   const std::vector<DeviceKind> kinds = DeviceKinds(c);
   if (kinds.size() < 2) return {};
-  auto name = DeviceKindName;
   std::vector<int> kind_of_server(c.num_servers());
   std::string line = "device kinds:";
   for (size_t k = 0; k < kinds.size(); ++k) {
@@ -63,8 +62,9 @@ std::vector<std::string> DeviceKindLines(const Cluster& c, const Plan& plan) {
       kind_of_server[s] = static_cast<int>(k);
       for (int i = 0; i < c.servers[s].devices; ++i) devices.push_back(c.FirstDeviceOf(s) + i);
     }
-    line += fmt::format("{} {} = speed {:g}, {:.1f} GB (devices {})", k == 0 ? "" : ";", name(k),
-                        kinds[k].spec.speed, kinds[k].spec.memory_bytes / 1e9, IdRanges(devices));
+    line += fmt::format("{} {} = speed {:g}, {:.1f} GB (devices {})", k == 0 ? "" : ";",
+                        DeviceKindName(k), kinds[k].spec.speed, kinds[k].spec.memory_bytes / 1e9,
+                        IdRanges(devices));
   }
   std::string stages = "stages on kinds:";
   for (int s = 0; s < plan.num_stages(); ++s) {
@@ -72,7 +72,8 @@ std::vector<std::string> DeviceKindLines(const Cluster& c, const Plan& plan) {
     for (int d : plan.stages[s].devices) ++count[kind_of_server[c.ServerOf(d)]];
     std::string on;
     for (size_t k = 0; k < kinds.size(); ++k)
-      if (count[k] > 0) on += fmt::format("{}{}{}", on.empty() ? "" : "+", name(k), count[k]);
+      if (count[k] > 0)
+        on += fmt::format("{}{}{}", on.empty() ? "" : "+", DeviceKindName(k), count[k]);
     stages += fmt::format("{} {} {}", s == 0 ? "" : ",", s, on);
   }
   return {line, stages};

@@ -23,22 +23,22 @@ bool IsEvenWidths(const std::string& origin) { return BaseOrigin(origin) == kEve
 
 // Note [Even widths in every server order] (proposals.cc): of one order's even-width
 // proposals (re-computing or not) that fit, those of the most stages; of them the fastest of
-// each stage-width shape (the device count of each stage, in order), at most kDeepStarts of them,
-// fastest first.
+// each stage-width shape (the device count of each stage, in order), at most kDeepStarts of
+// them, fastest first. Only the proposals as deep as the deepest that fits are evaluated here.
 constexpr int kDeepStarts = 3;
 
 std::vector<Scored> DeepestStarts(const std::vector<Proposal>& proposals, const CostModel& cost,
                                   SimCache* cache, long long& simulated) {
-  int deepest = 0;
+  int most = 0;
+  for (const Proposal& p : proposals) most = std::max(most, p.plan.num_stages());
   std::map<std::vector<int>, std::vector<Proposal>> shapes;  // by widths, of the deepest
-  for (const Proposal& p : proposals) {
-    const int stages = p.plan.num_stages();
-    if (stages < deepest || !EvaluatePlan(p.plan, cost).fits) continue;
-    if (stages > deepest) shapes.clear();
-    deepest = stages;
-    std::vector<int> widths;
-    for (const StagePlan& s : p.plan.stages) widths.push_back(static_cast<int>(s.devices.size()));
-    shapes[widths].push_back(p);
+  for (int depth = most; depth > 0 && shapes.empty(); --depth) {
+    for (const Proposal& p : proposals) {
+      if (p.plan.num_stages() != depth || !EvaluatePlan(p.plan, cost).fits) continue;
+      std::vector<int> widths;
+      for (const StagePlan& s : p.plan.stages) widths.push_back(static_cast<int>(s.devices.size()));
+      shapes[widths].push_back(p);
+    }
   }
   std::vector<Scored> out;
   for (auto& [widths, group] : shapes) {
