@@ -101,6 +101,7 @@ class FakeCostModel : public CostModel, public EmulationCosts {
                         const std::vector<int>& to) const override {
     return {transfer_ms + transfer_ms_per_sample * micro_batch, transfer_resources};
   }
+  bool TransfersHoldLinks() const override { return !transfer_resources.empty(); }
   double UpdateMs(int first, int last, int device) const override {
     return Sum(update_ms, first, last) / speed.at(device);
   }

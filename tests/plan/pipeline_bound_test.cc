@@ -8,8 +8,10 @@
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/planner.h"
 #include "dapple/sim/simulator.h"
+#include "fakes/fake_cost_model.h"
 #include "random_mixed_problems.h"
 #include "random_problems.h"
+#include "sim/sim_test_util.h"
 
 namespace dapple {
 namespace {
@@ -25,7 +27,7 @@ TEST(PipelineLowerBound, NeverAboveTheSimulatedTime) {
       o.enforce_memory = false;
       for (const DpCandidate& cand : DappleDp(*p->cost, p->cluster, o)) {
         for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::kDappleA, ScheduleKind::kDappleB,
-                               ScheduleKind::kZbH1}) {
+                               ScheduleKind::kZbH1, ScheduleKind::kZbH2}) {
           for (int variant = 0; variant < 4; ++variant) {
             Plan plan = cand.plan;
             plan.schedule = k;
@@ -44,6 +46,43 @@ TEST(PipelineLowerBound, NeverAboveTheSimulatedTime) {
   }
   EXPECT_GT(checked, 2000);
   EXPECT_GT(tight, checked / 10);  // it bounds something: not 0 everywhere
+}
+
+// The bound of `plan` over its simulated time, checked to be at most 1.
+double Tightness(const Plan& plan, const CostModel& cost) {
+  const double bound = PipelineLowerBound(plan, EvaluatePlan(plan, cost));
+  const double ms = SimulatePlan(plan, cost).iteration_ms;
+  EXPECT_LE(bound, ms * (1 + 1e-12));
+  return bound / ms;
+}
+
+// Where a boundary's link is slower than the stages, its M transfers one after another
+// bound the iteration when the transfers hold the link, and not when they do not (then
+// they run side by side). F = 2 and B = 4 per stage, T = 10, M = 8: through the pipeline,
+// stage 1 starts at F + T = 12 and is busy 8 x 6, then stage 0's last backward: 64. Through
+// the link, the last activation arrives at 12 + 7 x 10, then F + B on stage 1 and B on
+// stage 0: 92.
+TEST(PipelineLowerBound, CountsABoundarysTransfersInTurnWhenTheyHoldALink) {
+  FakeCostModel cost(4, 2);
+  cost.transfer_ms = 10;
+  const Plan plan = testing::MakePlan({{0, 1, {0}}, {2, 3, {1}}}, 1, 8, ScheduleKind::kDappleB);
+  EXPECT_DOUBLE_EQ(PipelineLowerBound(plan, EvaluatePlan(plan, cost)), 64);
+  Tightness(plan, cost);
+  cost.transfer_resources = {0};
+  EXPECT_DOUBLE_EQ(PipelineLowerBound(plan, EvaluatePlan(plan, cost)), 92);
+  Tightness(plan, cost);
+}
+
+// zb-h1's buckets are ready during the stage's last W, its last compute: what no W hides
+// of a long allreduce counts.
+TEST(PipelineLowerBound, SplitBackwardCountsTheAllreduceAfterTheLastWeightGradient) {
+  FakeCostModel cost(4, 4);
+  cost.allreduce_ms = 40;
+  Plan plan = testing::MakePlan({{0, 1, {0, 1}}, {2, 3, {2, 3}}}, 2, 4, ScheduleKind::kZbH1);
+  plan.allreduce_overlap = true;
+  EXPECT_GT(Tightness(plan, cost), 0.9);
+  plan.allreduce_overlap = false;
+  EXPECT_GT(Tightness(plan, cost), 0.9);
 }
 
 }  // namespace

@@ -20,8 +20,9 @@ inline std::vector<Plan> PlansOf(const RandomProblem& p) {
     o.num_micro_batches = p.global_batch / m;
     o.enforce_memory = false;
     for (const DpCandidate& cand : DappleDp(*p.cost, p.cluster, o)) {
-      for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::kDappleA, ScheduleKind::kDappleB,
-                             ScheduleKind::kZbH1, ScheduleKind::kInterleaved}) {
+      for (ScheduleKind k :
+           {ScheduleKind::kGPipe, ScheduleKind::kDappleA, ScheduleKind::kDappleB,
+            ScheduleKind::kZbH1, ScheduleKind::kZbH2, ScheduleKind::kInterleaved}) {
         for (int variant = 0; variant < 4; ++variant) {
           Plan plan = cand.plan;
           plan.schedule = k;

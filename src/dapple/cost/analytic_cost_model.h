@@ -57,6 +57,8 @@ class AnalyticCostModel : public CostModel {
                         const std::vector<int>& to) const override;
   double TransferMs(int last, double micro_batch, const std::vector<int>& from,
                     const std::vector<int>& to) const override;
+  // Every message of a split-concat transfer holds its link (SplitConcatMs).
+  bool TransfersHoldLinks() const override { return true; }
   // Groups the messages by link at the first boundary (Note [Split-concat by link]).
   void TransferMsAt(std::span<const int> lasts, double micro_batch, const std::vector<int>& from,
                     const std::vector<int>& to, double* out) const override;

@@ -49,6 +49,10 @@ class CostModel {
   // contiguous slice) to the replicas `to`. Same cost for the gradient going back.
   virtual TransferCost Transfer(int last, double micro_batch, const std::vector<int>& from,
                                 const std::vector<int>& to) const = 0;
+  // Whether every transfer that takes time holds at least one resource (Transfer(...).resources
+  // not empty), so that the simulator runs the transfers of one stage boundary one after
+  // another: the planner's lower bounds may then count a boundary's micro-batches in turn.
+  virtual bool TransfersHoldLinks() const { return false; }
   // Transfer(...).ms alone: the planners' inner loops need no link resources, and a model
   // may answer without building them.
   virtual double TransferMs(int last, double micro_batch, const std::vector<int>& from,

@@ -39,8 +39,11 @@ std::vector<double> BucketAllReduceMs(const CostModel& cost, const std::vector<G
 // one after another on one stream and bucket k starts once that backward has passed
 // through bucket k's layers: max over k of (BackwardMs(first_k .. last) - BackwardMs(stage)
 // + sum of the bucket times from k on), for `samples` samples on `device`. It is at least
-// the last bucket's time; with a single bucket it is the whole allreduce.
+// the last bucket's time; with a single bucket it is the whole allreduce. With
+// `split_backward` the buckets are ready during the last weight-gradient part (W) instead,
+// and BackwardWeightMs stands for BackwardMs (the simulator's readiness in both cases).
 double ExposedAllReduceMs(const CostModel& cost, const std::vector<GradBucket>& buckets,
-                          const std::vector<double>& bucket_ms, double samples, int device);
+                          const std::vector<double>& bucket_ms, double samples, int device,
+                          bool split_backward = false);
 
 }  // namespace dapple

@@ -48,7 +48,7 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
   c.allreduce_ms = r == 1  ? 0.0
                    : shard ? cost.ReduceScatterMs(first, last, devices)
                            : cost.AllReduceMs(first, last, devices);
-  c.allreduce_exposed_ms = c.allreduce_ms;
+  c.allreduce_exposed_ms = c.allreduce_exposed_split_ms = c.allreduce_ms;
   if (allreduce_overlap && r > 1) {
     std::vector<GradBucket> buckets = GradientBuckets(cost, first, last);
     std::vector<double> ms = BucketAllReduceMs(cost, buckets, devices, shard);
@@ -56,9 +56,11 @@ StageCost EvaluateStage(const CostModel& cost, int first, int last, const std::v
       // On uniform devices a replica's figure depends only on its slice, and slices come
       // in two sizes: the first replica's and the last's, one size when r divides m.
       if (uniform && j > 0 && (j < r - 1 || micro_batch % r == 0)) continue;
-      double e =
-          ExposedAllReduceMs(cost, buckets, ms, SliceOf(micro_batch, r, j).size(), devices[j]);
+      const double samples = static_cast<double>(SliceOf(micro_batch, r, j).size());
+      const double e = ExposedAllReduceMs(cost, buckets, ms, samples, devices[j]);
+      const double w = ExposedAllReduceMs(cost, buckets, ms, samples, devices[j], true);
       c.allreduce_exposed_ms = j == 0 ? e : std::min(c.allreduce_exposed_ms, e);
+      c.allreduce_exposed_split_ms = j == 0 ? w : std::min(c.allreduce_exposed_split_ms, w);
     }
   }
   const double s = SamplesPerReplica(micro_batch, r);
@@ -145,6 +147,7 @@ PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
                                cost.DeviceMemoryBytes(d) == cost.DeviceMemoryBytes(d0)));
   }
   pc.uniform_devices = uniform;
+  pc.transfers_hold_links = cost.TransfersHoldLinks();
   const bool reuse = base && SameFrame(plan, *base, *base_costs, uniform);
   std::vector<char> same(reuse ? S : 0);
   for (int s = 0; s < static_cast<int>(same.size()); ++s) same[s] = SameStage(plan, *base, s);
@@ -183,11 +186,14 @@ PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
     if (v == 1 && plan.RecomputesAny(s)) ChargeRecompute(cost, plan, s, c);
     if (SplitsBackward(plan.schedule)) {
       // The backward runs as I + W, which may cost more than B (measured split). The
-      // buckets start during the last W; no hiding is assumed, so lower bounds stay valid.
+      // buckets start during the last W, which is the stage's last compute (every F and I
+      // has a W after it): with one chunk per device what no W can hide is
+      // allreduce_exposed_split_ms; with chunks no hiding is assumed, so lower bounds stay
+      // valid.
       c.backward_ms =
           SplitBackwardMs(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size) +
           c.recompute_ms;
-      c.allreduce_exposed_ms = 0;
+      c.allreduce_exposed_ms = v == 1 ? c.allreduce_exposed_split_ms : 0;
     }
     pc.fits = pc.fits && c.fits();
     pc.peak_memory_bytes = std::max(pc.peak_memory_bytes, c.memory_bytes);
@@ -285,6 +291,11 @@ double PipelineLowerBound(const Plan& plan, const PlanCosts& costs) {
     // last gradient's way back to stage 0, then stage 0's.
     const double after = std::max(tail(c), split ? 0.0 : back + first_tail);
     lb = std::max(lb, start + M * (c.forward_ms + c.backward_ms) + after);
+    // The boundary into s: its first activation arrives at `start`, the others one
+    // transfer each after it.
+    if (s > 0 && costs.transfers_hold_links)
+      lb = std::max(
+          lb, start + (M - 1) * costs.transfer_ms[s - 1] + c.forward_ms + c.backward_ms + after);
     start += c.forward_ms;
     if (!split) back += c.backward_ms;
     if (s < costs.transfer_ms.size()) start += costs.transfer_ms[s];

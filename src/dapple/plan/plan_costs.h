@@ -23,6 +23,9 @@ struct StageCost {
   // The part of the allreduce no backward can hide (for lower bounds): allreduce_ms, or
   // with allreduce overlap the least ExposedAllReduceMs over the replicas.
   double allreduce_exposed_ms = 0;
+  // The same when the backward is split into I and W (the buckets ready during the last W,
+  // ExposedAllReduceMs with split_backward); EvaluatePlan takes it for those schedules.
+  double allreduce_exposed_split_ms = 0;
   double update_ms = 0;            // the optimizer update (STEP), slowest replica
   double memory_bytes = 0;         // per device, at the warm-up depth
   double device_memory_bytes = 0;  // the smallest memory among the stage's devices
@@ -35,12 +38,13 @@ struct StageCost {
 
 struct PlanCosts {
   std::vector<StageCost> stages;
-  std::vector<double> transfer_ms;  // transfer_ms[s]: from stage s to s+1 (size S-1)
-  PipelineLatency latency;          // over the stage list with transfers as stages
-  int pivot_stage = 0;              // the compute stage of latency.pivot
-  bool fits = true;                 // every stage fits its devices' memory
-  double peak_memory_bytes = 0;     // max over stages
-  bool uniform_devices = false;     // the plan's devices are alike (EvaluateStage's `uniform`)
+  std::vector<double> transfer_ms;    // transfer_ms[s]: from stage s to s+1 (size S-1)
+  PipelineLatency latency;            // over the stage list with transfers as stages
+  int pivot_stage = 0;                // the compute stage of latency.pivot
+  bool fits = true;                   // every stage fits its devices' memory
+  double peak_memory_bytes = 0;       // max over stages
+  bool uniform_devices = false;       // the plan's devices are alike (EvaluateStage's `uniform`)
+  bool transfers_hold_links = false;  // CostModel::TransfersHoldLinks
 };
 
 // Samples of the largest replica slice of a micro-batch (SliceOf's first slice).
@@ -113,9 +117,12 @@ double IterationLowerBound(const PlanCosts& costs, int num_micro_batches);
 // sum_{k<s} (F_k + T_k), then its slowest replica is busy M (F_s + B_s), and then come its
 // own allreduce (the exposed part) and update, and (unless the backward is split into I
 // and W, whose last W need not come last) the gradient of its last backward still passes
-// every stage before it, sum_{k<s} B_k, before stage 0's allreduce and update. The
-// maximum over s; 0 for interleaved plans (v > 1). Used to skip simulations that cannot
-// win.
+// every stage before it, sum_{k<s} B_k, before stage 0's allreduce and update. Where the
+// transfers hold links (PlanCosts::transfers_hold_links), the M activations into stage s
+// cross its boundary one after another, the first after sum_{k<s} F_k + sum_{k<s-1} T_k,
+// and the last of them still passes stage s's forward and backward and what follows that
+// (as above). The maximum over s; 0 for interleaved plans (v > 1). Used to skip
+// simulations that cannot win.
 double PipelineLowerBound(const Plan& plan, const PlanCosts& costs);
 
 }  // namespace dapple
