@@ -22,6 +22,10 @@ void ExpectSameFacts(const ListFacts& a, const ListFacts& b, const std::string& 
   EXPECT_EQ(a.last_recv_grad_mb, b.last_recv_grad_mb) << at;
   EXPECT_EQ(a.last_send_grad_pc, b.last_send_grad_pc) << at;
   EXPECT_EQ(a.last_send_grad_mb, b.last_send_grad_mb) << at;
+  EXPECT_EQ(a.last_weight_grads_pc, b.last_weight_grads_pc) << at;
+  EXPECT_EQ(a.last_compute_pc, b.last_compute_pc) << at;
+  EXPECT_EQ(a.last_recv_pc, b.last_recv_pc) << at;
+  EXPECT_EQ(a.last_allreduce_pc, b.last_allreduce_pc) << at;
 }
 
 TEST(LoweredLists, FromTheOtherSideAreTheListsMadeAnew) {

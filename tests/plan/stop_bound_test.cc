@@ -8,14 +8,19 @@
 // planner's memo, which keeps a stopped run only for the questions it answers. Such a
 // question is first put to a run without contention (Note [Uncontended first] in
 // plan/search/slower_than.cc): these checks fail if it ever ends later than the contended run.
+#include "dapple/plan/search/stop_bound.h"
+
 #include <gtest/gtest.h>
 
 #include "dapple/plan/planner.h"
 #include "dapple/plan/search/sim_cache.h"
 #include "dapple/plan/search/slower_than.h"
+#include "dapple/sim/prepared_run.h"
 #include "dapple/sim/simulator.h"
+#include "fakes/fake_cost_model.h"
 #include "random_mixed_problems.h"
 #include "random_plans.h"
+#include "sim/sim_test_util.h"
 
 namespace dapple {
 namespace {
@@ -133,6 +138,30 @@ TEST(StopAbove, TheMemosListFactsStopAsARunsOwn) {
     }
   }
   EXPECT_GT(stopped, 100);
+}
+
+// Note [The buckets' exposure]: before anything has run, the bound already counts what the
+// last B (or W) cannot hide of a long overlapped allreduce. Each stage: 2 replicas of 1
+// sample, F = 2, B = 4 (I = W = 2), M = 4, one bucket of 40 ms: each device computes 24 ms
+// and then waits 40 ms for its allreduce, which the listed costs alone leave out (24 and,
+// with dapple-b's drain, stage 1's 24 ms and then stage 0's last B: 28).
+TEST(StopAbove, TheBoundCountsTheBucketsLeftAfterTheLastBackward) {
+  FakeCostModel cost(4, 4);
+  cost.allreduce_ms = 40;
+  for (auto [k, expected] :
+       {std::pair{ScheduleKind::kDappleB, 24 + 4 + 40}, std::pair{ScheduleKind::kZbH1, 24 + 40}}) {
+    Plan plan = testing::MakePlan({{0, 1, {0, 1}}, {2, 3, {2, 3}}}, 2, 4, k);
+    plan.allreduce_overlap = true;
+    const Schedule lowered = LoweredSchedule(plan);
+    internal::PreparedRun run =
+        internal::Prepare(plan, ViewOf(lowered), cost, {.twins = true}, nullptr);
+    internal::StopBound bound;
+    std::vector<int> watched;
+    bound.Prepare(run.setup, watched);
+    const std::vector<internal::DeviceState> start(run.setup.devices.size());
+    EXPECT_DOUBLE_EQ(bound.Bound(start), expected) << ToString(k);
+    EXPECT_LE(bound.Bound(start), SimulatePlan(plan, cost).iteration_ms) << ToString(k);
+  }
 }
 
 }  // namespace

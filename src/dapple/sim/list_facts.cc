@@ -8,6 +8,11 @@ ListFacts FactsOf(const Instruction* program, int length, int chunks) {
   f.count.assign(4 * chunks, 0);
   for (int pc = 0; pc < length; ++pc) {
     const Instruction& in = program[pc];
+    if (in.op == Op::kForward || in.op == Op::kBackward || in.op == Op::kInputGrad ||
+        in.op == Op::kWeightGrad)
+      f.last_compute_pc = pc;
+    if (in.op == Op::kBackward || in.op == Op::kWeightGrad) f.last_weight_grads_pc = pc;
+    if (in.op == Op::kRecvAct || in.op == Op::kRecvGrad) f.last_recv_pc = pc;
     switch (in.op) {
       case Op::kForward:
         ++f.count[4 * in.chunk];
@@ -26,6 +31,7 @@ ListFacts FactsOf(const Instruction* program, int length, int chunks) {
         break;
       case Op::kAllReduceGrads:
         ++f.allreduces;
+        f.last_allreduce_pc = pc;
         break;
       case Op::kRecvGrad:
         f.last_recv_grad_pc = pc;

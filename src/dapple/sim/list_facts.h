@@ -15,6 +15,9 @@ struct ListFacts {
   int last_backward_pc = -1, last_backward_mb = -1;  // the last B or I
   int last_recv_grad_pc = -1, last_recv_grad_mb = -1;
   int last_send_grad_pc = -1, last_send_grad_mb = -1;
+  // The last instruction that produces weight gradients (B or W), the last compute (F, B,
+  // I or W), the last receive (either kind) and the last AR.
+  int last_weight_grads_pc = -1, last_compute_pc = -1, last_recv_pc = -1, last_allreduce_pc = -1;
 };
 
 ListFacts FactsOf(const Instruction* program, int length, int chunks);

@@ -23,7 +23,8 @@ LoweredLists LowerLists(ScheduleKind kind, int num_stages, int num_micro_batches
 // the rest of a list does not depend on its replicas. So one shape's lists with AR are its
 // lists without, AR put in before STEP (and those without, AR taken out), and so are their
 // facts: CheckSimulable skips AR and STEP, and FactsOf's counts and last positions are of
-// instructions before them, but the count of AR's. Planning with overlap simulates many
+// instructions before them, but the count of AR's and the AR's position (just before the
+// list's last instruction, STEP). Planning with overlap simulates many
 // shapes both ways: the check and the counts of the second were a third of the lowering.
 LoweredLists LowerListsFrom(const LoweredLists& other, bool with_allreduce) {
   LoweredLists made = other;
@@ -36,7 +37,12 @@ LoweredLists LowerListsFrom(const LoweredLists& other, bool with_allreduce) {
       p.erase(p.end() - 2);
     }
   }
-  for (ListFacts& f : made.facts) f.allreduces += with_allreduce ? 1 : -1;
+  for (size_t s = 0; s < made.facts.size(); ++s) {
+    ListFacts& f = made.facts[s];
+    f.allreduces += with_allreduce ? 1 : -1;
+    f.last_allreduce_pc =
+        with_allreduce ? static_cast<int>(made.schedule.programs[s].size()) - 2 : -1;
+  }
   return made;
 }
 

@@ -26,6 +26,18 @@
 // just at stop_above_ms. tests/plan/stop_bound_test.cc checks on random plans that a run
 // given its own time (plus 1e-6) never stops and that one given less stops with a bound
 // between the two.
+//
+// Note [The buckets' exposure]
+// An overlapped allreduce's listed cost is nothing: its buckets run during the last
+// backward (or W), so its time is not the device's. But bucket k is ready only at that
+// instruction's start plus its readiness r_k (EngineStage::bucket_ready_ms, r_K-1 being the
+// whole instruction), the buckets run one after another, and the device leaves its AR only
+// when the last bucket ends. So where the AR follows the device's last B or W with nothing
+// between that computes or waits (sends only), it takes at least max_k (r_k + the buckets
+// from k on) - r_K-1 after the device reaches it: ExposedAllReduceMs's figure, counted as
+// the AR's cost once the device has passed it. With one chunk and without resuming (shared
+// compute only: no stop there). On a slow network a zb-h1 or dapple-b run without it proved
+// a plan slower only at its allreduce, after nearly all of its events.
 #include "dapple/plan/search/stop_bound.h"
 
 #include <algorithm>
@@ -76,6 +88,8 @@ void StopBound::Prepare(const EngineSetup& s, std::vector<int>& watched_pc) {
   work_.assign(D, 0.0);
   tail_.assign(D, 0.0);
   last_cost_.assign(D, 0.0);
+  exposed_ar_pc_.assign(S, -1);
+  exposure_.assign(D, 0.0);
   facts_.resize(S);
   for (int g = 0; g < S; ++g) {
     const EngineStage& st = s.stages[g];
@@ -83,14 +97,30 @@ void StopBound::Prepare(const EngineSetup& s, std::vector<int>& watched_pc) {
     if (!st.facts) facts_[g] = FactsOf(st.program, st.length, v);
     const ListFacts& f = st.facts ? *st.facts : facts_[g];
     last_backward_pc_[g] = f.last_backward_pc;
+    // Note [The buckets' exposure]
+    const int K = static_cast<int>(st.bucket_ms.size());
+    if (K > 0 && v == 1 && s.resume_ms == 0 && f.allreduces == 1 && f.last_weight_grads_pc >= 0 &&
+        f.last_compute_pc == f.last_weight_grads_pc && f.last_recv_pc < f.last_weight_grads_pc &&
+        f.last_allreduce_pc > f.last_weight_grads_pc)
+      exposed_ar_pc_[g] = f.last_allreduce_pc;
     for (int d = st.first_device; d < st.first_device + RunReplicas(st); ++d) {
+      if (exposed_ar_pc_[g] >= 0) {
+        const int j = d - st.first_device, R = st.replicas;
+        double after = 0, most = 0;  // after: the buckets from k on
+        for (int k = K - 1; k >= 0; --k) {
+          after += st.bucket_ms[k];
+          most = std::max(most, st.bucket_ready_ms[k * R + j] + after);
+        }
+        exposure_[d] = most - st.bucket_ready_ms[(K - 1) * R + j];
+        tail_[d] += exposure_[d];
+      }
       const EngineChunkCost* c = s.costs.data() + s.devices[d].first_cost;
       double w = f.steps * s.devices[d].step_ms +
                  (st.bucket_ms.empty() ? f.allreduces * st.allreduce_ms : 0.0);
       for (int k = 0; k < v; ++k)
         w += f.count[4 * k] * c[k].forward_ms + f.count[4 * k + 1] * c[k].backward_ms +
              f.count[4 * k + 2] * c[k].input_grad_ms + f.count[4 * k + 3] * c[k].weight_grad_ms;
-      work_[d] = w;
+      work_[d] = w + exposure_[d];
       const int last = f.last_backward_pc;
       if (last < 0) continue;
       last_cost_[d] = ListedCost(s, st, d, st.program[last]);
@@ -124,8 +154,9 @@ double StopBound::Bound(const std::vector<DeviceState>& devices) const {
     double stage_end = 0;  // of the stage's last backward, on its slowest replica
     // Twins (Note [Twin replicas] in sim/event_engine.cc): the first replica stands for all.
     for (int d = st.first_device; d < st.first_device + RunReplicas(st); ++d) {
-      const DeviceProgress& p = devices[d];
-      const double left = work_[d] - p.done;
+      const DeviceState& p = devices[d];
+      const double left = work_[d] - p.done -
+                          (exposed_ar_pc_[g] >= 0 && p.pc > exposed_ar_pc_[g] ? exposure_[d] : 0);
       bound = std::max(bound, p.clock + left);
       if (last_backward_pc_[g] < 0) continue;
       double end = p.last_backward_end >= 0 ? p.last_backward_end : p.clock + (left - tail_[d]);

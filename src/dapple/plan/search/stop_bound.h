@@ -29,6 +29,10 @@ class StopBound final : public RunWatcher {
   // Per device: listed costs of its whole list, of what follows its last backward, and of
   // that backward.
   std::vector<double> work_, tail_, last_cost_;
+  // Per stage: the pc of the AR whose buckets' exposure counts (-1: none); per device, that
+  // exposure (Note [The buckets' exposure] in stop_bound.cc), in work_ and tail_ too.
+  std::vector<int> exposed_ar_pc_;
+  std::vector<double> exposure_;
   std::vector<ListFacts> facts_;  // per stage, of the lists that came without theirs
 };
 
