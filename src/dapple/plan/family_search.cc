@@ -83,9 +83,10 @@ RefinedSelection SelectRefined(const Context& c, const std::vector<Proposal>& pr
   if (starts.starts.empty()) return KeepRefined(c, c.schedules[0], Refined(starts, {}));
   RefineOptions wide = ro;
   wide.wide_moves_up_to_ms = WideMovesUpTo(c, starts.starts);
-  return KeepRefined(c, c.schedules[0],
-                     Refined(starts, Regrouped(ClimbEach(starts.starts, c.cost, c.cluster, wide),
-                                               c.cost, c.cluster, wide)));
+  return KeepRefined(
+      c, c.schedules[0],
+      Refined(starts, RegroupedApart(ClimbsFrom(starts.starts, c.cost, c.cluster, wide),
+                                     starts.deep_from, c.cost, c.cluster, wide)));
 }
 
 namespace {
@@ -132,8 +133,8 @@ std::vector<RefinedSelection> SelectRefinedFamilies(
   std::vector<RefineResult> ends(F);  // the families' regroupings side by side; Refined
   ParallelFor(F, 0, [&](size_t f) {   // ignores those of a family without starts
     if (!climbs[f].empty())
-      ends[f] = Regrouped(FastestClimb(WithTwinClimbs(twins[f], std::move(climbs[f]))), c.cost,
-                          c.cluster, options[f]);
+      ends[f] = RegroupedApart(WithTwinClimbs(twins[f], std::move(climbs[f])), starts[f].deep_from,
+                               c.cost, c.cluster, options[f]);
   });
   std::vector<RefinedSelection> found(F);
   for (size_t f = 0; f < F; ++f)

@@ -106,11 +106,22 @@ std::vector<size_t> TwinStarts(const std::vector<Scored>& starts);
 std::vector<RefineResult> WithTwinClimbs(const std::vector<size_t>& twin,
                                          std::vector<RefineResult> climbs);
 
-// Refine's answer from each of `starts` climbed alone (Refine({starts[i]})), the climbs side
-// by side on the cores, a twin start's copied (Note [Twin starts]), gathered by FastestClimb.
+// Each of `starts` climbed alone (Refine({starts[i]})), the climbs side by side on the
+// cores, a twin start's copied (Note [Twin starts]).
+std::vector<RefineResult> ClimbsFrom(const std::vector<Scored>& starts, const CostModel& cost,
+                                     const Cluster& cluster, const RefineOptions& options);
+// Refine's answer from each of `starts` climbed alone: ClimbsFrom gathered by FastestClimb.
 // REQUIRES: starts non-empty.
 RefineResult ClimbEach(const std::vector<Scored>& starts, const CostModel& cost,
                        const Cluster& cluster, const RefineOptions& options);
+// Note [Deep starts regrouped apart] (refine.cc): Regrouped(FastestClimb(climbs)), and where
+// a climb from starts[apart_from..] (DeepestStarts') ends fastest, also the others' fastest
+// climb regrouped alone, the faster of the two taken (ties to the others'); the simulations
+// and work of every climb and both regroupings. RefineResult::start indexes all the climbs.
+// REQUIRES: climbs non-empty.
+RefineResult RegroupedApart(std::vector<RefineResult> climbs, size_t apart_from,
+                            const CostModel& cost, const Cluster& cluster,
+                            const RefineOptions& options);
 
 // Re-computation where a plan needs it, and nowhere else: on each stage of `plan` that does
 // not fit its devices' memory without it (per EvaluatePlan's memory rule) and may
@@ -171,6 +182,8 @@ std::string KindFirstOrigin(size_t k);
 struct RefineStarts {
   std::vector<Scored> starts;
   long long simulated = 0;
+  // starts[deep_from..] are DeepestStarts' (regrouped apart: RegroupedApart).
+  size_t deep_from = 0;
 };
 RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
                           const std::vector<Proposal>& loose, const CostModel& cost,

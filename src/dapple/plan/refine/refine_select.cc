@@ -138,6 +138,7 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
     starts.push_back(std::move(*even));
   // Note [Even widths in every server order] (proposals.cc): after all of those, order by
   // order (re-computing or not).
+  out.deep_from = starts.size();
   std::vector<std::string> orders;
   std::map<std::string, std::vector<Proposal>> by_order;
   for (const std::string& origin : order) {
