@@ -36,8 +36,8 @@
 // between that computes or waits (sends only), it takes at least max_k (r_k + the buckets
 // from k on) - r_K-1 after the device reaches it: ExposedAllReduceMs's figure, counted as
 // the AR's cost once the device has passed it. With one chunk and without resuming (shared
-// compute only: no stop there). On a slow network a zb-h1 or dapple-b run without it proved
-// a plan slower only at its allreduce, after nearly all of its events.
+// compute only: no stop there). Without it, a plan whose allreduce sets its time could be
+// proved slower only once that allreduce ran, at the end of the run.
 #include "dapple/plan/search/stop_bound.h"
 
 #include <algorithm>
