@@ -80,8 +80,9 @@ struct DeviceProgress {
 
 // Note [Watching a run]
 // A caller that only asks whether a run ends after some time t may watch it and stop it
-// early. The engine records each device's progress (DeviceProgress); every `n` times a
-// device stops running, n the devices it runs, it asks the watcher for a lower bound of
+// early. The engine records each device's progress (DeviceProgress); after the first `n`
+// times a device stops running, n the devices it runs, and then every 4n (kBoundEvery in
+// event_engine.cc), it asks the watcher for a lower bound of
 // when the last device ends, and stops when that bound ProvesLonger than t. How the bound
 // is made is the watcher's (the planner's search: plan/search/stop_bound.h); the engine
 // only keeps the progress and asks. Not with op_scale (shared compute).
