@@ -69,19 +69,12 @@ double ExposedAllReduceMs(const CostModel& cost, const std::vector<GradBucket>& 
                           const std::vector<double>& bucket_ms, double samples, int device,
                           bool split_backward) {
   DAPPLE_CHECK(!buckets.empty() && buckets.size() == bucket_ms.size());
-  const int first = buckets.back().first_layer, last = buckets.front().last_layer;
-  auto backward_ms = [&](int from) {
+  const int last = buckets.front().last_layer;  // buckets.back() starts at the stage's first
+  return BucketsLeftAfter(bucket_ms, [&](int k) {
+    const int from = buckets[k].first_layer;
     return split_backward ? cost.BackwardWeightMs(from, last, samples, device)
                           : cost.BackwardMs(from, last, samples, device);
-  };
-  const double backward = backward_ms(first);
-  double after = 0, exposed = 0;  // after: sum of bucket_ms[k..]
-  for (int k = static_cast<int>(buckets.size()) - 1; k >= 0; --k) {
-    after += bucket_ms[k];
-    const double ready = backward_ms(buckets[k].first_layer);
-    exposed = std::max(exposed, ready - backward + after);
-  }
-  return exposed;
+  });
 }
 
 }  // namespace dapple

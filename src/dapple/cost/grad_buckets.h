@@ -35,6 +35,25 @@ std::vector<GradBucket> GroupGradientBuckets(const std::vector<double>& layer_by
 std::vector<double> BucketAllReduceMs(const CostModel& cost, const std::vector<GradBucket>& buckets,
                                       const std::vector<int>& devices, bool sharded = false);
 
+// What buckets run one after another on one stream leave after the instruction they overlap
+// ends: bucket k (of K, in allreduce order) is ready ready(k) after that instruction starts,
+// ready(K-1) being its whole length, and takes bucket_ms[k]; max over k of (ready(k) -
+// ready(K-1) + the bucket times from k on). At least the last bucket's time. Shared by the
+// planner's cost figures (ExposedAllReduceMs) and its stop bound (on the simulator's
+// readiness figures).
+template <typename Ready>
+double BucketsLeftAfter(const std::vector<double>& bucket_ms, Ready ready) {
+  const int K = static_cast<int>(bucket_ms.size());
+  const double whole = ready(K - 1);
+  double after = 0, exposed = 0;  // after: sum of bucket_ms[k..]
+  for (int k = K - 1; k >= 0; --k) {
+    after += bucket_ms[k];
+    const double r = ready(k);
+    exposed = exposed > r - whole + after ? exposed : r - whole + after;
+  }
+  return exposed;
+}
+
 // The allreduce time left after one replica's last backward ends, when the buckets run
 // one after another on one stream and bucket k starts once that backward has passed
 // through bucket k's layers: max over k of (BackwardMs(first_k .. last) - BackwardMs(stage)

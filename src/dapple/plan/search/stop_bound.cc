@@ -34,7 +34,7 @@
 // whole instruction), the buckets run one after another, and the device leaves its AR only
 // when the last bucket ends. So where the AR follows the device's last B or W with nothing
 // between that computes or waits (sends only), it takes at least max_k (r_k + the buckets
-// from k on) - r_K-1 after the device reaches it: ExposedAllReduceMs's figure, counted as
+// from k on) - r_K-1 after the device reaches it: BucketsLeftAfter, counted as
 // the AR's cost once the device has passed it. With one chunk and without resuming (shared
 // compute only: no stop there). Without it, a plan whose allreduce sets its time could be
 // proved slower only once that allreduce ran, at the end of the run.
@@ -43,6 +43,7 @@
 #include <algorithm>
 
 #include "dapple/common/error.h"
+#include "dapple/cost/grad_buckets.h"
 
 namespace dapple::internal {
 
@@ -106,12 +107,8 @@ void StopBound::Prepare(const EngineSetup& s, std::vector<int>& watched_pc) {
     for (int d = st.first_device; d < st.first_device + RunReplicas(st); ++d) {
       if (exposed_ar_pc_[g] >= 0) {
         const int j = d - st.first_device, R = st.replicas;
-        double after = 0, most = 0;  // after: the buckets from k on
-        for (int k = K - 1; k >= 0; --k) {
-          after += st.bucket_ms[k];
-          most = std::max(most, st.bucket_ready_ms[k * R + j] + after);
-        }
-        exposure_[d] = most - st.bucket_ready_ms[(K - 1) * R + j];
+        exposure_[d] =
+            BucketsLeftAfter(st.bucket_ms, [&](int k) { return st.bucket_ready_ms[k * R + j]; });
         tail_[d] += exposure_[d];
       }
       const EngineChunkCost* c = s.costs.data() + s.devices[d].first_cost;
