@@ -6,9 +6,10 @@ the report's global batch). A benchmark, not a test.
 Per command: one warm-up run of each, then PAIRS pairs A B, A B, ... (alternated, so that
 a change of load falls on both). Each run's wall seconds, CPU seconds (user + system of the
 process and its threads) and `planning_seconds` (the DAPPLE planner's own time, from
---json). Prints per command the median of the pair ratios B / A of each, then the median
-over the commands and the sums, and whether the plans differ (as scripts/compare_plans.py
-compares them, with both iteration times where they differ).
+--json). Prints per command the median wall seconds of A's runs and of B's, the median of
+the pair ratios B / A of each, then the median over the commands and the sums, and whether
+the plans differ (as scripts/compare_plans.py compares them, with both iteration times
+where they differ).
 
   scripts/bench_planning_time.py A_DAPPLE B_DAPPLE [--pairs N] [--only SUBSTRING]
                                  [-- extra dapple plan flags]
@@ -61,7 +62,8 @@ def main():
     ratios = {k: [] for k in names}
     sums = {k: [0.0, 0.0] for k in names}
     differ = 0
-    print(f"{'command':<48} {'wall B/A':>9} {'cpu B/A':>8} {'plan B/A':>9}  plans")
+    print(f"{'command':<48} {'A wall':>7} {'B wall':>7} {'wall B/A':>9} {'cpu B/A':>8} "
+          f"{'plan B/A':>9}  plans")
     for f in sorted(x for x in os.listdir(prof_dir) if x.endswith(".txt") and args.only in x):
         for preset in report.PRESETS:
             gbs = report.global_batch(f)
@@ -71,9 +73,12 @@ def main():
             differ += 0 if same else 1
             verdict = "same" if same else f"differ: {plans[0][0]:.1f} -> {plans[1][0]:.1f} ms"
             pair = {k: [] for k in names}
+            walls = ([], [])  # seconds of A's runs and B's
             for _ in range(args.pairs):
                 ra = run(args.a, path, preset, gbs, extra)
                 rb = run(args.b, path, preset, gbs, extra)
+                walls[0].append(ra[0])
+                walls[1].append(rb[0])
                 for i, k in enumerate(names):
                     pair[k].append(rb[i] / ra[i] if ra[i] > 0 else float("nan"))
                     sums[k][0] += ra[i] / args.pairs
@@ -81,7 +86,8 @@ def main():
             med = {k: statistics.median(v) for k, v in pair.items()}
             for k in names:
                 ratios[k].append(med[k])
-            print(f"{f + ' ' + preset:<48} {med['wall']:>9.3f} {med['cpu']:>8.3f} "
+            print(f"{f + ' ' + preset:<48} {statistics.median(walls[0]):>7.3f} "
+                  f"{statistics.median(walls[1]):>7.3f} {med['wall']:>9.3f} {med['cpu']:>8.3f} "
                   f"{med['planning']:>9.3f}  {verdict}", flush=True)
     print(f"{len(ratios['wall'])} commands, {differ} with different plans")
     for k in names:

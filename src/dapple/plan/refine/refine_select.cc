@@ -34,7 +34,8 @@ std::vector<Scored> DeepestStarts(const std::vector<Proposal>& proposals, const 
   std::map<std::vector<int>, std::vector<Proposal>> shapes;  // by widths, of the deepest
   for (int depth = most; depth > 0 && shapes.empty(); --depth) {
     for (const Proposal& p : proposals) {
-      if (p.plan.num_stages() != depth || !EvaluatePlan(p.plan, cost).fits) continue;
+      if (p.plan.num_stages() != depth || !(p.costs ? *p.costs : EvaluatePlan(p.plan, cost)).fits)
+        continue;
       std::vector<int> widths;
       for (const StagePlan& s : p.plan.stages) widths.push_back(static_cast<int>(s.devices.size()));
       shapes[widths].push_back(p);
@@ -75,6 +76,7 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
   ShardMemo& shard_memo = options.shard_memo ? *options.shard_memo : own_shard_memo;
   auto add_recomputing = [&](const Proposal& p) {
     Proposal q = p;
+    q.costs.reset();
     if (RecomputeWhereNeeded(q.plan, cost, options.forward_timed, nullptr, nullptr, nullptr,
                              &shard_memo)) {
       q.origin += "+recompute";
@@ -82,23 +84,41 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
     }
   };
   // Each proposal with its stages sharded where it pays (Note [Optimizer sharding in the
-  // planner]); a proposal made without the memory limit when sharding makes it fit.
+  // planner]), and its costs for SelectFastest; a proposal made without the memory limit
+  // when sharding makes it fit.
   auto sharded = [&](const Proposal& p) {
     Proposal q = p;
     ShardWhereItPays(q.plan, cost, &shard_memo);
+    q.costs = EvaluatePlan(q.plan, cost, &shard_memo);
     return q;
   };
+  // Whether RecomputeWhereNeeded(p) would find nothing to re-compute, from q = sharded(p):
+  // when p re-computes nothing, it evaluates that same plan, and re-computes only in the
+  // stages that do not fit.
+  auto fits_as_is = [](const Proposal& p, const Proposal& q) {
+    return !p.plan.recompute &&
+           std::none_of(p.plan.stages.begin(), p.plan.stages.end(),
+                        [](const StagePlan& st) {
+                          return st.recompute || !st.recompute_layers.empty() ||
+                                 !st.recompute_layer_ids.empty();
+                        }) &&
+           std::all_of(q.costs->stages.begin(), q.costs->stages.end(),
+                       [](const StageCost& c) { return c.fits(); });
+  };
   for (const Proposal& p : proposals) {
-    add(sharded(p));
-    if (may_recompute) add_recomputing(p);
+    Proposal q = sharded(p);
+    const bool recompute = may_recompute && !fits_as_is(p, q);
+    add(std::move(q));
+    if (recompute) add_recomputing(p);
   }
   for (const Proposal& p : loose) {
     Proposal q = sharded(p);
-    if (EvaluatePlan(q.plan, cost).fits) {
+    const bool recompute = may_recompute && !fits_as_is(p, q);
+    if (q.costs->fits) {
       q.origin += "+shard";
       add(std::move(q));
     }
-    if (may_recompute) add_recomputing(p);
+    if (recompute) add_recomputing(p);
   }
 
   std::vector<Scored>& starts = out.starts;

@@ -36,7 +36,7 @@ Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel&
   std::vector<Item> items;
   double leanest = 0;
   for (size_t i = 0; i < proposals.size(); ++i) {
-    PlanCosts pc = EvaluatePlan(proposals[i].plan, cost);
+    PlanCosts pc = proposals[i].costs ? *proposals[i].costs : EvaluatePlan(proposals[i].plan, cost);
     if (!pc.fits && !ignore_memory) {
       if (leanest == 0 || pc.peak_memory_bytes < leanest) leanest = pc.peak_memory_bytes;
       continue;

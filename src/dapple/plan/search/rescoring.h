@@ -19,6 +19,10 @@ namespace dapple {
 struct Proposal {
   Plan plan;
   std::string origin;  // who proposed it: "dapple-dp", "dp", "straight", ...
+  // EvaluatePlan(plan, cost) when whoever made the proposal has it (SelectStarts evaluates
+  // each proposal to decide on re-computation): SelectFastest then does not evaluate it
+  // again. Whoever changes `plan` empties it.
+  std::optional<PlanCosts> costs = std::nullopt;
 };
 
 struct Scored {
