@@ -1,7 +1,7 @@
 // The planner's choice of the layers that re-compute (Note [Choosing the layers that
 // re-compute]) against an exhaustive search over every subset on random small stages, and
 // RecomputeWhereNeeded on plans where per-layer re-computation beats the whole stage or is
-// the only choice that fits, as the simulator says.
+// the only choice that fits, as the simulator says; the memo of choices against the chooser.
 #include "dapple/plan/recompute_choice.h"
 
 #include <gtest/gtest.h>
@@ -179,6 +179,68 @@ TEST(RecomputeWhereNeeded, PerLayerFitsWhereNeitherNoneNorTheWholeStageDoes) {
   const SimResult r = SimulatePlan(plan, cost);
   EXPECT_TRUE(FitsMemory(r, cost));
   EXPECT_DOUBLE_EQ(r.devices[1].peak_memory_bytes, 38e6);
+}
+
+// A fake with two kinds of device (CostModel::DeviceKind's contract: devices of one kind
+// cost the same): devices 0-2, and devices 3-5, which run the odd layers 4 times faster and
+// the even ones at the same speed. So which replica gets the larger slice changes the
+// stage's forwards layer by layer, not all alike.
+class TwoKinds : public FakeCostModel {
+ public:
+  TwoKinds() : FakeCostModel(16, 6) {}
+  int DeviceKind(int d) const override { return d < 3 ? 0 : 1; }
+  double ForwardMs(int first, int last, double samples, int device) const override {
+    double ms = 0;
+    for (int l = first; l <= last; ++l)
+      ms += fwd_ms.at(l) * samples / pbs / (DeviceKind(device) == 1 && l % 2 == 1 ? 4.0 : 1.0);
+    return ms;
+  }
+};
+
+// Note [Re-computation choices kept]: 200 questions about 8 stages, each on two replicas
+// of the two kinds in either order, on devices picked at random: the memo answers each as
+// ChooseRecomputeLayers does (checked to fail with the kinds in the key sorted, or left
+// out), and refuses a second cost model.
+TEST(RecomputeMemo, AnswersAsTheChooserForDevicesOfTheSameKinds) {
+  TwoKinds cost;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> ms(0.1, 5), mb(0.5, 8);
+  for (int l = 0; l < 16; ++l) {
+    cost.fwd_ms[l] = ms(rng);
+    cost.act_bytes[l] = mb(rng) * 1e6;
+  }
+  RecomputeMemo memo;
+  int asked = 0, recomputing = 0, none = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    // Few problems (8 but for the devices), each on two replicas, one of kind 0 (devices
+    // 0-2) and one of kind 1 (3-5) in either order: most come again on other devices.
+    RecomputeProblem p;
+    p.cost = &cost;
+    p.first = static_cast<int>(rng() % 2);
+    p.last = p.first + 7;
+    const bool kind0_first = rng() % 2 == 0;
+    const int d0 = static_cast<int>(rng() % 3), d1 = 3 + static_cast<int>(rng() % 3);
+    p.devices = kind0_first ? std::vector<int>{d0, d1} : std::vector<int>{d1, d0};
+    p.micro_batch = 3;  // slices of 2 and 1 samples
+    p.split = rng() % 2 == 0;
+    p.held = p.split ? std::vector<HeldMicroBatches>{{2, 0}, {2, 1}}
+                     : std::vector<HeldMicroBatches>{{2, 0}};
+    // Budgets from two shares of what a replica holds without re-computing.
+    p.budget_bytes = HeldBytesOf(p, CostsOfLayers(p), {}) * (rng() % 2 == 0 ? 0.6 : 0.75);
+    const std::optional<std::vector<int>> own = ChooseRecomputeLayers(p);
+    EXPECT_EQ(memo.Choose(p), own) << "trial " << trial;
+    ++asked;
+    recomputing += own && !own->empty() ? 1 : 0;
+    none += own ? 0 : 1;
+  }
+  std::printf("memo: %d asked, %d recompute, %d no fit\n", asked, recomputing, none);
+  EXPECT_GT(recomputing, asked / 4);  // the problems are not all trivial
+  FakeCostModel other(16, 6);
+  RecomputeProblem p;
+  p.cost = &other;
+  p.last = 3;
+  p.devices = {0};
+  EXPECT_ANY_THROW(memo.Choose(p));  // one memo, one cost model
 }
 
 }  // namespace

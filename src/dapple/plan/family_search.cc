@@ -27,6 +27,7 @@ RefineOptions RefineOptionsFor(const Context& c, int threads) {
   ro.forward_timed = ForwardTimed(c.profile);
   ro.cache = &c.shared->sims;
   ro.shard_memo = &c.shared->shard_memo;
+  ro.recompute_memo = &c.shared->recompute_memo;
   ro.group_work = &c.shared->group_work;
   ro.regroup = c.cluster.num_devices() <= internal::kEachSizeMaxDevices;
   return ro;

@@ -20,8 +20,9 @@ namespace dapple::internal {
 
 // What one RunPlanner call computes once and its searches share.
 struct Shared {
-  SimCache sims;         // simulator results by plan
-  ShardMemo shard_memo;  // sharding decisions by stage (ShardWhereItPays)
+  SimCache sims;                 // simulator results by plan
+  ShardMemo shard_memo;          // sharding decisions by stage (ShardWhereItPays)
+  RecomputeMemo recompute_memo;  // re-computation choices by stage (RecomputeWhereNeeded)
   // Group computes for the layer partitions (the even-width pipelines of every m, the
   // climbs' rebalanced neighbours).
   GroupWorkCache group_work;

@@ -10,26 +10,52 @@
 
 namespace dapple {
 
-std::vector<HeldMicroBatches> HeldAtPeaks(ScheduleKind kind, int s, int S, int M) {
-  if (!SplitsBackward(kind)) return {{PeakInFlight(kind, s, S, M), 0}};
+namespace {
+
+// HeldAtPeaks of every stage under a split backward, counted on the schedule's lists.
+std::vector<std::vector<HeldMicroBatches>> CountHeldAtPeaks(ScheduleKind kind, int S, int M) {
   const Schedule schedule = MakeSchedule(kind, S, M);
-  std::vector<HeldMicroBatches> peaks;
-  HeldMicroBatches now;
+  std::vector<std::vector<HeldMicroBatches>> all;
   auto dominated = [](const HeldMicroBatches& a, const HeldMicroBatches& b) {
     return a.in_flight <= b.in_flight && a.rebuilt <= b.rebuilt;
   };
-  for (const Instruction& in : schedule.programs.at(s)) {
-    if (in.op == Op::kForward) ++now.in_flight;
-    if (in.op == Op::kInputGrad) ++now.rebuilt;
-    if (in.op == Op::kWeightGrad) --now.in_flight, --now.rebuilt;
-    if (in.op != Op::kForward && in.op != Op::kInputGrad) continue;
-    if (std::any_of(peaks.begin(), peaks.end(),
-                    [&](const HeldMicroBatches& p) { return dominated(now, p); }))
-      continue;
-    std::erase_if(peaks, [&](const HeldMicroBatches& p) { return dominated(p, now); });
-    peaks.push_back(now);
+  for (const std::vector<Instruction>& program : schedule.programs) {
+    std::vector<HeldMicroBatches>& peaks = all.emplace_back();
+    HeldMicroBatches now;
+    for (const Instruction& in : program) {
+      if (in.op == Op::kForward) ++now.in_flight;
+      if (in.op == Op::kInputGrad) ++now.rebuilt;
+      if (in.op == Op::kWeightGrad) --now.in_flight, --now.rebuilt;
+      if (in.op != Op::kForward && in.op != Op::kInputGrad) continue;
+      if (std::any_of(peaks.begin(), peaks.end(),
+                      [&](const HeldMicroBatches& p) { return dominated(now, p); }))
+        continue;
+      std::erase_if(peaks, [&](const HeldMicroBatches& p) { return dominated(p, now); });
+      peaks.push_back(now);
+    }
   }
-  return peaks;
+  return all;
+}
+
+}  // namespace
+
+// The planner asks for the same (kind, S, M) for every stage of every plan it weighs with
+// re-computation, and a whole schedule is made to count them: kept once per process, as
+// zb-h2's peaks are (make_schedule.cc).
+std::vector<HeldMicroBatches> HeldAtPeaks(ScheduleKind kind, int s, int S, int M) {
+  if (!SplitsBackward(kind)) return {{PeakInFlight(kind, s, S, M), 0}};
+  static std::mutex mu;
+  static std::map<std::tuple<ScheduleKind, int, int>, std::vector<std::vector<HeldMicroBatches>>>
+      known;
+  const std::tuple<ScheduleKind, int, int> key{kind, S, M};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = known.find(key); it != known.end()) return it->second.at(s);
+  }
+  std::vector<std::vector<HeldMicroBatches>> all = CountHeldAtPeaks(kind, S, M);
+  std::lock_guard<std::mutex> lock(mu);
+  if (known.size() >= 1024) known.clear();
+  return known.try_emplace(key, std::move(all)).first->second.at(s);
 }
 
 double HeldActivationBytes(const RecomputeBytes& b, const std::vector<HeldMicroBatches>& held,
@@ -253,9 +279,31 @@ std::optional<std::vector<int>> ChooseRecomputeLayers(const RecomputeProblem& p)
   return best;
 }
 
+std::optional<std::vector<int>> RecomputeMemo::Choose(const RecomputeProblem& p) {
+  std::vector<std::pair<int, int>> held;
+  for (const HeldMicroBatches& h : p.held) held.emplace_back(h.in_flight, h.rebuilt);
+  std::vector<int> kinds;  // CostModel::DeviceKind: devices of one kind cost the same
+  for (int d : p.devices) kinds.push_back(p.cost->DeviceKind(d));
+  Key key{p.first,         p.last,  std::move(kinds), p.micro_batch,
+          std::move(held), p.split, p.budget_bytes};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!cost_) {
+      cost_ = p.cost;
+      forward_timed_ = p.forward_timed;
+    }
+    DAPPLE_CHECK(p.cost == cost_ && p.forward_timed == forward_timed_,
+                 "a re-computation memo serves one cost model and one forward_timed");
+    if (auto it = known_.find(key); it != known_.end()) return it->second;
+  }
+  std::optional<std::vector<int>> chosen = ChooseRecomputeLayers(p);
+  std::lock_guard<std::mutex> lock(mu_);
+  return known_.try_emplace(std::move(key), std::move(chosen)).first->second;
+}
+
 void ChooseStageRecompute(StagePlan& st, const CostModel& cost, int micro_batch,
                           std::vector<HeldMicroBatches> held, bool split, double budget_bytes,
-                          const std::vector<bool>& forward_timed) {
+                          const std::vector<bool>& forward_timed, RecomputeMemo* memo) {
   RecomputeProblem p;
   p.cost = &cost;
   p.first = st.first_layer;
@@ -266,7 +314,7 @@ void ChooseStageRecompute(StagePlan& st, const CostModel& cost, int micro_batch,
   p.split = split;
   p.budget_bytes = budget_bytes;
   p.forward_timed = forward_timed;
-  std::optional<std::vector<int>> layers = ChooseRecomputeLayers(p);
+  std::optional<std::vector<int>> layers = memo ? memo->Choose(p) : ChooseRecomputeLayers(p);
   int may = 0;
   for (int l = st.first_layer; l <= st.last_layer; ++l) may += forward_timed[l] ? 1 : 0;
   st.recompute_layers.clear();

@@ -2,7 +2,11 @@
 // of a stage re-compute so that it fits its devices' memory at the least extra forward.
 #pragma once
 
+#include <map>
+#include <mutex>
 #include <optional>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "dapple/common/schedule_kind.h"
@@ -75,12 +79,35 @@ double ExtraForwardMsOf(const LayerCosts& c, int first, const std::vector<int>& 
 constexpr int kExhaustiveLayers = 12;
 std::optional<std::vector<int>> ChooseRecomputeLayers(const RecomputeProblem& p);
 
+// Note [Re-computation choices kept]
+// A planner call asks ChooseRecomputeLayers about the same stage many times: every
+// proposal, neighbour and schedule family with that stage, when it does not fit. On VGG-16
+// on paper-c the calls were a quarter of the command's instructions (4889 calls of about
+// 100 000 instructions each). The choice depends only on the problem's layers, the kinds
+// of its devices in order (CostModel::DeviceKind: devices of one kind cost the same),
+// micro-batch, held micro-batches, split and budget, given the cost model and forward_timed,
+// which are the call's. So the memo keeps each choice by those, for one cost model and
+// forward_timed (checked). It gives ChooseRecomputeLayers' own answer. Thread-safe: two
+// threads asking about one new stage may both choose, alike.
+class RecomputeMemo {
+ public:
+  std::optional<std::vector<int>> Choose(const RecomputeProblem& p);
+
+ private:
+  using Key =
+      std::tuple<int, int, std::vector<int>, int, std::vector<std::pair<int, int>>, bool, double>;
+  std::mutex mu_;
+  const CostModel* cost_ = nullptr;  // of the first problem; every later one's must match
+  std::vector<bool> forward_timed_;
+  std::map<Key, std::optional<std::vector<int>>> known_;
+};
+
 // Sets the re-computation of `st` (one chunk, slices of `micro_batch`, holding `held` at its
-// peaks, `budget_bytes` for activations): recompute_layers from ChooseRecomputeLayers, or the
-// whole stage when every layer that may is chosen, or when no choice fits (the plan is then
-// dropped for its memory).
+// peaks, `budget_bytes` for activations): recompute_layers from ChooseRecomputeLayers (through
+// `memo` when given), or the whole stage when every layer that may is chosen, or when no
+// choice fits (the plan is then dropped for its memory).
 void ChooseStageRecompute(StagePlan& st, const CostModel& cost, int micro_batch,
                           std::vector<HeldMicroBatches> held, bool split, double budget_bytes,
-                          const std::vector<bool>& forward_timed);
+                          const std::vector<bool>& forward_timed, RecomputeMemo* memo = nullptr);
 
 }  // namespace dapple

@@ -11,7 +11,7 @@ namespace dapple {
 
 bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed,
                           PlanCosts* costs, const Plan* base, const PlanCosts* base_costs,
-                          ShardMemo* shard_memo) {
+                          ShardMemo* shard_memo, RecomputeMemo* recompute_memo) {
   plan.recompute = false;
   for (StagePlan& st : plan.stages) {
     st.recompute = false;
@@ -32,7 +32,7 @@ bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<b
                            HeldAtPeaks(plan.schedule, s, plan.num_stages(), plan.num_micro_batches),
                            SplitsBackward(plan.schedule),
                            pc.stages[s].device_memory_bytes - pc.stages[s].static_bytes,
-                           forward_timed);
+                           forward_timed, recompute_memo);
     else
       st.recompute = true;
     any = true;

@@ -15,6 +15,7 @@
 #include "dapple/format/cluster.h"
 #include "dapple/format/plan.h"
 #include "dapple/plan/plan_costs.h"
+#include "dapple/plan/recompute_choice.h"
 #include "dapple/plan/search/rescoring.h"
 #include "dapple/plan/shard_memo.h"
 
@@ -47,6 +48,8 @@ struct RefineOptions {
   // The sharding decisions (ShardWhereItPays), shared when set; else each climb and
   // selection keeps its own.
   ShardMemo* shard_memo = nullptr;
+  // The re-computation choices (RecomputeWhereNeeded), shared when set (recompute_choice.h).
+  RecomputeMemo* recompute_memo = nullptr;
   // The group computes of the rebalanced neighbours (GroupWorkCache), shared when set; else
   // each climb keeps its own.
   GroupWorkCache* group_work = nullptr;
@@ -136,7 +139,8 @@ RefineResult RegroupedApart(std::vector<RefineResult> climbs, size_t apart_from,
 // plan near base).
 bool RecomputeWhereNeeded(Plan& plan, const CostModel& cost, const std::vector<bool>& forward_timed,
                           PlanCosts* costs = nullptr, const Plan* base = nullptr,
-                          const PlanCosts* base_costs = nullptr, ShardMemo* shard_memo = nullptr);
+                          const PlanCosts* base_costs = nullptr, ShardMemo* shard_memo = nullptr,
+                          RecomputeMemo* recompute_memo = nullptr);
 
 // Note [Optimizer sharding in the planner]
 // A stage of 2 or more replicas (in a plan without chunks) shards its optimizer state

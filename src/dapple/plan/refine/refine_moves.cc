@@ -50,7 +50,8 @@ void AddNeighbour(MoveContext& c, std::vector<Neighbour>& out, Plan p, const cha
   for (StagePlan& s : p.stages) KeepFastestFirst(c, s.devices);
   PlanCosts costs;
   const Plan* base = c.base_costs ? &c.base : nullptr;
-  if (RecomputeWhereNeeded(p, c.cost, c.o.forward_timed, &costs, base, c.base_costs, c.shard_memo))
+  if (RecomputeWhereNeeded(p, c.cost, c.o.forward_timed, &costs, base, c.base_costs, c.shard_memo,
+                           c.o.recompute_memo))
     costs = base ? EvaluatePlanFrom(p, *base, *c.base_costs, c.cost)
                  : EvaluatePlan(p, c.cost);  // what it evaluated was without re-computation
   p.estimate.reset();

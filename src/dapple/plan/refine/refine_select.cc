@@ -78,7 +78,7 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
     Proposal q = p;
     q.costs.reset();
     if (RecomputeWhereNeeded(q.plan, cost, options.forward_timed, nullptr, nullptr, nullptr,
-                             &shard_memo)) {
+                             &shard_memo, options.recompute_memo)) {
       q.origin += "+recompute";
       add(std::move(q));
     }
