@@ -175,7 +175,7 @@ void FillFamily(PlanResult& fr, const RefinedSelection& r, const Selection& sel,
   fr.plan->planner = ToString(c.options.planner);
   fr.plan->global_batch_size = c.global_batch;
   ResolvePlanLayers(*fr.plan, c.profile, "planner");
-  fr.origin = sel.best->origin;
+  fr.origin = sel.best->origin.Name();
   fr.refine_out_of_budget = r.out_of_budget;
   fr.plans_simulated = sel.simulated;
 }

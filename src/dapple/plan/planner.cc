@@ -202,7 +202,7 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
     plan.global_batch_size = global_batch;
     ResolvePlanLayers(plan, profile, "planner");
     result.plan = std::move(plan);
-    result.origin = sel.best->origin;
+    result.origin = sel.best->origin.Name();
   } else {
     ExplainNoPlan(c, dropped_for_tags && proposals.empty(), result);
   }

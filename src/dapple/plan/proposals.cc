@@ -41,7 +41,7 @@ ScheduleKind DepthSchedule(ScheduleKind k) {
 MicroBatching Mb(const Context& c, int m) { return {m, c.global_batch / m}; }
 
 // Adds `plan` once per schedule in `kinds`.
-void AddWithSchedules(std::vector<Proposal>& out, Plan plan, const std::string& origin,
+void AddWithSchedules(std::vector<Proposal>& out, Plan plan, const Origin& origin,
                       const std::vector<ScheduleKind>& kinds) {
   for (ScheduleKind k : kinds) {
     plan.schedule = k;
@@ -140,7 +140,7 @@ namespace {
 // of stage compute is shared and thread-safe), added in the order of `sizes` with origin
 // `origin`.
 template <typename Map, typename Key, typename Make>
-void AddEvenWidths(const Context& c, Map& memo, Key key, const std::string& origin, Make make,
+void AddEvenWidths(const Context& c, Map& memo, Key key, const Origin& origin, Make make,
                    std::vector<Proposal>& out) {
   std::vector<std::vector<Plan>> per_size(c.sizes.size());
   ParallelFor(c.sizes.size(), 0, [&](size_t k) {
@@ -160,7 +160,8 @@ void ProposeEvenWidths(const Context& c, std::vector<Proposal>& out) {
   if (!KindFirstEvenWidths(c.cluster)) return;
   const std::vector<std::vector<int>> orders = EvenWidthOrders(c.cluster);
   for (size_t k = 0; k < orders.size(); ++k) {
-    const std::string origin = KindFirstOrigin(k);
+    const Origin origin = KindFirstOrigin(k);
+    const std::string name = origin.Name();  // the plans' `planner`
     AddEvenWidths(
         c, c.shared->even_widths_by_order,
         [k](int m) {
@@ -169,7 +170,7 @@ void ProposeEvenWidths(const Context& c, std::vector<Proposal>& out) {
         origin,
         [&](int m) {
           return EvenWidthPlans(c.cost, c.cluster, Mb(c, m), &c.shared->group_work, &orders[k],
-                                origin.c_str());
+                                name.c_str());
         },
         out);
   }

@@ -164,9 +164,9 @@ namespace dapple {
 // The planner's last step, in two: SelectStarts picks the fastest of `proposals` (as
 // SelectFastest) per origin as the starts: the fastest fitting proposal of each origin and,
 // when `forward_timed` allows re-computation, the fastest of the proposals that fit only
-// with it (re-computing the stages that need it; their origin gets "+recompute"); `loose`
+// with it (re-computing the stages that need it; their origin's `recompute`); `loose`
 // proposals (made without the memory limit) are used that way too, and as they are where
-// sharding the optimizer state makes them fit (origin "+shard"). Every proposal shards where
+// sharding the optimizer state makes them fit (their origin's `shard`). Every proposal shards where
 // it pays (ShardWhereItPays). The starts come fastest first, at most `max_starts` of them,
 // then the fastest proposal of kEvenWidthsOrigin (with or without re-computation) when there
 // is one, then for each KindFirstOrigin those that DeepestStarts picks (the fastest of each
@@ -179,10 +179,10 @@ namespace dapple {
 // fastest is a start besides the max_starts others.
 inline constexpr const char* kEvenWidthsOrigin = "even-widths";
 // The origin of the even-width pipelines over the devices in the server order that leads with
-// kind k of DeviceKinds (Note [Even widths in every server order] in proposals.cc):
+// kind k of DeviceKinds (Note [Even widths in every server order] in proposals.cc), named
 // "even-widths-A-first" for k = 0 (DeviceKindName). Up to three starts more of each such
 // origin, after the others.
-std::string KindFirstOrigin(size_t k);
+inline Origin KindFirstOrigin(size_t k) { return Origin(kEvenWidthsOrigin, static_cast<int>(k)); }
 struct RefineStarts {
   std::vector<Scored> starts;
   long long simulated = 0;

@@ -4,22 +4,17 @@
 #include <map>
 #include <optional>
 
-#include "dapple/format/cluster_kinds.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/refine/refine.h"
 
 namespace dapple {
 namespace {
 
-// The origin without what SelectStarts adds ("+recompute", "+shard").
-std::string BaseOrigin(const std::string& origin) { return origin.substr(0, origin.find('+')); }
+bool IsKindFirst(const Origin& origin) { return origin.kind_first >= 0; }
 
-bool IsKindFirst(const std::string& origin) {
-  const std::string base = BaseOrigin(origin);
-  return base.starts_with(kEvenWidthsOrigin) && base.ends_with("-first");
+bool IsEvenWidths(const Origin& origin) {
+  return origin.proposer == kEvenWidthsOrigin && !IsKindFirst(origin);
 }
-
-bool IsEvenWidths(const std::string& origin) { return BaseOrigin(origin) == kEvenWidthsOrigin; }
 
 // Note [Even widths in every server order] (proposals.cc): of one order's even-width
 // proposals (re-computing or not) that fit, those of the most stages; of them the fastest of
@@ -62,8 +57,8 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
   RefineStarts out;
   // Groups by origin, in order of first appearance; re-computing variants in groups of
   // their own.
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<Proposal>> groups;
+  std::vector<Origin> order;
+  std::map<Origin, std::vector<Proposal>> groups;
   auto add = [&](Proposal p) {
     auto [it, fresh] = groups.try_emplace(p.origin);
     if (fresh) order.push_back(p.origin);
@@ -79,7 +74,7 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
     q.costs.reset();
     if (RecomputeWhereNeeded(q.plan, cost, options.forward_timed, nullptr, nullptr, nullptr,
                              &shard_memo, options.recompute_memo)) {
-      q.origin += "+recompute";
+      q.origin.recompute = true;
       add(std::move(q));
     }
   };
@@ -115,7 +110,7 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
     Proposal q = sharded(p);
     const bool recompute = may_recompute && !fits_as_is(p, q);
     if (q.costs->fits) {
-      q.origin += "+shard";
+      q.origin.shard = true;
       add(std::move(q));
     }
     if (recompute) add_recomputing(p);
@@ -129,7 +124,7 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
     return static_cast<int>(kept_ms.size()) < max_starts ? std::numeric_limits<double>::infinity()
                                                          : kept_ms[max_starts - 1];
   };
-  for (const std::string& origin : order) {
+  for (const Origin& origin : order) {
     if (IsEvenWidths(origin) || IsKindFirst(origin)) continue;  // below
     Selection sel = SelectFastest(groups[origin], cost, false, options.cache, bar());
     out.simulated += sel.simulated;
@@ -139,7 +134,7 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
     starts.push_back(std::move(*sel.best));
   }
   std::optional<Scored> even;  // the fastest even-widths start, with or without re-computation
-  for (const std::string& origin : order) {
+  for (const Origin& origin : order) {
     if (!IsEvenWidths(origin)) continue;
     Selection sel = SelectFastest(groups[origin], cost, false, options.cache,
                                   std::min(bar(), even ? even->sim.iteration_ms : bar()));
@@ -159,22 +154,18 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
   // Note [Even widths in every server order] (proposals.cc): after all of those, order by
   // order (re-computing or not).
   out.deep_from = starts.size();
-  std::vector<std::string> orders;
-  std::map<std::string, std::vector<Proposal>> by_order;
-  for (const std::string& origin : order) {
+  std::vector<int> orders;  // kind_first, in order of first appearance
+  std::map<int, std::vector<Proposal>> by_order;
+  for (const Origin& origin : order) {
     if (!IsKindFirst(origin)) continue;
-    auto [it, fresh] = by_order.try_emplace(BaseOrigin(origin));
+    auto [it, fresh] = by_order.try_emplace(origin.kind_first);
     if (fresh) orders.push_back(it->first);
     it->second.insert(it->second.end(), groups[origin].begin(), groups[origin].end());
   }
-  for (const std::string& o : orders)
+  for (int o : orders)
     for (Scored& s : DeepestStarts(by_order[o], cost, options.cache, out.simulated))
       starts.push_back(std::move(s));
   return out;
-}
-
-std::string KindFirstOrigin(size_t k) {
-  return std::string(kEvenWidthsOrigin) + "-" + DeviceKindName(k) + "-first";
 }
 
 RefinedSelection Refined(const RefineStarts& starts, const RefineResult& r) {

@@ -20,7 +20,7 @@ SimResult SimulateWithCache(const Plan& plan, const CostModel& cost, SimCache* c
 // Whether every device's simulated peak fits its memory.
 bool SimulatedFits(const SimResult& r, const CostModel& cost);
 // A simulated plan with its estimate filled: time, speedup, L, pivot, peak memory.
-Scored MakeScored(const Plan& plan, const std::string& origin, SimResult r, PlanCosts costs,
+Scored MakeScored(const Plan& plan, const Origin& origin, SimResult r, PlanCosts costs,
                   const CostModel& cost);
 
 }  // namespace
@@ -92,7 +92,7 @@ bool SimulatedFits(const SimResult& r, const CostModel& cost) {
   return fits;
 }
 
-Scored MakeScored(const Plan& plan, const std::string& origin, SimResult r, PlanCosts costs,
+Scored MakeScored(const Plan& plan, const Origin& origin, SimResult r, PlanCosts costs,
                   const CostModel& cost) {
   Scored s{plan, origin, std::move(r), std::move(costs)};
   PlanEstimate e;

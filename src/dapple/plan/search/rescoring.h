@@ -11,6 +11,7 @@
 #include "dapple/cost/cost_model.h"
 #include "dapple/format/plan.h"
 #include "dapple/plan/plan_costs.h"
+#include "dapple/plan/search/origin.h"
 #include "dapple/plan/search/sim_cache.h"
 #include "dapple/sim/simulator.h"
 
@@ -18,7 +19,7 @@ namespace dapple {
 
 struct Proposal {
   Plan plan;
-  std::string origin;  // who proposed it: "dapple-dp", "dp", "straight", ...
+  Origin origin;  // who proposed it (origin.h)
   // EvaluatePlan(plan, cost) when whoever made the proposal has it (SelectStarts evaluates
   // each proposal to decide on re-computation): SelectFastest then does not evaluate it
   // again. Whoever changes `plan` empties it.
@@ -27,7 +28,7 @@ struct Proposal {
 
 struct Scored {
   Plan plan;  // estimate filled: simulated time and speedup, L, pivot, peak memory
-  std::string origin;
+  Origin origin;
   SimResult sim;
   PlanCosts costs;
 };
