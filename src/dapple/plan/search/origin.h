@@ -29,8 +29,6 @@ struct Origin {
   // "dapple-dp", "even-widths-A-first" (A: DeviceKindName), "pipedream+recompute",
   // "dp+shard".
   std::string Name() const;
-  // The origin without what SelectStarts adds (recompute, shard).
-  Origin Base() const { return Origin(proposer, kind_first); }
 
   auto operator<=>(const Origin&) const = default;
   bool operator==(const Origin&) const = default;
