@@ -81,16 +81,17 @@ Context ContextFor(const Profile& profile, const Cluster& cluster, const CostMod
 
 // The search among the proposals: the DAPPLE planner's refinement (per schedule family,
 // then across them) and interleaving, or the simulator's pick for the other planners.
-Selection SearchSizesTogether(const Context& c, const std::vector<Proposal>& proposals,
+Selection SearchSizesTogether(const Context& c, std::vector<Proposal> proposals,
                               PlanResult& result) {
   const PlannerOptions& options = c.options;
   Selection sel;
   const bool refine = options.planner == PlannerKind::kDapple && options.refine_work > 0;
   if (refine && c.schedules.size() > 1) {
     std::vector<std::vector<Proposal>> families(c.schedules.size());
-    for (const Proposal& p : proposals)
-      for (size_t f = 0; f < c.schedules.size(); ++f)
-        if (p.plan.schedule == c.schedules[f]) families[f].push_back(p);
+    for (Proposal& p : proposals) {
+      auto f = std::find(c.schedules.begin(), c.schedules.end(), p.plan.schedule);
+      if (f != c.schedules.end()) families[f - c.schedules.begin()].push_back(std::move(p));
+    }
     sel = SearchSchedules(c, families, result);
   } else if (refine) {
     RefinedSelection r = SelectRefined(c, proposals);
@@ -120,8 +121,8 @@ Selection SearchSizesTogether(const Context& c, const std::vector<Proposal>& pro
 
 // SearchSizesTogether, then (the DAPPLE planner with refinement) the same on each
 // micro-batch size alone: Note [Never slower than one micro-batch size].
-Selection Search(const Context& c, const std::vector<Proposal>& proposals, PlanResult& result) {
-  Selection sel = SearchSizesTogether(c, proposals, result);
+Selection Search(const Context& c, std::vector<Proposal> proposals, PlanResult& result) {
+  Selection sel = SearchSizesTogether(c, std::move(proposals), result);
   if (c.options.planner == PlannerKind::kDapple && c.options.refine_work > 0)
     SearchEachSize(c, &SearchSizesTogether, sel, result);
   return sel;
@@ -193,7 +194,8 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
   bool dropped_for_tags = false;
   std::vector<Proposal> proposals = RunnableProposals(c, &dropped_for_tags);
   if (options.proposed) options.proposed();
-  Selection sel = Search(c, proposals, result);
+  const bool none_runnable = proposals.empty();
+  Selection sel = Search(c, std::move(proposals), result);
   if (sel.best && options.steady_state) ChooseForSteadyState(c, sel, result);
   result.plans_simulated = sel.simulated;
   if (sel.best) {
@@ -204,7 +206,7 @@ PlanResult RunPlanner(const Profile& profile, const Cluster& cluster, const Cost
     result.plan = std::move(plan);
     result.origin = sel.best->origin.Name();
   } else {
-    ExplainNoPlan(c, dropped_for_tags && proposals.empty(), result);
+    ExplainNoPlan(c, dropped_for_tags && none_runnable, result);
   }
   result.planning_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -14,10 +14,9 @@ namespace dapple::internal {
 // plans whose message tags overflow the transport's range (*dropped_for_tags: some were).
 std::vector<Proposal> RunnableProposals(const Context& c, bool* dropped_for_tags = nullptr);
 
-// What RunPlanner's search does on a context: its proposals in, the selection out, the
-// moves and families recorded in the result.
-using SearchOf =
-    std::function<Selection(const Context&, const std::vector<Proposal>&, PlanResult&)>;
+// What RunPlanner's search does on a context: its proposals in (moved: the search splits
+// them by schedule family), the selection out, the moves and families recorded in the result.
+using SearchOf = std::function<Selection(const Context&, std::vector<Proposal>, PlanResult&)>;
 
 // After `search` ran on `c` (its selection `sel`, its record `result`): runs `search` on
 // every size of `c.sizes` alone, as RunPlanner with `micro_batch_size` set runs it, unless
