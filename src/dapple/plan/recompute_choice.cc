@@ -7,6 +7,7 @@
 #include "dapple/common/error.h"
 #include "dapple/common/slicing.h"
 #include "dapple/schedule/schedule.h"
+#include "dapple/schedule/shape_memo.h"
 
 namespace dapple {
 
@@ -40,22 +41,11 @@ std::vector<std::vector<HeldMicroBatches>> CountHeldAtPeaks(ScheduleKind kind, i
 }  // namespace
 
 // The planner asks for the same (kind, S, M) for every stage of every plan it weighs with
-// re-computation, and a whole schedule is made to count them: kept once per process, as
-// zb-h2's peaks are (make_schedule.cc).
+// re-computation, and a whole schedule is made to count them: kept once per process.
 std::vector<HeldMicroBatches> HeldAtPeaks(ScheduleKind kind, int s, int S, int M) {
   if (!SplitsBackward(kind)) return {{PeakInFlight(kind, s, S, M), 0}};
-  static std::mutex mu;
-  static std::map<std::tuple<ScheduleKind, int, int>, std::vector<std::vector<HeldMicroBatches>>>
-      known;
-  const std::tuple<ScheduleKind, int, int> key{kind, S, M};
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = known.find(key); it != known.end()) return it->second.at(s);
-  }
-  std::vector<std::vector<HeldMicroBatches>> all = CountHeldAtPeaks(kind, S, M);
-  std::lock_guard<std::mutex> lock(mu);
-  if (known.size() >= 1024) known.clear();
-  return known.try_emplace(key, std::move(all)).first->second.at(s);
+  static ShapeMemo<std::vector<std::vector<HeldMicroBatches>>> memo;
+  return memo.Get(kind, S, M, [&] { return CountHeldAtPeaks(kind, S, M); })->at(s);
 }
 
 double HeldActivationBytes(const RecomputeBytes& b, const std::vector<HeldMicroBatches>& held,

@@ -3,14 +3,12 @@
 // backwards"; only the warm-up depth K_s differs. GPipe is the case K_s = M. ZB-H1 splits
 // the backward (Note [ZB-H1]).
 #include <algorithm>
-#include <map>
-#include <mutex>
-#include <utility>
 #include <vector>
 
 #include "dapple/common/error.h"
 #include "dapple/schedule/interleaved.h"
 #include "dapple/schedule/schedule.h"
+#include "dapple/schedule/shape_memo.h"
 #include "dapple/schedule/v_shape.h"
 
 namespace dapple {
@@ -90,27 +88,22 @@ namespace {
 // zb-h2's peak of micro-batches in flight (F to W) on `stage` of (S, M), counted on the lists
 // of every stage once per process: the planner asks it for every stage it evaluates.
 int ZbH2Peak(int stage, int num_stages, int num_micro_batches) {
-  static std::mutex mu;
-  static std::map<std::pair<int, int>, std::vector<int>> known;
-  const std::pair<int, int> key{num_stages, num_micro_batches};
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = known.find(key); it != known.end()) return it->second[stage];
-  }
-  std::vector<int> peaks;
-  for (int s = 0; s < num_stages; ++s) {
-    std::vector<Instruction> p;
-    AppendZeroBubble(ScheduleKind::kZbH2, s, num_stages, num_micro_batches, p);
-    int in_flight = 0, peak = 0;
-    for (const Instruction& in : p) {
-      if (in.op == Op::kForward) peak = std::max(peak, ++in_flight);
-      if (in.op == Op::kWeightGrad) --in_flight;
+  static ShapeMemo<std::vector<int>> memo;
+  auto count = [&] {
+    std::vector<int> peaks;
+    for (int s = 0; s < num_stages; ++s) {
+      std::vector<Instruction> p;
+      AppendZeroBubble(ScheduleKind::kZbH2, s, num_stages, num_micro_batches, p);
+      int in_flight = 0, peak = 0;
+      for (const Instruction& in : p) {
+        if (in.op == Op::kForward) peak = std::max(peak, ++in_flight);
+        if (in.op == Op::kWeightGrad) --in_flight;
+      }
+      peaks.push_back(peak);
     }
-    peaks.push_back(peak);
-  }
-  std::lock_guard<std::mutex> lock(mu);
-  if (known.size() >= 1024) known.clear();
-  return known.try_emplace(key, std::move(peaks)).first->second[stage];
+    return peaks;
+  };
+  return memo.Get(ScheduleKind::kZbH2, num_stages, num_micro_batches, count)->at(stage);
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <tuple>
 
+#include "dapple/schedule/shape_memo.h"
+
 namespace dapple::internal {
 
 // Note [ZB-V]
@@ -110,37 +112,31 @@ struct VShapeFacts {
 // again on each).
 std::shared_ptr<const VShapeFacts> FactsOf(ScheduleKind kind, int num_stages,
                                            int num_micro_batches) {
-  static std::mutex mu;
-  static std::map<std::tuple<ScheduleKind, int, int>, std::shared_ptr<const VShapeFacts>> known;
-  const auto key = std::tuple{kind, num_stages, num_micro_batches};
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = known.find(key); it != known.end()) return it->second;
-  }
-  std::shared_ptr<const std::vector<std::vector<Instruction>>> lists;
-  if (kind == ScheduleKind::kZbV) {
-    auto made = std::make_shared<std::vector<std::vector<Instruction>>>(num_stages);
-    for (int g = 0; g < num_stages; ++g) AppendZbV(g, num_stages, num_micro_batches, (*made)[g]);
-    lists = std::move(made);
-  } else {
-    lists = ControlledVLists(kind, num_stages, num_micro_batches);
-  }
-  VShapeFacts f;
-  for (const std::vector<Instruction>& p : *lists) {
-    int in_flight = 0, peak = 0, warmup = 0;
-    bool opening = true;
-    for (const Instruction& in : p) {
-      opening = opening && in.op == Op::kForward;
-      if (opening) ++warmup;
-      if (in.op == Op::kForward) peak = std::max(peak, ++in_flight);
-      if (in.op == Op::kWeightGrad) --in_flight;
+  static ShapeMemo<VShapeFacts> memo;
+  return memo.Get(kind, num_stages, num_micro_batches, [&] {
+    std::shared_ptr<const std::vector<std::vector<Instruction>>> lists;
+    if (kind == ScheduleKind::kZbV) {
+      auto made = std::make_shared<std::vector<std::vector<Instruction>>>(num_stages);
+      for (int g = 0; g < num_stages; ++g) AppendZbV(g, num_stages, num_micro_batches, (*made)[g]);
+      lists = std::move(made);
+    } else {
+      lists = ControlledVLists(kind, num_stages, num_micro_batches);
     }
-    f.peak.push_back(peak);
-    f.warmup.push_back(warmup);
-  }
-  std::lock_guard<std::mutex> lock(mu);
-  if (known.size() >= 1024) known.clear();
-  return known.try_emplace(key, std::make_shared<const VShapeFacts>(std::move(f))).first->second;
+    VShapeFacts f;
+    for (const std::vector<Instruction>& p : *lists) {
+      int in_flight = 0, peak = 0, warmup = 0;
+      bool opening = true;
+      for (const Instruction& in : p) {
+        opening = opening && in.op == Op::kForward;
+        if (opening) ++warmup;
+        if (in.op == Op::kForward) peak = std::max(peak, ++in_flight);
+        if (in.op == Op::kWeightGrad) --in_flight;
+      }
+      f.peak.push_back(peak);
+      f.warmup.push_back(warmup);
+    }
+    return f;
+  });
 }
 
 }  // namespace

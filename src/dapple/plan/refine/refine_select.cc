@@ -88,17 +88,12 @@ RefineStarts SelectStarts(const std::vector<Proposal>& proposals,
     return q;
   };
   // Whether RecomputeWhereNeeded(p) would find nothing to re-compute, from q = sharded(p):
-  // when p re-computes nothing, it evaluates that same plan, and re-computes only in the
-  // stages that do not fit.
+  // when p re-computes nothing (the layer ids cost nothing), it evaluates that same plan, and
+  // re-computes only in the stages that do not fit.
   auto fits_as_is = [](const Proposal& p, const Proposal& q) {
-    return !p.plan.recompute &&
-           std::none_of(p.plan.stages.begin(), p.plan.stages.end(),
-                        [](const StagePlan& st) {
-                          return st.recompute || !st.recompute_layers.empty() ||
-                                 !st.recompute_layer_ids.empty();
-                        }) &&
-           std::all_of(q.costs->stages.begin(), q.costs->stages.end(),
-                       [](const StageCost& c) { return c.fits(); });
+    for (int s = 0; s < p.plan.num_stages(); ++s)
+      if (p.plan.RecomputesAny(s) || !q.costs->stages[s].fits()) return false;
+    return true;
   };
   for (const Proposal& p : proposals) {
     Proposal q = sharded(p);
