@@ -32,7 +32,8 @@ function(dapple_test_dir name dir label)
   target_compile_definitions(${name} PRIVATE
     DAPPLE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     DAPPLE_DATA_DIR="${PROJECT_SOURCE_DIR}/data"
-    DAPPLE_BINARY="$<TARGET_FILE:dapple>")
+    DAPPLE_BINARY="$<TARGET_FILE:dapple>"
+    DAPPLE_PYTHON="${DAPPLE_PYTHON}")  # the Python of dapple's torch: references run on it
   if(DAPPLE_SANITIZE)  # lets a test shrink a statistical sweep that adds no coverage
     target_compile_definitions(${name} PRIVATE DAPPLE_SANITIZED=1)
   endif()

@@ -35,7 +35,7 @@ inline fs::path WrittenModelsDir(const std::string& script_name,
   const fs::path fresh = dir.string() + ".writing-" + std::to_string(::getpid());
   fs::remove_all(fresh);
   fs::create_directories(fresh);
-  const std::string cmd = "/usr/bin/python3 " + script.string() + " write " + fresh.string();
+  const std::string cmd = std::string(DAPPLE_PYTHON) + " " + script.string() + " write " + fresh.string();
   if (std::system(cmd.c_str()) != 0) {
     ADD_FAILURE() << cmd;
     fs::remove_all(fresh);
@@ -68,7 +68,7 @@ inline nlohmann::json CheckAgainstPyTorch(const RunResult& r, const fs::path& di
                                           int seq_len, const std::string& python_flags = "") {
   const fs::path losses = WriteLosses(r, dir / "losses.txt");
   fs::path json = dir / "check.json";
-  std::string cmd = std::string("/usr/bin/python3") + " " + DAPPLE_SOURCE_DIR +
+  std::string cmd = std::string(DAPPLE_PYTHON) + " " + DAPPLE_SOURCE_DIR +
                     "/tests/torch/script_models.py check " + model + " " + data + " " + exported +
                     " " + losses.string() + " --steps " + std::to_string(steps) + " --gbs " +
                     std::to_string(gbs) + " --seq-len " + std::to_string(seq_len) + " " +

@@ -14,7 +14,7 @@
 namespace dapple::testing {
 namespace {
 
-const char* kGraphModelsPython = "/usr/bin/python3";
+const char* kGraphModelsPython = DAPPLE_PYTHON;
 
 struct GraphCase {
   std::string name, model, data;

@@ -46,7 +46,7 @@ TEST(MemoryLimitTest, ModelLargerThanAProcessTrainsUnderFourStages) {
   fs::path dir = TestDir("memory_limit");
   // 8 x Linear(4096, 4096): 134 M parameters, 537 MB in float32; each stage holds 2 (134 MB).
   const std::string write =
-      "/usr/bin/python3 -c \"import torch, torch.nn as nn; torch.manual_seed(0); "
+      DAPPLE_PYTHON " -c \"import torch, torch.nn as nn; torch.manual_seed(0); "
       "layers = []\nfor i in range(8): layers += [nn.Linear(4096, 4096), nn.ReLU()]\n"
       "torch.jit.script(nn.Sequential(*layers)).save('" +
       (dir / "big.pt").string() +

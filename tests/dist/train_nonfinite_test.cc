@@ -21,7 +21,7 @@ fs::path* NonFiniteTest::models_ = nullptr;
 // mlp_data.pt with sample `row` made NaN, written to `dir`.
 fs::path DataWithNan(const fs::path& models, const fs::path& dir, int row) {
   fs::path out = dir / "nan_data.pt";
-  std::string cmd = "/usr/bin/python3 -c \"import torch; d = torch.load('" +
+  std::string cmd = std::string(DAPPLE_PYTHON) + " -c \"import torch; d = torch.load('" +
                     (models / "mlp_data.pt").string() + "'); d['input'][" + std::to_string(row) +
                     "] = float('nan'); torch.save(d, '" + out.string() + "')\"";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;

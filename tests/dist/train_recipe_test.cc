@@ -58,7 +58,7 @@ nlohmann::json RecipeReference(const fs::path& models, const RecipeModel& model,
                                const fs::path& dir, const fs::path& log,
                                const std::string& recipe) {
   fs::path json = dir / "reference.json";
-  std::string cmd = std::string("/usr/bin/python3 ") + DAPPLE_SOURCE_DIR +
+  std::string cmd = std::string(DAPPLE_PYTHON " ") + DAPPLE_SOURCE_DIR +
                     "/tests/torch/recipe_reference.py " + (models / model.file).string() + " " +
                     (models / model.data).string() + " " + (dir / "trained.pt").string() + " " +
                     log.string() + " --steps " + std::to_string(kRecipeSteps) + " --gbs " +

@@ -1,7 +1,7 @@
 // Communicator over c10d's TCPStore and ProcessGroupGloo.
 #include "dapple/runtime/communicator.h"
 
-#include <glog/logging.h>
+#include <c10/util/Logging.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
@@ -15,6 +15,15 @@
 
 #include "dapple/common/clock.h"
 #include "dapple/common/error.h"
+
+// Note [Gloo's headers]: ProcessGroupGloo.hpp includes Gloo's headers, which the torch wheel
+// does not ship; Debian's libgloo-dev provides them (another Gloo revision than the one linked
+// into libtorch_cpu). That is sound here because this file uses Gloo's types only as opaque
+// pointers (std::shared_ptr<gloo::transport::Device>) handed from one libtorch function to
+// another, and ProcessGroupGloo and its Options hold Gloo's types only through pointers, so
+// their layout does not depend on Gloo's. Nothing of Gloo's is instantiated or called here,
+// and Debian's libgloo is never linked. Anything beyond that (a Gloo algorithm, a Gloo
+// context) must not be used from dapple's code.
 
 namespace dapple {
 namespace {
@@ -50,9 +59,9 @@ std::shared_ptr<::gloo::transport::Device> GlooDevice(const DistEnv& env) {
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
-c10::intrusive_ptr<c10d::ProcessGroup> MakeGlooGroup(const c10::intrusive_ptr<c10d::Store>& store,
-                                                     const DistEnv& env, int rank, int size,
-                                                     std::chrono::milliseconds timeout) {
+c10::intrusive_ptr<c10d::Backend> MakeGlooGroup(const c10::intrusive_ptr<c10d::Store>& store,
+                                                const DistEnv& env, int rank, int size,
+                                                std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   options->devices.push_back(GlooDevice(env));
   options->threads = 2;
@@ -173,16 +182,16 @@ c10::intrusive_ptr<c10d::Store> Communicator::MakeStore(const DistEnv& env,
   opts.numWorkers = env.world_size;
   opts.waitWorkers = true;
   opts.timeout = timeout;
-  // c10d logs every failed connection attempt through glog; the failure is reported once,
-  // below, as one line.
-  const int saved_level = FLAGS_minloglevel;
-  FLAGS_minloglevel = google::GLOG_FATAL;
+  // c10d logs every failed connection attempt (c10's logging: the wheel is built without
+  // glog); the failure is reported once, below, as one line.
+  const int saved_level = FLAGS_caffe2_log_level;
+  FLAGS_caffe2_log_level = c10::GLOG_FATAL;
   try {
     auto store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
-    FLAGS_minloglevel = saved_level;
+    FLAGS_caffe2_log_level = saved_level;
     return store;
   } catch (const std::exception& e) {
-    FLAGS_minloglevel = saved_level;
+    FLAGS_caffe2_log_level = saved_level;
     ThrowInput(
         "rank {}: cannot reach the rendezvous at {}:{} (MASTER_ADDR:MASTER_PORT) within "
         "{:.1f} s: {}",
@@ -192,7 +201,7 @@ c10::intrusive_ptr<c10d::Store> Communicator::MakeStore(const DistEnv& env,
 
 Communicator::~Communicator() = default;
 
-c10d::ProcessGroup& Communicator::Group(const std::string& name) const {
+c10d::Backend& Communicator::Group(const std::string& name) const {
   auto it = groups_.find(name);
   DAPPLE_CHECK(it != groups_.end(), "no process group " + name);
   return *it->second;

@@ -12,7 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
@@ -179,12 +179,12 @@ class Communicator {
  private:
   static c10::intrusive_ptr<c10d::Store> MakeStore(const DistEnv& env,
                                                    std::chrono::milliseconds timeout);
-  c10d::ProcessGroup& Group(const std::string& name) const;
+  c10d::Backend& Group(const std::string& name) const;
 
   DistEnv env_;
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
-  std::map<std::string, c10::intrusive_ptr<c10d::ProcessGroup>> groups_;  // "" = world
+  std::map<std::string, c10::intrusive_ptr<c10d::Backend>> groups_;  // "" = world
   MessagesToSelf to_self_;  // Note [Messages to oneself]
 };
 
