@@ -32,3 +32,13 @@ endif()
 find_library(kineto_LIBRARY torch_cpu PATHS "${torch_prefix}/../../lib" NO_DEFAULT_PATH)
 
 find_package(Torch QUIET)
+
+# Note [The C++ library first]: the wheel is built on an older system (manylinux_2_28) with a
+# newer compiler, whose C++ library parts that the old system lacks (std::filesystem,
+# std::chrono's time zones) are linked into libtorch.so, and exported. A program that names
+# libtorch before libstdc++ (the compiler adds -lstdc++ last) would take those copies: dapple's
+# tests crashed in std::filesystem::remove_all through libtorch.so's. Naming libstdc++ before
+# everything else makes the system's C++ library the one each such symbol binds to.
+if(Torch_FOUND)
+  add_link_options("LINKER:--push-state,--no-as-needed" -lstdc++ "LINKER:--pop-state")
+endif()

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """A CNN for Fashion-MNIST, written as a user of dapple would: a plain PyTorch model saved as
 TorchScript, and the data as torch.save files (docs/your-model.md).
 

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """A small GPT on the King James Bible, written as a user of dapple would (docs/your-model.md):
 tied input and output embeddings, and a (hidden, mask) tuple passed between blocks.
 

@@ -1,14 +1,14 @@
-#!/usr/bin/python3
-"""A GPT written the way people write one, trained by dapple without changes: the blocks in an
-nn.ModuleList run by a loop in forward, the positions and the causal mask made in forward, and
-the output head tied to the token embedding (head.weight = wte.weight). Writes OUT/gpt.pt
+#!/usr/bin/env python3
+"""A GPT written the way people write one in 2026, trained by dapple without changes: nanoGPT's
+current form, with attention by F.scaled_dot_product_attention(is_causal=True) (PyTorch 2), the
+blocks in an nn.ModuleList run by a loop in forward, the positions made in forward, and the
+output head tied to the token embedding (head.weight = wte.weight). Writes OUT/gpt.pt
 (scripted) and the King James Bible as character tokens, OUT/train.bin and OUT/eval.bin.
 dapple's layers are wte, wpe, blocks.0 .. blocks.N-1, ln_f and head (docs/your-model.md).
 
   examples/gpt_modulelist_kjv.py OUT [--layers 4] [--hidden 64] [--seq 64]
 """
 import argparse
-import math
 import os
 import sys
 
@@ -21,21 +21,21 @@ from gpt_kjv import kjv_text, write_tokens  # noqa: E402
 
 
 class Attention(nn.Module):
+    """Causal self-attention through PyTorch 2's fused kernel: no mask tensor is made."""
+
     def __init__(self, d: int, heads: int):
         super().__init__()
         self.qkv = nn.Linear(d, 3 * d)
         self.proj = nn.Linear(d, d)
         self.heads = heads
 
-    def forward(self, x, mask):
+    def forward(self, x):
         b, t, c = x.shape
         q, k, v = self.qkv(x).split(c, dim=2)
         q = q.view(b, t, self.heads, c // self.heads).transpose(1, 2)
         k = k.view(b, t, self.heads, c // self.heads).transpose(1, 2)
         v = v.view(b, t, self.heads, c // self.heads).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(mask[:t, :t] == 0, float("-inf"))
-        y = F.softmax(att, dim=-1) @ v
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
 
 
@@ -47,8 +47,8 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(d)
         self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
 
-    def forward(self, x, mask):
-        x = x + self.attn(self.ln1(x), mask)
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
         return x + self.mlp(self.ln2(x))
 
 
@@ -65,10 +65,9 @@ class Gpt(nn.Module):
     def forward(self, idx):
         t = idx.size(1)
         pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
-        mask = torch.tril(torch.ones(t, t, dtype=self.wte.weight.dtype))
         x = self.wte(idx) + self.wpe(pos)
         for block in self.blocks:
-            x = block(x, mask)
+            x = block(x)
         return self.head(self.ln_f(x))
 
 

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """torchvision's ResNet-18 as shipped (random weights, 10 classes), scripted without changes,
 and Fashion-MNIST as 3-channel 32x32 images (the Debian package dataset-fashion-mnist):
 OUT/resnet18.pt, OUT/train.pt, OUT/test.pt. dapple cuts the model from its forward graph:

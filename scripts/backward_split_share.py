@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """How much of a layer's backward is its weight gradient W, measured with PyTorch itself
 (python3-torch, the libtorch of `dapple`) on layers shaped like the zoo's, split as
 `dapple profile` and the runtime split it (runtime/split_backward.cc): I = autograd.grad to

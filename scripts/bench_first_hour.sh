@@ -18,7 +18,7 @@ load() { echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"; }
 cores() {
   local line="core speeds (s for one loop):"
   for c in $(seq 0 $(( $(nproc) - 1 ))); do
-    line+=" cpu$c $(taskset -c "$c" /usr/bin/python3 -c 'import time
+    line+=" cpu$c $(taskset -c "$c" .venv/bin/python -c 'import time
 t = time.perf_counter(); s = 0
 for i in range(3000000): s += i * i
 print(f"{time.perf_counter() - t:.2f}")')"

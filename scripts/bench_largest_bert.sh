@@ -38,7 +38,7 @@ rows_per_replica=4
 
 # plan S R L SHARD: S stages of R replicas over the L+2 layers (embed, block0.., head).
 plan() {
-  /usr/bin/python3 - "$@" "$rows_per_replica" <<'PY'
+  .venv/bin/python - "$@" "$rows_per_replica" <<'PY'
 import json, sys
 s, r, l, shard, rows = map(int, sys.argv[1:])
 names = ["embed"] + [f"block{i}" for i in range(l)] + ["head"]

@@ -1,31 +1,27 @@
 #!/usr/bin/env bash
-# dapple train vs python3-torch peers on the same MLP and batch, side by side in one run and
-# interleaved (A, B, A, B ...) to share the machine's noise (docs/benchmarks.md):
-#   dp:     dapple 1 stage x 2 replicas          vs torch DistributedDataParallel (gloo, 2 procs)
-#   pp:     dapple 2 stages x 1, gpipe + dapple-a vs torch Pipe (GPipe, 2 partitions, chunks=M)
-#   single: dapple 1 device                      vs plain torch, one process
+# dapple train vs PyTorch 2.11's own (the .venv's torch) on the same MLP and batch, side by side
+# in one run and interleaved (A, B, A, B ...) to share the machine's noise (docs/benchmarks.md):
+#   dp:     dapple 1 stage x 2 replicas vs torch DistributedDataParallel (gloo, 2 procs)
+#   pp:     dapple 2 stages x 1, gpipe  vs torch.distributed.pipelining ScheduleGPipe (2 procs)
+#           dapple 2 stages x 1, dapple-a (1F1B) vs Schedule1F1B (2 procs)
+#   single: dapple 1 device             vs plain torch, one process
+# ScheduleZBVZeroBubble is not run: over gloo its first exchange fails (bench/peers/pipelining_mlp.py).
 #   scripts/bench_peers.sh [dapple-binary] [rounds]
 # Environment: HIDDEN (512), LAYERS (6), MB (32 rows per micro-batch), M (4), STEPS (20),
-# WARMUP (2 steps not timed), PIPE_THREADS ("1 2": intra-op threads for the one Pipe process).
-# Every process gets 1 thread (OMP/OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1)) so two
-# processes fit the 2 cores; OPENBLAS_CORETYPE as dapple's launcher sets it, for both sides.
+# WARMUP (2 steps not timed).
+# Every process gets 1 thread (OMP/MKL_NUM_THREADS=1, torch.set_num_threads(1)) so two
+# processes fit the 2 cores.
 set -euo pipefail
 bin=${1:-build/tools/dapple/dapple}
 rounds=${2:-3}
 hidden=${HIDDEN:-512} layers=${LAYERS:-6} mb=${MB:-32} M=${M:-4}
-steps=${STEPS:-20} warmup=${WARMUP:-2} pipe_threads=${PIPE_THREADS:-1 2}
+steps=${STEPS:-20} warmup=${WARMUP:-2}
 here=$(cd "$(dirname "$0")/.." && pwd)
-py=/usr/bin/python3
+py=.venv/bin/python
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-if [[ -z ${OPENBLAS_CORETYPE:-} ]]; then  # as src/dapple/common/openblas_core.cc chooses
-  if grep -qw avx2 /proc/cpuinfo && grep -qw AuthenticAMD /proc/cpuinfo; then
-    export OPENBLAS_CORETYPE=Haswell
-  elif grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
-  elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
-fi
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 split=$(((layers + 1) / 2))  # Dense layers in stage 0: fc0..fc{split-1} | fc{split}..head
 plan() {  # plan <name> <schedule> <stages json>
@@ -61,10 +57,11 @@ for ((r = 0; r < rounds; r++)); do
   dapple dp 2 >>"$tmp/results"
   peer torch-ddp ddp_mlp.py --threads 1 --nproc 2 >>"$tmp/results"
   dapple pp-gpipe 2 >>"$tmp/results"
-  for t in $pipe_threads; do
-    peer "torch-pipe-${t}t" pipe_mlp.py --threads "$t" --split "$split" >>"$tmp/results"
-  done
+  peer torch-pipelining-gpipe pipelining_mlp.py --threads 1 --schedule gpipe --split "$split" \
+    >>"$tmp/results"
   dapple pp-dapple-a 2 >>"$tmp/results"
+  peer torch-pipelining-1f1b pipelining_mlp.py --threads 1 --schedule 1f1b --split "$split" \
+    >>"$tmp/results"
   dapple single 1 >>"$tmp/results"
   peer torch-single single_mlp.py --threads 1 >>"$tmp/results"
   echo "round $((r + 1))/$rounds done, load $(cut -d' ' -f1 /proc/loadavg)" >&2
@@ -97,8 +94,7 @@ def ratio(a, b):  # median over rounds of the per-round ratio (the pair ran back
     print(f"throughput {a} / {b}: {statistics.median(r):.3f} "
           f"(rounds: {', '.join(f'{x:.2f}' for x in r)})")
 ratio("dapple-dp", "torch-ddp")
-for pipe in sorted(n for n in runs if n.startswith("torch-pipe")):
-    ratio("dapple-pp-gpipe", pipe)
-    ratio("dapple-pp-dapple-a", pipe)
+ratio("dapple-pp-gpipe", "torch-pipelining-gpipe")
+ratio("dapple-pp-dapple-a", "torch-pipelining-1f1b")
 ratio("dapple-single", "torch-single")
 PY

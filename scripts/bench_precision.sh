@@ -43,7 +43,7 @@ for r in $(seq 1 "$rounds"); do
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-/usr/bin/python3 - "$out" "$rounds" <<'EOF'
+.venv/bin/python - "$out" "$rounds" <<'EOF'
 import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
 def read(name, r):
@@ -82,8 +82,8 @@ EOF
 
 # The ops alone, one thread: a linear layer's forward and backward at the bf16 plan's per-replica
 # micro-batch, in float32 and under autocast (what dapple's bf16 layers run).
-mb=$(/usr/bin/python3 -c "import json; p = json.load(open('$out/plan-bf16.json')); print(p['micro_batch_size'] // len(p['stages'][0]['devices']))")
-/usr/bin/python3 - "$mb" <<'EOF'
+mb=$(.venv/bin/python -c "import json; p = json.load(open('$out/plan-bf16.json')); print(p['micro_batch_size'] // len(p['stages'][0]['devices']))")
+.venv/bin/python - "$mb" <<'EOF'
 import sys, time, torch
 torch.set_num_threads(1)
 mb = int(sys.argv[1])

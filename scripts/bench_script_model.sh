@@ -12,7 +12,7 @@ steps=${3:-60}
 out=${OUT:-out/bench-script-model}
 mkdir -p "$out"
 # The layer class comes from tests/torch/script_models.py: TorchScript compiles from its source file.
-/usr/bin/python3 - "$out" "$PWD/tests/torch" <<'PY'
+.venv/bin/python - "$out" "$PWD/tests/torch" <<'PY'
 import sys, torch, torch.nn as nn
 out = sys.argv[1]
 sys.path.insert(0, sys.argv[2])
@@ -37,7 +37,7 @@ JSON
 common="--plan $out/plan.json --steps $steps --nproc 2 --quiet"
 script="$dapple train --model $out/mlp.pt --data $out/data.pt --loss cross-entropy $common"
 zoo="$dapple train --model mlp --opt input=784 --opt hidden=1024 --opt layers=3 --opt classes=10 --data synthetic $common"
-/usr/bin/python3 - "$runs" "$script" "$zoo" "$out" <<'PY'
+.venv/bin/python - "$runs" "$script" "$zoo" "$out" <<'PY'
 import statistics, subprocess, sys, time
 runs, a_cmd, b_cmd, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 def timed(cmd, log):

@@ -17,16 +17,16 @@ model=(--model gpt --opt hidden="$hidden" --opt heads=8 --opt layers="$layers" -
 
 "$dapple" profile "${model[@]}" --batch 4 --batches 1,2,4 --threads 1 --optimizer adam \
   --warmup 1 --repeat 2 -o "$out/profile.json" >/dev/null 2>&1
-params=$(/usr/bin/python3 -c "import json; p=json.load(open('$out/profile.json')); print(sum(l.get('parameter_bytes',0) for l in p['layers']))")
+params=$(.venv/bin/python -c "import json; p=json.load(open('$out/profile.json')); print(sum(l.get('parameter_bytes',0) for l in p['layers']))")
 # The training process's own memory on this machine (Note [Process memory]), as `dapple
 # calibrate` measures it (into out/, so that the cached `local` stays as it is).
 DAPPLE_CACHE_DIR="$out/cache" "$dapple" calibrate --nproc 2 -o "$out/calibrated.json" \
   >"$out/calibrate.log" 2>&1 || { cat "$out/calibrate.log"; exit 1; }
-process=$(/usr/bin/python3 -c "import json,sys; print(int(json.load(open(sys.argv[1]))['device'].get('process_memory_bytes', 0)))" \
+process=$(.venv/bin/python -c "import json,sys; print(int(json.load(open(sys.argv[1]))['device'].get('process_memory_bytes', 0)))" \
   "$out/calibrated.json")
 # Devices that hold about 45% of the model's parameters + gradients + Adam state (4 copies)
 # beside the process's own: no device can hold the whole model, so the planner must cut it.
-memory=$(/usr/bin/python3 -c "print(int(float($params) * 4 * 0.45) + 16 * 2**20 + $process)")
+memory=$(.venv/bin/python -c "print(int(float($params) * 4 * 0.45) + 16 * 2**20 + $process)")
 cat >"$out/cluster.json" <<JSON
 {"format": "dapple-cluster/1", "name": "four-small", "servers": [{"devices": 4}],
  "device": {"memory_bytes": $memory, "speed": 1.0, "process_memory_bytes": $process},
@@ -34,10 +34,10 @@ cat >"$out/cluster.json" <<JSON
 JSON
 "$dapple" plan --profile "$out/profile.json" --cluster "$out/cluster.json" --global-batch 16 \
   --no-baselines --schedule dapple-a -o "$out/plan.json" >/dev/null
-devices=$(/usr/bin/python3 -c "import json; p=json.load(open('$out/plan.json')); print(sum(len(s['devices']) for s in p['stages']))")
+devices=$(.venv/bin/python -c "import json; p=json.load(open('$out/plan.json')); print(sum(len(s['devices']) for s in p['stages']))")
 "$dapple" train "${model[@]}" --plan "$out/plan.json" --steps 3 --nproc "$devices" \
   --optimizer adam --lr 0.001 --data kjv --log-json >"$out/train.jsonl"
-/usr/bin/python3 - "$out" "$params" "$memory" <<'PY'
+.venv/bin/python - "$out" "$params" "$memory" <<'PY'
 import json, sys
 out, params, memory = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 plan = json.load(open(f"{out}/plan.json"))

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Generates docs/planning-report.md: the DAPPLE planner and every baseline on every
 profile in data/profiles/dapple on the paper's three clusters, by running
 `dapple plan --json` (standard library only).

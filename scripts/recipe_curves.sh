@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 dapple=${1:-build/tools/dapple/dapple}
 out=${2:-out/recipe}
 mkdir -p "$out"
-[ -f "$out/gpt.pt" ] || /usr/bin/python3 examples/gpt_kjv.py "$out"
+[ -f "$out/gpt.pt" ] || .venv/bin/python examples/gpt_kjv.py "$out"
 cat > "$out/plan.json" <<'PLAN'
 {"format": "dapple-plan/1", "planner": "hand", "global_batch_size": 32, "micro_batch_size": 8,
  "num_micro_batches": 4, "schedule": "dapple-a",
@@ -28,5 +28,5 @@ for lr in 0.03 0.01; do
   curves+=("lr $lr constant=$out/constant-$lr.log" "lr $lr recipe=$out/recipe-$lr.log")
 done
 grep -H '"eval"' "$out"/*.log
-/usr/bin/python3 scripts/loss_curves_svg.py docs/recipe-loss-curves.svg "${curves[@]}" \
+.venv/bin/python scripts/loss_curves_svg.py docs/recipe-loss-curves.svg "${curves[@]}" \
   --title "GPT (examples/gpt_kjv.py), AdamW, 2 stages, global batch 32" --ymax 3.2

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """How processes sharing this machine's cores slow each other's compute (docs/two-server.md,
 "Why pipelines measure slower than simulated here"). Three experiments, each run as
 `bench/experiments/cpu_sharing.py EXPERIMENT` (it starts its own processes):

@@ -1,11 +1,11 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """torch DistributedDataParallel peer for dapple's `mlp`: 2 (--nproc) local processes over gloo,
 MASTER_ADDR=127.0.0.1 and a free port. Each rank holds its share of every micro-batch (as
 dapple's 1-stage x N-replica plan does), accumulates over M micro-batches under no_sync() and
 allreduces on the last (DDP averages, and each rank's loss is the mean over its rows scaled by
 1/M, so the gradient is that of the global-batch mean). SGD with momentum. Rank 0 prints one
 JSON line; step time is the max over ranks of each step, median over steps.
-  /usr/bin/python3 bench/peers/ddp_mlp.py --hidden 512 --layers 6 --micro-batch 32 \
+  .venv/bin/python bench/peers/ddp_mlp.py --hidden 512 --layers 6 --micro-batch 32 \
       --micro-batches 4 --steps 20 --threads 1 --nproc 2
 """
 import os
@@ -63,7 +63,7 @@ def run(rank, a):
 
 def main():
     a = pc.parse_args(__doc__, lambda p: p.add_argument("--nproc", type=int, default=2))
-    pc.set_openblas_env(a.threads)  # inherited by the spawned processes
+    pc.set_thread_env(a.threads)  # inherited by the spawned processes
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(free_port())
     import torch.multiprocessing as mp

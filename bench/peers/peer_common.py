@@ -1,9 +1,8 @@
-"""Shared pieces of the python3-torch peer benchmarks: dapple's `mlp` model, thread setup, timing.
+"""Shared pieces of the PyTorch peer benchmarks (the .venv's torch, the release dapple builds
+against): dapple's `mlp` model, thread setup, timing.
 
 The model mirrors src/dapple/models/mlp.cc exactly: `layers` x (flatten, Linear, ReLU), then a
-Linear head, cross-entropy loss. Import this module BEFORE torch so OPENBLAS_CORETYPE is set the
-way dapple's launcher sets it (src/dapple/common/openblas_core.cc: Haswell on AMD CPUs with avx2,
-else SkylakeX if avx512f, else Haswell if avx2; only when unset).
+Linear head, cross-entropy loss.
 """
 import argparse
 import json
@@ -12,22 +11,9 @@ import statistics
 import time
 
 
-def openblas_coretype_env():
-    """{"OPENBLAS_CORETYPE": type} as dapple chooses it for this CPU, or {} (see the docstring)."""
-    info = open("/proc/cpuinfo").read()
-    words = set(info.split())
-    if "avx2" in words and "AuthenticAMD" in words:
-        return {"OPENBLAS_CORETYPE": "Haswell"}
-    if "avx512f" in words:
-        return {"OPENBLAS_CORETYPE": "SkylakeX"}
-    return {"OPENBLAS_CORETYPE": "Haswell"} if "avx2" in words else {}
-
-
-def set_openblas_env(threads):
-    """OpenBLAS kernel and thread counts, as `dapple train --nproc` does; before torch loads."""
-    if "OPENBLAS_CORETYPE" not in os.environ:
-        os.environ.update(openblas_coretype_env())
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+def set_thread_env(threads):
+    """Thread counts as `dapple train --nproc` sets them; before torch loads."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(threads)
 
 
@@ -90,10 +76,14 @@ def report(name, a, step_s, extra=None):
     gbs = a.micro_batch * a.micro_batches
     out = {"peer": name, "step_ms": med * 1e3, "samples_per_s": gbs / med,
            "mean_step_ms": statistics.mean(timed) * 1e3, "global_batch": gbs,
-           "micro_batches": a.micro_batches, "steps_timed": len(timed), "threads": a.threads,
-           "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "")}
+           "micro_batches": a.micro_batches, "steps_timed": len(timed), "threads": a.threads, "torch": _torch_version()}
     out.update(extra or {})
     print(json.dumps(out), flush=True)
+
+
+def _torch_version():
+    import torch
+    return torch.__version__
 
 
 now = time.perf_counter

@@ -1,8 +1,8 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Single-process plain-torch baseline for dapple's `mlp`: one process, gradient accumulation
 over M micro-batches (loss scaled by 1/M so the gradient is that of the global-batch mean), one
 SGD-with-momentum step. Prints one JSON line (median step time, samples/s).
-  /usr/bin/python3 bench/peers/single_mlp.py --hidden 512 --layers 6 --micro-batch 32 \
+  .venv/bin/python bench/peers/single_mlp.py --hidden 512 --layers 6 --micro-batch 32 \
       --micro-batches 4 --steps 20 --threads 1
 """
 import os
@@ -14,7 +14,7 @@ import peer_common as pc  # noqa: E402  (sets no env by itself)
 
 def main():
     a = pc.parse_args(__doc__)
-    pc.set_openblas_env(a.threads)
+    pc.set_thread_env(a.threads)
     import torch
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)

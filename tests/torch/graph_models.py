@@ -1,9 +1,9 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Models as people write them, for dapple's graph-cut tests, and PyTorch's own training of them.
 
   graph_models.py write DIR
       writes torchvision's resnet18, mobilenet_v2 and vgg11 as shipped (random weights), a GPT
-      with an nn.ModuleList loop, positions and a causal mask made in forward and a tied head
+      with an nn.ModuleList loop, SDPA causal attention, positions made in forward and a tied head
       (scripted), a nanoGPT-style GPT whose forward(idx, targets) returns (logits, loss)
       (traced), a U-Net with skip connections, a residual written around children, and their
       data files (images.pt, unet_data.pt; the GPTs read tokens.bin of script_models.py).
@@ -34,8 +34,9 @@ from gpt_modulelist_kjv import Gpt  # noqa: E402  (the example's GPT, smaller)
 
 
 class LoopGpt(Gpt):
-    """The example's GPT (blocks in an nn.ModuleList run by a loop, positions and the causal
-    mask made in forward, the head tied to the token embedding), small."""
+    """The example's GPT (blocks in an nn.ModuleList run by a loop, positions made in forward,
+    attention by F.scaled_dot_product_attention(is_causal=True), the head tied to the token
+    embedding), small."""
 
     def __init__(self):
         super().__init__(vocab=16, seq=8, d=16, heads=2, layers=3)

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """PyTorch's own training of a test model under a recipe, against a `dapple train` run.
 
   recipe_reference.py MODEL DATA EXPORTED LOG --steps N --gbs G [--seq-len T]

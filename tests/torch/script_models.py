@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """TorchScript models and data files for dapple's tests, and PyTorch's own training of them.
 
   script_models.py write DIR

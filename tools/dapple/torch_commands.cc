@@ -9,7 +9,6 @@
 #include <filesystem>
 
 #include "build_info.h"
-#include "dapple/common/openblas_core.h"
 
 namespace dapple {
 namespace {
@@ -77,9 +76,6 @@ int ExecTorchCommand(int argc, char** argv) {
                                               "configure with -DDAPPLE_WITH_TORCH=ON)");
     return 1;
   }
-  // Set before libtorch loads, OpenBLAS reads it as it starts (Note [Two executables]), and
-  // `dapple profile` need not re-execute itself to set it.
-  SetOpenBlasCoreTypeIfUnset();
   std::vector<char*> args(argv, argv + argc);
   args.push_back(nullptr);
   std::fflush(nullptr);

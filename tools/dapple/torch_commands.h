@@ -10,8 +10,8 @@
 // commands only by name and summary (torch_commands.cc) and, when its first argument names one,
 // replaces itself with dapple-torch (execv, the same argv), as git runs its sub-commands: the
 // same process, environment and streams, and dapple-torch's exit status. dapple-torch
-// re-executes itself (/proc/self/exe) for its launcher's workers and for OPENBLAS_CORETYPE, so
-// those never pass through `dapple` again.
+// re-executes itself (/proc/self/exe) for its launcher's workers, so those never pass through
+// `dapple` again.
 //
 // dapple-torch is looked for next to `dapple` (the build tree: build/tools/dapple/) and then in
 // the libexec directory of an installed tree (`cmake --install` puts dapple in bin/ and

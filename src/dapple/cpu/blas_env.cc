@@ -1,8 +1,8 @@
-// OpenBLAS kernel choice, thread counts and CPU description: see blas_env.h.
+// Thread counts, cache eviction and the CPU and BLAS description: see blas_env.h.
 #include "dapple/cpu/blas_env.h"
 
 #include <ATen/Parallel.h>
-#include <dlfcn.h>
+#include <ATen/Version.h>
 #include <torch/types.h>
 #include <unistd.h>
 
@@ -13,8 +13,6 @@
 #include <sstream>
 #include <thread>
 #include <vector>
-
-#include "dapple/common/openblas_core.h"
 
 namespace dapple {
 namespace {
@@ -28,35 +26,9 @@ std::string ReadFile(const char* path) {
 
 }  // namespace
 
-void EnsureOpenBlasCoreType(char** argv) {
-  const char* set = std::getenv("OPENBLAS_CORETYPE");
-  if (set != nullptr && *set != '\0') return;
-  std::string type = OpenBlasCoreTypeForThisCpu();
-  if (type.empty()) return;
-  setenv("OPENBLAS_CORETYPE", type.c_str(), 1);
-  std::string cmdline;
-  std::vector<char*> args;
-  if (argv != nullptr) {
-    for (char** a = argv; *a != nullptr; ++a) args.push_back(*a);
-  } else {
-    cmdline = ReadFile("/proc/self/cmdline");
-    for (size_t i = 0; i < cmdline.size(); i += std::strlen(&cmdline[i]) + 1)
-      args.push_back(&cmdline[i]);
-  }
-  if (args.empty()) return;
-  args.push_back(nullptr);
-  std::fflush(nullptr);
-  execv("/proc/self/exe", args.data());
-  std::fprintf(stderr, "dapple: warning: could not re-execute with OPENBLAS_CORETYPE=%s: %s\n",
-               type.c_str(), std::strerror(errno));
-}
-
 int SetComputeThreads(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(threads);
-  using SetThreads = void (*)(int);
-  if (auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
-    fn(threads);
   return threads;
 }
 
@@ -81,16 +53,13 @@ std::string CpuModelName() {
   return "unknown cpu";
 }
 
-std::string OpenBlasCoreType() {
-  const char* set = std::getenv("OPENBLAS_CORETYPE");
-  return set != nullptr && *set != '\0' ? set : "unset";
-}
-
-std::string OpenBlasCoreName() {
-  using CoreName = char* (*)();
-  if (auto fn = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename")))
-    if (const char* name = fn()) return name;
-  return "not loaded";
+std::string BlasName() {
+  const std::string config = at::show_config();
+  const std::string key = "BLAS_INFO=";
+  const auto at = config.find(key);
+  if (at == std::string::npos) return "unknown";
+  const auto start = at + key.size();
+  return config.substr(start, config.find_first_of(", \n", start) - start);
 }
 
 }  // namespace dapple

@@ -109,11 +109,11 @@ void LazyArchive::Materialize(torch::Tensor t, torch::Dtype dtype) {
     Tensor& info = it->second;
     File file(path_);
     if (info.state == Tensor::kPending) {
-      file.ReadAt(info.range.offset, t.storage().data(), info.range.bytes, path_);
+      file.ReadAt(info.range.offset, t.storage().mutable_data(), info.range.bytes, path_);
     } else {
       c10::Storage storage(c10::Storage::use_byte_size_t(), info.range.bytes,
                            c10::GetCPUAllocator(), /*resizable=*/false);
-      file.ReadAt(info.range.offset, storage.data(), info.range.bytes, path_);
+      file.ReadAt(info.range.offset, storage.mutable_data(), info.range.bytes, path_);
       t.set_data(torch::empty({0}, t.options().dtype(info.file_dtype))
                      .set_(storage, info.storage_offset, info.sizes, info.strides));
     }

@@ -9,28 +9,29 @@
 namespace dapple {
 namespace {
 
-// CPU autocast to bfloat16 for the scope's lifetime (the calling thread's state, restored on
-// exit). Leaving the outermost scope without a graph being recorded drops the cast cache
-// (Note [Mixed precision]).
+// Autocast to bfloat16 on the CPU for the scope's lifetime (the calling thread's state,
+// restored on exit; PyTorch 2's per-device autocast API). Leaving the outermost scope without a
+// graph being recorded drops the cast cache (Note [Mixed precision]).
 class AutocastBf16 {
  public:
   AutocastBf16()
-      : was_enabled_(at::autocast::is_cpu_enabled()),
-        was_dtype_(at::autocast::get_autocast_cpu_dtype()) {
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      : was_enabled_(at::autocast::is_autocast_enabled(kDevice)),
+        was_dtype_(at::autocast::get_autocast_dtype(kDevice)) {
+    at::autocast::set_autocast_enabled(kDevice, true);
+    at::autocast::set_autocast_dtype(kDevice, at::kBFloat16);
     at::autocast::increment_nesting();
   }
   ~AutocastBf16() {
     if (at::autocast::decrement_nesting() == 0 && !at::GradMode::is_enabled())
       at::autocast::clear_cache();
-    at::autocast::set_cpu_enabled(was_enabled_);
-    at::autocast::set_autocast_cpu_dtype(was_dtype_);
+    at::autocast::set_autocast_enabled(kDevice, was_enabled_);
+    at::autocast::set_autocast_dtype(kDevice, was_dtype_);
   }
   AutocastBf16(const AutocastBf16&) = delete;
   AutocastBf16& operator=(const AutocastBf16&) = delete;
 
  private:
+  static constexpr at::DeviceType kDevice = at::kCPU;
   bool was_enabled_;
   at::ScalarType was_dtype_;
 };

@@ -45,7 +45,7 @@ void Free(void* data) {
 class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* inner) : inner_(inner) {}
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) override {
     c10::DataPtr inner = inner_->allocate(n);
     void* data = inner.get();
     c10::Device device = inner.device();
@@ -58,6 +58,9 @@ class CountingAllocator final : public c10::Allocator {
     return {data, data, &Free, device};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &Free; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    inner_->copy_data(dest, src, count);
+  }
 
  private:
   c10::Allocator* inner_;

@@ -324,8 +324,7 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
       Bytes(MakeDataset("synthetic", m, o.seed, "")->GlobalBatch(0, o.batch_size).inputs);
   p.metadata = {{"cpu", CpuModelName()},
                 {"threads", std::to_string(threads)},
-                {"openblas_coretype", OpenBlasCoreType()},
-                {"openblas_core", OpenBlasCoreName()},
+                {"blas", BlasName()},
                 {"libtorch", TORCH_VERSION},
                 {"dtype", DtypeName(m)},
                 {"precision", ToString(m.precision)},

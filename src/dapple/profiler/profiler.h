@@ -57,7 +57,7 @@ struct ProfilerOptions {
 //    and parameters), measured by a counting CPU allocator.
 // With o.cold_caches, each timed forward and backward follows a 64 MiB write, as update_ms.
 // Inputs are a synthetic batch run through the layers before. Threads are whatever the
-// caller set; metadata records them with the CPU, the OpenBLAS kernel, libtorch and the
+// caller set; metadata records them with the CPU, the BLAS, libtorch and the
 // optimizer ("optimizer": sgd, adam or adamw, as `dapple train --optimizer`).
 // REQUIRES: o.batch_size > 0, o.repeat > 0, o.warmup >= 0 (InputError otherwise).
 Profile ProfileModel(const Model& model, const ProfilerOptions& o);

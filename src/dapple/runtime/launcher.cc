@@ -21,7 +21,6 @@
 #include "dapple/common/core_sets.h"
 #include "dapple/common/error.h"
 #include "dapple/common/machine.h"
-#include "dapple/common/openblas_core.h"
 
 extern char** environ;
 
@@ -154,12 +153,10 @@ std::map<std::string, std::string> CommonChildEnv(const LaunchOptions& o, int de
     rendezvous.emplace();
     common["DAPPLE_RENDEZVOUS_FILE"] = (rendezvous->path / "store").string();
   }
-  if (!std::getenv("OPENBLAS_CORETYPE")) {
-    std::string t = OpenBlasCoreTypeForThisCpu();
-    if (!t.empty()) common["OPENBLAS_CORETYPE"] = t;
-  }
+  // libtorch's BLAS (MKL in the wheel) and its intra-op pool (OpenMP) start with these;
+  // each rank sets its own count again once libtorch is loaded (SetComputeThreads).
   if (!std::getenv("OMP_NUM_THREADS")) common["OMP_NUM_THREADS"] = threads;
-  if (!std::getenv("OPENBLAS_NUM_THREADS")) common["OPENBLAS_NUM_THREADS"] = threads;
+  if (!std::getenv("MKL_NUM_THREADS")) common["MKL_NUM_THREADS"] = threads;
   return common;
 }
 

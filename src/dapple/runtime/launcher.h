@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "dapple/common/openblas_core.h"  // SetOpenBlasCoreTypeIfUnset, for the launchers
 
 namespace dapple {
 
@@ -33,9 +32,9 @@ struct LaunchOptions {
 
 // Starts nproc_per_node processes of `argv` with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT, DAPPLE_LAUNCHED=1, for a job of one node DAPPLE_RENDEZVOUS_FILE (a FileStore
-// in a private folder removed when they are done; Note [Rendezvous exposure]); OPENBLAS_CORETYPE
-// (when unset, from the CPU flags) and OMP_NUM_THREADS / OPENBLAS_NUM_THREADS (when unset: the
-// cores divided among the processes, at least 1). Waits for all of them. When one fails, stops the
+// in a private folder removed when they are done; Note [Rendezvous exposure]);
+// OMP_NUM_THREADS / MKL_NUM_THREADS (when unset: the cores divided among the processes, at
+// least 1). Waits for all of them. When one fails, stops the
 // others. Returns 0 when every process succeeded, else the exit status of the first that failed
 // (128 + signal number for a process killed by a signal). Throws Error when it cannot start
 // a process. REQUIRES: nproc_per_node >= 1, 0 <= node_rank < nnodes, !argv.empty().

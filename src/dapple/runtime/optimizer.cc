@@ -12,7 +12,8 @@
 namespace dapple {
 namespace {
 
-std::string Key(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+// torch::optim keys a parameter's state by its TensorImpl.
+void* Key(const torch::Tensor& p) { return p.unsafeGetTensorImpl(); }
 
 template <typename State>
 void ExportAdamLike(const State& s, std::map<std::string, torch::Tensor>& out) {

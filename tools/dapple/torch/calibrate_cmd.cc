@@ -100,7 +100,6 @@ int LaunchCalibration(const CalibrateArgs& a, std::optional<double> busy_cores) 
 }
 
 void RunRank(const CalibrateArgs& a) {
-  SetOpenBlasCoreTypeIfUnset();
   KeepFreedMemoryForReuse();  // Note [Freed memory stays]
   DistEnv env = DistEnv::FromEnvironment();
   // The cores other work kept busy before this job started: the launcher's figure, taken

@@ -104,12 +104,11 @@ void RunProfile(const ProfileArgs& a, const std::vector<std::string>& extras) {
   // A line rewritten in place only on a terminal; logs and pipes get none (the result and
   // the summary say what was measured).
   po.progress = isatty(fileno(stderr)) != 0;
-  // Check everything the user gave before the re-exec below and the model build.
+  // Check everything the user gave before the model build.
   if (!script) {
     ResolveModelOptions(a.model, options);
     CountModelParameters(a.model, options);
   }
-  EnsureOpenBlasCoreType();   // may re-execute this program with OPENBLAS_CORETYPE set
   KeepFreedMemoryForReuse();  // Note [Freed memory stays]
   // Note [Profile as the devices run]: by default each layer is timed with the threads each
   // training process of the local cluster gets, so that the plan's times are the training's.
@@ -135,10 +134,10 @@ void RunProfile(const ProfileArgs& a, const std::vector<std::string>& extras) {
   double fwd = 0, bwd = 0, update = 0;
   for (const auto& l : p.layers) fwd += l.forward_ms, bwd += l.backward_ms, update += l.update_ms;
   std::printf(
-      "%s: %d layers, %lld parameters, batch %d, %d threads, OPENBLAS_CORETYPE=%s: "
+      "%s: %d layers, %lld parameters, batch %d, %d threads, BLAS %s: "
       "forward %.3f ms + backward %.3f ms, %s update %.3f ms -> %s\n",
       a.model.c_str(), p.num_layers(), static_cast<long long>(model.ParameterCount()), a.batch,
-      threads, OpenBlasCoreType().c_str(), fwd, bwd, a.optimizer.c_str(), update, a.output.c_str());
+      threads, BlasName().c_str(), fwd, bwd, a.optimizer.c_str(), update, a.output.c_str());
   if (!po.core_sets.empty())
     std::printf("  every time is the slowest of the %zu devices' cores (%s), as training runs\n",
                 po.core_sets.size(), FormatCoreSets(po.core_sets).c_str());

@@ -166,8 +166,7 @@ int LaunchTraining(TrainArgs& a) {
 
 void RunTrainCommand(TrainArgs& a) {
   Finish(a);
-  SetOpenBlasCoreTypeIfUnset();  // before the first torch computation
-  KeepFreedMemoryForReuse();     // Note [Freed memory stays]
+  KeepFreedMemoryForReuse();  // Note [Freed memory stays]
   if (a.launch.nproc > 0) {
     int code = LaunchTraining(a);
     CommandExitCode() = code == 0 ? 0 : (code > 255 ? 1 : code);
