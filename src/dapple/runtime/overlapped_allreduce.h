@@ -53,7 +53,8 @@ class OverlappedAllReduce {
   // Note [Gradients are bucket views]: from construction on, every parameter's .grad aliases
   // its slot in its bucket's flat buffer (as DDP's gradient_as_bucket_view), so autograd
   // accumulates straight into the buffer and no gradient is ever copied. Whoever zeroes
-  // the gradients must do it in place (Optimizer::zero_grad does), never reassign .grad.
+  // the gradients must do it in place (Optimizer::zero_grad(false); PyTorch 2's default
+  // drops them), never reassign .grad.
 
   // Watches the next backward (the last micro-batch's): when a parameter's gradient has
   // been accumulated, and a bucket's parameters all have, the bucket is allreduced

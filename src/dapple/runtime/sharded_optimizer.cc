@@ -107,7 +107,7 @@ std::pair<double, double> ShardedOptimizer::Step(const std::string& what,
     }
   }
   const double end = NowMs();
-  optimizer_->zero_grad();  // the shards' and the other parameters' gradients
+  optimizer_->zero_grad(/*set_to_none=*/false);  // the shards' and the others' gradients, in place
   for (const GradPart& part : parts_) part.flat.zero_();
   return {start, end};
 }

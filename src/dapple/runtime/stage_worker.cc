@@ -234,7 +234,7 @@ void StageWorker::Execute(const Instruction& inst, int pc) {
         return;
       }
       optimizer_.step();
-      optimizer_.zero_grad();
+      optimizer_.zero_grad(/*set_to_none=*/false);  // in place: grads are bucket views
       return;
   }
   DAPPLE_CHECK(false, "unknown instruction");
