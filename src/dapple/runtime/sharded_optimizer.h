@@ -6,13 +6,13 @@
 // A stage whose plan says `shard_optimizer` splits each flat gradient buffer of its buckets
 // (Note [Gradients are bucket views], overlapped_allreduce.h; padded with zeros to a multiple
 // of r) into r equal contiguous shards; replica k owns shard k of every buffer.
-// - Reduce-scatter. Gloo in libtorch 1.13 has none (ProcessGroupGloo::reduce_scatter
-//   throws). It is built as Gloo's alltoall of the buffer (replica j receives part j from
+// - Reduce-scatter. Built as Gloo's alltoall of the buffer (replica j receives part j from
 //   every replica) and a local sum of the r received parts in replica order: each replica
 //   sends (r-1)/r of the buffer, what a ring reduce-scatter sends and half of a ring
 //   allreduce. An allreduce and a slice would send twice that, and r reduces (one to each
-//   shard's owner) are r collectives per bucket. Its price is a receive buffer as large as
-//   the bucket from its launch to the end of AR. The buckets start as the allreduce's did,
+//   shard's owner) are r collectives per bucket. PyTorch 2's Gloo reduce-scatter measured
+//   1.25-3.25x slower (scripts/bench_reduce_scatter.py, docs/pytorch.md). Its price is a
+//   receive buffer as large as the bucket from its launch to the end of AR. The buckets start as the allreduce's did,
 //   overlapped with the last backward (events "RS b<k>").
 // - Step. Each part's parameters become views of one flat parameter buffer laid out as its
 //   gradient buffer; the optimizer (torch::optim, unchanged) holds shard k of each parameter
