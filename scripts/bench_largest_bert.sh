@@ -70,7 +70,7 @@ fits() {
     (
       echo $BASHPID >"$g/cgroup.procs"
       RANK=$k LOCAL_RANK=$k WORLD_SIZE=$p MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 exec "$dapple" train "${opts[@]}" --opt layers="$l" \
+        OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 exec "$dapple" train "${opts[@]}" --opt layers="$l" \
         --plan "$out/plan.json" --steps 2 --optimizer adam --timeout-s "${TIMEOUT:-30}" --quiet \
         "${extra[@]}" >"$out/rank$k.log" 2>&1
     ) &

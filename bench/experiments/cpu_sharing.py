@@ -26,8 +26,7 @@
            the 1 Gbit/s link of scripts/netns.sh (namespaces cpux-s0/s1, brought up and down
            here): what moving the link's packets costs the compute sharing the cores.
 
-python3-torch (Debian) with gloo; one thread per process; OPENBLAS_CORETYPE as the launcher
-sets it. Figures of 2026-11-29 on this 2-core machine are in docs/two-server.md.
+PyTorch with gloo (figures below: Debian's python3-torch 1.13); one thread per process. Figures of 2026-11-29 on this 2-core machine are in docs/two-server.md.
 """
 import os
 import statistics
@@ -39,11 +38,7 @@ PORT = 29731
 
 
 def spawn(args, ranks, pin=False):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", WORLD_SIZE=str(ranks))
-    if "OPENBLAS_CORETYPE" not in env:  # as dapple chooses it (bench/peers/peer_common.py)
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peers"))
-        from peer_common import openblas_coretype_env
-        env.update(openblas_coretype_env())
+    env = dict(os.environ, MKL_NUM_THREADS="1", OMP_NUM_THREADS="1", WORLD_SIZE=str(ranks))
     procs = []
     for r in range(ranks):
         cmd = [sys.executable, __file__] + args

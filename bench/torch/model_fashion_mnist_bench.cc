@@ -29,7 +29,6 @@ double Accuracy(const Model& m, const Batch& test) {
 }
 
 int main(int argc, char** argv) try {
-  EnsureOpenBlasCoreType(argv);
   auto f = bench::ParseFlags(argc, argv);
   int threads = SetComputeThreads(std::stoi(bench::Flag(f, "threads", "1")));
   std::string name = bench::Flag(f, "model", "mlp");
@@ -45,9 +44,9 @@ int main(int argc, char** argv) try {
   Batch test = data->TestSet();
   torch::optim::Adam opt(m.Parameters(0, m.num_layers() - 1), torch::optim::AdamOptions(lr));
   int64_t steps_per_epoch = data->size() / batch;
-  std::printf("%s (%lld parameters), batch %lld, Adam lr %g, %d threads, OPENBLAS_CORETYPE=%s\n",
-              name.c_str(), static_cast<long long>(m.ParameterCount()),
-              static_cast<long long>(batch), lr, threads, OpenBlasCoreType().c_str());
+  std::printf("%s (%lld parameters), batch %lld, Adam lr %g, %d threads, BLAS %s\n", name.c_str(),
+              static_cast<long long>(m.ParameterCount()), static_cast<long long>(batch), lr,
+              threads, BlasName().c_str());
   auto start = std::chrono::steady_clock::now();
   for (int e = 0; e < epochs; ++e) {
     double loss_sum = 0;

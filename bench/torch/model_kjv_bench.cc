@@ -18,7 +18,6 @@
 using namespace dapple;
 
 int main(int argc, char** argv) try {
-  EnsureOpenBlasCoreType(argv);
   auto f = bench::ParseFlags(argc, argv);
   int threads = SetComputeThreads(std::stoi(bench::Flag(f, "threads", "1")));
   ModelOptions options{{"hidden", bench::Flag(f, "hidden", "128")},
@@ -36,10 +35,10 @@ int main(int argc, char** argv) try {
   torch::optim::Adam opt(m.Parameters(0, m.num_layers() - 1), torch::optim::AdamOptions(lr));
   std::printf(
       "gpt (%lld parameters; hidden %s, layers %s, seq %s), batch %lld, Adam lr %g, "
-      "%d threads, OPENBLAS_CORETYPE=%s; uniform over 128 codes = %.3f nats\n",
+      "%d threads, BLAS %s; uniform over 128 codes = %.3f nats\n",
       static_cast<long long>(m.ParameterCount()), options["hidden"].c_str(),
       options["layers"].c_str(), options["seq"].c_str(), static_cast<long long>(batch), lr, threads,
-      OpenBlasCoreType().c_str(), std::log(128.0));
+      BlasName().c_str(), std::log(128.0));
   auto start = std::chrono::steady_clock::now();
   double window = 0;
   for (int s = 0; s < steps; ++s) {

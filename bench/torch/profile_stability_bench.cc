@@ -40,7 +40,6 @@ double WholeModelMs(const Model& m, int batch, int warmup, int repeat, uint64_t 
 }
 
 int main(int argc, char** argv) try {
-  EnsureOpenBlasCoreType(argv);
   auto f = bench::ParseFlags(argc, argv);
   int threads = SetComputeThreads(std::stoi(bench::Flag(f, "threads", "1")));
   std::string name = bench::Flag(f, "model", "gpt");
@@ -57,9 +56,9 @@ int main(int argc, char** argv) try {
   Model m = BuildModel(name, options, po.seed);
   std::printf(
       "%s, %lld parameters, batch %d, warmup %d, repeat %d, %d threads, "
-      "OPENBLAS_CORETYPE=%s\n",
+      "BLAS %s\n",
       name.c_str(), static_cast<long long>(m.ParameterCount()), po.batch_size, po.warmup, po.repeat,
-      threads, OpenBlasCoreType().c_str());
+      threads, BlasName().c_str());
   Profile a = ProfileModel(m, po), b = ProfileModel(m, po);
   std::printf("%-12s %12s %12s %9s\n", "layer", "run1 f+b ms", "run2 f+b ms", "diff %");
   std::vector<double> diffs;

@@ -50,9 +50,8 @@ TEST_F(CudaStub, NoBinaryNeedsLibcudaOrSearchesTheStubs) {
 // What the loader maps for a torch command: libtorch's CUDA libraries, never a stub.
 TEST_F(CudaStub, TorchCommandMapsNoStub) {
   const auto log = dir_ / "ld.txt";
-  const std::string cmd =
-      fmt::format("LD_DEBUG=libs {} profile --help > /dev/null 2> {}", DAPPLE_TORCH_BINARY,
-                  log.string());
+  const std::string cmd = fmt::format("LD_DEBUG=libs {} profile --help > /dev/null 2> {}",
+                                      DAPPLE_TORCH_BINARY, log.string());
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const std::string loaded = testing::Slurp(log);
   ASSERT_FALSE(LinesWith(loaded, "libtorch_cuda").empty()) << "the CUDA build is not loaded";
