@@ -7,6 +7,8 @@ over its rows divided by M, so that the gradient is the global-batch mean's, as 
   --schedule 1f1b:  Schedule1F1B, the same 2 stages;
   --schedule zbv:   ScheduleZBVZeroBubble, 4 stages in a V (rank 0 holds stages 0 and 3, rank 1
                     stages 1 and 2), the Dense layers cut into 4 runs of near-equal length.
+                    Over gloo it fails at its first exchange: stages 1 and 2 on rank 1 send to
+                    each other, a gloo send from a rank to itself ("Pair is not connected").
 Rank 1 (or, for zbv, rank 0) computes the loss. Rank 0 prints one JSON line; step time is the
 max over ranks of each step, median over steps.
   .venv/bin/python bench/peers/pipelining_mlp.py --hidden 512 --layers 6 --micro-batch 32 \\
