@@ -99,5 +99,38 @@ TEST(ProfileCommand, BadInputIsOneLineExitTwo) {
   }
 }
 
+// Note [Sizes the model refuses] (profiler.cc): BatchNorm refuses one sample per channel in
+// training. The default sizes (1, 2, 4, ...) leave batch 1 out with a note; a size the user
+// asks for is one line naming the layer, exit 2, and no file.
+TEST(ProfileCommand, BatchSizesTheModelRefuses) {
+  const auto model = Temp("bn.pt"), out = Temp("bn.json");
+  const std::string write = fmt::format(
+      "{} -c \"import torch, torch.nn as nn; torch.jit.script(nn.Sequential(nn.Linear(8, 4), "
+      "nn.BatchNorm1d(4), nn.Linear(4, 3))).save('{}')\"",
+      DAPPLE_PYTHON, model.string());
+  ASSERT_EQ(std::system(write.c_str()), 0) << write;
+  const std::string common = fmt::format(
+      "profile --model {} --input-shape 8 --loss cross-entropy --warmup 0 --repeat 1 "
+      "--threads 1 --batch 4",
+      model.string());
+  Result r = RunDapple(common + " -o " + out.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("note: batch 1 left out of the profile: layer 1 refuses it"),
+            std::string::npos)
+      << r.output;
+  Profile p = ReadProfileJson(out);
+  EXPECT_EQ(p.batch_sizes, (std::vector<int>{2, 4, 8, 16}));
+  std::filesystem::remove(out);
+  r = RunDapple(common + " --batches 1,4 -o " + out.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(Lines(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find("layer 1 refuses batch 1: builtins.ValueError: Expected more than 1 "
+                          "value per channel"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  std::filesystem::remove(model);
+}
+
 }  // namespace
 }  // namespace dapple

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include "dapple/common/core_sets.h"
 #include "dapple/common/error.h"
@@ -235,7 +236,30 @@ class CoresRestorer {
   CoreSet cores_;
 };
 
-// Times every layer at batch size `batch`.
+// Note [Sizes the model refuses]: a model may refuse a batch size in training, as
+// BatchNorm refuses one sample per channel ("Expected more than 1 value per channel when
+// training"). The profile's default sizes (1, 2, 4, ...) are a guess at the micro-batches the
+// planner will try, so a refused one is left out of the profile with a note (the planner
+// extrapolates below the smallest size measured, and may still choose such a micro-batch:
+// `dapple plan --micro-batch` fixes it, docs/your-model.md). A size the user asked for that the model refuses is an input error
+// naming the layer, the size and the model's own message.
+struct RefusedBatch {
+  std::string layer, message;
+};
+
+// The line of a model's exception that says what went wrong: the last line of a TorchScript
+// interpreter's report (after its traceback), else the first line.
+std::string ModelErrorLine(const std::exception& e) {
+  std::string_view s = e.what();
+  if (s.find("TorchScript interpreter") != std::string_view::npos) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
+    const auto nl = s.rfind('\n');
+    return std::string(nl == std::string_view::npos ? s : s.substr(nl + 1));
+  }
+  return std::string(s.substr(0, s.find('\n')));
+}
+
+// Times every layer at batch size `batch`. Throws RefusedBatch when a layer's own code fails.
 std::vector<LayerTimes> ProfileAtBatch(const Model& m, int batch, const ProfilerOptions& o,
                                        int step, int steps) {
   Batch data = MakeDataset("synthetic", m, o.seed, "")->GlobalBatch(0, batch);
@@ -245,11 +269,17 @@ std::vector<LayerTimes> ProfileAtBatch(const Model& m, int batch, const Profiler
     if (o.progress)
       std::fprintf(stderr, "\rprofile %s: batch %d (%d/%d), layer %d/%d %-24s", m.name.c_str(),
                    batch, step, steps, i + 1, m.num_layers(), m.layers[i].name.c_str());
-    LayerRunner runner(m, i, x, data.targets);
-    times.push_back(OnSlowestCore<LayerTimes>(
-        o, [&] { return runner.Measure(o.warmup, o.repeat, o.cold_caches); }));
-    torch::NoGradGuard no_grad;
-    x = m.ForwardActivations(x, i, i);
+    try {
+      LayerRunner runner(m, i, x, data.targets);
+      times.push_back(OnSlowestCore<LayerTimes>(
+          o, [&] { return runner.Measure(o.warmup, o.repeat, o.cold_caches); }));
+      torch::NoGradGuard no_grad;
+      x = m.ForwardActivations(x, i, i);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {  // the model's own: c10::Error, a TorchScript raise
+      throw RefusedBatch{m.layers[i].name, ModelErrorLine(e)};
+    }
   }
   return times;
 }
@@ -290,9 +320,22 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
     for (const auto& t : layer.module->parameters()) lp.parameter_bytes += Bytes(t);
     p.layers.push_back(lp);
   }
+  std::vector<int> kept;  // the sizes the model accepts
   for (size_t s = 0; s < sizes.size(); ++s) {
-    auto times =
-        ProfileAtBatch(m, sizes[s], o, static_cast<int>(s) + 1, static_cast<int>(sizes.size()));
+    std::vector<LayerTimes> times;
+    try {
+      times =
+          ProfileAtBatch(m, sizes[s], o, static_cast<int>(s) + 1, static_cast<int>(sizes.size()));
+    } catch (const RefusedBatch& r) {  // Note [Sizes the model refuses]
+      if (!o.batch_sizes_optional || sizes[s] == o.batch_size)
+        ThrowInput("profile: layer {} refuses batch {}: {}", r.layer, sizes[s], r.message);
+      if (o.progress) std::fprintf(stderr, "\n");
+      std::fprintf(stderr,
+                   "dapple: note: batch %d left out of the profile: layer %s refuses it (%s)\n",
+                   sizes[s], r.layer.c_str(), r.message.c_str());
+      continue;
+    }
+    kept.push_back(sizes[s]);
     for (int i = 0; i < m.num_layers(); ++i) {
       LayerProfile& lp = p.layers[i];
       if (by_batch) {
@@ -319,7 +362,7 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
     p.layers[i].update_ms = OnSlowestCore<double>(o, [&] { return MeasureUpdateMs(m, i, o); });
   }
   if (o.progress) std::fprintf(stderr, "\rprofile %s: done%60s\n", m.name.c_str(), "");
-  if (by_batch) p.batch_sizes = sizes;
+  if (by_batch) p.batch_sizes = kept;
   p.input_bytes =
       Bytes(MakeDataset("synthetic", m, o.seed, "")->GlobalBatch(0, o.batch_size).inputs);
   p.metadata = {{"cpu", CpuModelName()},

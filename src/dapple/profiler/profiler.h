@@ -15,10 +15,13 @@ namespace dapple {
 struct ProfilerOptions {
   int batch_size = 0;            // the profile batch size (PBS), > 0
   std::vector<int> batch_sizes;  // optional extra sizes for *_by_batch; PBS is added
-  int warmup = 2;                // untimed runs before the timed ones, >= 0
-  int repeat = 5;                // timed runs; the median is reported, > 0
-  uint64_t seed = 1;             // of the synthetic input batch
-  bool progress = true;          // a progress line on stderr, rewritten in place (a terminal)
+  // Note [Sizes the model refuses] (profiler.cc): true when batch_sizes were chosen for the
+  // user rather than by the user; a size of them the model refuses is then left out.
+  bool batch_sizes_optional = false;
+  int warmup = 2;        // untimed runs before the timed ones, >= 0
+  int repeat = 5;        // timed runs; the median is reported, > 0
+  uint64_t seed = 1;     // of the synthetic input batch
+  bool progress = true;  // a progress line on stderr, rewritten in place (a terminal)
   // Note [Cold caches] (profiler.cc): write 64 MiB before every timed forward and backward,
   // so that a layer's weights come from memory, as when other stages' processes share the
   // machine's caches.

@@ -96,6 +96,7 @@ void RunProfile(const ProfileArgs& a, const std::vector<std::string>& extras) {
   ProfilerOptions po;
   po.batch_size = a.batch;
   po.batch_sizes = a.batches.empty() ? DefaultBatchSizes(a.batch) : ParseBatches(a.batches);
+  po.batch_sizes_optional = a.batches.empty();  // Note [Sizes the model refuses]
   po.warmup = a.warmup;
   po.repeat = a.repeat;
   po.cold_caches = a.cold_caches;
