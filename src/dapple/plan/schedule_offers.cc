@@ -41,7 +41,7 @@ void OfferVShapes(const Context& c, const std::vector<Plan>& bases,
   const double beat =
       !fixed && sel.best ? sel.best->sim.iteration_ms : std::numeric_limits<double>::infinity();
   Selection alt = SelectFastest(proposals, c.cost, false, &c.shared->sims,
-                                beat * (SmallVSearch(c) ? 1 + kReCutSlack : 1.0));
+                                beat * (1 + (SmallVSearch(c) ? kReCutSlack : kReCutSlackLarge)));
   sel.simulated += alt.simulated;
   if (alt.best) alt.best = ReCutVShape(c, std::move(*alt.best), &sel.simulated);
   if (!alt.best) {

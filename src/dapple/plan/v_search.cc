@@ -15,12 +15,12 @@
 // simulated), so that its cost stays bounded on large pipelines.
 // On a small model (SmallVSearch) the V proposals also come from more groups (MoreVBases:
 // each base's groups in reverse order and without one group, and the even-width pipelines,
-// each at its own micro-batch size), and the fastest V is re-cut even when it is up to
-// kReCutSlack slower than the winner (a V that beats the winner is often a re-cut of one
-// that does not). On a larger one only a V that beats the winner is re-cut: the slack makes
-// SelectFastest simulate the V proposals within it, which cost the planning report's
-// commands about twice their planning time. tests/plan/v_search_test.cc checks the planner
-// against the exhaustive search with V shapes (Note [Exhaustive V shapes]).
+// each at its own micro-batch size). The fastest V is re-cut even when it is slower than the
+// winner (a V that beats the winner is often a re-cut of one that does not): up to
+// kReCutSlack on a small model, kReCutSlackLarge on a larger one, where the slack and the
+// more groups made SelectFastest simulate so many more V proposals that the planning
+// report's commands took about twice their time. tests/plan/v_search_test.cc checks the
+// planner against the exhaustive search with V shapes (Note [Exhaustive V shapes]).
 #include "dapple/plan/v_search.h"
 
 #include <algorithm>

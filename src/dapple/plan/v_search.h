@@ -12,10 +12,11 @@
 namespace dapple::internal {
 
 // Whether `c`'s V search is a small one (Note [V shapes searched]): a model of at most
-// kSmallVLayers layers; it then also cuts MoreVBases, and re-cuts the fastest V proposal
-// when it is at most kReCutSlack slower than the winner.
+// kSmallVLayers layers; it then also cuts MoreVBases. The fastest V proposal is re-cut when
+// it is at most kReCutSlack slower than the winner (kReCutSlackLarge beyond kSmallVLayers).
 inline constexpr int kSmallVLayers = 12;
 inline constexpr double kReCutSlack = 0.25;
+inline constexpr double kReCutSlackLarge = 0.10;
 bool SmallVSearch(const Context& c);
 // The most cuts of a V's layers into its chunks that its re-cutting tries every one of.
 inline constexpr long long kEveryCutMost = 256;
