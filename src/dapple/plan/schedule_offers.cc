@@ -40,10 +40,10 @@ void OfferVShapes(const Context& c, const std::vector<Plan>& bases,
   // SelectFastest need not simulate those more than the slack slower to the end.
   const double beat =
       !fixed && sel.best ? sel.best->sim.iteration_ms : std::numeric_limits<double>::infinity();
-  Selection alt = SelectFastest(proposals, c.cost, false, &c.shared->sims,
-                                beat * (1 + (SmallVSearch(c) ? kReCutSlack : kReCutSlackLarge)));
-  sel.simulated += alt.simulated;
-  if (alt.best) alt.best = ReCutVShape(c, std::move(*alt.best), &sel.simulated);
+  Selection alt;
+  alt.best =
+      FastestVShape(c, proposals, beat * (1 + (SmallVSearch(c) ? kReCutSlack : kReCutSlackLarge)),
+                    &sel.simulated);
   if (!alt.best) {
     if (fixed) sel.best.reset();
     return;

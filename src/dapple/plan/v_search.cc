@@ -24,6 +24,8 @@
 #include "dapple/plan/v_search.h"
 
 #include <algorithm>
+#include <iterator>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -158,14 +160,33 @@ struct ReCutter {
     }
   }
 
-  // `cur` or the fastest V on its groups, micro-batch size and kind cut any other way, when
-  // there are at most kEveryCutMost such cuts (EveryCut).
+  // `cur` or the fastest V of its kind cut any other way (EveryCut, when there are at most
+  // kEveryCutMost cuts) on its groups at its micro-batch size; in a small V search
+  // (SmallVSearch) of at most kEveryOrderMost groups, also on its groups in every order and
+  // at every micro-batch size that leaves each replica a sample.
   Scored FastestCut(Scored cur) {
-    const int S = cur.plan.num_device_groups();
-    for (const std::vector<int>& starts : EveryCut(c.cost.num_layers(), 2 * S, kEveryCutMost))
-      if (std::optional<Scored> s =
-              Faster(CutAt(cur.plan, starts), cur.sim.iteration_ms, cur.origin))
-        cur = std::move(*s);
+    const Plan start = cur.plan;
+    const int S = start.num_device_groups();
+    const std::vector<std::vector<int>> cuts = EveryCut(c.cost.num_layers(), 2 * S, kEveryCutMost);
+    const bool every = SmallVSearch(c) && S <= kEveryOrderMost;
+    std::vector<int> sizes = {start.micro_batch_size}, order(S);
+    int widest = 0;
+    for (int g = 0; g < S; ++g) widest = std::max(widest, start.stages[g].replicas());
+    if (every)
+      std::copy_if(c.sizes.begin(), c.sizes.end(), std::back_inserter(sizes), [&](int m) {
+        return m >= widest && m != start.micro_batch_size && c.global_batch % m == 0;
+      });
+    for (int g = 0; g < S; ++g) order[g] = g;
+    do {
+      Plan q = Regrouped(start, order);
+      for (int m : sizes) {
+        q.micro_batch_size = m;
+        q.num_micro_batches = c.global_batch / m;
+        for (const std::vector<int>& starts : cuts)
+          if (std::optional<Scored> s = Faster(CutAt(q, starts), cur.sim.iteration_ms, cur.origin))
+            cur = std::move(*s);
+      }
+    } while (every && !cuts.empty() && std::next_permutation(order.begin(), order.end()));
     return cur;
   }
 };
@@ -217,6 +238,43 @@ Scored ReCutVShape(const Context& c, Scored start, long long* simulated) {
       cur = std::move(*s);
   }
   return cur;
+}
+
+}  // namespace dapple::internal
+
+namespace dapple::internal {
+
+std::optional<Scored> FastestVShape(const Context& c, const std::vector<Proposal>& proposals,
+                                    double bar, long long* simulated) {
+  if (!SmallVSearch(c)) {
+    Selection s = SelectFastest(proposals, c.cost, false, &c.shared->sims, bar);
+    *simulated += s.simulated;
+    if (!s.best) return std::nullopt;
+    return ReCutVShape(c, std::move(*s.best), simulated);
+  }
+  // Note [V shapes searched]: the fastest of each group count.
+  std::map<int, std::vector<Proposal>> by_count;
+  for (const Proposal& p : proposals) by_count[p.plan.num_device_groups()].push_back(p);
+  std::optional<Scored> best;
+  for (const auto& [count, some] : by_count) {
+    Selection s = SelectFastest(some, c.cost, false, &c.shared->sims, bar);
+    *simulated += s.simulated;
+    std::optional<Scored> r;
+    if (s.best) {
+      r = ReCutVShape(c, std::move(*s.best), simulated);
+    } else {
+      // None fits or is fast enough: every cut of the fastest ignoring memory, against bar.
+      Selection loose = SelectFastest(some, c.cost, true, &c.shared->sims);
+      *simulated += loose.simulated;
+      if (!loose.best) continue;
+      loose.best->sim.iteration_ms = bar;  // what a cut must beat
+      ReCutter cutter{c, simulated};
+      Scored cut = cutter.FastestCut(std::move(*loose.best));
+      if (cut.sim.iteration_ms < bar) r = ReCutVShape(c, std::move(cut), simulated);
+    }
+    if (r && (!best || r->sim.iteration_ms < best->sim.iteration_ms)) best = std::move(r);
+  }
+  return best;
 }
 
 }  // namespace dapple::internal

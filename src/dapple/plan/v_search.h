@@ -20,6 +20,8 @@ inline constexpr double kReCutSlackLarge = 0.10;
 bool SmallVSearch(const Context& c);
 // The most cuts of a V's layers into its chunks that its re-cutting tries every one of.
 inline constexpr long long kEveryCutMost = 256;
+// The most groups whose every order a small V search tries every cut on.
+inline constexpr int kEveryOrderMost = 3;
 // The work one re-cutting of a V may spend on simulations, in replicas x micro-batches of
 // the plans simulated (Note [V shapes searched]).
 inline constexpr long long kReCutWork = 200000;
@@ -37,5 +39,12 @@ std::vector<Plan> MoreVBases(const Context& c, const std::vector<Plan>& bases);
 // fastest faster one; then the other V kinds on the final cut. Adds its simulations to
 // *simulated.
 Scored ReCutVShape(const Context& c, Scored start, long long* simulated);
+
+// The fastest V of `proposals` that fits and beats `bar`, re-cut (ReCutVShape); nullopt when
+// none. In a small V search (SmallVSearch) the fastest of each group count is re-cut, and
+// where none of a count fits or beats `bar`, every cut of the fastest ignoring memory is
+// tried (Note [V shapes searched]). Adds its simulations to *simulated.
+std::optional<Scored> FastestVShape(const Context& c, const std::vector<Proposal>& proposals,
+                                    double bar, long long* simulated);
 
 }  // namespace dapple::internal
