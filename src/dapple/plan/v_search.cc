@@ -13,12 +13,14 @@
 // order or swap two neighbouring groups; then the other V kinds on the final cut. The
 // re-cutting spends at most kReCutWork of simulations (replicas x micro-batches of each plan
 // simulated), so that its cost stays bounded on large pipelines.
-// On a small model (SmallVSearch) the V proposals also come from more groups (MoreVBases:
-// each base's groups in reverse order and without one group, and the even-width pipelines,
-// each at its own micro-batch size). The fastest V is re-cut even when it is slower than the
-// winner (a V that beats the winner is often a re-cut of one that does not): up to
-// kReCutSlack on a small model, kReCutSlackLarge on a larger one, where the slack and the
-// more groups made SelectFastest simulate so many more V proposals that the planning
+// A V that beats the winner is often a re-cut of one that does not, so the fastest V is
+// re-cut when it is up to kReCutSlack slower than the winner on a small model (SmallVSearch),
+// kReCutSlackLarge on a larger one. A small V search also cuts more groups (MoreVBases: each
+// base's groups in reverse order and without one group, and the even-width pipelines, each at
+// its own micro-batch size), re-cuts the fastest V of each group count (FastestVShape), tries
+// every cut on the groups in every order and at every micro-batch size (FastestCut), and,
+// where no V of a count fits memory as cut in shares, every cut of the fastest one. On larger
+// models those made SelectFastest simulate so many more V proposals that the planning
 // report's commands took about twice their time. tests/plan/v_search_test.cc checks the
 // planner against the exhaustive search with V shapes (Note [Exhaustive V shapes]).
 #include "dapple/plan/v_search.h"
