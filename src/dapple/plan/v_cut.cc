@@ -5,13 +5,16 @@
 // the groups cut the model from both ends, group 0 its first and last layers, group S - 1
 // the middle. Whether every group's compute can be at most T is then a walk over the
 // groups: after groups 0..g-1, the layers [0, a) and [b, n) are cut, and for each a only
-// the least b matters (less left to cut). Group g takes [a, a') down and [b', b) up for any
+// the least b is kept (less left to cut). Group g takes [a, a') down and [b', b) up for any
 // a' (b' the least whose compute fits in what T leaves, found by bisection on the group's
 // prefix sums of per-layer compute), the last group [a, b) whole, split where its two
-// chunks' compute is nearest equal. The least feasible T is found by bisection between the
-// largest layer and the whole model, O(S n^2 log n) a step. It ignores transfers and the
-// fill of the pipeline: the V climb (Note [V shapes searched]) starts from it and takes it
-// from there.
+// chunks' compute is nearest equal. The least T the walk finds feasible is found by
+// bisection between the largest layer and the whole model, O(S n^2 log n) a step. Keeping
+// only the least b is exact where the groups compute alike (tests/plan/v_cut_test.cc); where
+// they do not, a larger b can be better (the next group must take a layer next to b into
+// its up chunk, and a faster group could have taken it), so the cut is then a good start,
+// not always the least. It also ignores transfers and the fill of the pipeline: the V climb
+// (Note [V shapes searched]) starts from it and takes it from there.
 #include "dapple/plan/v_cut.h"
 
 #include <algorithm>

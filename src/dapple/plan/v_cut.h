@@ -12,7 +12,8 @@ namespace dapple::internal {
 
 // The V plan `p` (S groups, 2S chunks, Note [V placement]) with its chunks re-cut so that
 // the largest compute of a group, its two chunks' forward and backward (the lesser of B and
-// I + W) at p's micro-batch size, is least; the rest of p kept. nullopt when p is not a V.
+// I + W) at p's micro-batch size, is least (on groups that compute alike; else about least:
+// Note [A balanced V cut]); the rest of p kept. nullopt when p is not a V.
 std::optional<Plan> BalancedVCut(const Plan& p, const CostModel& cost);
 
 // The V plan `p` with its chunks cut at `starts` (chunk k's first layer: starts[k], k < 2S;
