@@ -15,8 +15,11 @@
 // chunks' M micro-batches (F + the lesser of B and I + W: Beff) one at a time, and none before
 // micro-batch 0 has come forward through the layers before chunk g, which take at least their
 // forward floors (ComputeFloors; chunk g starts at layer g at the earliest while unplaced).
-// Transfers, allreduce and updates count as 0. A group's work only grows with a chunk's
-// layers, so once it reaches the best time no longer chunk is tried.
+// Transfers, allreduce and updates count as 0. A group's work is the sum of its chunks'
+// slowest replicas', the same device for both where a layer's compute grows with its slice
+// and shrinks with the device's speed alike for every layer (as the cost models have it). It
+// only grows with a chunk's layers, so once it reaches the best time no longer chunk is
+// tried.
 // tests/plan/exhaustive_v_test.cc checks the optimum against the search without cuts.
 #include "dapple/plan/baselines/exhaustive_v.h"
 
