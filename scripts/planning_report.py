@@ -62,6 +62,41 @@ def fmt_speedup(b):
     return f"{b['speedup']:.2f}"
 
 
+ONE_CHUNK = ["dapple-a", "dapple-b", "zb-h1"]
+V_SHAPES = ["zb-v", "v-half", "v-min"]
+
+
+def family_of(r):
+    """The family of the planner's plan: one chunk, interleaved or a V."""
+    kind = r.get("result", {}).get("plan", {}).get("schedule", "-")
+    if kind in V_SHAPES:
+        return "V"
+    return "interleaved" if kind == "interleaved" else "one chunk"
+
+
+def v_shapes_section(rows, out):
+    """The V shapes' plans found (the planner with each V fixed) beside the one-chunk best."""
+    out.append("## V shapes\n")
+    out.append("The planner's best plan with each V shape fixed (`schedules` in `dapple plan "
+               "--json`; docs/planner.md, \"V-shape schedules\"), beside the best of the one-chunk "
+               "families; 'wins' is the family of the planner's plan.\n")
+    out.append("| profile | cluster | one chunk ms | " + " ms | ".join(V_SHAPES)
+               + " ms | best V plan | wins |")
+    out.append("|---|---|---:|" + "---:|" * len(V_SHAPES) + "---|---|")
+    for f, preset, gbs, r in rows:
+        if "error" in r:
+            continue
+        fam = {b["planner"]: b for b in r.get("schedules", []) if b.get("feasible")}
+        one = [fam[k]["iteration_ms"] for k in ONE_CHUNK if k in fam]
+        vs = [fam[k] for k in V_SHAPES if k in fam]
+        best_v = min(vs, key=lambda b: b["iteration_ms"]) if vs else None
+        cells = [f"{fam[k]['iteration_ms']:.1f}" if k in fam else "-" for k in V_SHAPES]
+        out.append(f"| {f} | {preset} | {min(one):.1f} | " if one else f"| {f} | {preset} | - | ")
+        out[-1] += (" | ".join(cells) + f" | {best_v['summary'] if best_v else '-'} | "
+                    f"{family_of(r)} |")
+    out.append("")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dapple", default=os.path.join(ROOT, "build", "tools", "dapple", "dapple"))
@@ -94,13 +129,13 @@ def main():
                "schedule. 'planning s' is the DAPPLE planner's own time; '-' means the planner "
                "found no plan that fits in memory. Baselines are scored by the same "
                "simulator; see docs/planner.md.\n")
-    header = ("| profile | cluster | GBS | DAPPLE plan | iteration ms | speedup | "
+    header = ("| profile | cluster | GBS | DAPPLE plan | family | iteration ms | speedup | "
               + " | ".join(BASELINES) + " | planning s |")
     out.append(header)
     out.append("|" + "---|" * (header.count("|") - 1))
     for f, preset, gbs, r in rows:
         if "error" in r:
-            out.append(f"| {f} | {preset} | {gbs} | {r['error']} | - | - | "
+            out.append(f"| {f} | {preset} | {gbs} | {r['error']} | - | - | - | "
                        + " | ".join("-" for _ in BASELINES) + " | - |")
             continue
         res = r["result"]
@@ -109,7 +144,8 @@ def main():
         summary = res["summary"]
         if res.get("origin") and res["origin"] != "dapple-dp":
             summary += f" (the {res['origin']} partition)"
-        out.append(f"| {f} | {preset} | {gbs} | {summary} | {r['iteration_ms']:.1f} | "
+        out.append(f"| {f} | {preset} | {gbs} | {summary} | {family_of(r)} | "
+                   f"{r['iteration_ms']:.1f} | "
                    f"{r['speedup']:.2f} | " + " | ".join(cells)
                    + f" | {res['planning_seconds']:.3f} |")
     out.append("")
@@ -127,6 +163,7 @@ def main():
     out.append("The schedule family of the DAPPLE plan, cases won: "
                + ", ".join(f"{k} {n}" for k, n in sorted(families.items(), key=lambda x: -x[1]))
                + ".\n")
+    v_shapes_section(rows, out)
     out.append("## With and without zb-h1\n")
     out.append("The DAPPLE planner searches zb-h1 (docs/schedules.md) with dapple-a and "
                "dapple-b. Below, the planner's best plan with each schedule family fixed "

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "dapple/plan/dp/dapple_dp.h"
+#include "dapple/plan/interleaving.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/planner.h"
 #include "dapple/sim/simulator.h"
@@ -46,6 +47,39 @@ TEST(PipelineLowerBound, NeverAboveTheSimulatedTime) {
   }
   EXPECT_GT(checked, 2000);
   EXPECT_GT(tight, checked / 10);  // it bounds something: not 0 everywhere
+}
+
+// The same on V plans (Note [A V plan's pipeline bound]): each DP candidate's groups cut into
+// a V of every kind, in base's shares and by width.
+TEST(PipelineLowerBound, NeverAboveTheSimulatedTimeOfAV) {
+  int checked = 0, tight = 0;
+  for (unsigned seed = 0; seed < 45; ++seed) {
+    auto p = testing::MakeRandomProblemOfAnyKind(seed);
+    for (int m : MicroBatchSizes(p->global_batch)) {
+      DpOptions o;
+      o.micro_batch_size = m;
+      o.num_micro_batches = p->global_batch / m;
+      o.enforce_memory = false;
+      for (const DpCandidate& cand : DappleDp(*p->cost, p->cluster, o)) {
+        for (const Proposal& q :
+             VShapeProposals(cand.plan, *p->cost, {m}, p->global_batch,
+                             {ScheduleKind::kZbV, ScheduleKind::kVHalf, ScheduleKind::kVMin})) {
+          for (bool overlap : {false, true}) {
+            Plan plan = q.plan;
+            plan.allreduce_overlap = overlap;
+            const double bound = PipelineLowerBound(plan, EvaluatePlan(plan, *p->cost));
+            const double ms = SimulatePlan(plan, *p->cost).iteration_ms;
+            ASSERT_LE(bound, ms * (1 + 1e-12))
+                << p->description << ", m = " << m << ", " << ToString(plan.schedule);
+            tight += bound >= 0.8 * ms;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
+  EXPECT_GT(tight, checked / 10);
 }
 
 // The bound of `plan` over its simulated time, checked to be at most 1.

@@ -85,7 +85,8 @@ std::optional<Plan> InterleavePlan(const Plan& base, int v, const CostModel& cos
 // chunk g down the V and chunk 2S - 1 - g back up, each half of the model cut in base's shares
 // of compute. Where memory bound base's partition those shares are skewed (an early stage
 // of 1F1B holds more micro-batches, so it got fewer layers) while every group of a V holds
-// about the same, so the groups' shares by width are offered too.
+// about the same, so the groups' shares by width are offered too. The fastest is then re-cut
+// and regrouped (Note [V shapes searched] in v_search.cc).
 std::optional<Plan> VShapePlan(const Plan& base, ScheduleKind kind, const CostModel& cost,
                                bool by_width) {
   DAPPLE_CHECK(VShaped(kind));

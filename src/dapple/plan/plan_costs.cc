@@ -278,7 +278,29 @@ bool CanRecompute(const std::vector<bool>& forward_timed, int first, int last) {
   return false;
 }
 
+namespace {
+
+// Note [A V plan's pipeline bound]: every device of group g computes its two chunks' M
+// micro-batches one at a time (the slowest replica of each chunk, the same device for both
+// where a layer's compute grows with its slice and shrinks with the device's speed alike for
+// every layer, as the cost models have it), and none before micro-batch 0 has come forward
+// through the chunks before chunk g and their transfers.
+double VPipelineLowerBound(const Plan& plan, const PlanCosts& costs) {
+  const int S = plan.num_device_groups(), M = plan.num_micro_batches;
+  double lb = 0, start = 0;  // sum_{k<g} (F_k + T_k)
+  for (int g = 0; g < S; ++g) {
+    const StageCost &down = costs.stages[g], &up = costs.stages[2 * S - 1 - g];
+    lb = std::max(lb, start + M * (down.forward_ms + down.backward_ms + up.forward_ms +
+                                   up.backward_ms));
+    start += down.forward_ms + costs.transfer_ms[g];
+  }
+  return lb;
+}
+
+}  // namespace
+
 double PipelineLowerBound(const Plan& plan, const PlanCosts& costs) {
+  if (plan.virtual_stages == 2 && VShaped(plan.schedule)) return VPipelineLowerBound(plan, costs);
   if (plan.virtual_stages > 1) return 0;
   const bool split = SplitsBackward(plan.schedule);
   const int M = plan.num_micro_batches;

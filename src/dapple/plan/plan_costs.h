@@ -121,8 +121,10 @@ double IterationLowerBound(const PlanCosts& costs, int num_micro_batches);
 // transfers hold links (PlanCosts::transfers_hold_links), the M activations into stage s
 // cross its boundary one after another, the first after sum_{k<s} F_k + sum_{k<s-1} T_k,
 // and the last of them still passes stage s's forward and backward and what follows that
-// (as above). The maximum over s; 0 for interleaved plans (v > 1). Used to skip
-// simulations that cannot win.
+// (as above). The maximum over s. For a V plan, the maximum over its groups of the first
+// micro-batch's way to the group and M times its two chunks' F + B (Note [A V plan's
+// pipeline bound] in plan_costs.cc); 0 for interleaved plans. Used to skip simulations that
+// cannot win.
 double PipelineLowerBound(const Plan& plan, const PlanCosts& costs);
 
 }  // namespace dapple

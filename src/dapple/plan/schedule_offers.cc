@@ -9,6 +9,7 @@
 #include "dapple/common/error.h"
 #include "dapple/format/message_tags.h"
 #include "dapple/plan/interleaving.h"
+#include "dapple/plan/v_search.h"
 #include "dapple/sim/simulator.h"
 
 namespace dapple::internal {
@@ -23,21 +24,26 @@ std::vector<ScheduleKind> OfferedVShapes(const PlannerOptions& o) {
 void OfferVShapes(const Context& c, const std::vector<Plan>& bases,
                   const std::vector<ScheduleKind>& kinds, Selection& sel, PlanResult& result) {
   std::vector<Proposal> proposals;
-  std::set<std::string> seen;  // the winner is mostly a family's winner too
-  for (const Plan& base : bases) {
-    if (!seen.insert(SimKey(base)).second) continue;
-    for (Proposal& p : VShapeProposals(base, c.cost, c.sizes, c.global_batch, kinds)) {
+  auto add = [&](const Plan& base, const std::vector<int>& sizes) {
+    for (Proposal& p : VShapeProposals(base, c.cost, sizes, c.global_batch, kinds)) {
       p.plan.allreduce_overlap = c.options.allreduce_overlap;
       if (!MessageTagError(p.plan, c.cluster.num_devices())) proposals.push_back(std::move(p));
     }
-  }
+  };
+  std::set<std::string> seen;  // the winner is mostly a family's winner too
+  for (const Plan& base : bases)
+    if (seen.insert(SimKey(base)).second) add(base, c.sizes);
+  if (SmallVSearch(c))
+    for (const Plan& base : MoreVBases(c, bases)) add(base, {base.micro_batch_size});
   const bool fixed = c.options.schedule.has_value();
-  // Offered beside a winner, a V shape must beat it: SelectFastest need not simulate the
-  // others to the end.
+  // Offered beside a winner, a V shape must beat it once re-cut (Note [V shapes searched]):
+  // SelectFastest need not simulate those more than the slack slower to the end.
   const double beat =
       !fixed && sel.best ? sel.best->sim.iteration_ms : std::numeric_limits<double>::infinity();
-  Selection alt = SelectFastest(proposals, c.cost, false, &c.shared->sims, beat);
-  sel.simulated += alt.simulated;
+  Selection alt;
+  alt.best =
+      FastestVShape(c, proposals, beat * (1 + (SmallVSearch(c) ? kReCutSlack : kReCutSlackLarge)),
+                    &sel.simulated);
   if (!alt.best) {
     if (fixed) sel.best.reset();
     return;

@@ -15,7 +15,6 @@
 // skipped, and the others are searched in the order of that bound, so that a fast plan is
 // found early.
 #include <algorithm>
-#include <functional>
 #include <limits>
 #include <utility>
 
@@ -23,6 +22,7 @@
 #include "dapple/format/cluster_kinds.h"
 #include "dapple/plan/baselines/baselines.h"
 #include "dapple/plan/baselines/exhaustive.h"
+#include "dapple/plan/baselines/exhaustive_v.h"
 #include "dapple/plan/dp/placement.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/search/compute_floors.h"
@@ -33,17 +33,7 @@
 namespace dapple {
 namespace {
 
-// Keeps `p`, simulated as `r`, in `result` when it is faster than the best found.
-void Keep(Plan p, const SimResult& r, ExhaustiveResult& result) {
-  if (result.plan && r.iteration_ms >= result.iteration_ms) return;
-  result.iteration_ms = r.iteration_ms;
-  p.planner = "exhaustive";
-  p.estimate = PlanEstimate{};
-  p.estimate->iteration_ms = r.iteration_ms;
-  p.estimate->speedup = r.speedup;
-  p.estimate->bubble_fraction = r.bubble_fraction;
-  result.plan = std::move(p);
-}
+using internal::KeepIfFaster;
 
 struct ExhaustiveSearch {
   ExhaustiveSearch(const CostModel& c, const Cluster& cl, ExhaustiveResult* r)
@@ -98,7 +88,7 @@ struct ExhaustiveSearch {
       r = SimulatePlan(p, cost, SimOptions{.record_timeline = false});
     }
     ++result->simulated;
-    if (!r.stopped) Keep(std::move(p), r, *result);
+    if (!r.stopped) KeepIfFaster(std::move(p), r, *result);
   }
 
   // Note [Exhaustive branch and bound]: a lower bound of every plan whose stages after
@@ -190,76 +180,58 @@ struct ExhaustiveSearch {
 
   // Places the stage ending at layer `last` (all layers after it are placed).
   void Recurse(int last) {
-    const int after = static_cast<int>(stages.size());
-    const int k = WarmupDepth(schedule, 0, after + 1, M);
-    const int servers = cluster.num_servers();
-    std::vector<int> take(servers, 0);
-    // Every take vector with 1 <= sum <= m, take[s] <= free on s, canonical under
-    // swapping identical servers (the servers touched so far are 0..t-1).
-    std::function<void(int, int)> each = [&](int s, int sum) {
-      if (s == servers) {
-        if (sum < 1) return;
-        if (identical) {
-          bool seen_untouched = false;
-          for (int x = 0; x < servers; ++x) {
-            bool touched = usage[x] + take[x] > 0;
-            if (touched && seen_untouched) return;
-            if (!touched) seen_untouched = true;
-          }
-        }
-        std::vector<int> devs = DevicesOf(cluster, usage, take);
-        if (mixed) FastestFirst(cluster, devs);  // as the DP lists them (placement.h)
-        // The transfer to the stage after depends on neither the first layer nor the costs.
-        const double to_next =
-            stages.empty() ? 0 : cost.TransferMs(last, m, devs, stages.back().devices);
-        const bool split = SplitsBackward(schedule);
-        for (int first = last; first >= 0; --first) {
-          StageCost c = EvaluateStage(cost, first, last, devs, m, k, false, allreduce_overlap);
-          // Sharded where it pays, as the DAPPLE planner shards (ShardWhereItPays), then
-          // re-computing where it still does not fit.
-          bool shard = false;
-          if (devs.size() > 1) {
-            StageCost sharded =
-                EvaluateStage(cost, first, last, devs, m, k, false, allreduce_overlap, false, true);
-            shard = ShardingPays(c, sharded);
-            if (shard) c = sharded;
-          }
-          // I + W, possibly less than B; no hiding assumed
-          const double split_ms = split ? SplitBackwardMs(cost, first, last, devs, m) : 0.0;
-          // A stage's M (F + B) only grows with its layers: once it is no faster than the
-          // best plan, neither is any stage with more of them (re-computation adds to it).
-          if (prune && result->plan &&
-              M * (c.forward_ms + (split ? std::min(c.backward_ms, split_ms) : c.backward_ms)) >=
-                  result->iteration_ms) {
-            ++result->pruned;
-            break;
-          }
-          StagePlan sp;
-          sp.first_layer = first;
-          sp.last_layer = last;
-          sp.devices = devs;
-          sp.shard_optimizer = shard;
-          if (!c.fits() && CanRecompute(forward_timed, first, last)) Recompute(sp, k, c);
-          if (!c.fits()) {
-            min_memory = std::min(min_memory, c.memory_bytes);
-            continue;
-          }
-          if (split) {
-            c.backward_ms = std::min(c.backward_ms, split_ms + c.recompute_ms);
-            c.allreduce_exposed_ms = 0;
-          }
-          PlaceAndRecurse(std::move(sp), c, to_next, take);
-        }
-        return;
+    const int k = WarmupDepth(schedule, 0, static_cast<int>(stages.size()) + 1, M);
+    // Every take vector of 1 to m devices (mirror images of identical servers once).
+    internal::ForEachTake(cluster, usage, m, identical,
+                          [&](const std::vector<int>& take) { PlaceEach(last, k, take); });
+  }
+
+  // Places the stage ending at layer `last` on `take` devices of each server (warm-up depth
+  // k), each first layer in turn.
+  void PlaceEach(int last, int k, const std::vector<int>& take) {
+    std::vector<int> devs = DevicesOf(cluster, usage, take);
+    if (mixed) FastestFirst(cluster, devs);  // as the DP lists them (placement.h)
+    // The transfer to the stage after depends on neither the first layer nor the costs.
+    const double to_next =
+        stages.empty() ? 0 : cost.TransferMs(last, m, devs, stages.back().devices);
+    const bool split = SplitsBackward(schedule);
+    for (int first = last; first >= 0; --first) {
+      StageCost c = EvaluateStage(cost, first, last, devs, m, k, false, allreduce_overlap);
+      // Sharded where it pays, as the DAPPLE planner shards (ShardWhereItPays), then
+      // re-computing where it still does not fit.
+      bool shard = false;
+      if (devs.size() > 1) {
+        StageCost sharded =
+            EvaluateStage(cost, first, last, devs, m, k, false, allreduce_overlap, false, true);
+        shard = ShardingPays(c, sharded);
+        if (shard) c = sharded;
       }
-      const int free = cluster.servers[s].devices - usage[s];
-      for (int t = 0; t <= free && sum + t <= m; ++t) {
-        take[s] = t;
-        each(s + 1, sum + t);
+      // I + W, possibly less than B; no hiding assumed
+      const double split_ms = split ? SplitBackwardMs(cost, first, last, devs, m) : 0.0;
+      // A stage's M (F + B) only grows with its layers: once it is no faster than the
+      // best plan, neither is any stage with more of them (re-computation adds to it).
+      if (prune && result->plan &&
+          M * (c.forward_ms + (split ? std::min(c.backward_ms, split_ms) : c.backward_ms)) >=
+              result->iteration_ms) {
+        ++result->pruned;
+        break;
       }
-      take[s] = 0;
-    };
-    each(0, 0);
+      StagePlan sp;
+      sp.first_layer = first;
+      sp.last_layer = last;
+      sp.devices = devs;
+      sp.shard_optimizer = shard;
+      if (!c.fits() && CanRecompute(forward_timed, first, last)) Recompute(sp, k, c);
+      if (!c.fits()) {
+        min_memory = std::min(min_memory, c.memory_bytes);
+        continue;
+      }
+      if (split) {
+        c.backward_ms = std::min(c.backward_ms, split_ms + c.recompute_ms);
+        c.allreduce_exposed_ms = 0;
+      }
+      PlaceAndRecurse(std::move(sp), c, to_next, take);
+    }
   }
 };
 
@@ -268,7 +240,7 @@ void Consider(Plan p, const CostModel& cost, ExhaustiveResult& result) {
   if (!EvaluatePlan(p, cost).fits) return;
   const SimResult r = SimulatePlan(p, cost, SimOptions{.record_timeline = false});
   ++result.simulated;
-  Keep(std::move(p), r, result);
+  KeepIfFaster(std::move(p), r, result);
 }
 
 // A first best plan for the cuts (Note [Exhaustive branch and bound]): data parallelism,
@@ -286,6 +258,7 @@ void Seed(const CostModel& cost, const Cluster& cluster, int global_batch,
     for (Plan& p : plans) {
       p.allreduce_overlap = allreduce_overlap;
       for (ScheduleKind kind : schedules) {
+        if (VShaped(kind)) continue;  // plans of one chunk
         p.schedule = kind;
         Consider(p, cost, result);
       }
@@ -294,6 +267,21 @@ void Seed(const CostModel& cost, const Cluster& cluster, int global_batch,
 }
 
 }  // namespace
+
+namespace internal {
+
+void KeepIfFaster(Plan p, const SimResult& r, ExhaustiveResult& result) {
+  if (result.plan && r.iteration_ms >= result.iteration_ms) return;
+  result.iteration_ms = r.iteration_ms;
+  p.planner = "exhaustive";
+  p.estimate = PlanEstimate{};
+  p.estimate->iteration_ms = r.iteration_ms;
+  p.estimate->speedup = r.speedup;
+  p.estimate->bubble_fraction = r.bubble_fraction;
+  result.plan = std::move(p);
+}
+
+}  // namespace internal
 
 ExhaustiveResult ExhaustivePlan(const CostModel& cost, const Cluster& cluster, int global_batch,
                                 const std::vector<int>& micro_batch_sizes,
@@ -318,6 +306,12 @@ ExhaustiveResult ExhaustivePlan(const CostModel& cost, const Cluster& cluster, i
     }
     const ComputeFloors floors = ComputeFloorsFor(cost, m);
     for (ScheduleKind kind : schedules) {
+      if (VShaped(kind)) {  // Note [Exhaustive V shapes] in exhaustive_v.cc
+        min_memory = std::min(min_memory,
+                              internal::ExhaustiveVShapes(cost, cluster, m, global_batch / m, kind,
+                                                          allreduce_overlap, prune, result));
+        continue;
+      }
       ExhaustiveSearch search(cost, cluster, &result);
       search.m = m;
       search.M = global_batch / m;

@@ -17,13 +17,18 @@ SimResult SimulateWithCache(const Plan& plan, const CostModel& cost, SimCache* c
   return cache ? cache->Simulate(plan, cost, stop_above_ms, uncontended_first)
                : SimulateSlowerThan(plan, cost, stop_above_ms, uncontended_first);
 }
-// Whether every device's simulated peak fits its memory.
-bool SimulatedFits(const SimResult& r, const CostModel& cost);
 // A simulated plan with its estimate filled: time, speedup, L, pivot, peak memory.
 Scored MakeScored(const Plan& plan, const Origin& origin, SimResult r, PlanCosts costs,
                   const CostModel& cost);
 
 }  // namespace
+
+bool SimulatedFits(const SimResult& r, const CostModel& cost) {
+  bool fits = true;
+  for (const DeviceStats& d : r.devices)
+    fits = fits && d.peak_memory_bytes <= cost.DeviceMemoryBytes(d.device) * (1 + 1e-12);
+  return fits;
+}
 
 Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel& cost,
                         bool ignore_memory, SimCache* cache, double faster_than) {
@@ -84,13 +89,6 @@ std::optional<Scored> ScoreFitting(const Plan& plan, PlanCosts costs, const Cost
 }
 
 namespace {
-
-bool SimulatedFits(const SimResult& r, const CostModel& cost) {
-  bool fits = true;
-  for (const DeviceStats& d : r.devices)
-    fits = fits && d.peak_memory_bytes <= cost.DeviceMemoryBytes(d.device) * (1 + 1e-12);
-  return fits;
-}
 
 Scored MakeScored(const Plan& plan, const Origin& origin, SimResult r, PlanCosts costs,
                   const CostModel& cost) {

@@ -50,6 +50,10 @@ Selection SelectFastest(const std::vector<Proposal>& proposals, const CostModel&
                         bool ignore_memory = false, SimCache* cache = nullptr,
                         double faster_than = std::numeric_limits<double>::infinity());
 
+// Whether every device's simulated peak fits its memory (the simulator's half of the
+// planner's memory rule; EvaluatePlan's `fits` is the other).
+bool SimulatedFits(const SimResult& r, const CostModel& cost);
+
 // SelectFastest of the one proposal `plan` (origin "") whose EvaluatePlan is `costs`,
 // which must fit: the plan scored, or nothing when the simulator's peak does not fit or
 // when the simulation proved it slower than `stop_above_ms` (SimulateSlowerThan's t, as
