@@ -2,6 +2,7 @@
 #include "dapple/models/model_source.h"
 
 #include "dapple/common/error.h"
+#include "dapple/models/export_model.h"
 
 namespace dapple {
 
@@ -11,6 +12,8 @@ Model LoadModel(const ModelSource& source, uint64_t seed, torch::Dtype dtype, La
     ThrowInput("{}: zoo model options ({}=...) do not apply to a TorchScript model", source.model,
                source.options.begin()->first);
   }
+  if (IsExportedProgramPath(source.model))
+    return LoadExportedModel(source.model, source.script, dtype, held);
   return LoadScriptModel(source.model, source.script, dtype, held);
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ void ToFloatingDtype(torch::jit::Module& top, torch::Dtype dtype);
 
 // The built-in losses, for --help and errors.
 std::vector<std::string> BuiltInLosses();
+// The built-in loss `name`; another name throws InputError naming `file`.
+std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> BuiltInLoss(
+    const std::string& name, const std::string& file);
 
 // Loads `path`, cuts its forward into layers and returns it as a Model in `dtype` whose held
 // layers are those in `held`; the parameters and buffers no held layer reads are freed. Bad

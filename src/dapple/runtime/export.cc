@@ -2,11 +2,15 @@
 #include "dapple/runtime/export.h"
 
 #include <fmt/ranges.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/script.h>
 
 #include <map>
 
 #include "dapple/common/error.h"
+#include "dapple/models/exported_program.h"
 #include "dapple/models/script_model.h"
 #include "dapple/runtime/checkpoint.h"
 
@@ -39,10 +43,42 @@ void CopyInto(const std::map<std::string, torch::Tensor>& from,
   }
 }
 
+// Note [A state_dict back]: the trained values of an exported program go back as a dict of
+// tensors by fully qualified name in torch.save's zip format: data.pkl pickled without
+// TorchScript's type tags (torch::pickle_save adds them, and torch.load's default
+// weights_only=True refuses them), the storages under data/. A tied weight appears under
+// each of its names, as in the module's own state_dict. Floating-point values keep the
+// training dtype; load_state_dict converts them into the module's.
+void ExportStateDict(const std::filesystem::path& step_dir, const std::filesystem::path& output) {
+  CheckpointMeta meta = ReadCheckpointMeta(step_dir);
+  c10::Dict<std::string, torch::Tensor> state;
+  for (const std::string& layer : meta.layers) {
+    LayerState st = ReadLayer(step_dir, layer);
+    for (const auto& [name, value] : st.params) state.insert_or_assign(name, value);
+    for (const auto& [name, value] : st.buffers) state.insert_or_assign(name, value);
+  }
+  std::vector<char> pickled;
+  torch::jit::Pickler pickler(
+      [&](const char* data, size_t size) { pickled.insert(pickled.end(), data, data + size); },
+      /*tensor_table=*/nullptr, nullptr, nullptr, nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(c10::IValue(state));
+  pickler.stop();
+  std::filesystem::path tmp = output.string() + ".tmp";
+  {
+    caffe2::serialize::PyTorchStreamWriter writer(tmp.string());
+    torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(),
+                                       pickler.tensorData(), writer);
+    writer.writeEndOfFile();
+  }
+  std::filesystem::rename(tmp, output);
+}
+
 }  // namespace
 
 void ExportScriptModel(const std::filesystem::path& model_path,
                        const std::filesystem::path& step_dir, const std::filesystem::path& output) {
+  if (IsExportedProgramPath(model_path.string())) return ExportStateDict(step_dir, output);
   CheckpointMeta meta = ReadCheckpointMeta(step_dir);
   torch::jit::Module top;
   try {

@@ -54,7 +54,7 @@ ScriptModelOptions ScriptOptionsOf(const ModelCli& cli, const std::string& model
     auto [shape, dtype] = DataFileSample(data, cli.seq_len);
     o.input_shape = shape;
     o.input_dtype = dtype;
-  } else if (IsTorchScriptPath(model)) {
+  } else if (IsTorchScriptPath(model) || IsExportedProgramPath(model)) {
     ThrowInput("{}: the input sample shape is unknown: pass --data PATH or --input-shape", model);
   }
   return o;

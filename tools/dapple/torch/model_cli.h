@@ -7,6 +7,7 @@
 #include <string>
 
 #include "dapple/models/data.h"
+#include "dapple/models/exported_program.h"
 #include "dapple/models/script_model.h"
 
 namespace dapple {

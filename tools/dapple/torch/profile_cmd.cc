@@ -91,7 +91,7 @@ void RunProfile(const ProfileArgs& a, const std::vector<std::string>& extras) {
   }
   ModelOptions options = ParseModelFlags(a.opts);
   for (const auto& [k, v] : ParseModelFlags(extras)) options[k] = v;
-  const bool script = IsTorchScriptPath(a.model);
+  const bool script = IsTorchScriptPath(a.model) || IsExportedProgramPath(a.model);
   ModelSource source{a.model, options, ScriptOptionsOf(a.model_cli, a.model, a.data)};
   ProfilerOptions po;
   po.batch_size = a.batch;

@@ -59,8 +59,9 @@ void Finish(TrainArgs& a) {
   a.o.script = ScriptOptionsOf(a.model_cli, a.o.model, a.o.data);
   a.o.data_files.seq_len = a.model_cli.seq_len;
   a.o.data_files.shuffle = !a.no_shuffle;
-  if (!a.o.save_model.empty() && !IsTorchScriptPath(a.o.model))
-    ThrowInput("--save-model: only TorchScript models (--model PATH.pt) are exported");
+  if (!a.o.save_model.empty() && !IsTorchScriptPath(a.o.model) &&
+      !IsExportedProgramPath(a.o.model))
+    ThrowInput("--save-model: only users' models (--model PATH.pt or PATH.pt2) are exported");
   a.o.optimizer.kind = ParseOptimizerKind(a.optimizer);
   CheckOptimizerOptions(a.o.optimizer);
   if (a.dtype == "float32") {
