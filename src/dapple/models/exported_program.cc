@@ -391,6 +391,12 @@ std::string ExportArchive::RecordOf(const std::string& fqn) const {
   return it->second.record;
 }
 
+std::vector<std::string> ExportArchive::Names() const {
+  std::vector<std::string> names;
+  for (const auto& [fqn, record] : records_) names.push_back(fqn);
+  return names;
+}
+
 void ExportArchive::ReadConfigs() {
   for (const char* config :
        {"data/weights/model_weights_config.json", "data/constants/model_constants_config.json"}) {

@@ -105,6 +105,8 @@ class ExportArchive {
   std::vector<int64_t> Sizes(const std::string& fqn) const;
   // The record that holds `fqn`: names that share one are tied.
   std::string RecordOf(const std::string& fqn) const;
+  // Every tensor name in the archive's weights and constants.
+  std::vector<std::string> Names() const;
   // Forgets the tensors read so far (they live on in whoever holds them).
   void ForgetRead() { read_.clear(); }
 

@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/script.h>
 
+#include <algorithm>
 #include <map>
 
 #include "dapple/common/error.h"
@@ -49,7 +50,8 @@ void CopyInto(const std::map<std::string, torch::Tensor>& from,
 // weights_only=True refuses them), the storages under data/. A tied weight appears under
 // each of its names, as in the module's own state_dict. Floating-point values keep the
 // training dtype; load_state_dict converts them into the module's.
-void ExportStateDict(const std::filesystem::path& step_dir, const std::filesystem::path& output) {
+void ExportStateDict(const std::filesystem::path& model_path, const std::filesystem::path& step_dir,
+                     const std::filesystem::path& output) {
   CheckpointMeta meta = ReadCheckpointMeta(step_dir);
   c10::Dict<std::string, torch::Tensor> state;
   for (const std::string& layer : meta.layers) {
@@ -57,6 +59,18 @@ void ExportStateDict(const std::filesystem::path& step_dir, const std::filesyste
     for (const auto& [name, value] : st.params) state.insert_or_assign(name, value);
     for (const auto& [name, value] : st.buffers) state.insert_or_assign(name, value);
   }
+  // The names of a tied weight that the graph never reads (export keeps one of them).
+  ExportArchive archive(model_path.string(),
+                        meta.dtype == "float64" ? torch::kFloat64 : torch::kFloat32);
+  std::map<std::string, torch::Tensor> by_record;
+  for (const auto& entry : state)
+    if (auto names = archive.Names();
+        std::find(names.begin(), names.end(), entry.key()) != names.end())
+      by_record[archive.RecordOf(entry.key())] = entry.value();
+  for (const std::string& name : archive.Names())
+    if (!state.contains(name))
+      if (auto it = by_record.find(archive.RecordOf(name)); it != by_record.end())
+        state.insert(name, it->second);
   std::vector<char> pickled;
   torch::jit::Pickler pickler(
       [&](const char* data, size_t size) { pickled.insert(pickled.end(), data, data + size); },
@@ -78,7 +92,8 @@ void ExportStateDict(const std::filesystem::path& step_dir, const std::filesyste
 
 void ExportScriptModel(const std::filesystem::path& model_path,
                        const std::filesystem::path& step_dir, const std::filesystem::path& output) {
-  if (IsExportedProgramPath(model_path.string())) return ExportStateDict(step_dir, output);
+  if (IsExportedProgramPath(model_path.string()))
+    return ExportStateDict(model_path, step_dir, output);
   CheckpointMeta meta = ReadCheckpointMeta(step_dir);
   torch::jit::Module top;
   try {
