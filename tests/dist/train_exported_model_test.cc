@@ -46,8 +46,8 @@ void TrainAndCheck(const ExportCase& c, const fs::path& models) {
   const std::string model = (models / c.model).string(), state = (dir / "state.pt").string();
   const std::string data = (models / c.data).string();
   std::string flags = "train --model " + model + " --plan " + plan.string() + " --data " + data +
-                      " --no-shuffle --dtype float64 --lr 0.05 --steps " +
-                      std::to_string(steps) + " --nproc " + std::to_string(nproc) +
+                      " --no-shuffle --dtype float64 --lr 0.05 --steps " + std::to_string(steps) +
+                      " --nproc " + std::to_string(nproc) +
                       " --log-json --timeout-s 120 --save-model " + state;
   if (c.loss != "own") flags += " --loss " + c.loss;
   if (c.seq_len > 0) flags += " --seq-len " + std::to_string(c.seq_len);
@@ -59,9 +59,9 @@ void TrainAndCheck(const ExportCase& c, const fs::path& models) {
   std::string cmd = std::string(DAPPLE_PYTHON) + " " + DAPPLE_SOURCE_DIR +
                     "/tests/torch/export_models.py check " + model + " " + data + " " + state +
                     " " + losses.string() + " --steps " + std::to_string(steps) + " --gbs " +
-                    std::to_string(m * M) + " --micro-batch " + std::to_string(m) +
-                    " --slices " + std::to_string(c.slices) + " --seq-len " +
-                    std::to_string(c.seq_len) + " --loss " + c.loss + " > " + json.string();
+                    std::to_string(m * M) + " --micro-batch " + std::to_string(m) + " --slices " +
+                    std::to_string(c.slices) + " --seq-len " + std::to_string(c.seq_len) +
+                    " --loss " + c.loss + " > " + json.string();
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   nlohmann::json j = nlohmann::json::parse(Slurp(json), nullptr, false);
   ASSERT_TRUE(j.is_object()) << cmd;
@@ -71,24 +71,33 @@ void TrainAndCheck(const ExportCase& c, const fs::path& models) {
 }
 
 TEST_F(ExportedModelTest, MlpWithTwoReplicasOnItsFirstStage) {
-  TrainAndCheck({"mlp", "mlp.pt2", "mlp_data.pt", {{"fc0", "fc1", {0, 1}}, {"fc2", "head", {2}}},
-                 "cross-entropy", 0, 2},
+  TrainAndCheck({"mlp",
+                 "mlp.pt2",
+                 "mlp_data.pt",
+                 {{"fc0", "fc1", {0, 1}}, {"fc2", "head", {2}}},
+                 "cross-entropy",
+                 0,
+                 2},
                 *dir_);
 }
 
 // The tied head (head.weight shares wte.weight's record) on the second stage, the embedding
 // on the first; the batch size each block reshapes with is read again on the second stage.
 TEST_F(ExportedModelTest, NanoGptComputingItsOwnLoss) {
-  TrainAndCheck({"nano_gpt", "nano_gpt.pt2", "tokens.bin",
-                 {{"wte", "blocks.0", {0, 1}}, {"blocks.1", "head", {2}}}, "own", 8, 2},
+  TrainAndCheck({"nano_gpt",
+                 "nano_gpt.pt2",
+                 "tokens.bin",
+                 {{"wte", "blocks.0", {0, 1}}, {"blocks.1", "head", {2}}},
+                 "own",
+                 8,
+                 2},
                 *dir_);
 }
 
 // BatchNorm's running statistics are buffers the graph updates in place; the residual around
 // conv2 crosses the cut.
 TEST_F(ExportedModelTest, BatchNormAndResidual) {
-  TrainAndCheck({"bn", "bn.pt2", "bn_data.pt", {{"conv", "bn", {0}}, {"conv2", "fc", {1}}}},
-                *dir_);
+  TrainAndCheck({"bn", "bn.pt2", "bn_data.pt", {{"conv", "bn", {0}}, {"conv2", "fc", {1}}}}, *dir_);
 }
 
 TEST_F(ExportedModelTest, ProfileListsTheUnits) {
@@ -102,8 +111,8 @@ TEST_F(ExportedModelTest, ProfileListsTheUnits) {
                           dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> names;
-  for (const auto& l : nlohmann::json::parse(Slurp(profile))["layers"])
-    names.push_back(l["name"].get<std::string>());
+  const nlohmann::json written = nlohmann::json::parse(Slurp(profile));
+  for (const auto& l : written["layers"]) names.push_back(l["name"].get<std::string>());
   EXPECT_EQ(names, (std::vector<std::string>{"wte", "wpe", "blocks.0", "blocks.1", "blocks.2",
                                              "ln_f", "head"}));
 }
@@ -111,8 +120,8 @@ TEST_F(ExportedModelTest, ProfileListsTheUnits) {
 TEST_F(ExportedModelTest, EvalModeExportIsOneLine) {
   fs::path dir = TestDir("export_eval");
   RunResult r = RunDapple("profile --model " + (*dir_ / "eval.pt2").string() + " --data " +
-                              (*dir_ / "bn_data.pt").string() + " --loss cross-entropy -o " +
-                              (dir / "p.json").string(),
+                              (*dir_ / "bn_data.pt").string() +
+                              " --loss cross-entropy --batch 2 -o " + (dir / "p.json").string(),
                           dir);
   EXPECT_EQ(r.exit_code, 2);
   ExpectOneErrorLine(r, {"eval.pt2", "evaluation mode", "model.train()"});
@@ -120,9 +129,9 @@ TEST_F(ExportedModelTest, EvalModeExportIsOneLine) {
 
 TEST_F(ExportedModelTest, UnknownOperatorIsOneLine) {
   fs::path dir = TestDir("export_custom_op");
-  RunResult r = RunDapple("profile --model " + (*dir_ / "custom_op.pt2").string() +
-                              " --data " + (*dir_ / "mlp_data.pt").string() +
-                              " --loss cross-entropy -o " + (dir / "p.json").string(),
+  RunResult r = RunDapple("profile --model " + (*dir_ / "custom_op.pt2").string() + " --data " +
+                              (*dir_ / "mlp_data.pt").string() +
+                              " --loss cross-entropy --batch 2 -o " + (dir / "p.json").string(),
                           dir);
   EXPECT_EQ(r.exit_code, 2);
   ExpectOneErrorLine(r, {"custom_op.pt2", "dapple_test.twice", "not an ATen operator"});

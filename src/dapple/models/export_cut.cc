@@ -10,7 +10,7 @@
 namespace dapple {
 namespace {
 
-bool IsContainer(const std::string& type) {
+bool IsContainerType(const std::string& type) {
   for (const char* c : {"Sequential", "ModuleList", "ModuleDict"})
     if (type == std::string("torch.nn.modules.container.") + c) return true;
   return false;
@@ -18,10 +18,10 @@ bool IsContainer(const std::string& type) {
 
 // The unit of a node: its outermost module, and inside containers their element; "" for
 // the top module's own nodes.
-std::string UnitOf(const ExportNode& n, bool expand) {
+std::string UnitOfNode(const ExportNode& n, bool expand) {
   if (n.module_stack.empty()) return "";
   size_t i = 0;
-  while (expand && IsContainer(n.module_stack[i].second) && i + 1 < n.module_stack.size()) ++i;
+  while (expand && IsContainerType(n.module_stack[i].second) && i + 1 < n.module_stack.size()) ++i;
   return n.module_stack[i].first;
 }
 
@@ -33,15 +33,16 @@ void ForEachRead(const ExportNode& n, F fn) {
       if (v >= 0) fn(v);
 }
 
-struct Run {
+struct ModuleRun {
   std::string unit;
   std::vector<int> nodes;
 };
 
-std::vector<Run> RunsOf(const ExportGraph& g, const std::vector<int>& nodes, bool expand) {
-  std::vector<Run> runs;
+std::vector<ModuleRun> ModuleRunsOf(const ExportGraph& g, const std::vector<int>& nodes,
+                                    bool expand) {
+  std::vector<ModuleRun> runs;
   for (int k : nodes) {
-    std::string unit = UnitOf(g.nodes[k], expand);
+    std::string unit = UnitOfNode(g.nodes[k], expand);
     if (runs.empty()) {
       runs.push_back({unit, {}});
     } else if (!unit.empty() && unit != runs.back().unit) {
@@ -59,19 +60,20 @@ std::vector<Run> RunsOf(const ExportGraph& g, const std::vector<int>& nodes, boo
 }
 
 // Runs that read no parameter or buffer join the run before them (the first, the one after).
-void MergeParameterless(std::vector<Run>* runs, const ExportGraph& g) {
+void MergeParameterlessRuns(std::vector<ModuleRun>* runs, const ExportGraph& g) {
   std::set<int> trained;
   for (const ExportTensorInput& t : g.tensors)
     if (t.kind != ExportTensorInput::Kind::kConstant) trained.insert(t.value);
   for (size_t i = 0; i < runs->size() && runs->size() > 1;) {
     bool reads = false;
-    for (int k : (*runs)[i].nodes) ForEachRead(g.nodes[k], [&](int v) { reads |= trained.count(v) > 0; });
+    for (int k : (*runs)[i].nodes)
+      ForEachRead(g.nodes[k], [&](int v) { reads |= trained.count(v) > 0; });
     if (reads) {
       ++i;
       continue;
     }
-    Run& r = (*runs)[i];
-    Run& into = i == 0 ? (*runs)[1] : (*runs)[i - 1];
+    ModuleRun& r = (*runs)[i];
+    ModuleRun& into = i == 0 ? (*runs)[1] : (*runs)[i - 1];
     into.nodes.insert(i == 0 ? into.nodes.begin() : into.nodes.end(), r.nodes.begin(),
                       r.nodes.end());
     runs->erase(runs->begin() + static_cast<std::ptrdiff_t>(i));
@@ -79,10 +81,10 @@ void MergeParameterless(std::vector<Run>* runs, const ExportGraph& g) {
 }
 
 // Unique layer names: a unit's second run is "unit~2".
-std::vector<std::string> LayerNames(const std::vector<Run>& runs) {
+std::vector<std::string> UniqueLayerNames(const std::vector<ModuleRun>& runs) {
   std::map<std::string, int> seen;
   std::vector<std::string> names;
-  for (const Run& r : runs) {
+  for (const ModuleRun& r : runs) {
     int k = ++seen[r.unit];
     names.push_back(k == 1 ? r.unit : r.unit + "~" + std::to_string(k));
   }
@@ -96,7 +98,7 @@ bool ReadsSizeOf(const ExportNode& n, int t) {
 }
 
 // The values computed from `target`'s values (its sizes are the batch's, not the target's).
-std::set<int> ComputedFrom(const ExportGraph& g, int target) {
+std::set<int> ValuesFromTarget(const ExportGraph& g, int target) {
   std::set<int> from{target};
   for (const ExportNode& n : g.nodes) {
     if (ReadsSizeOf(n, target)) continue;
@@ -109,8 +111,8 @@ std::set<int> ComputedFrom(const ExportGraph& g, int target) {
 }
 
 // Splits the nodes after the last submodule's off as the loss part.
-std::vector<int> SplitLoss(const ExportGraph& g, std::vector<int>* nodes,
-                           const std::set<int>& from_target, const std::string& file) {
+std::vector<int> SplitLossNodes(const ExportGraph& g, std::vector<int>* nodes,
+                                const std::set<int>& from_target, const std::string& file) {
   size_t split = 0;
   for (size_t i = 0; i < nodes->size(); ++i)
     if (!g.nodes[(*nodes)[i]].module_stack.empty()) split = i + 1;
@@ -177,7 +179,8 @@ ExportCut CutExportedGraph(const ExportGraph& g, bool expand, const std::string&
   std::vector<int> target_sizes;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     if (target >= 0 && ReadsSizeOf(g.nodes[k], target)) {
-      for (const auto& out : g.nodes[k].outputs) target_sizes.insert(target_sizes.end(), out.begin(), out.end());
+      for (const auto& out : g.nodes[k].outputs)
+        target_sizes.insert(target_sizes.end(), out.begin(), out.end());
     } else {
       nodes.push_back(static_cast<int>(k));
     }
@@ -190,21 +193,21 @@ ExportCut CutExportedGraph(const ExportGraph& g, bool expand, const std::string&
   int final_value = -1;
   std::vector<int> loss_nodes;
   if (target >= 0) {
-    const std::set<int> from_target = ComputedFrom(g, target);
+    const std::set<int> from_target = ValuesFromTarget(g, target);
     for (int out : g.user_outputs)
       if (final_value < 0 && from_target.count(out)) final_value = out;
     if (final_value < 0)
       ThrowInput("{}: forward(input, target) returns nothing computed from the target", file);
-    loss_nodes = SplitLoss(g, &nodes, from_target, file);
+    loss_nodes = SplitLossNodes(g, &nodes, from_target, file);
   } else {
     if (g.user_outputs.size() != 1)
       ThrowInput("{}: forward returns {} values; the loss takes one tensor", file,
                  g.user_outputs.size());
     final_value = g.user_outputs[0];
   }
-  std::vector<Run> runs = RunsOf(g, nodes, expand);
-  MergeParameterless(&runs, g);
-  const std::vector<std::string> names = LayerNames(runs);
+  std::vector<ModuleRun> runs = ModuleRunsOf(g, nodes, expand);
+  MergeParameterlessRuns(&runs, g);
+  const std::vector<std::string> names = UniqueLayerNames(runs);
 
   // Where each value is defined (-1: the input) and the last group reading it (the loss part
   // and the final value count as group `groups`).
@@ -237,7 +240,8 @@ ExportCut CutExportedGraph(const ExportGraph& g, bool expand, const std::string&
     return ids;
   };
   std::map<int, int> tensor_index;
-  for (size_t i = 0; i < g.tensors.size(); ++i) tensor_index[g.tensors[i].value] = static_cast<int>(i);
+  for (size_t i = 0; i < g.tensors.size(); ++i)
+    tensor_index[g.tensors[i].value] = static_cast<int>(i);
   auto tensors_of = [&](const std::vector<int>& part) {
     std::set<int> read;
     for (int k : part)
@@ -247,8 +251,8 @@ ExportCut CutExportedGraph(const ExportGraph& g, bool expand, const std::string&
     return std::vector<int>(read.begin(), read.end());
   };
   for (int c = 0; c < groups; ++c) {
-    ExportLayer layer{names[c], runs[c].nodes, live_at(c), live_at(c + 1),
-                      tensors_of(runs[c].nodes), {}};
+    ExportLayer layer{
+        names[c], runs[c].nodes, live_at(c), live_at(c + 1), tensors_of(runs[c].nodes), {}};
     ReadSizesAtStart(g, &layer, file);
     cut.layers.push_back(std::move(layer));
   }
@@ -259,8 +263,8 @@ ExportCut CutExportedGraph(const ExportGraph& g, bool expand, const std::string&
                target >= 0 ? "loss computed in forward" : "model's output", out.size());
   }
   if (target >= 0) {
-    cut.loss = ExportLayer{"loss", loss_nodes, live_at(groups), {final_value},
-                           tensors_of(loss_nodes), {}};
+    cut.loss =
+        ExportLayer{"loss", loss_nodes, live_at(groups), {final_value}, tensors_of(loss_nodes), {}};
     cut.loss->live_in.push_back(target);
     ReadSizesAtStart(g, &*cut.loss, file);
   }

@@ -47,7 +47,9 @@ class LayerRunner {
  public:
   LayerRunner(std::shared_ptr<ExportArchive> archive, ExportLayer layer,
               std::vector<std::pair<int, torch::Tensor>> tensors, const torch::nn::Module* mode)
-      : archive_(std::move(archive)), layer_(std::move(layer)), tensors_(std::move(tensors)),
+      : archive_(std::move(archive)),
+        layer_(std::move(layer)),
+        tensors_(std::move(tensors)),
         mode_(mode) {
     std::set<int> written;
     for (int k : layer_.nodes)
@@ -62,7 +64,8 @@ class LayerRunner {
       ThrowInput("layer {}: takes {} tensors, given {}", layer_.name, layer_.live_in.size(),
                  in.size());
     // A layer that writes into a value it receives works on a copy of it.
-    for (size_t i = 0; i < in.size(); ++i) env[layer_.live_in[i]] = copy_in_[i] ? in[i].clone() : in[i];
+    for (size_t i = 0; i < in.size(); ++i)
+      env[layer_.live_in[i]] = copy_in_[i] ? in[i].clone() : in[i];
     for (const auto& [v, t] : tensors_) env[v] = t;
     for (const auto& [v, t, d] : layer_.sizes) env[v] = env[t].toTensor().size(d);
     RunNodes(g, layer_.nodes, mode_ == nullptr || mode_->is_training(), &env);
@@ -97,7 +100,8 @@ std::vector<std::pair<int, torch::Tensor>> ReadTensors(ExportArchive& archive,
 
 // Parameters several layers read (tied weights): one fqn read by two layers, or two fqns
 // sharing one record of the archive (torch.export.save stores a tied weight once).
-std::vector<SharedParameter> FindShared(const ExportArchive& archive, const ExportCut& cut) {
+std::vector<SharedParameter> FindTiedParameters(const ExportArchive& archive,
+                                                const ExportCut& cut) {
   std::map<std::string, SharedParameter> uses;
   for (int l = 0; l < static_cast<int>(cut.layers.size()); ++l)
     for (int i : cut.layers[l].tensors) {
@@ -134,11 +138,12 @@ void SetTarget(Model* m, const ExportGraph& g, const ExportCut& cut, const Scrip
   }
 }
 
-void SetLoss(Model* m, std::shared_ptr<ExportArchive> archive, const ExportCut& cut,
-             const ScriptModelOptions& o, const std::string& file) {
+void SetExportLoss(Model* m, std::shared_ptr<ExportArchive> archive, const ExportCut& cut,
+                   const ScriptModelOptions& o, const std::string& file) {
   if (!cut.loss) {
     if (o.loss.empty())
-      ThrowInput("{}: forward computes no loss; pass --loss {}", file, fmt::join(BuiltInLosses(), "|"));
+      ThrowInput("{}: forward computes no loss; pass --loss {}", file,
+                 fmt::join(BuiltInLosses(), "|"));
     m->loss = BuiltInLoss(o.loss, file);
     return;
   }
@@ -152,7 +157,7 @@ void SetLoss(Model* m, std::shared_ptr<ExportArchive> archive, const ExportCut& 
 }
 
 // The rows of the embedding that reads the input bound token ids.
-int64_t VocabSize(const ExportArchive& archive) {
+int64_t ExportVocabSize(const ExportArchive& archive) {
   const ExportGraph& g = archive.graph();
   for (const ExportNode& n : g.nodes) {
     if (n.target != "torch.ops.aten.embedding.default" || n.args.size() < 2) continue;
@@ -180,8 +185,8 @@ Model LoadExportedModel(const std::filesystem::path& path, const ScriptModelOpti
   if (cut.token_input) m.input_dtype = torch::kInt64;
   if (m.input_shape.empty() && c10::isFloatingType(m.input_dtype))
     ThrowInput("{}: the input sample shape is unknown: pass --data or --input-shape", file);
-  if (m.input_dtype == torch::kInt64) m.vocab_size = VocabSize(*archive);
-  SetLoss(&m, archive, cut, o, file);
+  if (m.input_dtype == torch::kInt64) m.vocab_size = ExportVocabSize(*archive);
+  SetExportLoss(&m, archive, cut, o, file);
   SetTarget(&m, archive->graph(), cut, o);
   const int n = static_cast<int>(cut.layers.size());
   for (int i = 0; i < n; ++i) {
@@ -197,7 +202,7 @@ Model LoadExportedModel(const std::filesystem::path& path, const ScriptModelOpti
     }
     m.layers.push_back(std::move(layer));
   }
-  m.shared_parameters = FindShared(*archive, cut);
+  m.shared_parameters = FindTiedParameters(*archive, cut);
   archive->ForgetRead();
   return m;
 }

@@ -40,8 +40,8 @@ struct ExportArg {
 };
 
 struct ExportNode {
-  std::string name;    // the node's name in the graph ("linear_3")
-  std::string target;  // "torch.ops.aten.linear.default"
+  std::string name;                       // the node's name in the graph ("linear_3")
+  std::string target;                     // "torch.ops.aten.linear.default"
   std::optional<c10::OperatorHandle> op;  // none for a Python operator on integers
   std::string python_op;                  // "mul", "add", "sub", "floordiv" (of _operator)
   std::vector<ExportArg> args;

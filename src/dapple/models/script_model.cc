@@ -107,7 +107,6 @@ std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> BuiltIn
   ThrowInput("{}: --loss {}: expected one of {}", file, name, fmt::join(BuiltInLosses(), ", "));
 }
 
-
 // Note [Graph executor]: a freshly loaded module's first calls run through the profiling
 // executor, 90-200 ms each for a small GPT, and would land in the profile's warm-up and the
 // first training steps. Layers run their graphs in the interpreter directly; the module's own

@@ -1,8 +1,8 @@
 // ExportScriptModel: see export.h.
 #include "dapple/runtime/export.h"
 
-#include <fmt/ranges.h>
 #include <caffe2/serialize/inline_container.h>
+#include <fmt/ranges.h>
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/script.h>
@@ -81,8 +81,8 @@ void ExportStateDict(const std::filesystem::path& model_path, const std::filesys
   std::filesystem::path tmp = output.string() + ".tmp";
   {
     caffe2::serialize::PyTorchStreamWriter writer(tmp.string());
-    torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(),
-                                       pickler.tensorData(), writer);
+    torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(),
+                                       writer);
     writer.writeEndOfFile();
   }
   std::filesystem::rename(tmp, output);

@@ -9,13 +9,14 @@ namespace dapple {
 
 void AddModelCliOptions(CLI::App* cmd, ModelCli* cli) {
   cmd->add_option("--loss", cli->loss,
-                  "TorchScript models: cross-entropy | nll | mse | bce-logits (default: the "
+                  "Users' models (.pt, .pt2): cross-entropy | nll | mse | bce-logits (default: the "
                   "module's own loss(output, target) method)");
-  cmd->add_option("--input-shape", cli->input_shape,
-                  "TorchScript models: one input sample's shape, e.g. 1,28,28 (default: from "
-                  "--data)");
+  cmd->add_option(
+      "--input-shape", cli->input_shape,
+      "Users' models (.pt, .pt2): one input sample's shape, e.g. 1,28,28 (default: from "
+      "--data)");
   cmd->add_option("--input-dtype", cli->input_dtype,
-                  "TorchScript models: float32 | float64 | int64 (token ids)")
+                  "Users' models (.pt, .pt2): float32 | float64 | int64 (token ids)")
       ->capture_default_str();
   cmd->add_option("--seq-len", cli->seq_len,
                   "Token files (--data PATH.bin): tokens per sample window");

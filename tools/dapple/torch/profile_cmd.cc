@@ -144,7 +144,9 @@ void RunProfile(const ProfileArgs& a, const std::vector<std::string>& extras) {
 }
 
 std::string ModelHelp() {
-  std::string help = "A TorchScript file PATH.pt (docs/your-model.md), or a zoo model:";
+  std::string help =
+      "A TorchScript file PATH.pt (docs/your-model.md), a torch.export program PATH.pt2 "
+      "(docs/torch-export.md), or a zoo model:";
   for (const auto& name : ModelNames()) {
     std::vector<std::string> opts;
     for (const auto& [k, v] : DefaultModelOptions(name))
