@@ -27,6 +27,7 @@ struct ExportCase {
   std::string loss = "cross-entropy";  // "own": forward(input, target) returns the loss
   int seq_len = 0;
   int slices = 1;  // replica slices of a micro-batch (the widest stage's replicas)
+  std::string extra;  // more flags for dapple train
 };
 
 class ExportedModelTest : public ::testing::Test {
@@ -51,6 +52,7 @@ void TrainAndCheck(const ExportCase& c, const fs::path& models) {
                       " --log-json --timeout-s 120 --save-model " + state;
   if (c.loss != "own") flags += " --loss " + c.loss;
   if (c.seq_len > 0) flags += " --seq-len " + std::to_string(c.seq_len);
+  flags += " " + c.extra;
   RunResult r = RunDapple(flags, dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(r.Losses().size(), static_cast<size_t>(steps)) << r.out << r.err;
@@ -115,6 +117,22 @@ TEST_F(ExportedModelTest, ProfileListsTheUnits) {
   for (const auto& l : written["layers"]) names.push_back(l["name"].get<std::string>());
   EXPECT_EQ(names, (std::vector<std::string>{"wte", "wpe", "blocks.0", "blocks.1", "blocks.2",
                                              "ln_f", "head"}));
+}
+
+// Hugging Face's GPT2LMHeadModel as users export it (keyword inputs input_ids and labels, a
+// dataclass output whose loss is trained), cut at depth 2: its blocks are layers, and the
+// head tied to transformer.wte is on the other stage.
+TEST_F(ExportedModelTest, HuggingFaceGpt2AtDepthTwo) {
+  TrainAndCheck({"gpt2",
+                 "gpt2.pt2",
+                 "tokens.bin",
+                 {{"transformer.wte", "transformer.h.0", {0, 1}},
+                  {"transformer.h.1", "lm_head", {2}}},
+                 "own",
+                 8,
+                 2,
+                 "--layer-depth 2"},
+                *dir_);
 }
 
 TEST_F(ExportedModelTest, EvalModeExportIsOneLine) {

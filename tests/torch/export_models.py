@@ -5,7 +5,9 @@
       exports the test models in training mode with a dynamic batch dimension: mlp.pt2 (the
       MLP of script_models.py), nano_gpt.pt2 (the ModuleList GPT of graph_models.py with SDPA
       attention, a tied head and forward(idx, targets) returning (logits, loss)), bn.pt2 (a
-      convolution, BatchNorm and a residual); bad ones: eval.pt2 (BatchNorm exported in
+      convolution, BatchNorm and a residual), gpt2.pt2 (Hugging Face's GPT2LMHeadModel, a small
+      configuration at random initialisation, forward(input_ids=, labels=) returning its
+      loss, dropout 0); bad ones: eval.pt2 (BatchNorm exported in
       evaluation mode), custom_op.pt2 (an operator outside ATen); and the data files of
       script_models.py and graph_models.py.
   export_models.py check MODEL.pt2 DATA STATE_DICT LOSSES --steps N --gbs G --micro-batch M
@@ -57,7 +59,25 @@ class CustomOp(nn.Module):
         return torch.ops.dapple_test.twice(self.fc(x))
 
 
-MODELS = {"mlp": Mlp, "nano_gpt": NanoGpt, "bn": ConvBn}
+def hf_gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    cfg = GPT2Config(vocab_size=16, n_positions=8, n_embd=16, n_layer=2, n_head=2,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
+                     bos_token_id=0, eos_token_id=0)
+    return GPT2LMHeadModel(cfg)
+
+
+def hf_causal_lm_loss(model, x, y):
+    """What model(input_ids=x, labels=y).loss computes (ForCausalLMLoss: the labels shifted by
+    one, the last position ignored), without its upcast `logits.float()`: that cast is to
+    float32, which would round this float64 reference, while dapple reads the graph's float32
+    dtypes as the model's dtype (Note [Float dtypes follow the model])."""
+    logits = model(input_ids=x).logits
+    return torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.size(-1)), y[:, 1:].reshape(-1))
+
+
+MODELS = {"mlp": Mlp, "nano_gpt": NanoGpt, "bn": ConvBn, "gpt2": hf_gpt2}
 
 
 def export(model, args, path, dynamic=True):
@@ -76,6 +96,10 @@ def write(out):
     export(NanoGpt().train(), (idx, targets), os.path.join(out, "nano_gpt.pt2"))
     export(ConvBn().train(), (torch.randn(4, 3, 8, 8),), os.path.join(out, "bn.pt2"))
     export(ConvBn().eval(), (torch.randn(4, 3, 8, 8),), os.path.join(out, "eval.pt2"))
+    batch = torch.export.Dim("batch")
+    ep = torch.export.export(hf_gpt2().train(), (), {"input_ids": idx, "labels": targets},
+                             dynamic_shapes={"input_ids": {0: batch}, "labels": {0: batch}})
+    torch.export.save(ep, os.path.join(out, "gpt2.pt2"))
 
     @torch.library.custom_op("dapple_test::twice", mutates_args=())
     def twice(x: torch.Tensor) -> torch.Tensor:
@@ -107,7 +131,10 @@ def check(a):
             rows = a.micro_batch // a.slices
             for s in range(a.slices):
                 lo = mb + s * rows
-                part = slice_loss(model, x[lo:lo + rows], y[lo:lo + rows], a.loss)
+                if name == "gpt2":
+                    part = hf_causal_lm_loss(model, x[lo:lo + rows], y[lo:lo + rows])
+                else:
+                    part = slice_loss(model, x[lo:lo + rows], y[lo:lo + rows], a.loss)
                 (part * rows / a.gbs).backward()
                 total += part.item() * rows / a.gbs
         opt.step()

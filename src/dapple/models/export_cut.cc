@@ -17,9 +17,21 @@ bool IsContainerType(const std::string& type) {
 }
 
 // The unit of a node: its outermost module, and inside containers their element; "" for
-// the top module's own nodes.
-std::string UnitOfNode(const ExportNode& n, bool expand) {
+// the top module's own nodes. With `depth` d > 0, the module d levels down (containers not
+// counted), or the deepest one above it for a node of a module that has no deeper ones (a
+// top-level head; a parent's own nodes, which read no parameters and so join a neighbour).
+std::string UnitOfNode(const ExportNode& n, bool expand, int depth) {
   if (n.module_stack.empty()) return "";
+  if (depth > 0) {
+    int level = 0;
+    std::string deepest;
+    for (const auto& [path, type] : n.module_stack) {
+      if (IsContainerType(type)) continue;
+      deepest = path;
+      if (++level == depth) break;
+    }
+    return deepest;
+  }
   size_t i = 0;
   while (expand && IsContainerType(n.module_stack[i].second) && i + 1 < n.module_stack.size()) ++i;
   return n.module_stack[i].first;
@@ -39,10 +51,10 @@ struct ModuleRun {
 };
 
 std::vector<ModuleRun> ModuleRunsOf(const ExportGraph& g, const std::vector<int>& nodes,
-                                    bool expand) {
+                                    bool expand, int depth) {
   std::vector<ModuleRun> runs;
   for (int k : nodes) {
-    std::string unit = UnitOfNode(g.nodes[k], expand);
+    std::string unit = UnitOfNode(g.nodes[k], expand, depth);
     if (runs.empty()) {
       runs.push_back({unit, {}});
     } else if (!unit.empty() && unit != runs.back().unit) {
@@ -97,8 +109,8 @@ bool ReadsSizeOf(const ExportNode& n, int t) {
          n.args[0].values == std::vector<int>{t};
 }
 
-// The values computed from `target`'s values (its sizes are the batch's, not the target's).
-std::set<int> ValuesFromTarget(const ExportGraph& g, int target) {
+// The values computed from `target`'s values (its sizes are the batch's, not its values).
+std::set<int> ValuesFrom(const ExportGraph& g, int target) {
   std::set<int> from{target};
   for (const ExportNode& n : g.nodes) {
     if (ReadsSizeOf(n, target)) continue;
@@ -163,7 +175,7 @@ void ReadSizesAtStart(const ExportGraph& g, ExportLayer* layer, const std::strin
 
 }  // namespace
 
-ExportCut CutExportedGraph(const ExportGraph& g, bool expand, const std::string& file) {
+ExportCut CutExportedGraph(const ExportGraph& g, bool expand, int depth, const std::string& file) {
   const size_t args = g.user_inputs.size();
   if (args < 1 || args > 2) {
     ThrowInput(
@@ -186,14 +198,23 @@ ExportCut CutExportedGraph(const ExportGraph& g, bool expand, const std::string&
     }
   }
   ExportCut cut;
-  for (const ExportNode& n : g.nodes)
-    if (n.target == "torch.ops.aten.embedding.default" && n.args.size() > 1 &&
-        n.args[1].kind == ExportArg::Kind::kTensor && n.args[1].values[0] == x)
-      cut.token_input = true;
+  // Token ids: the input (or a reshape of it) indexes an embedding; the first such table
+  // bounds the ids.
+  const std::set<int> from_input = ValuesFrom(g, x);
+  for (const ExportNode& n : g.nodes) {
+    if (n.target != "torch.ops.aten.embedding.default" || n.args.size() < 2 ||
+        n.args[1].kind != ExportArg::Kind::kTensor || !from_input.count(n.args[1].values[0]))
+      continue;
+    for (size_t i = 0; i < g.tensors.size() && !cut.token_input; ++i)
+      if (n.args[0].values == std::vector<int>{g.tensors[i].value}) {
+        cut.token_input = true;
+        cut.token_table = static_cast<int>(i);
+      }
+  }
   int final_value = -1;
   std::vector<int> loss_nodes;
   if (target >= 0) {
-    const std::set<int> from_target = ValuesFromTarget(g, target);
+    const std::set<int> from_target = ValuesFrom(g, target);
     for (int out : g.user_outputs)
       if (final_value < 0 && from_target.count(out)) final_value = out;
     if (final_value < 0)
@@ -205,7 +226,7 @@ ExportCut CutExportedGraph(const ExportGraph& g, bool expand, const std::string&
                  g.user_outputs.size());
     final_value = g.user_outputs[0];
   }
-  std::vector<ModuleRun> runs = ModuleRunsOf(g, nodes, expand);
+  std::vector<ModuleRun> runs = ModuleRunsOf(g, nodes, expand, depth);
   MergeParameterlessRuns(&runs, g);
   const std::vector<std::string> names = UniqueLayerNames(runs);
 

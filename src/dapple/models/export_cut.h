@@ -44,10 +44,13 @@ struct ExportCut {
   std::vector<ExportLayer> layers;
   std::optional<ExportLayer> loss;
   bool token_input = false;  // the input feeds an embedding as indices
+  int token_table = -1;      // that embedding's table: an index into the graph's tensors
 };
 
-// Cuts `g` as Note [Layers from module paths] says; `expand` false: top-level children only.
+// Cuts `g` as Note [Layers from module paths] says; `expand` false: top-level children only;
+// `depth` d > 0: the units are the modules d levels down (containers not counted: depth 2
+// of Hugging Face's GPT2LMHeadModel is transformer.wte, transformer.h.0, ..., lm_head).
 // Throws InputError naming `file` for a graph that cannot be cut.
-ExportCut CutExportedGraph(const ExportGraph& g, bool expand, const std::string& file);
+ExportCut CutExportedGraph(const ExportGraph& g, bool expand, int depth, const std::string& file);
 
 }  // namespace dapple

@@ -156,18 +156,6 @@ void SetExportLoss(Model* m, std::shared_ptr<ExportArchive> archive, const Expor
   };
 }
 
-// The rows of the embedding that reads the input bound token ids.
-int64_t ExportVocabSize(const ExportArchive& archive) {
-  const ExportGraph& g = archive.graph();
-  for (const ExportNode& n : g.nodes) {
-    if (n.target != "torch.ops.aten.embedding.default" || n.args.size() < 2) continue;
-    if (n.args[1].values != std::vector<int>{g.user_inputs[0]}) continue;
-    for (const ExportTensorInput& t : g.tensors)
-      if (n.args[0].values == std::vector<int>{t.value}) return archive.Sizes(t.fqn).at(0);
-  }
-  return 0;
-}
-
 }  // namespace
 
 Model LoadExportedModel(const std::filesystem::path& path, const ScriptModelOptions& o,
@@ -177,7 +165,7 @@ Model LoadExportedModel(const std::filesystem::path& path, const ScriptModelOpti
   if (dtype != torch::kFloat32 && dtype != torch::kFloat64)
     ThrowInput("{}: dtype must be float32 or float64", file);
   auto archive = std::make_shared<ExportArchive>(file, dtype);
-  const ExportCut cut = CutExportedGraph(archive->graph(), o.expand, file);
+  const ExportCut cut = CutExportedGraph(archive->graph(), o.expand, o.depth, file);
   Model m;
   m.name = file;
   m.input_shape = o.input_shape;
@@ -185,7 +173,8 @@ Model LoadExportedModel(const std::filesystem::path& path, const ScriptModelOpti
   if (cut.token_input) m.input_dtype = torch::kInt64;
   if (m.input_shape.empty() && c10::isFloatingType(m.input_dtype))
     ThrowInput("{}: the input sample shape is unknown: pass --data or --input-shape", file);
-  if (m.input_dtype == torch::kInt64) m.vocab_size = ExportVocabSize(*archive);
+  if (m.input_dtype == torch::kInt64 && cut.token_table >= 0)
+    m.vocab_size = archive->Sizes(archive->graph().tensors[cut.token_table].fqn).at(0);
   SetExportLoss(&m, archive, cut, o, file);
   SetTarget(&m, archive->graph(), cut, o);
   const int n = static_cast<int>(cut.layers.size());

@@ -27,6 +27,9 @@ struct ScriptModelOptions {
   // Layers are the elements of nn.Sequential/ModuleList/ModuleDict containers at any depth;
   // false: the top-level children.
   bool expand = true;
+  // torch.export programs: the units are the modules this many levels down (0: the rule
+  // above; Note [Layers from module paths] in export_cut.h).
+  int depth = 0;
 };
 
 // Whether `model` names a TorchScript file rather than a zoo model (ends in .pt or .pth).

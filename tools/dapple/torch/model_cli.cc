@@ -18,6 +18,10 @@ void AddModelCliOptions(CLI::App* cmd, ModelCli* cli) {
   cmd->add_option("--input-dtype", cli->input_dtype,
                   "Users' models (.pt, .pt2): float32 | float64 | int64 (token ids)")
       ->capture_default_str();
+  cmd->add_option("--layer-depth", cli->layer_depth,
+                  "torch.export programs (.pt2): layers are the modules this many levels down, "
+                  "containers not counted (default: top-level children and container elements)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seq-len", cli->seq_len,
                   "Token files (--data PATH.bin): tokens per sample window");
 }
@@ -26,6 +30,7 @@ ScriptModelOptions ScriptOptionsOf(const ModelCli& cli, const std::string& model
                                    const std::string& data) {
   ScriptModelOptions o;
   o.loss = cli.loss;
+  o.depth = cli.layer_depth;
   if (!cli.input_shape.empty()) {
     std::stringstream in(cli.input_shape);
     std::string item;
