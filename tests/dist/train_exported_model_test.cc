@@ -26,8 +26,9 @@ struct ExportCase {
   std::vector<StageSpec> stages;
   std::string loss = "cross-entropy";  // "own": forward(input, target) returns the loss
   int seq_len = 0;
-  int slices = 1;  // replica slices of a micro-batch (the widest stage's replicas)
-  std::string extra;  // more flags for dapple train
+  int slices = 1;        // replica slices of a micro-batch (the widest stage's replicas)
+  std::string extra;     // more flags for dapple train
+  bool program = false;  // also `dapple export -o trained.pt2`, checked with torch.export.load
 };
 
 class ExportedModelTest : public ::testing::Test {
@@ -49,7 +50,8 @@ void TrainAndCheck(const ExportCase& c, const fs::path& models) {
   std::string flags = "train --model " + model + " --plan " + plan.string() + " --data " + data +
                       " --no-shuffle --dtype float64 --lr 0.05 --steps " + std::to_string(steps) +
                       " --nproc " + std::to_string(nproc) +
-                      " --log-json --timeout-s 120 --save-model " + state;
+                      " --log-json --timeout-s 120 --save-model " + state + " --checkpoint-dir " +
+                      (dir / "ckpt").string();
   if (c.loss != "own") flags += " --loss " + c.loss;
   if (c.seq_len > 0) flags += " --seq-len " + std::to_string(c.seq_len);
   flags += " " + c.extra;
@@ -57,19 +59,31 @@ void TrainAndCheck(const ExportCase& c, const fs::path& models) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(r.Losses().size(), static_cast<size_t>(steps)) << r.out << r.err;
   const fs::path losses = WriteLosses(r, dir / "losses.txt");
+  const std::string program = (dir / "trained.pt2").string();
+  if (c.program) {
+    RunResult e = RunDapple(
+        "export --model " + model + " --checkpoint " + (dir / "ckpt").string() + " -o " + program,
+        dir);
+    ASSERT_EQ(e.exit_code, 0) << e.err;
+  }
   const fs::path json = dir / "check.json";
   std::string cmd = std::string(DAPPLE_PYTHON) + " " + DAPPLE_SOURCE_DIR +
                     "/tests/torch/export_models.py check " + model + " " + data + " " + state +
                     " " + losses.string() + " --steps " + std::to_string(steps) + " --gbs " +
                     std::to_string(m * M) + " --micro-batch " + std::to_string(m) + " --slices " +
                     std::to_string(c.slices) + " --seq-len " + std::to_string(c.seq_len) +
-                    " --loss " + c.loss + " > " + json.string();
+                    " --loss " + c.loss + (c.program ? " --program " + program : "") + " > " +
+                    json.string();
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   nlohmann::json j = nlohmann::json::parse(Slurp(json), nullptr, false);
   ASSERT_TRUE(j.is_object()) << cmd;
   EXPECT_EQ(j["steps"], steps);
   EXPECT_LT(j["max_loss_rel_diff"].get<double>(), 1e-10) << j.dump();
   EXPECT_LT(j["max_state_rel_diff"].get<double>(), 1e-9) << j.dump();
+  if (c.program) {  // float32 records of float64 training
+    EXPECT_LT(j["max_program_rel_diff"].get<double>(), 1e-6) << j.dump();
+    EXPECT_TRUE(j["program_runs"].get<bool>()) << j.dump();
+  }
 }
 
 TEST_F(ExportedModelTest, MlpWithTwoReplicasOnItsFirstStage) {
@@ -79,12 +93,15 @@ TEST_F(ExportedModelTest, MlpWithTwoReplicasOnItsFirstStage) {
                  {{"fc0", "fc1", {0, 1}}, {"fc2", "head", {2}}},
                  "cross-entropy",
                  0,
-                 2},
+                 2,
+                 "",
+                 false},
                 *dir_);
 }
 
 // The tied head (head.weight shares wte.weight's record) on the second stage, the embedding
 // on the first; the batch size each block reshapes with is read again on the second stage.
+// The trained program goes back as a .pt2 too (Note [A program back]).
 TEST_F(ExportedModelTest, NanoGptComputingItsOwnLoss) {
   TrainAndCheck({"nano_gpt",
                  "nano_gpt.pt2",
@@ -92,14 +109,25 @@ TEST_F(ExportedModelTest, NanoGptComputingItsOwnLoss) {
                  {{"wte", "blocks.0", {0, 1}}, {"blocks.1", "head", {2}}},
                  "own",
                  8,
-                 2},
+                 2,
+                 "",
+                 true},
                 *dir_);
 }
 
 // BatchNorm's running statistics are buffers the graph updates in place; the residual around
 // conv2 crosses the cut.
 TEST_F(ExportedModelTest, BatchNormAndResidual) {
-  TrainAndCheck({"bn", "bn.pt2", "bn_data.pt", {{"conv", "bn", {0}}, {"conv2", "fc", {1}}}}, *dir_);
+  TrainAndCheck({"bn",
+                 "bn.pt2",
+                 "bn_data.pt",
+                 {{"conv", "bn", {0}}, {"conv2", "fc", {1}}},
+                 "cross-entropy",
+                 0,
+                 1,
+                 "",
+                 false},
+                *dir_);
 }
 
 TEST_F(ExportedModelTest, ProfileListsTheUnits) {
@@ -123,16 +151,16 @@ TEST_F(ExportedModelTest, ProfileListsTheUnits) {
 // dataclass output whose loss is trained), cut at depth 2: its blocks are layers, and the
 // head tied to transformer.wte is on the other stage.
 TEST_F(ExportedModelTest, HuggingFaceGpt2AtDepthTwo) {
-  TrainAndCheck({"gpt2",
-                 "gpt2.pt2",
-                 "tokens.bin",
-                 {{"transformer.wte", "transformer.h.0", {0, 1}},
-                  {"transformer.h.1", "lm_head", {2}}},
-                 "own",
-                 8,
-                 2,
-                 "--layer-depth 2"},
-                *dir_);
+  TrainAndCheck(
+      {"gpt2",
+       "gpt2.pt2",
+       "tokens.bin",
+       {{"transformer.wte", "transformer.h.0", {0, 1}}, {"transformer.h.1", "lm_head", {2}}},
+       "own",
+       8,
+       2,
+       "--layer-depth 2"},
+      *dir_);
 }
 
 TEST_F(ExportedModelTest, EvalModeExportIsOneLine) {

@@ -17,7 +17,9 @@
       slices as dapple, and prints one JSON line: the largest relative difference of the
       per-step losses against LOSSES (dapple's) and of the final parameters and buffers
       against STATE_DICT (dapple's --save-model output, read with torch.load into the module
-      by load_state_dict).
+      by load_state_dict). --program P.pt2: also the largest relative difference of P's weights
+      (`dapple export -o P.pt2`, read with torch.export.load, in the original dtype) from
+      PyTorch's, and whether P's module runs on 3 samples.
 """
 import argparse
 import json
@@ -148,11 +150,23 @@ def check(a):
         q = mine[key].to(torch.float64)
         diff = (p.to(torch.float64) - q).abs().max() / q.abs().max().clamp(min=1e-12)
         worst = max(worst, diff.item())
+    result = {}
+    if a.program:
+        ep = torch.export.load(a.program)
+        program_worst = 0.0
+        for key, p in ep.state_dict.items():
+            q = mine[key].to(torch.float64)
+            diff = (p.to(torch.float64) - q).abs().max() / q.abs().max().clamp(min=1e-12)
+            program_worst = max(program_worst, diff.item())
+        x, y = next(batches(a.data, 3, 1, a.seq_len))
+        x = x.float() if x.is_floating_point() else x
+        out = ep.module()(x, y) if a.loss == "own" else ep.module()(x)
+        result = {"max_program_rel_diff": program_worst, "program_runs": out is not None}
     loss_diff = max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(losses, theirs)) \
         if len(theirs) == len(losses) else 1e300
     print(json.dumps({"steps": len(losses), "dapple_steps": len(theirs),
                       "max_loss_rel_diff": loss_diff, "max_state_rel_diff": worst,
-                      "final_loss": losses[-1]}))
+                      "final_loss": losses[-1], **result}))
 
 
 def main():
@@ -169,6 +183,7 @@ def main():
     c.add_argument("--slices", type=int, default=1)
     c.add_argument("--seq-len", type=int, default=0)
     c.add_argument("--loss", choices=("cross-entropy", "own"), default="cross-entropy")
+    c.add_argument("--program", default="")
     c.add_argument("--lr", type=float, default=0.05)
     c.add_argument("--momentum", type=float, default=0.9)
     a = p.parse_args()

@@ -202,6 +202,38 @@ void ExportArchive::ReadConfigs() {
   }
 }
 
+// Note [A program back]: a trained program is the user's archive with its weight records
+// rewritten: the graph, signature and constants are the exported ones, so torch.export.load
+// runs it as it ran the original. A record's bytes keep their dtype (a float32 model trained
+// in float64 goes back in float32), sizes, strides and offset; a record shared by tied names
+// gets the value of the first name given. The writer adds its own .data/version and
+// serialization id.
+void ExportArchive::WriteWithWeights(const std::map<std::string, torch::Tensor>& values,
+                                     const std::string& output) {
+  std::map<std::string, torch::Tensor> by_record;
+  for (const auto& [fqn, r] : records_)
+    if (auto it = values.find(fqn); it != values.end() && !by_record.count(r.record)) {
+      auto [data, bytes] = reader_->getRecord(r.record);
+      const int64_t itemsize = static_cast<int64_t>(c10::elementSize(r.dtype));
+      torch::Tensor storage = torch::empty({static_cast<int64_t>(bytes) / itemsize}, r.dtype);
+      std::memcpy(storage.data_ptr(), data.get(), bytes);
+      torch::NoGradGuard no_grad;
+      storage.as_strided(r.sizes, r.strides, r.storage_offset).copy_(it->second);
+      by_record[r.record] = storage;
+    }
+  caffe2::serialize::PyTorchStreamWriter writer(output);
+  for (const std::string& name : reader_->getAllRecords()) {
+    if (name == ".data/version" || name == ".data/serialization_id") continue;
+    if (auto it = by_record.find(name); it != by_record.end()) {
+      writer.writeRecord(name, it->second.data_ptr(), it->second.nbytes());
+    } else {
+      auto [data, bytes] = reader_->getRecord(name);
+      writer.writeRecord(name, data.get(), bytes);
+    }
+  }
+  writer.writeEndOfFile();
+}
+
 torch::Tensor ExportArchive::Read(const std::string& fqn) {
   auto it = records_.find(fqn);
   if (it == records_.end()) ThrowInput("{}: tensor {} is not in the archive", path_, fqn);

@@ -107,6 +107,10 @@ class ExportArchive {
   std::string RecordOf(const std::string& fqn) const;
   // Every tensor name in the archive's weights and constants.
   std::vector<std::string> Names() const;
+  // Writes the archive to `output` with the weights named in `values` replaced by them, each
+  // in its record's dtype and layout (Note [A program back]); the rest is copied as it is.
+  void WriteWithWeights(const std::map<std::string, torch::Tensor>& values,
+                        const std::string& output);
   // Forgets the tensors read so far (they live on in whoever holds them).
   void ForgetRead() { read_.clear(); }
 

@@ -71,6 +71,14 @@ void ExportStateDict(const std::filesystem::path& model_path, const std::filesys
     if (!state.contains(name))
       if (auto it = by_record.find(archive.RecordOf(name)); it != by_record.end())
         state.insert(name, it->second);
+  if (output.extension() == ".pt2") {  // Note [A program back] in models/exported_program.h
+    std::map<std::string, torch::Tensor> values;
+    for (const auto& entry : state) values[entry.key()] = entry.value();
+    std::filesystem::path tmp = output.string() + ".tmp.pt2";
+    archive.WriteWithWeights(values, tmp.string());
+    std::filesystem::rename(tmp, output);
+    return;
+  }
   std::vector<char> pickled;
   torch::jit::Pickler pickler(
       [&](const char* data, size_t size) { pickled.insert(pickled.end(), data, data + size); },
