@@ -39,7 +39,7 @@ class ExportedModelTest : public ::testing::Test {
 fs::path* ExportedModelTest::dir_ = nullptr;
 
 // Trains `c` for 5 steps of 2 micro-batches of 4 samples and checks it against PyTorch.
-void TrainAndCheck(const ExportCase& c, const fs::path& models) {
+void TrainExportedAndCheck(const ExportCase& c, const fs::path& models) {
   const int steps = 5, m = 4, M = 2;
   fs::path dir = TestDir("export_" + c.name);
   fs::path plan = WritePlan(dir, "plan", PlanJson(c.stages, m, M, "dapple-a"));
@@ -87,47 +87,47 @@ void TrainAndCheck(const ExportCase& c, const fs::path& models) {
 }
 
 TEST_F(ExportedModelTest, MlpWithTwoReplicasOnItsFirstStage) {
-  TrainAndCheck({"mlp",
-                 "mlp.pt2",
-                 "mlp_data.pt",
-                 {{"fc0", "fc1", {0, 1}}, {"fc2", "head", {2}}},
-                 "cross-entropy",
-                 0,
-                 2,
-                 "",
-                 false},
-                *dir_);
+  TrainExportedAndCheck({"mlp",
+                         "mlp.pt2",
+                         "mlp_data.pt",
+                         {{"fc0", "fc1", {0, 1}}, {"fc2", "head", {2}}},
+                         "cross-entropy",
+                         0,
+                         2,
+                         "",
+                         false},
+                        *dir_);
 }
 
 // The tied head (head.weight shares wte.weight's record) on the second stage, the embedding
 // on the first; the batch size each block reshapes with is read again on the second stage.
 // The trained program goes back as a .pt2 too (Note [A program back]).
 TEST_F(ExportedModelTest, NanoGptComputingItsOwnLoss) {
-  TrainAndCheck({"nano_gpt",
-                 "nano_gpt.pt2",
-                 "tokens.bin",
-                 {{"wte", "blocks.0", {0, 1}}, {"blocks.1", "head", {2}}},
-                 "own",
-                 8,
-                 2,
-                 "",
-                 true},
-                *dir_);
+  TrainExportedAndCheck({"nano_gpt",
+                         "nano_gpt.pt2",
+                         "tokens.bin",
+                         {{"wte", "blocks.0", {0, 1}}, {"blocks.1", "head", {2}}},
+                         "own",
+                         8,
+                         2,
+                         "",
+                         true},
+                        *dir_);
 }
 
 // BatchNorm's running statistics are buffers the graph updates in place; the residual around
 // conv2 crosses the cut.
 TEST_F(ExportedModelTest, BatchNormAndResidual) {
-  TrainAndCheck({"bn",
-                 "bn.pt2",
-                 "bn_data.pt",
-                 {{"conv", "bn", {0}}, {"conv2", "fc", {1}}},
-                 "cross-entropy",
-                 0,
-                 1,
-                 "",
-                 false},
-                *dir_);
+  TrainExportedAndCheck({"bn",
+                         "bn.pt2",
+                         "bn_data.pt",
+                         {{"conv", "bn", {0}}, {"conv2", "fc", {1}}},
+                         "cross-entropy",
+                         0,
+                         1,
+                         "",
+                         false},
+                        *dir_);
 }
 
 TEST_F(ExportedModelTest, ProfileListsTheUnits) {
@@ -151,7 +151,7 @@ TEST_F(ExportedModelTest, ProfileListsTheUnits) {
 // dataclass output whose loss is trained), cut at depth 2: its blocks are layers, and the
 // head tied to transformer.wte is on the other stage.
 TEST_F(ExportedModelTest, HuggingFaceGpt2AtDepthTwo) {
-  TrainAndCheck(
+  TrainExportedAndCheck(
       {"gpt2",
        "gpt2.pt2",
        "tokens.bin",

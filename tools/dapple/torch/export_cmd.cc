@@ -44,8 +44,8 @@ void AddExportCommand(CLI::App& app) {
   auto a = std::make_shared<ExportArgs>();
   CLI::App* cmd = app.add_subcommand(
       "export",
-      "Write a TorchScript model (or, for a .pt2 model, a state_dict) with the trained weights "
-      "of a dapple checkpoint");
+      "Write a TorchScript model (for a .pt2 model: a state_dict, or the program) with the "
+      "trained weights of a dapple checkpoint");
   cmd->add_option("--model", a->model,
                   "The file that was trained: TorchScript (PATH.pt) or torch.export (PATH.pt2)")
       ->required();
@@ -55,7 +55,8 @@ void AddExportCommand(CLI::App& app) {
       ->required();
   cmd->add_option("--step", a->step, "The checkpoint after this step (default: the newest)");
   cmd->add_option("-o,--output", a->output,
-                  "Output TorchScript file; for a .pt2 model, a state_dict file (torch.load)")
+                  "Output TorchScript file; for a .pt2 model, a state_dict file (torch.load), or a "
+                  "program (PATH.pt2, torch.export.load)")
       ->required();
   cmd->callback([a] { RunExport(*a); });
 }
