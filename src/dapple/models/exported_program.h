@@ -10,8 +10,9 @@
 // (torch/csrc/utils/generated_serialization_types.h), and runs each node by looking its
 // operator up in c10::Dispatcher and calling it boxed. A boxed call dispatches through the
 // Autograd key, so autograd records the graph as eager PyTorch does, and parameters are plain
-// tensors the optimizers update. Only ATen operators run; anything else (a Python operator, a
-// higher-order operator, a symbolic size) is refused in one line naming it.
+// tensors the optimizers update. ATen operators run, and the integer arithmetic of dynamic
+// shapes (_operator.mul/add/sub/floordiv on sym_size results); anything else (a custom
+// operator, a higher-order operator such as torch.cond) is refused in one line naming it.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
