@@ -34,7 +34,9 @@ const std::vector<TorchCommand>& TorchCommands() {
       {"calibrate",
        "Measure latency and bandwidth inside and between servers and allreduce time through "
        "c10d, and write a dapple-cluster/1 file"},
-      {"export", "Write a TorchScript model with the trained weights of a dapple checkpoint"},
+      {"export",
+       "Write a TorchScript model (for a .pt2 model: a state_dict, or the program) with the "
+       "trained weights of a dapple checkpoint"},
   };
   return commands;
 }

@@ -2,6 +2,7 @@
 #include "dapple/models/model_source.h"
 
 #include "dapple/common/error.h"
+#include "dapple/models/export_model.h"
 
 namespace dapple {
 
@@ -11,6 +12,10 @@ Model LoadModel(const ModelSource& source, uint64_t seed, torch::Dtype dtype, La
     ThrowInput("{}: zoo model options ({}=...) do not apply to a TorchScript model", source.model,
                source.options.begin()->first);
   }
+  if (source.script.depth > 0 && !IsExportedProgramPath(source.model))
+    ThrowInput("{}: --layer-depth applies to torch.export programs (.pt2)", source.model);
+  if (IsExportedProgramPath(source.model))
+    return LoadExportedModel(source.model, source.script, dtype, held);
   return LoadScriptModel(source.model, source.script, dtype, held);
 }
 

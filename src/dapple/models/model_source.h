@@ -5,16 +5,18 @@
 #include <cstdint>
 #include <string>
 
+#include "dapple/models/exported_program.h"
 #include "dapple/models/model.h"
 #include "dapple/models/script_model.h"
 
 namespace dapple {
 
 struct ModelSource {
-  std::string model;          // zoo name, or a path ending in .pt/.pth (IsTorchScriptPath)
+  // zoo name, or a path ending in .pt/.pth (IsTorchScriptPath) or .pt2 (IsExportedProgramPath)
+  std::string model;
   ModelOptions options;       // zoo options
-  ScriptModelOptions script;  // TorchScript: loss, input sample, expansion
-  bool is_script() const { return IsTorchScriptPath(model); }
+  ScriptModelOptions script;  // a user's file: loss, input sample, expansion
+  bool is_script() const { return IsTorchScriptPath(model) || IsExportedProgramPath(model); }
 };
 
 // The model with the layers in `held` materialised (Note [Stage-local models]). Zoo models

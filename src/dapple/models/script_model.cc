@@ -38,28 +38,6 @@ torch::Tensor ProbeInput(const ScriptModelOptions& o, torch::Dtype dtype) {
   return torch::randint(0, 2, shape, torch::dtype(o.input_dtype));  // ids valid in any table
 }
 
-std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> BuiltInLoss(
-    const std::string& name, const std::string& file) {
-  namespace F = torch::nn::functional;
-  if (name == "cross-entropy")
-    return [](const torch::Tensor& out, const torch::Tensor& target) {
-      return F::cross_entropy(out.flatten(0, -2), target.flatten());
-    };
-  if (name == "nll")
-    return [](const torch::Tensor& out, const torch::Tensor& target) {
-      return F::nll_loss(out.flatten(0, -2), target.flatten());
-    };
-  if (name == "mse")
-    return [](const torch::Tensor& out, const torch::Tensor& target) {
-      return F::mse_loss(out, target);
-    };
-  if (name == "bce-logits")
-    return [](const torch::Tensor& out, const torch::Tensor& target) {
-      return F::binary_cross_entropy_with_logits(out, target);
-    };
-  ThrowInput("{}: --loss {}: expected one of {}", file, name, fmt::join(BuiltInLosses(), ", "));
-}
-
 std::shared_ptr<LazyArchive> LoadFile(const std::filesystem::path& path) {
   if (!std::filesystem::is_regular_file(path)) ThrowInput("{}: no such file", path.string());
   try {
@@ -106,6 +84,28 @@ void ToFloatingDtype(torch::jit::Module& top, torch::Dtype dtype) {
 }
 
 std::vector<std::string> BuiltInLosses() { return {"cross-entropy", "nll", "mse", "bce-logits"}; }
+
+std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> BuiltInLoss(
+    const std::string& name, const std::string& file) {
+  namespace F = torch::nn::functional;
+  if (name == "cross-entropy")
+    return [](const torch::Tensor& out, const torch::Tensor& target) {
+      return F::cross_entropy(out.flatten(0, -2), target.flatten());
+    };
+  if (name == "nll")
+    return [](const torch::Tensor& out, const torch::Tensor& target) {
+      return F::nll_loss(out.flatten(0, -2), target.flatten());
+    };
+  if (name == "mse")
+    return [](const torch::Tensor& out, const torch::Tensor& target) {
+      return F::mse_loss(out, target);
+    };
+  if (name == "bce-logits")
+    return [](const torch::Tensor& out, const torch::Tensor& target) {
+      return F::binary_cross_entropy_with_logits(out, target);
+    };
+  ThrowInput("{}: --loss {}: expected one of {}", file, name, fmt::join(BuiltInLosses(), ", "));
+}
 
 // Note [Graph executor]: a freshly loaded module's first calls run through the profiling
 // executor, 90-200 ms each for a small GPT, and would land in the profile's warm-up and the

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct ScriptModelOptions {
   // Layers are the elements of nn.Sequential/ModuleList/ModuleDict containers at any depth;
   // false: the top-level children.
   bool expand = true;
+  // torch.export programs: the units are the modules this many levels down (0: the rule
+  // above; Note [Layers from module paths] in export_cut.h).
+  int depth = 0;
 };
 
 // Whether `model` names a TorchScript file rather than a zoo model (ends in .pt or .pth).
@@ -37,6 +41,9 @@ void ToFloatingDtype(torch::jit::Module& top, torch::Dtype dtype);
 
 // The built-in losses, for --help and errors.
 std::vector<std::string> BuiltInLosses();
+// The built-in loss `name`; another name throws InputError naming `file`.
+std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> BuiltInLoss(
+    const std::string& name, const std::string& file);
 
 // Loads `path`, cuts its forward into layers and returns it as a Model in `dtype` whose held
 // layers are those in `held`; the parameters and buffers no held layer reads are freed. Bad

@@ -1,5 +1,6 @@
 // `dapple export`: writes a user's TorchScript module with the weights of a dapple
-// checkpoint, for torch.jit.load in Python (docs/your-model.md).
+// checkpoint, for torch.jit.load in Python (docs/your-model.md); for a program of
+// torch.export, a state_dict for load_state_dict (docs/torch-export.md).
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -42,15 +43,21 @@ void RunExport(const ExportArgs& a) {
 void AddExportCommand(CLI::App& app) {
   auto a = std::make_shared<ExportArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "export", "Write a TorchScript model with the trained weights of a dapple checkpoint");
-  cmd->add_option("--model", a->model, "The TorchScript file that was trained (PATH.pt)")
+      "export",
+      "Write a TorchScript model (for a .pt2 model: a state_dict, or the program) with the "
+      "trained weights of a dapple checkpoint");
+  cmd->add_option("--model", a->model,
+                  "The file that was trained: TorchScript (PATH.pt) or torch.export (PATH.pt2)")
       ->required();
   cmd->add_option("--checkpoint", a->checkpoint,
                   "Checkpoint directory of `dapple train` (its newest checkpoint), or one "
                   "step-N folder")
       ->required();
   cmd->add_option("--step", a->step, "The checkpoint after this step (default: the newest)");
-  cmd->add_option("-o,--output", a->output, "Output TorchScript file")->required();
+  cmd->add_option("-o,--output", a->output,
+                  "Output TorchScript file; for a .pt2 model, a state_dict file (torch.load), or a "
+                  "program (PATH.pt2, torch.export.load)")
+      ->required();
   cmd->callback([a] { RunExport(*a); });
 }
 

@@ -9,14 +9,19 @@ namespace dapple {
 
 void AddModelCliOptions(CLI::App* cmd, ModelCli* cli) {
   cmd->add_option("--loss", cli->loss,
-                  "TorchScript models: cross-entropy | nll | mse | bce-logits (default: the "
+                  "Users' models (.pt, .pt2): cross-entropy | nll | mse | bce-logits (default: the "
                   "module's own loss(output, target) method)");
-  cmd->add_option("--input-shape", cli->input_shape,
-                  "TorchScript models: one input sample's shape, e.g. 1,28,28 (default: from "
-                  "--data)");
+  cmd->add_option(
+      "--input-shape", cli->input_shape,
+      "Users' models (.pt, .pt2): one input sample's shape, e.g. 1,28,28 (default: from "
+      "--data)");
   cmd->add_option("--input-dtype", cli->input_dtype,
-                  "TorchScript models: float32 | float64 | int64 (token ids)")
+                  "Users' models (.pt, .pt2): float32 | float64 | int64 (token ids)")
       ->capture_default_str();
+  cmd->add_option("--layer-depth", cli->layer_depth,
+                  "torch.export programs (.pt2): layers are the modules this many levels down, "
+                  "containers not counted (default: top-level children and container elements)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seq-len", cli->seq_len,
                   "Token files (--data PATH.bin): tokens per sample window");
 }
@@ -25,6 +30,7 @@ ScriptModelOptions ScriptOptionsOf(const ModelCli& cli, const std::string& model
                                    const std::string& data) {
   ScriptModelOptions o;
   o.loss = cli.loss;
+  o.depth = cli.layer_depth;
   if (!cli.input_shape.empty()) {
     std::stringstream in(cli.input_shape);
     std::string item;
@@ -54,7 +60,7 @@ ScriptModelOptions ScriptOptionsOf(const ModelCli& cli, const std::string& model
     auto [shape, dtype] = DataFileSample(data, cli.seq_len);
     o.input_shape = shape;
     o.input_dtype = dtype;
-  } else if (IsTorchScriptPath(model)) {
+  } else if (IsTorchScriptPath(model) || IsExportedProgramPath(model)) {
     ThrowInput("{}: the input sample shape is unknown: pass --data PATH or --input-shape", model);
   }
   return o;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "dapple/models/data.h"
+#include "dapple/models/exported_program.h"
 #include "dapple/models/script_model.h"
 
 namespace dapple {
@@ -16,6 +17,7 @@ struct ModelCli {
   std::string input_shape;  // "1,28,28"
   std::string input_dtype = "float32";
   int64_t seq_len = 0;
+  int layer_depth = 0;
 };
 
 // Declares the options on `cmd`, storing into *cli (which must outlive parsing).

@@ -91,7 +91,7 @@ void RunProfile(const ProfileArgs& a, const std::vector<std::string>& extras) {
   }
   ModelOptions options = ParseModelFlags(a.opts);
   for (const auto& [k, v] : ParseModelFlags(extras)) options[k] = v;
-  const bool script = IsTorchScriptPath(a.model);
+  const bool script = IsTorchScriptPath(a.model) || IsExportedProgramPath(a.model);
   ModelSource source{a.model, options, ScriptOptionsOf(a.model_cli, a.model, a.data)};
   ProfilerOptions po;
   po.batch_size = a.batch;
@@ -145,7 +145,9 @@ void RunProfile(const ProfileArgs& a, const std::vector<std::string>& extras) {
 }
 
 std::string ModelHelp() {
-  std::string help = "A TorchScript file PATH.pt (docs/your-model.md), or a zoo model:";
+  std::string help =
+      "A TorchScript file PATH.pt (docs/your-model.md), a torch.export program PATH.pt2 "
+      "(docs/torch-export.md), or a zoo model:";
   for (const auto& name : ModelNames()) {
     std::vector<std::string> opts;
     for (const auto& [k, v] : DefaultModelOptions(name))

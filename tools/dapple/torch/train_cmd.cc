@@ -59,8 +59,8 @@ void Finish(TrainArgs& a) {
   a.o.script = ScriptOptionsOf(a.model_cli, a.o.model, a.o.data);
   a.o.data_files.seq_len = a.model_cli.seq_len;
   a.o.data_files.shuffle = !a.no_shuffle;
-  if (!a.o.save_model.empty() && !IsTorchScriptPath(a.o.model))
-    ThrowInput("--save-model: only TorchScript models (--model PATH.pt) are exported");
+  if (!a.o.save_model.empty() && !IsTorchScriptPath(a.o.model) && !IsExportedProgramPath(a.o.model))
+    ThrowInput("--save-model: only users' models (--model PATH.pt or PATH.pt2) are exported");
   a.o.optimizer.kind = ParseOptimizerKind(a.optimizer);
   CheckOptimizerOptions(a.o.optimizer);
   if (a.dtype == "float32") {
@@ -194,8 +194,10 @@ void AddTrainCommand(CLI::App& app) {
       "train",
       "Train a model under a plan: pipeline + data parallel over c10d (one process per "
       "device)");
-  cmd->add_option("--model", a->o.model,
-                  "Zoo model name (as for `dapple profile`) or a TorchScript file PATH.pt")
+  cmd->add_option(
+         "--model", a->o.model,
+         "Zoo model name (as for `dapple profile`), a TorchScript file PATH.pt or a torch.export "
+         "program PATH.pt2")
       ->required();
   AddModelCliOptions(cmd, &a->model_cli);
   cmd->add_option("--opt", a->model_opts,
@@ -216,7 +218,8 @@ void AddTrainCommand(CLI::App& app) {
                 "Data files: global batch k holds samples k*GBS .. (k+1)*GBS-1 (wrapping), as a "
                 "plain PyTorch loop would");
   cmd->add_option("--save-model", a->o.save_model,
-                  "TorchScript models: write the module with the trained weights here");
+                  "Users' models: write the module with the trained weights here (for a .pt2, "
+                  "a state_dict)");
   cmd->add_option("--data-cache-dir", a->o.data_cache_dir, "Where decompressed data is cached");
   AddLaunchOptions(cmd, &a->launch,
                    "Launch this many local processes (else read RANK, WORLD_SIZE, LOCAL_RANK, "

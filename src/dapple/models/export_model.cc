@@ -1,0 +1,199 @@
+// LoadExportedModel: see export_model.h.
+#include "dapple/models/export_model.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <map>
+#include <set>
+
+#include "dapple/common/error.h"
+#include "dapple/models/export_cut.h"
+#include "dapple/models/exported_program.h"
+
+namespace dapple {
+namespace {
+
+// The parameters and buffers a layer reads, under their dotted names in the model, in a tree
+// of modules mirroring the model's (checkpoints, the optimizer and mode switches see them).
+class ExportLayerModule : public torch::nn::Module {
+ public:
+  void Add(const std::string& fqn, const torch::Tensor& t, bool parameter) {
+    size_t dot = fqn.rfind('.');
+    torch::nn::Module* owner = At(dot == std::string::npos ? "" : fqn.substr(0, dot));
+    std::string name = dot == std::string::npos ? fqn : fqn.substr(dot + 1);
+    if (parameter) {
+      owner->register_parameter(name, t, /*requires_grad=*/true);
+    } else {
+      owner->register_buffer(name, t);
+    }
+  }
+
+ private:
+  torch::nn::Module* At(const std::string& path) {
+    if (path.empty()) return this;
+    if (auto it = tree_.find(path); it != tree_.end()) return it->second;
+    size_t dot = path.rfind('.');
+    torch::nn::Module* parent = At(dot == std::string::npos ? "" : path.substr(0, dot));
+    auto child = std::make_shared<torch::nn::Module>();
+    parent->register_module(dot == std::string::npos ? path : path.substr(dot + 1), child);
+    return tree_[path] = child.get();
+  }
+  std::map<std::string, torch::nn::Module*> tree_;
+};
+
+// Runs a layer (or the loss part) of the graph on its live values.
+class LayerRunner {
+ public:
+  LayerRunner(std::shared_ptr<ExportArchive> archive, ExportLayer layer,
+              std::vector<std::pair<int, torch::Tensor>> tensors, const torch::nn::Module* mode)
+      : archive_(std::move(archive)),
+        layer_(std::move(layer)),
+        tensors_(std::move(tensors)),
+        mode_(mode) {
+    std::set<int> written;
+    for (int k : layer_.nodes)
+      for (int v : archive_->graph().nodes[k].writes) written.insert(v);
+    for (int v : layer_.live_in) copy_in_.push_back(written.count(v) > 0);
+  }
+
+  Activations Run(const Activations& in) const {
+    const ExportGraph& g = archive_->graph();
+    std::vector<c10::IValue> env(static_cast<size_t>(g.num_values()));
+    if (in.size() != layer_.live_in.size())
+      ThrowInput("layer {}: takes {} tensors, given {}", layer_.name, layer_.live_in.size(),
+                 in.size());
+    // A layer that writes into a value it receives works on a copy of it.
+    for (size_t i = 0; i < in.size(); ++i)
+      env[layer_.live_in[i]] = copy_in_[i] ? in[i].clone() : in[i];
+    for (const auto& [v, t] : tensors_) env[v] = t;
+    for (const auto& [v, t, d] : layer_.sizes) env[v] = env[t].toTensor().size(d);
+    RunNodes(g, layer_.nodes, mode_ == nullptr || mode_->is_training(), &env);
+    Activations out;
+    for (int v : layer_.live_out) out.push_back(env[v].toTensor());
+    return out;
+  }
+
+ private:
+  std::shared_ptr<ExportArchive> archive_;
+  ExportLayer layer_;
+  std::vector<std::pair<int, torch::Tensor>> tensors_;
+  const torch::nn::Module* mode_;
+  std::vector<bool> copy_in_;
+};
+
+// Reads the tensors `layer` reads from the archive, registering parameters and buffers in
+// `module` (when given).
+std::vector<std::pair<int, torch::Tensor>> ReadTensors(ExportArchive& archive,
+                                                       const ExportLayer& layer,
+                                                       ExportLayerModule* module) {
+  std::vector<std::pair<int, torch::Tensor>> tensors;
+  for (int i : layer.tensors) {
+    const ExportTensorInput& in = archive.graph().tensors[i];
+    torch::Tensor t = archive.Read(in.fqn);
+    tensors.push_back({in.value, t});
+    if (module && in.kind != ExportTensorInput::Kind::kConstant)
+      module->Add(in.fqn, t, in.kind == ExportTensorInput::Kind::kParameter);
+  }
+  return tensors;
+}
+
+// Parameters several layers read (tied weights): one fqn read by two layers, or two fqns
+// sharing one record of the archive (torch.export.save stores a tied weight once).
+std::vector<SharedParameter> FindTiedParameters(const ExportArchive& archive,
+                                                const ExportCut& cut) {
+  std::map<std::string, SharedParameter> uses;
+  for (int l = 0; l < static_cast<int>(cut.layers.size()); ++l)
+    for (int i : cut.layers[l].tensors) {
+      const ExportTensorInput& in = archive.graph().tensors[i];
+      if (in.kind == ExportTensorInput::Kind::kParameter)
+        uses[archive.RecordOf(in.fqn)].uses.push_back({l, in.fqn});
+    }
+  std::vector<SharedParameter> shared;
+  for (auto& [record, s] : uses) {
+    bool several_layers = false;
+    for (const auto& u : s.uses) several_layers |= u.first != s.uses.front().first;
+    if (several_layers) shared.push_back(std::move(s));
+  }
+  return shared;
+}
+
+// The target's shape, dtype and classes from the model's output as the export saw it.
+void SetTarget(Model* m, const ExportGraph& g, const ExportCut& cut, const ScriptModelOptions& o) {
+  std::vector<int64_t> out;
+  if (auto it = g.sample_shapes.find(cut.layers.back().live_out.at(0)); it != g.sample_shapes.end())
+    out = it->second;
+  const int64_t classes = out.empty() ? 0 : out.back();
+  if (cut.loss && !c10::isFloatingType(m->input_dtype)) {
+    m->target_shape = m->input_shape;  // a language model: the next token of every position
+    m->target_dtype = torch::kInt64;
+    m->num_classes = classes;
+  } else if (o.loss == "cross-entropy" || o.loss == "nll") {
+    m->target_shape.assign(out.begin(), out.end() - (out.empty() ? 0 : 1));
+    m->target_dtype = torch::kInt64;
+    m->num_classes = classes;
+  } else {
+    m->target_shape = out;
+    m->target_dtype = m->input_dtype;
+  }
+}
+
+void SetExportLoss(Model* m, std::shared_ptr<ExportArchive> archive, const ExportCut& cut,
+                   const ScriptModelOptions& o, const std::string& file) {
+  if (!cut.loss) {
+    if (o.loss.empty())
+      ThrowInput("{}: forward computes no loss; pass --loss {}", file,
+                 fmt::join(BuiltInLosses(), "|"));
+    m->loss = BuiltInLoss(o.loss, file);
+    return;
+  }
+  if (!o.loss.empty())
+    ThrowInput("{}: forward(input, target) computes its own loss; drop --loss {}", file, o.loss);
+  auto tensors = ReadTensors(*archive, *cut.loss, nullptr);
+  auto run = std::make_shared<LayerRunner>(archive, *cut.loss, std::move(tensors), nullptr);
+  m->loss = [run](const torch::Tensor& output, const torch::Tensor& target) {
+    return run->Run({output, target}).at(0);
+  };
+}
+
+}  // namespace
+
+Model LoadExportedModel(const std::filesystem::path& path, const ScriptModelOptions& o,
+                        torch::Dtype dtype, LayerRange held) {
+  const std::string file = path.string();
+  if (!std::filesystem::is_regular_file(path)) ThrowInput("{}: no such file", file);
+  if (dtype != torch::kFloat32 && dtype != torch::kFloat64)
+    ThrowInput("{}: dtype must be float32 or float64", file);
+  auto archive = std::make_shared<ExportArchive>(file, dtype);
+  const ExportCut cut = CutExportedGraph(archive->graph(), o.expand, o.depth, file);
+  Model m;
+  m.name = file;
+  m.input_shape = o.input_shape;
+  m.input_dtype = c10::isFloatingType(o.input_dtype) ? dtype : o.input_dtype;
+  if (cut.token_input) m.input_dtype = torch::kInt64;
+  if (m.input_shape.empty() && c10::isFloatingType(m.input_dtype))
+    ThrowInput("{}: the input sample shape is unknown: pass --data or --input-shape", file);
+  if (m.input_dtype == torch::kInt64 && cut.token_table >= 0)
+    m.vocab_size = archive->Sizes(archive->graph().tensors[cut.token_table].fqn).at(0);
+  SetExportLoss(&m, archive, cut, o, file);
+  SetTarget(&m, archive->graph(), cut, o);
+  const int n = static_cast<int>(cut.layers.size());
+  for (int i = 0; i < n; ++i) {
+    NamedLayer layer;
+    layer.name = cut.layers[i].name;
+    if (held.Contains(i, n)) {
+      auto module = std::make_shared<ExportLayerModule>();
+      auto tensors = ReadTensors(*archive, cut.layers[i], module.get());
+      auto run =
+          std::make_shared<LayerRunner>(archive, cut.layers[i], std::move(tensors), module.get());
+      layer.forward = [run](const Activations& x) { return run->Run(x); };
+      layer.module = std::move(module);
+    }
+    m.layers.push_back(std::move(layer));
+  }
+  m.shared_parameters = FindTiedParameters(*archive, cut);
+  archive->ForgetRead();
+  return m;
+}
+
+}  // namespace dapple
