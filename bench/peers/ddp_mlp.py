@@ -9,17 +9,10 @@ JSON line; step time is the max over ranks of each step, median over steps.
       --micro-batches 4 --steps 20 --threads 1 --nproc 2
 """
 import os
-import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peer_common as pc  # noqa: E402
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(rank, a):
@@ -65,7 +58,7 @@ def main():
     a = pc.parse_args(__doc__, lambda p: p.add_argument("--nproc", type=int, default=2))
     pc.set_thread_env(a.threads)  # inherited by the spawned processes
     os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(free_port())
+    os.environ["MASTER_PORT"] = str(pc.free_port())
     import torch.multiprocessing as mp
     mp.spawn(run, args=(a,), nprocs=a.nproc, join=True)
 

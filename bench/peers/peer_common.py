@@ -7,8 +7,16 @@ Linear head, cross-entropy loss.
 import argparse
 import json
 import os
+import socket
 import statistics
 import time
+
+
+def free_port():
+    """A TCP port free on the loopback now, for MASTER_PORT."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def set_thread_env(threads):

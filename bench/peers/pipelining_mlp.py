@@ -15,17 +15,10 @@ max over ranks of each step, median over steps.
       --micro-batches 4 --steps 20 --threads 1 --schedule 1f1b
 """
 import os
-import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peer_common as pc  # noqa: E402
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cuts(n, parts, first=-1):
@@ -100,7 +93,7 @@ def main():
     a = pc.parse_args(__doc__, extra)
     pc.set_thread_env(a.threads)  # inherited by the spawned processes
     os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(free_port())
+    os.environ["MASTER_PORT"] = str(pc.free_port())
     import torch.multiprocessing as mp
     mp.spawn(run, args=(a,), nprocs=2, join=True)
 
