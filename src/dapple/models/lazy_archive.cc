@@ -5,10 +5,12 @@
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -79,6 +81,26 @@ std::set<uint64_t> DataRecordOffsets(const std::string& path) {
   return offsets;
 }
 
+// A storage of `bytes` zeros in private anonymous pages: until written they all map the
+// kernel's zero page, and so are not resident. Unmapped when the storage is freed.
+c10::Storage ZeroPages(size_t bytes, const std::string& path) {
+  struct Mapping {
+    void* start;
+    size_t bytes;
+  };
+  bytes = std::max<size_t>(bytes, 1);
+  void* start = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (start == MAP_FAILED) throw Error(path + ": mmap: " + std::strerror(errno));
+  auto unmap = [](void* context) {
+    auto* m = static_cast<Mapping*>(context);
+    ::munmap(m->start, m->bytes);
+    delete m;
+  };
+  c10::DataPtr data(start, new Mapping{start, bytes}, unmap, c10::Device(c10::kCPU));
+  return c10::Storage(c10::Storage::use_byte_size_t(), bytes, std::move(data),
+                      /*allocator=*/nullptr, /*resizable=*/false);
+}
+
 }  // namespace
 
 LazyArchive::LazyArchive(std::string path) : path_(std::move(path)) {
@@ -127,6 +149,19 @@ void LazyArchive::Release(torch::Tensor t) {
   auto it = tensors_.find(t.unsafeGetTensorImpl());
   if (it == tensors_.end()) return;
   t.set_data(torch::empty({0}, t.options()));
+  it->second.state = Tensor::kReleased;
+}
+
+void LazyArchive::StandIn(torch::Tensor t, torch::Dtype dtype) {
+  torch::NoGradGuard no_grad;
+  auto it = tensors_.find(t.unsafeGetTensorImpl());
+  if (it == tensors_.end() || it->second.state == Tensor::kMaterialized) return;
+  const Tensor& info = it->second;
+  const c10::ScalarType type = c10::isFloatingType(info.file_dtype) ? dtype : info.file_dtype;
+  const size_t elements = info.range.bytes / c10::elementSize(info.file_dtype);
+  t.set_data(torch::empty({0}, t.options().dtype(type))
+                 .set_(ZeroPages(elements * c10::elementSize(type), path_), info.storage_offset,
+                       info.sizes, info.strides));
   it->second.state = Tensor::kReleased;
 }
 

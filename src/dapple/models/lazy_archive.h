@@ -34,6 +34,12 @@ class LazyArchive {
   void Materialize(torch::Tensor t, torch::Dtype dtype);
   // Frees `t`'s values; a later Materialize reads them again.
   void Release(torch::Tensor t);
+  // Gives `t` zeros in place of its values (floating point ones in `dtype`), from pages that
+  // the kernel maps to its one zero page until written, so they take no memory: a layer runs
+  // on them to learn its output's shape without reading the archive (Note [Probing with
+  // zeros] in script_model.cc). Release frees them. A tensor that did not come from the
+  // archive's data, or whose values were read, is left as it is.
+  void StandIn(torch::Tensor t, torch::Dtype dtype);
 
  private:
   struct Range {

@@ -8,6 +8,7 @@
 #include <torch/script.h>
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "dapple/common/error.h"
@@ -169,10 +170,46 @@ std::vector<torch::Tensor> LayerTensors(const NamedLayer& layer) {
   return t;
 }
 
-// Runs the layers on a probe batch in evaluation mode (no BatchNorm statistic changes) and
-// sets the target's shape, dtype and classes from the output. Each layer's tensors are read
-// from the archive just before it runs, and those of layers this process does not hold
-// (not in `keep`) are freed after it (Note [Loading only what a stage reads]).
+// Note [Probing with zeros]: a model's output shape (hence its targets') is learnt by running
+// its layers on a probe batch. Run on the values, that read every layer's tensors from the
+// archive, also in a process that holds one stage or none (the launcher, a rank's plan
+// check), and malloc keeps what is freed (Note [Freed memory stays]): each process held the
+// whole model at its start. Only shapes are wanted, so the layers a process does not hold run
+// on zeros in pages that take no memory (LazyArchive::StandIn), freed after each layer; the
+// held ones run on their values, read once.
+
+// Runs the layers in evaluation mode (no BatchNorm statistic changes) on `input`: the output,
+// or the exception of the layer that failed, with the layer's name.
+struct ProbeRun {
+  std::optional<torch::Tensor> output;
+  std::string failed_layer, error;
+};
+
+ProbeRun ProbeLayers(Model* m, LazyArchive& archive, const torch::Tensor& input,
+                     const std::set<const void*>& keep, torch::Dtype dtype) {
+  Activations y{input};
+  for (const auto& layer : m->layers) {
+    for (const auto& t : LayerTensors(layer)) {
+      if (keep.count(t.unsafeGetTensorImpl()))
+        archive.Materialize(t, dtype);
+      else
+        archive.StandIn(t, dtype);
+    }
+    try {
+      y = layer.forward(y);
+    } catch (const InputError&) {
+      throw;
+    } catch (const std::exception& e) {
+      return {std::nullopt, layer.name, e.what()};
+    }
+    for (const auto& t : LayerTensors(layer))
+      if (!keep.count(t.unsafeGetTensorImpl())) archive.Release(t);
+  }
+  return {y.at(0), "", ""};
+}
+
+// Sets the target's shape, dtype and classes from the model's output on a probe batch, and
+// reads the tensors of the held layers (`keep`) from the archive (Note [Probing with zeros]).
 void ProbeOutput(Model* m, LazyArchive& archive, const std::set<const void*>& keep,
                  const ScriptModelOptions& o, torch::Dtype dtype, bool own_loss,
                  const std::string& file) {
@@ -180,23 +217,14 @@ void ProbeOutput(Model* m, LazyArchive& archive, const std::set<const void*>& ke
   torch::NoGradGuard no_grad;
   ScriptModelOptions probe = o;
   probe.input_dtype = m->input_dtype;
-  Activations y{ProbeInput(probe, dtype)};
-  for (const auto& layer : m->layers) {
-    for (const auto& t : LayerTensors(layer)) archive.Materialize(t, dtype);
-    try {
-      y = layer.forward(y);
-    } catch (const InputError&) {
-      throw;
-    } catch (const std::exception& e) {
-      ThrowInput("{}: layer {} fails on a batch of samples shaped [{}] ({}): {}", file, layer.name,
-                 fmt::join(o.input_shape, ", "), c10::toString(m->input_dtype),
-                 FirstLine(e.what()));
-    }
-    for (const auto& t : LayerTensors(layer))
-      if (!keep.count(t.unsafeGetTensorImpl())) archive.Release(t);
+  const ProbeRun run = ProbeLayers(m, archive, ProbeInput(probe, dtype), keep, dtype);
+  if (!run.output) {
+    ThrowInput("{}: layer {} fails on a batch of samples shaped [{}] ({}): {}", file,
+               run.failed_layer, fmt::join(o.input_shape, ", "), c10::toString(m->input_dtype),
+               FirstLine(run.error));
   }
   m->SetTraining(true);
-  const torch::Tensor& out = y.at(0);
+  const torch::Tensor& out = *run.output;
   std::vector<int64_t> out_sample(out.sizes().begin() + std::min<int64_t>(1, out.dim()),
                                   out.sizes().end());
   if (own_loss && !c10::isFloatingType(m->input_dtype)) {

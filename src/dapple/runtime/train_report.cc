@@ -177,6 +177,7 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
                {"opt_bytes", stats.optimizer_bytes()},
                {"rss_bytes", stats.peak_resident_bytes()},
                {"rss_start_bytes", stats.resident_at_start_bytes()},
+               {"rss_before_training_bytes", stats.peak_before_training_bytes()},
                {"data_bytes", stats.data_bytes()}};
   auto all = comm.GatherStrings("summary", mine.dump(), 0);
   if (comm.rank() != 0) return {};
@@ -185,6 +186,7 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
   std::vector<int64_t> peak_bytes(S, 0), param_bytes(S, 0), opt_bytes(S, 0), rss_bytes(S, 0),
       data_bytes(S, 0);
   std::vector<int64_t> rss_grown(S, 0);  // Note [Memory above the start]
+  std::vector<int64_t> rss_before_training(S, 0);
   double bubble = 0, step_ms = 0, median_step_ms = 0;
   for (int r = 0; r < comm.size(); ++r) {
     if (grid.Idle(r)) continue;  // its steps only wait for the loss: no bubble, no peaks
@@ -196,6 +198,8 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
     opt_bytes[s] = std::max(opt_bytes[s], j["opt_bytes"].get<int64_t>());
     rss_bytes[s] = std::max(rss_bytes[s], j["rss_bytes"].get<int64_t>());
     data_bytes[s] = std::max(data_bytes[s], j["data_bytes"].get<int64_t>());
+    rss_before_training[s] =
+        std::max(rss_before_training[s], j["rss_before_training_bytes"].get<int64_t>());
     rss_grown[s] = std::max(rss_grown[s],
                             j["rss_bytes"].get<int64_t>() - j.value("rss_start_bytes", int64_t{0}));
     bubble += j["bubble"].get<double>() / grid.num_active();
@@ -225,6 +229,7 @@ MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, cons
                         {"data_bytes", data_bytes[s]},
                         {"peak_resident_bytes", rss_bytes[s]},
                         {"peak_resident_above_start_bytes", rss_grown[s]},
+                        {"peak_resident_before_training_bytes", rss_before_training[s]},
                         {"planned_peak_memory_bytes", estimate(s)},
                         {"planned_process_memory_bytes", process}});
     }

@@ -59,8 +59,8 @@ int64_t LogEvery(int64_t steps);
 // libtorch's code and allocator pools, the communicator's buffers (about 200 MiB here),
 // which no plan changes. So the summary reports the peak resident memory whole and
 // above the resident memory measured just before the stage is built; the latter is what
-// compares with the estimate. A TorchScript model loads whole before the children of other
-// stages are dropped, so its peak can include the whole model's parameters once.
+// compares with the estimate. The peak up to the first step is reported too: a rank's start
+// is libtorch and its own stage, not the whole model (Note [Probing with zeros]).
 
 // One rank's measurements over the run.
 class RunStats {
@@ -84,6 +84,10 @@ class RunStats {
     peak_resident_bytes_ = peak_resident_bytes;
     resident_at_start_bytes_ = resident_at_start_bytes;
   }
+  // The peak resident memory up to the first step: libtorch, the stage, its optimizer and
+  // data, and whatever loading left resident (Note [Probing with zeros] in
+  // models/script_model.cc).
+  void SetPeakBeforeTraining(int64_t bytes) { peak_before_training_bytes_ = bytes; }
   // The bytes of the data set this rank holds or maps (Dataset::HeldBytes; 0 on the
   // stages between the first and the last, Note [Data a stage reads] in models/data.h).
   void SetDataBytes(int64_t bytes) { data_bytes_ = bytes; }
@@ -98,6 +102,7 @@ class RunStats {
   int64_t optimizer_bytes() const { return optimizer_bytes_; }
   int64_t peak_resident_bytes() const { return peak_resident_bytes_; }
   int64_t resident_at_start_bytes() const { return resident_at_start_bytes_; }
+  int64_t peak_before_training_bytes() const { return peak_before_training_bytes_; }
   int64_t data_bytes() const { return data_bytes_; }
 
  private:
@@ -109,6 +114,7 @@ class RunStats {
   int64_t peak_bytes_ = 0;
   int64_t parameter_bytes_ = 0, optimizer_bytes_ = 0, peak_resident_bytes_ = 0;
   int64_t resident_at_start_bytes_ = 0;
+  int64_t peak_before_training_bytes_ = 0;
   int64_t data_bytes_ = 0;
 };
 

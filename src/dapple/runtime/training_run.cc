@@ -187,6 +187,7 @@ void TrainingRun::SetUpWorker() {
   first_traced_ = std::max<int64_t>(start_, o_.steps - std::max(1, o_.trace_steps));
   tracing_ = !o_.trace_path.empty();
   comm_->Barrier(fmt::format("rank {}: start of training", env_.rank));
+  stats_.SetPeakBeforeTraining(PeakResidentBytes());
   step_losses_.emplace(*comm_, idle_.empty() ? "" : "loss", sums_loss_, env_.rank, o_.timeout);
 }
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "dapple/common/error.h"
 #include "dapple/common/malloc_tuning.h"
 #include "dapple/common/precision.h"
+#include "dapple/common/process_memory.h"
 #include "dapple/format/plan.h"
 #include "dapple/models/data.h"
 #include "dapple/models/model_source.h"
@@ -161,7 +163,13 @@ int LaunchTraining(TrainArgs& a) {
     // A lost device is a rank that failed twice: only with restarts.
     if (a.max_restarts > 0) restarts.replan = MakeElasticReplanner(planner, in_use);
   }
-  return LaunchWithRestarts(lo, restarts);
+  const int code = LaunchWithRestarts(lo, restarts);
+  if (a.o.log_json) {  // the launcher's own memory: it holds no stage (Note [Probing with zeros])
+    std::printf("%s\n", nlohmann::json{{"launcher", {{"peak_resident_bytes", PeakResidentBytes()}}}}
+                            .dump()
+                            .c_str());
+  }
+  return code;
 }
 
 void RunTrainCommand(TrainArgs& a) {
