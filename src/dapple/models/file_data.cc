@@ -1,14 +1,18 @@
 // The user's data files: a torch.save dict of tensors, and flat uint16 token files
 // (memory-mapped, the nanoGPT .bin convention). See data.h.
+#include <caffe2/serialize/file_adapter.h>
+#include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <torch/serialize.h>
+#include <torch/csrc/jit/serialization/import_read.h>
+#include <torch/types.h>
 
 #include <fstream>
-#include <iterator>
+#include <memory>
 
 #include "dapple/common/error.h"
 #include "dapple/models/data_internal.h"
+#include "dapple/models/skipping_reader.h"
 
 namespace dapple {
 namespace internal {
@@ -25,15 +29,29 @@ std::string SampleShape(const std::vector<int64_t>& s) {
   return fmt::format("[{}]", fmt::join(s, ", "));
 }
 
-// Reads `input` and `target` of a zip-format torch.save dict.
-Batch ReadTensorFile(const std::filesystem::path& path) {
+// The object of a zip-format torch.save file, its records read from the file one by one (not
+// the whole file into memory first). Without `values` the tensors' values are not read: their
+// shapes and dtypes are right, their memory untouched (skipping_reader.h).
+c10::IValue ReadTorchSave(const std::string& file, bool values) {
+  std::shared_ptr<caffe2::serialize::ReadAdapterInterface> adapter;
+  if (values) {
+    adapter = std::make_shared<caffe2::serialize::FileAdapter>(file);
+  } else {
+    adapter = std::make_shared<SkippingReader>(file, DataRecordOffsets(file));
+  }
+  caffe2::serialize::PyTorchStreamReader reader(adapter);
+  return torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"data/",
+                                           std::nullopt, std::nullopt, std::nullopt, reader);
+}
+
+// Reads `input` and `target` of a zip-format torch.save dict (their shapes only, without
+// `values`: Note [Probing with zeros] in script_model.cc).
+Batch ReadTensorFile(const std::filesystem::path& path, bool values = true) {
   const std::string file = path.string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) ThrowInput("{}: cannot open the data file", file);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!std::ifstream(path, std::ios::binary)) ThrowInput("{}: cannot open the data file", file);
   c10::IValue v;
   try {
-    v = torch::pickle_load(bytes);
+    v = ReadTorchSave(file, values);
   } catch (const std::exception& e) {
     std::string what = e.what();
     ThrowInput(
@@ -48,7 +66,8 @@ Batch ReadTensorFile(const std::filesystem::path& path) {
     const std::string key = item.key().toStringRef();
     if (key != "input" && key != "target") continue;
     if (!item.value().isTensor()) ThrowInput("{}: '{}' is not a tensor", file, key);
-    (key == "input" ? b.inputs : b.targets) = item.value().toTensor().contiguous();
+    const torch::Tensor t = item.value().toTensor();
+    (key == "input" ? b.inputs : b.targets) = values ? t.contiguous() : t;
   }
   if (!b.inputs.defined()) ThrowInput("{}: no 'input' tensor", file);
   if (!b.targets.defined()) ThrowInput("{}: no 'target' tensor", file);
@@ -239,7 +258,7 @@ std::pair<std::vector<int64_t>, torch::Dtype> DataFileSample(const std::filesyst
     internal::TokenFile t(path, seq_len);
     return {{seq_len}, torch::kInt64};
   }
-  Batch b = internal::ReadTensorFile(path);
+  Batch b = internal::ReadTensorFile(path, /*values=*/false);
   return {std::vector<int64_t>(b.inputs.sizes().begin() + 1, b.inputs.sizes().end()),
           b.inputs.scalar_type()};
 }

@@ -2,84 +2,18 @@
 #include "dapple/models/lazy_archive.h"
 
 #include <c10/core/CPUAllocator.h>
-#include <caffe2/serialize/inline_container.h>
-#include <caffe2/serialize/read_adapter_interface.h>
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <torch/csrc/jit/serialization/import.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <set>
 
 #include "dapple/common/error.h"
+#include "dapple/models/skipping_reader.h"
 
 namespace dapple {
 namespace {
-
-// An open file, closed on scope exit.
-struct File {
-  explicit File(const std::string& path) : fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-    if (fd < 0) throw Error(path + ": " + std::strerror(errno));
-  }
-  ~File() { ::close(fd); }
-  File(const File&) = delete;
-  File& operator=(const File&) = delete;
-  // Reads exactly n bytes at pos into buf.
-  void ReadAt(uint64_t pos, void* buf, size_t n, const std::string& path) const {
-    auto* p = static_cast<char*>(buf);
-    while (n > 0) {
-      ssize_t got = ::pread(fd, p, n, static_cast<off_t>(pos));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) throw Error(path + ": short read: " + std::strerror(errno));
-      p += got;
-      pos += static_cast<uint64_t>(got);
-      n -= static_cast<size_t>(got);
-    }
-  }
-  int fd;
-};
-
-// Serves the archive to the loader; a read of a data record's bytes is recorded, not done.
-class SkippingReader : public caffe2::serialize::ReadAdapterInterface {
- public:
-  SkippingReader(std::string path, std::set<uint64_t> records)
-      : path_(std::move(path)), file_(path_), records_(std::move(records)) {
-    struct stat st;
-    if (::fstat(file_.fd, &st) != 0) throw Error(path_ + ": " + std::strerror(errno));
-    size_ = static_cast<size_t>(st.st_size);
-  }
-  size_t size() const override { return size_; }
-  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
-    if (records_.count(pos)) {
-      skipped_[buf] = {pos, n};
-      return n;
-    }
-    file_.ReadAt(pos, buf, n, path_);
-    return n;
-  }
-  // Buffer -> (file offset, bytes) of every record read so far.
-  std::map<const void*, std::pair<uint64_t, size_t>>& skipped() const { return skipped_; }
-
- private:
-  std::string path_;
-  File file_;
-  std::set<uint64_t> records_;
-  size_t size_ = 0;
-  mutable std::map<const void*, std::pair<uint64_t, size_t>> skipped_;
-};
-
-// The file offsets of the archive's data records (each one storage).
-std::set<uint64_t> DataRecordOffsets(const std::string& path) {
-  caffe2::serialize::PyTorchStreamReader reader(path);
-  std::set<uint64_t> offsets;
-  for (const std::string& name : reader.getAllRecords())
-    if (name.rfind("data/", 0) == 0) offsets.insert(reader.getRecordOffset(name));
-  return offsets;
-}
 
 // A storage of `bytes` zeros in private anonymous pages: until written they all map the
 // kernel's zero page, and so are not resident. Unmapped when the storage is freed.
@@ -129,7 +63,7 @@ void LazyArchive::Materialize(torch::Tensor t, torch::Dtype dtype) {
   auto it = tensors_.find(t.unsafeGetTensorImpl());
   if (it != tensors_.end() && it->second.state != Tensor::kMaterialized) {
     Tensor& info = it->second;
-    File file(path_);
+    ArchiveFile file(path_);
     if (info.state == Tensor::kPending) {
       file.ReadAt(info.range.offset, t.storage().mutable_data(), info.range.bytes, path_);
     } else {
