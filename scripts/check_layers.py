@@ -36,7 +36,7 @@ PLAN_LEVELS = [
     # What a plan's costs are made of: the API's types, the latency L, the work on the
     # cores, the choice of the layers that re-compute, one stage's figures.
     ["plan_options", "pipeline_latency", "parallel_for", "recompute_choice", "stage_cost"],
-    ["planner_kind", "shard_memo"],  # the planners' names; the stage figures kept per call
+    ["shard_memo"],                  # the stage figures kept per planner call
     ["plan_costs"],                  # a plan's costs as the planner sees them
     # The DP; the cheap answers to "is this plan slower than t?"; a V's cut into chunks.
     ["dp/", "search/", "v_cut"],

@@ -8,7 +8,7 @@
 #include <tuple>
 #include <vector>
 
-#include "dapple/plan/plan_costs.h"
+#include "dapple/plan/stage_cost.h"
 
 namespace dapple {
 

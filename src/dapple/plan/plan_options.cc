@@ -1,9 +1,9 @@
 // The planner kinds by name (`dapple plan --planner`) and the micro-batch sizes a global
-// batch allows: see planner.h.
+// batch allows: see plan_options.h.
 #include <fmt/format.h>
 
 #include "dapple/common/error.h"
-#include "dapple/plan/planner.h"
+#include "dapple/plan/plan_options.h"
 
 namespace dapple {
 
