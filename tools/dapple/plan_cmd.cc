@@ -19,6 +19,7 @@
 #include "commands.h"
 #include "dapple/common/error.h"
 #include "dapple/common/json_util.h"
+#include "dapple/common/schedule_kind.h"
 #include "dapple/cost/analytic_cost_model.h"
 #include "dapple/format/cluster.h"
 #include "dapple/format/cluster_kinds.h"
@@ -262,11 +263,7 @@ void RecordSources(const ModelInputArgs& in, const Profile& profile, Plan& plan)
       preset ? in.cluster : std::filesystem::absolute(in.cluster).lexically_normal().string();
 }
 
-void RunPlanCommand(const PlanArgs& a) {
-  ModelInputs in = LoadModelInputs(a.inputs);
-  const Profile& profile = in.profile;
-  const Cluster& cluster = in.cluster;
-  AnalyticCostModel cost(profile, cluster, in.cost_options);
+PlannerOptions OptionsOf(const PlanArgs& a) {
   PlannerOptions o;
   o.planner = ParsePlannerKind(a.planner);
   if (a.schedule) o.schedule = ParseScheduleKind(*a.schedule);
@@ -274,21 +271,89 @@ void RunPlanCommand(const PlanArgs& a) {
   o.allreduce_overlap = a.overlap;
   o.steady_state = a.steady_state;
   o.refine_work = a.refine_work;
+  return o;
+}
+
+// No feasible plan: one line (exit code 2), with the memory the leanest plan would need.
+[[noreturn]] void ThrowNoPlan(const Profile& profile, const Cluster& cluster, const CostModel& cost,
+                              const PlanResult& r) {
+  if (r.required_memory_bytes > 0)
+    ThrowInput(
+        "{} on {}: {} (memory for a stage {:.2f} GB per device; try --memory-gb {:.0f}, more "
+        "devices or a smaller global batch)",
+        profile.model, cluster.name, r.reason, cost.DeviceMemoryBytes(0) / 1e9,
+        std::ceil((r.required_memory_bytes + cost.ProcessMemoryBytes(0)) / 1e9));
+  ThrowInput("{} on {}: {}", profile.model, cluster.name, r.reason);
+}
+
+// The DAPPLE planner with each schedule family fixed, one row per family: the search's own
+// family runs where it made them, zb-h2's from beside the search, the others planned here.
+std::vector<Row> FamilyRows(const PlannerOptions& o, const PlanResult& r,
+                            const std::optional<Row>& h2_row, const Profile& profile,
+                            const Cluster& cluster, const CostModel& cost, int global_batch) {
+  std::vector<Row> families;
+  for (ScheduleKind k : {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1,
+                         ScheduleKind::kZbH2, ScheduleKind::kInterleaved, ScheduleKind::kZbV,
+                         ScheduleKind::kVHalf, ScheduleKind::kVMin}) {
+    PlannerOptions fixed = o;
+    fixed.schedule = k;
+    auto done = std::find_if(r.families.begin(), r.families.end(),
+                             [&](const PlanResult& f) { return f.family == k; });
+    if (done != r.families.end()) {  // the search ran it already
+      families.push_back(Row{"dapple", *done, ""});
+    } else if (k == ScheduleKind::kZbH2 && h2_row) {  // beside the search
+      families.push_back(*h2_row);
+    } else {
+      families.push_back(RunOne(PlannerKind::kDapple, profile, cluster, cost, global_batch, fixed));
+    }
+    families.back().planner = ToString(k);
+  }
+  return families;
+}
+
+// `--json`: the plan's figures, every baseline's and every family's.
+void PrintJson(const PlanArgs& a, const Profile& profile, const Cluster& cluster,
+               const PlanResult& r, const std::vector<Row>& rows,
+               const std::vector<Row>& families) {
+  Json j;
+  j["profile"] = a.inputs.profile;
+  j["model"] = profile.model;
+  j["cluster"] = cluster.name;
+  j["global_batch_size"] = a.global_batch;
+  Row self{a.planner, r, ""};
+  j["result"] = RowJson(self);
+  j["iteration_ms"] = r.plan->estimate->iteration_ms;
+  if (a.steady_state) j["steady_state_iteration_ms"] = r.steady_state_iteration_ms;
+  j["speedup"] = r.plan->estimate->speedup;
+  j["baselines"] = Json::array();
+  for (const Row& row : rows) j["baselines"].push_back(RowJson(row));
+  j["schedules"] = Json::array();  // the dapple planner with each family fixed
+  for (const Row& row : families) j["schedules"].push_back(RowJson(row));
+  fmt::print("{}\n", j.dump(2));
+}
+
+void RunPlanCommand(const PlanArgs& a) {
+  ModelInputs in = LoadModelInputs(a.inputs);
+  const Profile& profile = in.profile;
+  const Cluster& cluster = in.cluster;
+  AnalyticCostModel cost(profile, cluster, in.cost_options);
+  PlannerOptions o = OptionsOf(a);
   PlanningMemo memo;  // the baselines' and families' calls reuse this one's DPs and simulations
   o.memo = &memo;
   std::vector<PlannerKind> names;
   if (a.baselines)
     for (PlannerKind k : AllPlanners())
       if (k != o.planner) names.push_back(k);
-  // The zb-h2 row searches a schedule that is none of the search's families, so it need not
-  // wait for the search: it runs after the baselines' rows, on their thread.
-  const bool h2_beside = a.baselines && o.planner == PlannerKind::kDapple && !a.schedule;
+  // One row per schedule family with the DAPPLE planner's own search. The zb-h2 row searches
+  // a schedule that is none of the search's families, so it need not wait for the search: it
+  // runs after the baselines' rows, on their thread.
+  const bool families_wanted = a.baselines && o.planner == PlannerKind::kDapple && !a.schedule;
   std::optional<Row> h2_row;
   auto baselines = [&, o] {
     std::vector<Row> rows;
     for (PlannerKind name : names)
       rows.push_back(RunOne(name, profile, cluster, cost, a.global_batch, o));
-    if (h2_beside) {
+    if (families_wanted) {
       PlannerOptions fixed = o;
       fixed.schedule = ScheduleKind::kZbH2;
       h2_row = RunOne(PlannerKind::kDapple, profile, cluster, cost, a.global_batch, fixed);
@@ -305,66 +370,23 @@ void RunPlanCommand(const PlanArgs& a) {
   if (!names.empty())
     main.proposed = [&] { rows_ahead = std::async(std::launch::async, baselines); };
   PlanResult r = RunPlanner(profile, cluster, cost, a.global_batch, main);
-  if (!r.plan) {
-    if (r.required_memory_bytes > 0)
-      ThrowInput(
-          "{} on {}: {} (memory for a stage {:.2f} GB per device; try --memory-gb {:.0f}, more "
-          "devices "
-          "or a smaller global batch)",
-          profile.model, cluster.name, r.reason, cost.DeviceMemoryBytes(0) / 1e9,
-          std::ceil((r.required_memory_bytes + cost.ProcessMemoryBytes(0)) / 1e9));
-    ThrowInput("{} on {}: {}", profile.model, cluster.name, r.reason);
-  }
+  if (!r.plan) ThrowNoPlan(profile, cluster, cost, r);
   std::vector<Row> rows = rows_ahead.valid() ? rows_ahead.get() : baselines(), families;
-  if (a.baselines) {
-    if (o.planner == PlannerKind::kDapple && !a.schedule) {
-      for (ScheduleKind k : {ScheduleKind::kDappleA, ScheduleKind::kDappleB, ScheduleKind::kZbH1,
-                             ScheduleKind::kZbH2, ScheduleKind::kInterleaved, ScheduleKind::kZbV,
-                             ScheduleKind::kVHalf, ScheduleKind::kVMin}) {
-        PlannerOptions fixed = o;
-        fixed.schedule = k;
-        auto done = std::find_if(r.families.begin(), r.families.end(),
-                                 [&](const PlanResult& f) { return f.family == k; });
-        if (done != r.families.end()) {  // the search ran it already
-          families.push_back(Row{"dapple", *done, ""});
-        } else if (k == ScheduleKind::kZbH2 && h2_row) {  // beside the search
-          families.push_back(*h2_row);
-        } else {
-          families.push_back(
-              RunOne(PlannerKind::kDapple, profile, cluster, cost, a.global_batch, fixed));
-        }
-        families.back().planner = ToString(k);
-      }
-    }
-  }
+  if (families_wanted) families = FamilyRows(o, r, h2_row, profile, cluster, cost, a.global_batch);
   RecordSources(a.inputs, in.profile, *r.plan);
   if (!a.output.empty()) WritePlanJson(*r.plan, a.output);
   if (a.json) {
-    Json j;
-    j["profile"] = a.inputs.profile;
-    j["model"] = profile.model;
-    j["cluster"] = cluster.name;
-    j["global_batch_size"] = a.global_batch;
-    Row self{a.planner, r, ""};
-    j["result"] = RowJson(self);
-    j["iteration_ms"] = r.plan->estimate->iteration_ms;
-    if (a.steady_state) j["steady_state_iteration_ms"] = r.steady_state_iteration_ms;
-    j["speedup"] = r.plan->estimate->speedup;
-    j["baselines"] = Json::array();
-    for (const Row& row : rows) j["baselines"].push_back(RowJson(row));
-    j["schedules"] = Json::array();  // the dapple planner with each family fixed
-    for (const Row& row : families) j["schedules"].push_back(RowJson(row));
-    fmt::print("{}\n", j.dump(2));
-  } else {
-    PrintTable(a, profile, cluster, cost, r, rows);
-    if (a.steady_state)
-      fmt::print(
-          "steady state {:.2f} ms per iteration (each stage's next forward after its own "
-          "update; chosen by it)\n",
-          r.steady_state_iteration_ms);
-    PrintFamilies(families);
-    if (!a.output.empty()) fmt::print("plan written to {}\n", a.output);
+    PrintJson(a, profile, cluster, r, rows, families);
+    return;
   }
+  PrintTable(a, profile, cluster, cost, r, rows);
+  if (a.steady_state)
+    fmt::print(
+        "steady state {:.2f} ms per iteration (each stage's next forward after its own "
+        "update; chosen by it)\n",
+        r.steady_state_iteration_ms);
+  PrintFamilies(families);
+  if (!a.output.empty()) fmt::print("plan written to {}\n", a.output);
 }
 
 }  // namespace
@@ -376,11 +398,9 @@ void AddPlanCommand(CLI::App& app) {
   AddModelInputOptions(cmd, args->inputs);
   cmd->add_option("--global-batch", args->global_batch, "Samples per iteration (GBS)")->required();
   cmd->add_option("--planner", args->planner,
-                  "dapple, dp, straight, gpipe, pipedream or exhaustive (small problems)");
-  cmd->add_option(
-      "--schedule", args->schedule,
-      "Fix the schedule: gpipe, dapple-a, dapple-b, zb-h1, interleaved, zb-v, v-half, v-min, "
-      "zb-h2 (default: searched)");
+                  PlannerNames() + " (exhaustive: small problems only)");
+  cmd->add_option("--schedule", args->schedule,
+                  "Fix the schedule: " + ScheduleNames() + " (default: searched)");
   cmd->add_option("--micro-batch", args->micro_batch, "Fix the micro-batch size m");
   cmd->add_option("-o,--output", args->output, "Write the plan JSON (dapple-plan/1) here");
   cmd->add_flag("--json", args->json, "Print the result and every baseline as JSON");

@@ -61,6 +61,8 @@ enum class PlannerKind {
 std::vector<PlannerKind> AllPlanners();
 // The planner's name as the command line and plan files spell it ("dapple", "dp", ...).
 std::string ToString(PlannerKind k);
+// Their names joined by ", " ("dapple, dp, ..."), for help texts and error messages.
+std::string PlannerNames();
 // The planner named `name`; throws InputError naming the known ones otherwise.
 PlannerKind ParsePlannerKind(const std::string& name);
 
