@@ -12,10 +12,10 @@
 #include "dapple/plan/proposals.h"
 #include "dapple/plan/refine/refine.h"
 #include "dapple/plan/schedule_offers.h"
-#include "dapple/plan/v_search.h"
 #include "dapple/plan/search/rescoring.h"
 #include "dapple/plan/search/sim_cache.h"
 #include "dapple/plan/size_searches.h"
+#include "dapple/plan/v_search.h"
 
 namespace dapple {
 
