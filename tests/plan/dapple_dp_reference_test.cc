@@ -13,8 +13,8 @@
 
 #include "dapple/plan/dp/dapple_dp.h"
 #include "dapple/plan/dp/layer_blocks.h"
-#include "dapple/plan/dp/pipeline_latency.h"
 #include "dapple/plan/dp/placement.h"
+#include "dapple/plan/pipeline_latency.h"
 #include "dapple/plan/plan_costs.h"
 #include "dapple/plan/planner.h"
 #include "dapple/schedule/schedule.h"

@@ -1,5 +1,5 @@
 // The pivot stage rule and L (docs/design.md section 6) against hand-computed examples.
-#include "dapple/plan/dp/pipeline_latency.h"
+#include "dapple/plan/pipeline_latency.h"
 
 #include <gtest/gtest.h>
 

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "dapple/common/error.h"
 #include "dapple/common/json_util.h"
+#include "dapple/common/schedule_kind.h"
 #include "dapple/cost/analytic_cost_model.h"
 #include "dapple/format/cluster.h"
 #include "dapple/format/cluster_kinds.h"
@@ -285,10 +286,7 @@ void AddSimulateCommand(CLI::App& app) {
       "simulate", "Simulate one training iteration of a plan (exact event-driven simulator)");
   AddModelInputOptions(cmd, args->inputs);
   cmd->add_option("--plan", args->plan, "plan JSON (dapple-plan/1)")->required();
-  cmd->add_option(
-      "--schedule", args->schedule,
-      "override the plan's schedule: gpipe, dapple-a, dapple-b, zb-h1, interleaved, zb-v, "
-      "v-half, v-min, zb-h2");
+  cmd->add_option("--schedule", args->schedule, "override the plan's schedule: " + ScheduleNames());
   cmd->add_option("--trace", args->trace, "write the timeline as Chrome trace JSON");
   cmd->add_option("--svg", args->svg, "write the timeline as an SVG Gantt chart");
   cmd->add_flag("--json", args->json, "print JSON instead of the table");

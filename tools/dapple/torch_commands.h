@@ -3,9 +3,9 @@
 //
 // Note [Two executables]
 // ~~~~~~~~~~~~~~~~~~~~~~
-// libtorch is a few hundred shared libraries: an executable linked with it spends about 0.6 s
-// and 150 MB loading them before main runs, whatever it then does. `plan` and `simulate` never
-// touch a tensor, so they live in `dapple`, which does not link libtorch; `profile`, `train`,
+// libtorch is a few hundred shared libraries: an executable linked with it spends time and memory
+// loading them before main runs, whatever it then does (docs/startup.md). `plan` and `simulate`
+// never touch a tensor, so they live in `dapple`, which does not link libtorch; `profile`, `train`,
 // `calibrate` (every tools/dapple/torch/*.cc) live in `dapple-torch`. `dapple` knows those
 // commands only by name and summary (torch_commands.cc) and, when its first argument names one,
 // replaces itself with dapple-torch (execv, the same argv), as git runs its sub-commands: the

@@ -1,12 +1,11 @@
 // Note [Devices as cores]: on a machine where each emulated device is a set of cores, which
-// cores a device gets matters. The cores of a virtual machine need not be alike (this
-// project's 2-vCPU machine ran the same loop up to 2x slower on one of them, and which one
-// changed over minutes), and a process the kernel moves between cores runs at whichever
-// speed it lands on. So dapple's launcher pins local rank i to the i-th set of cores it
-// allows, and the profiler times each layer on every device's cores and keeps the slowest
-// (profiler.h): synchronous data parallelism and a balanced pipeline run at the pace of
-// their slowest device. Pinning applies only when the processes' threads fit the allowed
-// cores without sharing; DAPPLE_PIN_CORES=0 turns it off. Torch-free.
+// cores a device gets matters. The cores of a virtual machine need not be alike (one may
+// run the same loop much slower than another, and which one changes over time), and a process the
+// kernel moves between cores runs at whichever speed it lands on. So dapple's launcher pins local
+// rank i to the i-th set of cores it allows, and the profiler times each layer on every device's
+// cores and keeps the slowest (profiler.h): synchronous data parallelism and a balanced pipeline
+// run at the pace of their slowest device. Pinning applies only when the processes' threads fit the
+// allowed cores without sharing; DAPPLE_PIN_CORES=0 turns it off. Torch-free.
 #pragma once
 
 #include <optional>

@@ -8,12 +8,11 @@ namespace dapple {
 
 // Note [Freed memory stays]: libtorch allocates tensors with malloc. By default glibc serves
 // an allocation of several MiB with mmap, or trims the heap once its top is free, so the next
-// allocation of the same size faults its pages in again (about 1-2 ms per 4 MiB here). Which
-// allocations hit that depends on the heap's history, not on the work: `dapple profile`
-// measured the backward of one of three identical 1024x1024 layers 2x slower than the others,
-// the same layer every run. Raising the mmap and trim thresholds makes freed blocks reusable
-// and the times smooth. Settings given by the user through the MALLOC_MMAP_THRESHOLD_,
-// MALLOC_TRIM_THRESHOLD_ and MALLOC_TOP_PAD_ variables are kept. Call before the work.
+// allocation of the same size faults its pages in again. Which allocations hit that depends on
+// the heap's history, not on the work, so identical layers profile at different times. Raising the
+// mmap and trim thresholds makes freed blocks reusable and the times smooth. Settings given by the
+// user through the MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_ and MALLOC_TOP_PAD_ variables are
+// kept. Call before the work.
 void KeepFreedMemoryForReuse();
 
 // Hands the memory that malloc keeps free back to the kernel (glibc's malloc_trim: the heap's
@@ -25,17 +24,15 @@ void ReturnFreedMemory();
 // Note [Freed memory between steps]: with the settings above, the blocks a training step
 // frees (weight-gradient temporaries of several sizes, message buffers, activations) stay
 // resident, and the small allocations of later steps split them, so a rank's resident memory
-// grew over the steps well beyond what any one step holds: in a 4-stage MLP of width 2048
-// (SGD with momentum) the middle stages' peak rose from 30-50 MiB above their parameters,
-// gradients and momentum after 2 steps to 100-150 MiB after 20; the last stage's stayed at
-// 40-50. Handing the freed memory back after every step bounds that, but the next step then
-// faults its pages in again (the quickstart's MLP stepped 18% slower). So a rank hands it
+// grew over the steps well beyond what any one step holds. Handing the freed memory back
+// after every step bounds that, but the next step then faults its pages in again and runs
+// slower. So a rank hands it
 // back after its first step (what building the stage and the data left) and then only when
 // its resident memory at a step's end has grown more than `slack_bytes` above the least seen
 // at a step's end: one step's faults per `slack_bytes` of growth. A training rank allows
 // kTrainingFreedMemorySlackBytes, and `dapple calibrate` counts that much in the process's
-// own memory (Note [Process memory] in format/cluster.h): measured on the quickstart's MLP,
-// a rank's peak resident memory rose 17-22 MiB from its second step to its tenth and stayed.
+// own memory (Note [Process memory] in format/cluster.h): about what a rank's peak resident
+// memory grows after its first step before it stays.
 inline constexpr int64_t kTrainingFreedMemorySlackBytes = int64_t{16} << 20;
 class FreedMemoryBound {
  public:

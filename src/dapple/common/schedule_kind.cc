@@ -39,10 +39,7 @@ bool VShaped(ScheduleKind k) {
 ScheduleKind ParseScheduleKind(const std::string& s) {
   for (ScheduleKind k : AllScheduleKinds())
     if (ToString(k) == s) return k;
-  ThrowInput(
-      "unknown schedule '{}' (known: gpipe, dapple-a, dapple-b, zb-h1, interleaved, zb-v, v-half, "
-      "v-min, zb-h2)",
-      s);
+  ThrowInput("unknown schedule '{}' (known: {})", s, ScheduleNames());
 }
 
 void CheckChunks(ScheduleKind kind, int num_stages, int num_micro_batches, int num_chunks,
@@ -77,6 +74,12 @@ std::vector<ScheduleKind> AllScheduleKinds() {
   return {ScheduleKind::kGPipe, ScheduleKind::kDappleA,     ScheduleKind::kDappleB,
           ScheduleKind::kZbH1,  ScheduleKind::kInterleaved, ScheduleKind::kZbV,
           ScheduleKind::kVHalf, ScheduleKind::kVMin,        ScheduleKind::kZbH2};
+}
+
+std::string ScheduleNames() {
+  std::string names;
+  for (ScheduleKind k : AllScheduleKinds()) names += (names.empty() ? "" : ", ") + ToString(k);
+  return names;
 }
 
 }  // namespace dapple

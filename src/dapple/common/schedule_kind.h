@@ -39,7 +39,10 @@ bool SplitsBackward(ScheduleKind k);
 bool VShaped(ScheduleKind k);
 // Throws InputError listing the known names.
 ScheduleKind ParseScheduleKind(const std::string& s);
+// Every schedule kind, in the order of the enum: the one list that names them all.
 std::vector<ScheduleKind> AllScheduleKinds();
+// Their names joined by ", " ("gpipe, dapple-a, ..."), for help texts and error messages.
+std::string ScheduleNames();
 // Chunk counts the schedules can run, else InputError naming `field_prefix` + the field
 // ("plan.json: virtual_stages: ..."): v < 1; a V-shaped kind with v other than 2; v > 1
 // with a kind other than interleaved or a V-shaped one, or on one stage; and for

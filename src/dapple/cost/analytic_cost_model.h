@@ -126,7 +126,7 @@ class AnalyticCostModel : public CostModel {
   uint64_t serial_;                                 // unique per model made (SplitConcatMs's cache)
   static std::vector<int> KindOfEachDevice(const Cluster& c);
   // Throws unless 0 <= first <= last < num_layers. Inline, its throw out of line: the
-  // planners ask the model millions of times per plan (a call each was 3% of a plan).
+  // planners ask the model in their innermost loops.
   void CheckRange(int first, int last) const {
     if (!(0 <= first && first <= last && last < num_layers_)) [[unlikely]]
       RangeOutOfBounds(first, last);

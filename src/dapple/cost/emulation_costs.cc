@@ -34,11 +34,10 @@ double ClusterEmulationCosts::TransferLoad(const std::vector<int>& from,
 // A ring of r ranks runs r streams at once, each sending at the allreduce's bus bandwidth
 // (every rank sends 2(r-1)/r of the bytes in the time that takes). The compute a link's stream
 // takes from the devices was measured at its point-to-point bandwidth; a slower stream is
-// charged in proportion. This is a fit, not the allreduce's CPU use: a 2-rank loopback
-// allreduce alone keeps 0.72 cores per rank busy. Charged as r full streams, plans whose
-// buckets overlap the backward came out 6-14% too slow at GBS 512, so under contention the
-// backward loses less than that; how the cores are split (the buckets presumably take longer)
-// is not modelled and not yet measured (docs/two-server.md).
+// charged in proportion. This is a fit, not the allreduce's CPU use (which is larger).
+// Charged as r full streams, plans whose buckets overlap the backward came out too slow, so
+// under contention the backward loses less than that; how the cores are split (the buckets
+// presumably take longer) is not modelled and not yet measured (docs/two-server.md).
 double ClusterEmulationCosts::AllReduceLoad(const std::vector<int>& devices) const {
   if (devices.size() <= 1) return 0;
   bool spans = false;

@@ -13,8 +13,8 @@ namespace dapple {
 
 namespace {
 
-// Per-thread buffers of SplitConcatMs, so that the planners' millions of calls allocate
-// nothing (the model is shared between threads, so they cannot be members).
+// Per-thread buffers of SplitConcatMs, so that a call allocates nothing once they have grown
+// (the model is shared between threads, so they cannot be members).
 // Per server, only the entries of the servers a call touched are non-zero between calls
 // (it resets them), so that a call costs O(senders + receivers), not O(servers).
 //
@@ -78,7 +78,7 @@ struct Scratch {
 };
 
 // Whether every id is in [0, nd): the largest as unsigned (negative ones are huge), in
-// four independent lanes (this runs for every transfer of lists of up to 8192 devices).
+// four independent lanes (this runs for every transfer with devices other than the last's).
 bool AllDevicesBelow(const std::vector<int>& devices, int nd) {
   const int* d = devices.data();
   const size_t n = devices.size();
@@ -161,6 +161,168 @@ Counts CountByRuns(const std::vector<int>& server_of, int servers, int64_t m,
   return c;
 }
 
+// What one SplitConcatMs call asks, for its helpers.
+struct Call {
+  const std::vector<int>& server_of;
+  int servers = 0, num_devices = 0;
+  int64_t m = 0;  // samples per micro-batch
+  const std::vector<int>& from;
+  const std::vector<int>& to;
+  double bytes_per_sample = 0;
+  const LinkSpec& intra_link;
+  const LinkSpec& inter_link;
+  std::vector<int>* resources;  // Transfer's, or null
+};
+
+// The busiest link of a transfer: its seconds without the latency, whether a message
+// crosses servers, whether there is a message at all.
+struct LinkLoad {
+  double seconds = 0;
+  bool crosses = false;
+  bool any = false;
+};
+
+// Both splits are ordered sample ranges: walks them together, O(rf + rt) pairs, calling
+// message(samples, sender j, receiver k) for each that moves samples (a device feeding
+// itself sends none). SliceOf's sizes without its divisions per step: n / parts and
+// n % parts once.
+template <typename Message>
+void WalkSlices(const Call& c, Message&& message) {
+  const int rf = static_cast<int>(c.from.size()), rt = static_cast<int>(c.to.size());
+  const int64_t base_f = c.m / rf, extra_f = c.m % rf, base_t = c.m / rt, extra_t = c.m % rt;
+  auto slice = [](int64_t base, int64_t extra, int part) {
+    const int64_t begin = part * base + (part < extra ? part : extra);
+    return SampleRange{begin, begin + base + (part < extra ? 1 : 0)};
+  };
+  for (int j = 0, k = 0; j < rf && k < rt;) {
+    SampleRange a = slice(base_f, extra_f, j), b = slice(base_t, extra_t, k);
+    int64_t samples = Overlap(a, b);
+    if (samples > 0 && c.from[j] != c.to[k]) message(samples, j, k);
+    if (a.end <= b.end) ++j;
+    if (b.end <= a.end) ++k;
+  }
+}
+
+// Note [Split-concat by server runs]: whether every message's bytes and their sums are
+// whole numbers below 2^53.
+bool WholeBytes(const Call& c) {
+  return c.bytes_per_sample == std::floor(c.bytes_per_sample) &&
+         c.bytes_per_sample * static_cast<double>(c.m) <= 9007199254740992.0;
+}
+
+// Note [Split-concat by server runs]: the time from the busiest link of each kind.
+double ByRunsMs(const Call& c, const Counts& n) {
+  if (!n.any) return 0;
+  const double inter =
+      static_cast<double>(n.max_inter) * c.bytes_per_sample / c.inter_link.bandwidth_bytes_per_s;
+  const double intra =
+      static_cast<double>(n.max_intra) * c.bytes_per_sample / c.intra_link.bandwidth_bytes_per_s;
+  return (std::max(inter, intra) + (n.crosses ? c.inter_link.latency_s : c.intra_link.latency_s)) *
+         1e3;
+}
+
+// The walk over the slices, adding up each link's bytes as it goes (per server its egress
+// and ingress, per receiver its intra-server link) and the resources of the links used.
+LinkLoad WalkLoad(const Call& c, Scratch& sc) {
+  const int rt = static_cast<int>(c.to.size());
+  sc.intra.assign(rt, 0.0);
+  sc.intra_used.assign(rt, 0);
+  if (static_cast<int>(sc.out.size()) < c.servers) {
+    sc.out.resize(c.servers, 0.0);
+    sc.in.resize(c.servers, 0.0);
+    sc.out_used.resize(c.servers, 0);
+    sc.in_used.resize(c.servers, 0);
+  }
+  sc.touched.clear();
+  LinkLoad load;
+  WalkSlices(c, [&](int64_t samples, int j, int k) {
+    double bytes = samples * c.bytes_per_sample;
+    int src = c.server_of[c.from[j]], dst = c.server_of[c.to[k]];
+    load.any = true;
+    if (src == dst) {
+      sc.intra[k] += bytes;
+      sc.intra_used[k] = 1;
+    } else {
+      load.crosses = true;
+      if (!sc.out_used[src] && !sc.in_used[src]) sc.touched.push_back(src);
+      if (!sc.out_used[dst] && !sc.in_used[dst] && dst != src) sc.touched.push_back(dst);
+      sc.out[src] += bytes;
+      sc.in[dst] += bytes;
+      sc.out_used[src] = sc.in_used[dst] = 1;
+    }
+  });
+  for (int s : sc.touched) {
+    load.seconds = std::max(load.seconds, sc.out[s] / c.inter_link.bandwidth_bytes_per_s);
+    load.seconds = std::max(load.seconds, sc.in[s] / c.inter_link.bandwidth_bytes_per_s);
+    if (c.resources && sc.out_used[s]) c.resources->push_back(2 * s);
+    if (c.resources && sc.in_used[s]) c.resources->push_back(2 * s + 1);
+    sc.out[s] = sc.in[s] = 0;
+    sc.out_used[s] = sc.in_used[s] = 0;
+  }
+  if (!load.any) return load;
+  for (int k = 0; k < rt; ++k) {
+    load.seconds = std::max(load.seconds, sc.intra[k] / c.intra_link.bandwidth_bytes_per_s);
+    if (c.resources && sc.intra_used[k]) c.resources->push_back(2 * c.servers + c.to[k]);
+  }
+  return load;
+}
+
+// Note [Split-concat by link]: the call's messages grouped by link into sc.links and
+// sc.samples, each link's in the order of the walk.
+void GroupByLink(const Call& c, Scratch& sc) {
+  sc.grouped = true;
+  sc.links.clear();
+  sc.messages.clear();
+  sc.crosses = false;
+  if (sc.link_of.size() < static_cast<size_t>(2 * c.servers + c.num_devices))
+    sc.link_of.assign(2 * c.servers + c.num_devices, -1);
+  auto add = [&](int64_t samples, int resource, bool inter) {
+    int& l = sc.link_of[resource];
+    if (l < 0) {
+      l = static_cast<int>(sc.links.size());
+      sc.links.push_back({resource, inter, 0, 0});
+    }
+    ++sc.links[l].end;  // a count for now
+    sc.messages.emplace_back(samples, l);
+  };
+  WalkSlices(c, [&](int64_t samples, int j, int k) {
+    const int src = c.server_of[c.from[j]], dst = c.server_of[c.to[k]];
+    if (src == dst) {
+      add(samples, 2 * c.servers + c.to[k], false);
+    } else {
+      sc.crosses = true;
+      add(samples, 2 * src, true);
+      add(samples, 2 * dst + 1, true);
+    }
+  });
+  size_t at = 0;
+  sc.fill.resize(sc.links.size());
+  for (size_t l = 0; l < sc.links.size(); ++l) {
+    const size_t count = sc.links[l].end;
+    sc.links[l].begin = sc.fill[l] = at;
+    sc.links[l].end = at += count;
+  }
+  sc.samples.resize(at);
+  for (const auto& [samples, l] : sc.messages) sc.samples[sc.fill[l]++] = samples;
+  for (const Link& l : sc.links) sc.link_of[l.resource] = -1;
+}
+
+// Note [Split-concat by link]: each link's bytes summed in the walk's order.
+LinkLoad ByLinkLoad(const Call& c, Scratch& sc) {
+  if (!sc.grouped) GroupByLink(c, sc);
+  LinkLoad load;
+  for (const Link& l : sc.links) {
+    double bytes = 0;
+    for (size_t i = l.begin; i < l.end; ++i) bytes += sc.samples[i] * c.bytes_per_sample;
+    const LinkSpec& spec = l.inter ? c.inter_link : c.intra_link;
+    load.seconds = std::max(load.seconds, bytes / spec.bandwidth_bytes_per_s);
+    if (c.resources) c.resources->push_back(l.resource);
+  }
+  load.any = !sc.links.empty();
+  load.crosses = sc.crosses;
+  return load;
+}
+
 }  // namespace
 
 TransferCost AnalyticCostModel::Transfer(int last, double micro_batch, const std::vector<int>& from,
@@ -187,7 +349,7 @@ double AnalyticCostModel::SplitConcatMs(int last, double micro_batch, const std:
                                         bool group_now) const {
   DAPPLE_CHECK(last >= 0 && last < num_layers(), "layer out of range");
   DAPPLE_CHECK(!from.empty() && !to.empty(), "a transfer needs senders and receivers");
-  const int nd = num_devices();  // once: a virtual call per device shows on 8192 devices
+  const int nd = num_devices();  // once per call, not per device: a virtual call
   thread_local Scratch sc;
   // The last call's devices were checked when they were kept.
   const bool same_devices = serial_ == sc.model && from == sc.from && to == sc.to;
@@ -197,12 +359,16 @@ double AnalyticCostModel::SplitConcatMs(int last, double micro_batch, const std:
   }
   const int64_t m = std::llround(micro_batch);
   if (m <= 0) return 0;
-  const double bytes_per_sample = cut_bytes_[last] / profile_.batch_size;
-  const int rf = static_cast<int>(from.size()), rt = static_cast<int>(to.size());
-  const int servers = cluster_.num_servers();
-
-  const LinkSpec& intra_link = cluster_.intra_server;
-  const LinkSpec& inter_link = cluster_.inter_server;
+  const Call c{server_of_,
+               cluster_.num_servers(),
+               nd,
+               m,
+               from,
+               to,
+               cut_bytes_[last] / profile_.batch_size,
+               cluster_.intra_server,
+               cluster_.inter_server,
+               resources};
   const bool again = same_devices && m == sc.m;
   if (!again) {
     sc.model = serial_;
@@ -212,130 +378,17 @@ double AnalyticCostModel::SplitConcatMs(int last, double micro_batch, const std:
     sc.grouped = false;
     sc.counted = false;
   }
-  // Note [Split-concat by server runs]
-  if (!resources && bytes_per_sample == std::floor(bytes_per_sample) &&
-      bytes_per_sample * static_cast<double>(m) <= 9007199254740992.0) {
+  if (!resources && WholeBytes(c)) {
     if (!sc.counted) {
-      sc.counts = CountByRuns(server_of_, servers, m, from, to, sc);
+      sc.counts = CountByRuns(server_of_, c.servers, m, from, to, sc);
       sc.counted = true;
     }
-    const Counts& c = sc.counts;
-    if (!c.any) return 0;
-    const double inter =
-        static_cast<double>(c.max_inter) * bytes_per_sample / inter_link.bandwidth_bytes_per_s;
-    const double intra =
-        static_cast<double>(c.max_intra) * bytes_per_sample / intra_link.bandwidth_bytes_per_s;
-    return (std::max(inter, intra) + (c.crosses ? inter_link.latency_s : intra_link.latency_s)) *
-           1e3;
+    return ByRunsMs(c, sc.counts);
   }
-  // Both splits are ordered sample ranges: walk them together, O(rf + rt) pairs, calling
-  // message(samples, sender j, receiver k) for each that moves samples.
-  // SliceOf's sizes without its divisions per step: n / parts and n % parts once.
-  const int64_t base_f = m / rf, extra_f = m % rf, base_t = m / rt, extra_t = m % rt;
-  auto slice = [](int64_t base, int64_t extra, int part) {
-    const int64_t begin = part * base + (part < extra ? part : extra);
-    return SampleRange{begin, begin + base + (part < extra ? 1 : 0)};
-  };
-  auto walk = [&](auto&& message) {
-    for (int j = 0, k = 0; j < rf && k < rt;) {
-      SampleRange a = slice(base_f, extra_f, j), b = slice(base_t, extra_t, k);
-      int64_t samples = Overlap(a, b);
-      if (samples > 0 && from[j] != to[k]) message(samples, j, k);  // feeding itself: none
-      if (a.end <= b.end) ++j;
-      if (b.end <= a.end) ++k;
-    }
-  };
-  double seconds = 0;
-  bool crosses = false;
-  if (!again && !group_now) {  // the walk, adding up each link's bytes as it goes
-    sc.intra.assign(rt, 0.0);
-    sc.intra_used.assign(rt, 0);
-    if (static_cast<int>(sc.out.size()) < servers) {
-      sc.out.resize(servers, 0.0);
-      sc.in.resize(servers, 0.0);
-      sc.out_used.resize(servers, 0);
-      sc.in_used.resize(servers, 0);
-    }
-    sc.touched.clear();
-    bool any_message = false;
-    walk([&](int64_t samples, int j, int k) {
-      double bytes = samples * bytes_per_sample;
-      int src = server_of_[from[j]], dst = server_of_[to[k]];
-      any_message = true;
-      if (src == dst) {
-        sc.intra[k] += bytes;
-        sc.intra_used[k] = 1;
-      } else {
-        crosses = true;
-        if (!sc.out_used[src] && !sc.in_used[src]) sc.touched.push_back(src);
-        if (!sc.out_used[dst] && !sc.in_used[dst] && dst != src) sc.touched.push_back(dst);
-        sc.out[src] += bytes;
-        sc.in[dst] += bytes;
-        sc.out_used[src] = sc.in_used[dst] = 1;
-      }
-    });
-    for (int s : sc.touched) {
-      seconds = std::max(seconds, sc.out[s] / inter_link.bandwidth_bytes_per_s);
-      seconds = std::max(seconds, sc.in[s] / inter_link.bandwidth_bytes_per_s);
-      if (resources && sc.out_used[s]) resources->push_back(2 * s);
-      if (resources && sc.in_used[s]) resources->push_back(2 * s + 1);
-      sc.out[s] = sc.in[s] = 0;
-      sc.out_used[s] = sc.in_used[s] = 0;
-    }
-    if (!any_message) return 0;
-    for (int k = 0; k < rt; ++k) {
-      seconds = std::max(seconds, sc.intra[k] / intra_link.bandwidth_bytes_per_s);
-      if (resources && sc.intra_used[k]) resources->push_back(2 * servers + to[k]);
-    }
-  } else {  // Note [Split-concat by link]
-    if (!sc.grouped) {
-      sc.grouped = true;
-      sc.links.clear();
-      sc.messages.clear();
-      sc.crosses = false;
-      if (sc.link_of.size() < static_cast<size_t>(2 * servers + nd))
-        sc.link_of.assign(2 * servers + nd, -1);
-      auto add = [&](int64_t samples, int resource, bool inter) {
-        int& l = sc.link_of[resource];
-        if (l < 0) {
-          l = static_cast<int>(sc.links.size());
-          sc.links.push_back({resource, inter, 0, 0});
-        }
-        ++sc.links[l].end;  // a count for now
-        sc.messages.emplace_back(samples, l);
-      };
-      walk([&](int64_t samples, int j, int k) {
-        const int src = server_of_[from[j]], dst = server_of_[to[k]];
-        if (src == dst) {
-          add(samples, 2 * servers + to[k], false);
-        } else {
-          sc.crosses = true;
-          add(samples, 2 * src, true);
-          add(samples, 2 * dst + 1, true);
-        }
-      });
-      size_t at = 0;
-      sc.fill.resize(sc.links.size());
-      for (size_t l = 0; l < sc.links.size(); ++l) {
-        const size_t count = sc.links[l].end;
-        sc.links[l].begin = sc.fill[l] = at;
-        sc.links[l].end = at += count;
-      }
-      sc.samples.resize(at);
-      for (const auto& [samples, l] : sc.messages) sc.samples[sc.fill[l]++] = samples;
-      for (const Link& l : sc.links) sc.link_of[l.resource] = -1;
-    }
-    for (const Link& l : sc.links) {
-      double bytes = 0;
-      for (size_t i = l.begin; i < l.end; ++i) bytes += sc.samples[i] * bytes_per_sample;
-      const LinkSpec& spec = l.inter ? inter_link : intra_link;
-      seconds = std::max(seconds, bytes / spec.bandwidth_bytes_per_s);
-      if (resources) resources->push_back(l.resource);
-    }
-    if (sc.links.empty()) return 0;
-    crosses = sc.crosses;
-  }
-  seconds += crosses ? inter_link.latency_s : intra_link.latency_s;
+  const LinkLoad load = !again && !group_now ? WalkLoad(c, sc) : ByLinkLoad(c, sc);
+  if (!load.any) return 0;
+  const double seconds =
+      load.seconds + (load.crosses ? c.inter_link.latency_s : c.intra_link.latency_s);
   if (resources) {
     std::sort(resources->begin(), resources->end());
     resources->erase(std::unique(resources->begin(), resources->end()), resources->end());

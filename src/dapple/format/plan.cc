@@ -88,6 +88,89 @@ void CheckRecomputeLayers(const Plan& plan, const Profile& profile, const std::s
         source, s, plan.Recomputes(s) ? "recompute" : "recompute_layers");
 }
 
+// m, M and the global batch agree.
+void CheckMicroBatching(const Plan& plan, const std::string& source) {
+  if (plan.micro_batch_size < 1)
+    ThrowInput("{}: micro_batch_size: must be at least 1 (got {})", source, plan.micro_batch_size);
+  if (plan.num_micro_batches < 1)
+    ThrowInput("{}: num_micro_batches: must be at least 1 (got {})", source,
+               plan.num_micro_batches);
+  if (static_cast<long long>(plan.micro_batch_size) * plan.num_micro_batches !=
+      plan.global_batch_size)
+    ThrowInput(
+        "{}: global_batch_size: {} but num_micro_batches x micro_batch_size = {} x {} = {} "
+        "(GBS must equal M x m)",
+        source, plan.global_batch_size, plan.num_micro_batches, plan.micro_batch_size,
+        static_cast<long long>(plan.micro_batch_size) * plan.num_micro_batches);
+}
+
+// Stage s begins where the stage before it ends (stage 0 at layer 0) and ends in the profile.
+void CheckStageLayers(const Plan& plan, int n, const std::string& source, int s) {
+  const StagePlan& st = plan.stages[s];
+  if (s == 0 && st.first_layer != 0)
+    ThrowInput(
+        "{}: stages[0].first_layer: {} but must be 0 (stages must cover the layers in "
+        "order)",
+        source, st.first_layer);
+  if (s > 0 && st.first_layer != plan.stages[s - 1].last_layer + 1)
+    ThrowInput(
+        "{}: stages[{}].first_layer: {} but stage {} ended at layer {} (stages must "
+        "cover the layers in order)",
+        source, s, st.first_layer, s - 1, plan.stages[s - 1].last_layer);
+  if (st.last_layer < st.first_layer || st.last_layer >= n)
+    ThrowInput(
+        "{}: stages[{}].last_layer: {} must lie in {}..{} (first_layer..last layer of "
+        "the profile)",
+        source, s, st.last_layer, st.first_layer, n - 1);
+}
+
+// Stage s's devices: some; a chunk's those of its group's first chunk; in the cluster and no
+// other group's (`owner`: device -> stage, so far); at most one replica per sample.
+void CheckStageDevices(const Plan& plan, const Cluster& cluster, const std::string& source, int s,
+                       std::map<int, int>& owner) {
+  const StagePlan& st = plan.stages[s];
+  const int groups = plan.num_device_groups();
+  if (st.devices.empty()) ThrowInput("{}: stages[{}].devices: must not be empty", source, s);
+  if (s >= groups && st.devices != plan.stages[plan.GroupOf(s)].devices)
+    ThrowInput(
+        "{}: stages[{}].devices: chunk {} runs on the devices of chunk {} (virtual_stages {}: "
+        "{})",
+        source, s, s, plan.GroupOf(s), plan.virtual_stages,
+        VShaped(plan.schedule) ? fmt::format("{} places chunk k >= {} on those of chunk {} - k",
+                                             ToString(plan.schedule), groups, 2 * groups - 1)
+                               : fmt::format("chunk k on those of chunk k mod {}", groups));
+  for (size_t r = 0; s < groups && r < st.devices.size(); ++r) {
+    int d = st.devices[r];
+    if (d < 0 || d >= cluster.num_devices())
+      ThrowInput(
+          "{}: stages[{}].devices[{}]: device {} is not in cluster '{}' (devices "
+          "0..{})",
+          source, s, r, d, cluster.name, cluster.num_devices() - 1);
+    auto [it, fresh] = owner.emplace(d, s);
+    if (!fresh)
+      ThrowInput("{}: stages[{}].devices[{}]: device {} is already used by stage {}", source, s, r,
+                 d, it->second);
+  }
+  if (st.replicas() > plan.micro_batch_size)
+    ThrowInput(
+        "{}: stages[{}].devices: {} replicas but micro_batch_size is {} (every replica "
+        "needs at least one sample)",
+        source, s, st.replicas(), plan.micro_batch_size);
+}
+
+// A stage shards its optimizer state only with replicas and without chunks.
+void CheckStageSharding(const Plan& plan, const std::string& source, int s) {
+  const StagePlan& st = plan.stages[s];
+  if (st.shard_optimizer && st.replicas() < 2)
+    ThrowInput(
+        "{}: stages[{}].shard_optimizer: the stage has 1 device; sharding the optimizer "
+        "state needs at least 2 replicas",
+        source, s);
+  if (st.shard_optimizer && plan.virtual_stages > 1)
+    ThrowInput("{}: stages[{}].shard_optimizer: not supported with virtual_stages {} (chunks)",
+               source, s, plan.virtual_stages);
+}
+
 }  // namespace
 
 int Plan::num_devices() const {
@@ -142,74 +225,15 @@ void ResolvePlanLayers(Plan& plan, const Profile& profile, const std::string& so
 
 void ValidatePlan(const Plan& plan, const Profile& profile, const Cluster& cluster,
                   const std::string& source) {
-  if (plan.micro_batch_size < 1)
-    ThrowInput("{}: micro_batch_size: must be at least 1 (got {})", source, plan.micro_batch_size);
-  if (plan.num_micro_batches < 1)
-    ThrowInput("{}: num_micro_batches: must be at least 1 (got {})", source,
-               plan.num_micro_batches);
-  if (static_cast<long long>(plan.micro_batch_size) * plan.num_micro_batches !=
-      plan.global_batch_size)
-    ThrowInput(
-        "{}: global_batch_size: {} but num_micro_batches x micro_batch_size = {} x {} = {} "
-        "(GBS must equal M x m)",
-        source, plan.global_batch_size, plan.num_micro_batches, plan.micro_batch_size,
-        static_cast<long long>(plan.micro_batch_size) * plan.num_micro_batches);
+  CheckMicroBatching(plan, source);
   if (plan.stages.empty()) ThrowInput("{}: stages: the plan has no stages", source);
   const int n = profile.num_layers();
   CheckVirtualStages(plan, n, source);
-  const int groups = plan.num_device_groups();
   std::map<int, int> owner;  // device -> stage
   for (int s = 0; s < plan.num_stages(); ++s) {
-    const StagePlan& st = plan.stages[s];
-    if (s == 0 && st.first_layer != 0)
-      ThrowInput(
-          "{}: stages[0].first_layer: {} but must be 0 (stages must cover the layers in "
-          "order)",
-          source, st.first_layer);
-    if (s > 0 && st.first_layer != plan.stages[s - 1].last_layer + 1)
-      ThrowInput(
-          "{}: stages[{}].first_layer: {} but stage {} ended at layer {} (stages must "
-          "cover the layers in order)",
-          source, s, st.first_layer, s - 1, plan.stages[s - 1].last_layer);
-    if (st.last_layer < st.first_layer || st.last_layer >= n)
-      ThrowInput(
-          "{}: stages[{}].last_layer: {} must lie in {}..{} (first_layer..last layer of "
-          "the profile)",
-          source, s, st.last_layer, st.first_layer, n - 1);
-    if (st.devices.empty()) ThrowInput("{}: stages[{}].devices: must not be empty", source, s);
-    if (s >= groups && st.devices != plan.stages[plan.GroupOf(s)].devices)
-      ThrowInput(
-          "{}: stages[{}].devices: chunk {} runs on the devices of chunk {} (virtual_stages {}: "
-          "{})",
-          source, s, s, plan.GroupOf(s), plan.virtual_stages,
-          VShaped(plan.schedule) ? fmt::format("{} places chunk k >= {} on those of chunk {} - k",
-                                               ToString(plan.schedule), groups, 2 * groups - 1)
-                                 : fmt::format("chunk k on those of chunk k mod {}", groups));
-    for (size_t r = 0; s < groups && r < st.devices.size(); ++r) {
-      int d = st.devices[r];
-      if (d < 0 || d >= cluster.num_devices())
-        ThrowInput(
-            "{}: stages[{}].devices[{}]: device {} is not in cluster '{}' (devices "
-            "0..{})",
-            source, s, r, d, cluster.name, cluster.num_devices() - 1);
-      auto [it, fresh] = owner.emplace(d, s);
-      if (!fresh)
-        ThrowInput("{}: stages[{}].devices[{}]: device {} is already used by stage {}", source, s,
-                   r, d, it->second);
-    }
-    if (st.replicas() > plan.micro_batch_size)
-      ThrowInput(
-          "{}: stages[{}].devices: {} replicas but micro_batch_size is {} (every replica "
-          "needs at least one sample)",
-          source, s, st.replicas(), plan.micro_batch_size);
-    if (st.shard_optimizer && st.replicas() < 2)
-      ThrowInput(
-          "{}: stages[{}].shard_optimizer: the stage has 1 device; sharding the optimizer "
-          "state needs at least 2 replicas",
-          source, s);
-    if (st.shard_optimizer && plan.virtual_stages > 1)
-      ThrowInput("{}: stages[{}].shard_optimizer: not supported with virtual_stages {} (chunks)",
-                 source, s, plan.virtual_stages);
+    CheckStageLayers(plan, n, source, s);
+    CheckStageDevices(plan, cluster, source, s, owner);
+    CheckStageSharding(plan, source, s);
   }
   // Re-computation runs the forward again before each backward: without forward times the
   // profile cannot say what that costs (a profile that only has backward or total times).

@@ -183,10 +183,8 @@ void FillFamily(PlanResult& fr, const RefinedSelection& r, const Selection& sel,
 }  // namespace
 
 // Note [Never slower with more schedules]
-// Hill climbing with more schedules among its moves can settle in another local optimum
-// than the climb with fewer (AmoebaNet-6 on paper-b at GBS 128: 412.5 ms with dapple-a,
-// dapple-b and zb-h1 against 403.4 ms with dapple-a alone; GNMT-16 on paper-b without
-// overlap: zb-h1 at 362 ms against dapple-a's 355 ms). So the search over several
+// Hill climbing with more schedules among its moves can settle in another, slower local optimum
+// than the climb with fewer. So the search over several
 // schedules contains the searches of each one alone: it runs the search `--schedule k`
 // runs, for each k (the same proposals, DP and refinement; the DP results and simulations
 // are shared, so a family costs only its own climb), then one climb with every schedule

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "dapple/plan/planner.h"
+#include "dapple/plan/plan_options.h"
 #include "dapple/plan/proposals.h"
 #include "dapple/plan/refine/refine.h"
 #include "dapple/plan/search/rescoring.h"

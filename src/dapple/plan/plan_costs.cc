@@ -118,6 +118,71 @@ bool SameStage(const Plan& plan, const Plan& base, int s) {
          a.devices == b.devices && a.shard_optimizer == b.shard_optimizer;
 }
 
+// Whether the plan's devices are alike (UniformDevices over them only): then each stage is
+// costed from its first replica and its last (EvaluateStage's `uniform`). Devices of one
+// kind (CostModel::DeviceKind) are alike without asking.
+bool PlanDevicesAlike(const Plan& plan, const CostModel& cost) {
+  bool uniform = true;
+  const int d0 = plan.stages[0].devices.at(0), n = cost.num_layers() - 1;
+  const double pbs = cost.profile_batch_size();
+  for (const StagePlan& st : plan.stages)
+    for (int d : st.devices)
+      uniform = uniform && (d == d0 || cost.DeviceKind(d) == cost.DeviceKind(d0) ||
+                            (cost.ForwardMs(0, n, pbs, d) == cost.ForwardMs(0, n, pbs, d0) &&
+                             cost.BackwardMs(0, n, pbs, d) == cost.BackwardMs(0, n, pbs, d0) &&
+                             cost.UpdateMs(0, n, d) == cost.UpdateMs(0, n, d0) &&
+                             cost.DeviceMemoryBytes(d) == cost.DeviceMemoryBytes(d0)));
+  return uniform;
+}
+
+// Stage s of `plan` costed afresh, or taken from `known` where it has the same arguments.
+StageCost EvaluatePlanStage(const Plan& plan, const CostModel& cost, int s, bool uniform,
+                            const ShardMemo* known) {
+  const StagePlan& st = plan.stages[s];
+  const int S = plan.num_stages(), M = plan.num_micro_batches;
+  const int v = plan.virtual_stages, G = plan.num_device_groups();
+  // Interleaved (v chunks per device group, G groups): chunk s holds about 1/v of its
+  // group's K_g chunk-micro-batches, a group's peak shared evenly among its chunks.
+  int k = v > 1 ? (PeakInFlight(plan.schedule, plan.GroupOf(s), G, M, v) + v - 1) / v
+                : PeakInFlight(plan.schedule, s, S, M);
+  const ShardMemo::Known* kept =
+      known && v == 1 && st.replicas() > 1
+          ? known->Find(st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
+                        plan.Recomputes(s), plan.allreduce_overlap)
+          : nullptr;
+  if (kept && kept->uniform != uniform) kept = nullptr;  // other arguments
+  StageCost c = kept ? (st.shard_optimizer ? kept->sharded : kept->whole)
+                     : EvaluateStage(cost, st.first_layer, st.last_layer, st.devices,
+                                     plan.micro_batch_size, k, plan.Recomputes(s),
+                                     plan.allreduce_overlap, uniform, st.shard_optimizer);
+  if (v == 1 && plan.RecomputesAny(s)) ChargeRecompute(cost, plan, s, c);
+  if (SplitsBackward(plan.schedule)) {
+    // The backward runs as I + W, which may cost more than B (the profile times them
+    // apart). The buckets start during the last W, which is the stage's last compute (every
+    // F and I has a W after it): with one chunk per device what no W can hide is
+    // allreduce_exposed_split_ms; with chunks no hiding is assumed, so lower bounds stay
+    // valid.
+    c.backward_ms =
+        SplitBackwardMs(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size) +
+        c.recompute_ms;
+    c.allreduce_exposed_ms = v == 1 ? c.allreduce_exposed_split_ms : 0;
+  }
+  return c;
+}
+
+// With chunks, fits and peak memory per device group: the sum of its chunks'.
+void ChargeGroupMemory(const Plan& plan, PlanCosts& pc) {
+  pc.fits = true;
+  pc.peak_memory_bytes = 0;
+  for (int g = 0; g < plan.num_device_groups(); ++g) {
+    double group = 0;
+    for (int s = 0; s < plan.num_stages(); ++s)
+      if (plan.GroupOf(s) == g) group += pc.stages[s].memory_bytes;
+    pc.fits = pc.fits && group <= pc.stages[g].device_memory_bytes;
+    pc.peak_memory_bytes = std::max(pc.peak_memory_bytes, group);
+  }
+}
+
 PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
                    const PlanCosts* base_costs, const ShardMemo* known) {
   PlanCosts pc;
@@ -128,29 +193,10 @@ PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
   compute.reserve(S);
   pc.stages.reserve(S);
   pc.transfer_ms.reserve(S - 1);
-  // Interleaved (v chunks per device group, G groups): chunk s holds about 1/v of its
-  // group's K_g chunk-micro-batches, and a group's memory is the sum of its chunks'.
-  const int v = plan.virtual_stages, G = plan.num_device_groups();
-  // Whether the plan's devices are alike (UniformDevices over them only): then each
-  // stage is costed from its first replica and its last (EvaluateStage's `uniform`).
-  // Devices of one kind (CostModel::DeviceKind) are alike without asking.
-  bool uniform = true;
-  {
-    const int d0 = plan.stages[0].devices.at(0), n = cost.num_layers() - 1;
-    const double pbs = cost.profile_batch_size();
-    for (const StagePlan& st : plan.stages)
-      for (int d : st.devices)
-        uniform = uniform && (d == d0 || cost.DeviceKind(d) == cost.DeviceKind(d0) ||
-                              (cost.ForwardMs(0, n, pbs, d) == cost.ForwardMs(0, n, pbs, d0) &&
-                               cost.BackwardMs(0, n, pbs, d) == cost.BackwardMs(0, n, pbs, d0) &&
-                               cost.UpdateMs(0, n, d) == cost.UpdateMs(0, n, d0) &&
-                               cost.DeviceMemoryBytes(d) == cost.DeviceMemoryBytes(d0)));
-  }
+  const bool uniform = PlanDevicesAlike(plan, cost);
   pc.uniform_devices = uniform;
   pc.transfers_hold_links = cost.TransfersHoldLinks();
   const bool reuse = base && SameFrame(plan, *base, *base_costs, uniform);
-  std::vector<char> same(reuse ? S : 0);
-  for (int s = 0; s < static_cast<int>(same.size()); ++s) same[s] = SameStage(plan, *base, s);
   // The transfer from stage s depends on its last layer, m and both stages' devices.
   auto transfer = [&](int s) {
     const StagePlan &a = plan.stages[s], &b = plan.stages[s + 1];
@@ -160,58 +206,16 @@ PlanCosts Evaluate(const Plan& plan, const CostModel& cost, const Plan* base,
     return cost.TransferMs(a.last_layer, plan.micro_batch_size, a.devices, b.devices);
   };
   for (int s = 0; s < S; ++s) {
-    const StagePlan& st = plan.stages[s];
-    if (reuse && same[s]) {
-      const StageCost& c = base_costs->stages[s];
-      pc.fits = pc.fits && c.fits();
-      pc.peak_memory_bytes = std::max(pc.peak_memory_bytes, c.memory_bytes);
-      compute.push_back({c.forward_ms, c.backward_ms, c.allreduce_ms, c.update_ms});
-      pc.stages.push_back(c);
-      if (s + 1 < S) pc.transfer_ms.push_back(transfer(s));
-      continue;
-    }
-    // With chunks, a group's peak of chunk-micro-batches shared evenly among its chunks.
-    int k = v > 1 ? (PeakInFlight(plan.schedule, plan.GroupOf(s), G, M, v) + v - 1) / v
-                  : PeakInFlight(plan.schedule, s, S, M);
-    const ShardMemo::Known* kept =
-        known && v == 1 && st.replicas() > 1
-            ? known->Find(st.first_layer, st.last_layer, st.devices, plan.micro_batch_size, k,
-                          plan.Recomputes(s), plan.allreduce_overlap)
-            : nullptr;
-    if (kept && kept->uniform != uniform) kept = nullptr;  // other arguments
-    StageCost c = kept ? (st.shard_optimizer ? kept->sharded : kept->whole)
-                       : EvaluateStage(cost, st.first_layer, st.last_layer, st.devices,
-                                       plan.micro_batch_size, k, plan.Recomputes(s),
-                                       plan.allreduce_overlap, uniform, st.shard_optimizer);
-    if (v == 1 && plan.RecomputesAny(s)) ChargeRecompute(cost, plan, s, c);
-    if (SplitsBackward(plan.schedule)) {
-      // The backward runs as I + W, which may cost more than B (measured split). The
-      // buckets start during the last W, which is the stage's last compute (every F and I
-      // has a W after it): with one chunk per device what no W can hide is
-      // allreduce_exposed_split_ms; with chunks no hiding is assumed, so lower bounds stay
-      // valid.
-      c.backward_ms =
-          SplitBackwardMs(cost, st.first_layer, st.last_layer, st.devices, plan.micro_batch_size) +
-          c.recompute_ms;
-      c.allreduce_exposed_ms = v == 1 ? c.allreduce_exposed_split_ms : 0;
-    }
+    const StageCost c = reuse && SameStage(plan, *base, s)
+                            ? base_costs->stages[s]
+                            : EvaluatePlanStage(plan, cost, s, uniform, known);
     pc.fits = pc.fits && c.fits();
     pc.peak_memory_bytes = std::max(pc.peak_memory_bytes, c.memory_bytes);
     compute.push_back({c.forward_ms, c.backward_ms, c.allreduce_ms, c.update_ms});
     pc.stages.push_back(c);
     if (s + 1 < S) pc.transfer_ms.push_back(transfer(s));
   }
-  if (v > 1) {
-    pc.fits = true;
-    pc.peak_memory_bytes = 0;
-    for (int g = 0; g < G; ++g) {
-      double group = 0;
-      for (int s = 0; s < S; ++s)
-        if (plan.GroupOf(s) == g) group += pc.stages[s].memory_bytes;
-      pc.fits = pc.fits && group <= pc.stages[g].device_memory_bytes;
-      pc.peak_memory_bytes = std::max(pc.peak_memory_bytes, group);
-    }
-  }
+  if (plan.virtual_stages > 1) ChargeGroupMemory(plan, pc);
   pc.latency = ComputeLatency(WithTransfers(compute, pc.transfer_ms), M);
   pc.pivot_stage = ComputeStageOf(pc.latency.pivot);
   return pc;
@@ -290,8 +294,8 @@ double VPipelineLowerBound(const Plan& plan, const PlanCosts& costs) {
   double lb = 0, start = 0;  // sum_{k<g} (F_k + T_k)
   for (int g = 0; g < S; ++g) {
     const StageCost &down = costs.stages[g], &up = costs.stages[2 * S - 1 - g];
-    lb = std::max(lb, start + M * (down.forward_ms + down.backward_ms + up.forward_ms +
-                                   up.backward_ms));
+    lb = std::max(
+        lb, start + M * (down.forward_ms + down.backward_ms + up.forward_ms + up.backward_ms));
     start += down.forward_ms + costs.transfer_ms[g];
   }
   return lb;

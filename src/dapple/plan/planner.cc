@@ -15,6 +15,7 @@
 #include "dapple/plan/search/rescoring.h"
 #include "dapple/plan/search/sim_cache.h"
 #include "dapple/plan/size_searches.h"
+#include "dapple/plan/v_search.h"
 
 namespace dapple {
 

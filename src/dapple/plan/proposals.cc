@@ -99,8 +99,7 @@ void ProposeBaseline(const Context& c, PlannerKind planner, bool enforce_memory,
 // its latency L ranks pipelines of narrow stages below short pipelines of whole servers;
 // the refinement changes one stage's width by one device at a time, which rarely pays
 // alone. So stages split across two servers, several narrow stages in one server and
-// uneven widths were out of reach: on 10 layers, 2 x 6 devices, GBS 48, the optimum is 4
-// stages of 3 devices at m = 3 (1009.3 ms), and the planner ended at 1128.1 ms. So it also
+// uneven widths were out of reach, where a medium problem's optimum often has them. So it also
 // proposes, for every m, the pipelines of k stages of equal widths across the servers
 // (EvenWidthPlans), layers balanced on them, and the simulator (the topology-aware cost)
 // says when they pay: the fastest of them is a start of the refinement besides the other
@@ -113,11 +112,9 @@ constexpr int kEvenWidthsMaxDevices = 64;
 // Note [Even widths in every server order]
 // On a cluster of several kinds of device, the devices in id order put whichever kind the
 // cluster file lists first at the head of every even-width pipeline, and only the fastest
-// of those is a start. A mixed 11-layer problem (2 x 5 devices, GBS 30) has its optimum
-// (111.40 ms) with the fast server's devices first; with the slow server listed first the
-// planner ended at 120.49 ms: of the pipelines with the fast server first, the fastest (4
-// stages) climbs to a slower plan, the
-// deepest (9 stages of one device, 196.45 ms as proposed) to the optimum. So on small
+// of those is a start. A mixed problem's optimum may lead with another kind than the file's
+// first, and of the pipelines that lead with it the deepest, not the fastest as proposed,
+// may be the one that climbs to it. So on small
 // clusters of several kinds (at most kKindFirstMaxDevices devices) the even-width pipelines
 // are also proposed over the devices in each server order (EvenWidthOrders: each kind's
 // servers first), with an origin per order ("even-widths-A-first", A the kind's letter in
@@ -213,14 +210,14 @@ void ProposeDapple(const Context& c, bool enforce_memory, std::vector<Proposal>&
   }
   const size_t nm = missing.size();
   std::vector<Shared::Dp> per_m(nm);
-  // PipeDream's DPs (ProposeBaseline below) on the same threads: on 8192 devices they
-  // were a third of the time, on one core.
+  // PipeDream's DPs (ProposeBaseline below) on the same threads, not after them on one
+  // core.
   std::vector<int> pd_missing;
   for (int m : c.sizes)
     if (!c.shared->pipedream.count({m, enforce_memory})) pd_missing.push_back(m);
   std::vector<std::optional<Plan>> pd(pd_missing.size());
-  // And the straight pipelines' partitions (ProposeBaseline below): a serial 2-6 ms per
-  // search of GNMT-16 otherwise.
+  // And the straight pipelines' partitions (ProposeBaseline below), on the cores beside
+  // them rather than one after another.
   std::vector<int> bal_missing;
   for (int m : c.sizes)
     if (!c.shared->balanced.count(m)) bal_missing.push_back(m);

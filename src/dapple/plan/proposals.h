@@ -11,7 +11,7 @@
 
 #include "dapple/plan/baselines/baselines.h"
 #include "dapple/plan/dp/dapple_dp.h"
-#include "dapple/plan/planner.h"
+#include "dapple/plan/plan_options.h"
 #include "dapple/plan/refine/refine.h"
 #include "dapple/plan/search/rescoring.h"
 #include "dapple/plan/search/sim_cache.h"

@@ -81,10 +81,9 @@ std::optional<std::vector<int>> ChooseRecomputeLayers(const RecomputeProblem& p)
 
 // Note [Re-computation choices kept]
 // A planner call asks ChooseRecomputeLayers about the same stage many times: every
-// proposal, neighbour and schedule family with that stage, when it does not fit. On VGG-16
-// on paper-c the calls were a quarter of the command's instructions (4889 calls of about
-// 100 000 instructions each). The choice depends only on the problem's layers, the kinds
-// of its devices in order (CostModel::DeviceKind: devices of one kind cost the same),
+// proposal, neighbour and schedule family with that stage, when it does not fit, and each
+// call searches the stage's layers afresh. The choice depends only on the problem's layers, the
+// kinds of its devices in order (CostModel::DeviceKind: devices of one kind cost the same),
 // micro-batch, held micro-batches, split and budget, given the cost model and forward_timed,
 // which are the call's. So the memo keeps each choice by those, for one cost model and
 // forward_timed (checked). It gives ChooseRecomputeLayers' own answer. Thread-safe: two

@@ -14,13 +14,6 @@
 
 namespace dapple::internal {
 
-std::vector<ScheduleKind> OfferedVShapes(const PlannerOptions& o) {
-  if (o.schedule)
-    return VShaped(*o.schedule) ? std::vector{*o.schedule} : std::vector<ScheduleKind>{};
-  if (o.planner != PlannerKind::kDapple || !o.interleave) return {};
-  return {ScheduleKind::kZbV, ScheduleKind::kVHalf, ScheduleKind::kVMin};
-}
-
 void OfferVShapes(const Context& c, const std::vector<Plan>& bases,
                   const std::vector<ScheduleKind>& kinds, Selection& sel, PlanResult& result) {
   std::vector<Proposal> proposals;

@@ -5,15 +5,11 @@
 
 #include <vector>
 
-#include "dapple/plan/planner.h"
+#include "dapple/plan/plan_options.h"
 #include "dapple/plan/proposals.h"
 #include "dapple/plan/search/rescoring.h"
 
 namespace dapple::internal {
-
-// The V-shape schedules a call offers: the fixed schedule when it is one, all three when the
-// DAPPLE planner searches schedules and may offer chunks, else none.
-std::vector<ScheduleKind> OfferedVShapes(const PlannerOptions& o);
 
 // V-shape plans of `bases`' groups for each kind of `kinds`, at every micro-batch size. With
 // the schedule fixed to a V the fastest that fits replaces the winner (none fitting: no

@@ -8,7 +8,7 @@
 #include <tuple>
 #include <vector>
 
-#include "dapple/plan/plan_costs.h"
+#include "dapple/plan/stage_cost.h"
 
 namespace dapple {
 
@@ -18,8 +18,8 @@ namespace dapple {
 // again: the memo keeps both figures with the decision, and EvaluatePlan / EvaluatePlanFrom
 // take the decided one from it where their EvaluateStage call would have had the same
 // arguments (the key's, and the same `uniform`). A replicated stage's evaluation is mostly its
-// gradient buckets (GradientBuckets, BucketAllReduceMs, ExposedAllReduceMs): half of
-// Evaluate's instructions on AmoebaNet-36. The figures are EvaluateStage's, so the same bits.
+// gradient buckets (GradientBuckets, BucketAllReduceMs, ExposedAllReduceMs), the dearest
+// part of EvaluatePlan. The figures are EvaluateStage's, so the same bits.
 // Thread-safe: two threads asking for one new stage may both decide it (alike).
 class ShardMemo {
  public:

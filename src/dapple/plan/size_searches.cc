@@ -4,8 +4,7 @@
 // The search over every micro-batch size refines the fastest proposals of all sizes
 // together: its starts are the fastest of each origin whatever their size, and its climbs
 // move between sizes. A climb that starts elsewhere can settle in a worse local optimum
-// than the search with one size fixed: on 10 layers, 2 x 6 devices, GBS 48, the search
-// over every size ended at 1128.1 ms while `--micro-batch 6` found 1051.9 ms. So the search
+// than the search with one size fixed. So the search
 // over several sizes contains the search of each size alone: after its own search, it runs
 // for every size m exactly what RunPlanner with `micro_batch_size` = m runs (that size's
 // proposals, starts, climbs and schedule families, each climb with the full budget
@@ -18,9 +17,8 @@
 //
 // Only on clusters of at most kEachSizeMaxDevices devices: a size's search costs about what
 // the whole search did before (its climbs simulate plans of its own size, which the others
-// do not visit), so the search takes about as many times longer as there are sizes (6.8
-// times the wall time of the planning report's 39 commands): on BERT-48 on 8192 devices,
-// 14 sizes of a search of about 10 s.
+// do not visit), so the search takes about as many times longer as there are sizes: worth it where
+// the search is cheap and meant to reach the exhaustive optimum, not on large clusters.
 //
 // A size is skipped when MicroBatchLowerBound says no plan of that size can be faster than
 // the slowest result recorded (the plan and every family's): it could not replace any, so

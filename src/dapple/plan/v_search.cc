@@ -32,7 +32,6 @@
 #include <utility>
 
 #include "dapple/plan/plan_costs.h"
-#include "dapple/plan/schedule_offers.h"
 #include "dapple/plan/v_cut.h"
 
 namespace dapple::internal {
@@ -194,6 +193,13 @@ struct ReCutter {
 };
 
 }  // namespace
+
+std::vector<ScheduleKind> OfferedVShapes(const PlannerOptions& o) {
+  if (o.schedule)
+    return VShaped(*o.schedule) ? std::vector{*o.schedule} : std::vector<ScheduleKind>{};
+  if (o.planner != PlannerKind::kDapple || !o.interleave) return {};
+  return {ScheduleKind::kZbV, ScheduleKind::kVHalf, ScheduleKind::kVMin};
+}
 
 bool SmallVSearch(const Context& c) { return c.cost.num_layers() <= kSmallVLayers; }
 

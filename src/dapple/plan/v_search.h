@@ -11,6 +11,10 @@
 
 namespace dapple::internal {
 
+// The V-shape schedules a call offers: the fixed schedule when it is one, all three when the
+// DAPPLE planner searches schedules and may offer chunks, else none.
+std::vector<ScheduleKind> OfferedVShapes(const PlannerOptions& o);
+
 // Whether `c`'s V search is a small one (Note [V shapes searched]): a model of at most
 // kSmallVLayers layers; it then also cuts MoreVBases. The fastest V proposal is re-cut when
 // it is at most kReCutSlack slower than the winner (kReCutSlackLarge beyond kSmallVLayers).

@@ -21,8 +21,8 @@ namespace dapple::internal {
 // (Note [Warmup depth]): they keep forwards in flight while the gradients of the round trip
 // to the last stage travel, so transfers between stages are hidden (with dapple-a's
 // (v - 1)S + S - s, which also reaches the bubble below with free transfers, every chunk
-// transfer lands on the critical path: BERT-48 on 16 stages of paper-b was 6% slower than
-// dapple-a). With one chunk the lists are dapple-b's. With F = B/2 per chunk and free
+// transfer lands on the critical path, and a deep pipeline can end slower than dapple-a).
+// With one chunk the lists are dapple-b's. With F = B/2 per chunk and free
 // transfers every stage idles (S - 1)(F + B) per iteration, 1/v of dapple-a's (and
 // dapple-b's) on the same partition (tests/sim/interleaved_test.cc). Peak activation
 // memory, in chunk-micro-batches: K_s, i.e. S + (S - 1)/v stage-micro-batches on stage 0,

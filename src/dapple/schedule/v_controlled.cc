@@ -179,7 +179,7 @@ std::vector<Instruction> StageList(const StageUnits& s) {
 // The squeeze takes the passes by block time, stages in order on ties. No two passes share a
 // unit of one stage (the offsets of a stage are distinct modulo 6, checked: every pass is
 // found), so that order is unique, and a scan of the units, time by time and stage by stage,
-// finds it in O(S x units) where a sort by (time, stage) took a quarter of MakeControlledV.
+// finds it in O(S x units), cheaper than a sort by (time, stage).
 std::vector<BlockPass> BlockPasses(ScheduleKind kind, int S, int M) {
   std::vector<std::array<int, kNumPasses>> offset(S);
   std::vector<std::array<int, kPeriod>> pass_at(S);  // [g][t mod 6]: the pass there, or -1

@@ -18,8 +18,8 @@ namespace dapple::internal {
 template <bool kDetailed>
 // The members the run's loop calls on every instruction are inline (event_engine.cc); the
 // two Run calls once each are always inlined into it: with the class in a header (external
-// linkage) the compiler no longer inlines a function called once by itself, and calling them
-// cost 1.5% more instructions of a planner call.
+// linkage) the compiler no longer inlines a function called once by itself, and the calls would
+// cost instructions in the planner's innermost loop.
 class Engine {
  public:
   Engine(const EngineSetup& s, Scratch& scratch);

@@ -36,7 +36,7 @@ struct Event {
 };
 
 // The finishes to come, earliest (then lowest transfer id) first. Transfers hold links, so
-// few run at once (at most 7 on GNMT-16's climbs, usually 0 or 1): a vector sorted latest
+// few run at once (usually 0 or 1): a vector sorted latest
 // first, where a binary heap cost more per push and pop than the few moves.
 class FinishQueue {
  public:

@@ -30,16 +30,14 @@ namespace dapple::internal {
 // same order. So the engine runs only the first replica of such a stage, counts its send
 // as every replica's (a transfer waits for RunReplicas senders) and, at the end, copies its
 // state to the others. A stage of n twins costs one device's instructions instead of n
-// (BERT-48 on 512 devices has stages of 8 to 64 replicas). Not with a timeline, whose
+// (the planner's wide stages on large clusters). Not with a timeline, whose
 // events are per device, nor with op_scale, which stretches each device's compute by how
 // many compute at that moment.
 
 // Note [Watching a run]: the watcher is asked after the first `running_` device stops, then
-// every kBoundEvery x `running_`. Its bound costs O(devices): asked every `running_` stops
-// it was 4% of the planner's instructions on GNMT-32 (simplified) on paper-a. Asked 4 times
-// less often, the runs stop a little later and the planner's calls take fewer instructions
-// in all (medians of 3: GNMT-32 simplified on paper-a 7.07 -> 6.82 G, GNMT-16 on paper-b
-// 10.43 -> 10.33 G); 8 times less often gained no more.
+// every kBoundEvery x `running_`. Its bound costs O(devices), so it is not asked after every
+// `running_` stops: the runs stop a little later and the planner's calls take fewer
+// instructions in all; asked less often still, they gain no more.
 constexpr size_t kBoundEvery = 4;
 
 template <bool kDetailed>
@@ -274,12 +272,10 @@ inline void Engine<kDetailed>::RunDevice(int d) {
         // Note [Waking up on shared cores]: a device that waits for a message sleeps in
         // its receive; once the bytes are in, gloo's reader thread and then the waiting
         // thread each need a core. On a machine whose cores the devices share, they
-        // often wait for one until another process's op or time slice ends: with 4
-        // ranks on 2 cores the mean delivery of a message to a waiting rank was 1-2.5 ms
-        // on the loopback against 0.14 ms for its bytes (0.3-0.7 ms with one rank per
-        // core; docs/two-server.md). wake_ms is that mean excess (`dapple calibrate`:
-        // emulation.wake_s); a message that is in before its receive is reached is
-        // read in the background and costs nothing.
+        // often wait for one until another process's op or time slice ends, longer than
+        // the bytes take with more ranks than cores (docs/two-server.md). wake_ms is that mean
+        // excess (`dapple calibrate`: emulation.wake_s); a message that is in before its receive is
+        // reached is read in the background and costs nothing.
         if (x.finish > clock) clock = x.finish + s_.wake_ms;
         break;
       }

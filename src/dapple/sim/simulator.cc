@@ -39,88 +39,113 @@ int Dense(std::unordered_map<int, int>& ids, int id) {
   return ids.emplace(id, static_cast<int>(ids.size())).first->second;
 }
 
-// Replica j of group s: its costs per chunk, its update and when its buckets are ready.
+// Where a replica runs: group s, replica j, its device and the samples of its slice.
+struct ReplicaAt {
+  int s = 0, j = 0, dev = 0;
+  double samples = 0;
+};
+
 // A replica of the kind of the one before with a slice of the same size costs the same
-// (CostModel::DeviceKind): its costs are copied (wide stages of the planner).
+// (CostModel::DeviceKind): copies its costs, update, buckets' ready times and extra memory
+// (wide stages of the planner). False when it does not.
+bool CopyReplicaBefore(const Plan& plan, const CostModel& cost, const ReplicaAt& r,
+                       EngineDevice& ed, PreparedRun& p) {
+  EngineSetup& setup = p.setup;
+  EngineStage& es = setup.stages[r.s];
+  const StagePlan& sp = plan.stages[r.s];
+  const int j = r.j;
+  if (j == 0 || cost.DeviceKind(r.dev) != cost.DeviceKind(sp.devices[j - 1]) ||
+      SliceOf(plan.micro_batch_size, es.replicas, j - 1).size() !=
+          SliceOf(plan.micro_batch_size, es.replicas, j).size())
+    return false;
+  const EngineDevice& before = setup.devices.back();
+  for (int c = 0; c < setup.num_chunks; ++c) {
+    const EngineChunkCost same = setup.costs[before.first_cost + c];
+    setup.costs.push_back(same);
+  }
+  ed.step_ms = before.step_ms;
+  for (size_t k = 0; k < es.bucket_ms.size(); ++k)
+    es.bucket_ready_ms[k * es.replicas + j] = es.bucket_ready_ms[k * es.replicas + j - 1];
+  p.recompute_extra.push_back(p.recompute_extra.back());
+  setup.devices.push_back(ed);
+  return true;
+}
+
+// Chunk c of the replica: its costs, its update (added to ed.step_ms), the ready times of
+// its buckets `bs` (from index `bucket` on, in allreduce order) and its stage's figures.
+// Returns the memory its backward's re-computation adds at its peak (0 when split).
+double AddChunk(const Plan& plan, const CostModel& cost, const ReplicaAt& r, int c,
+                const std::vector<GradBucket>& bs, int bucket, bool split, EngineDevice& ed,
+                PreparedRun& p) {
+  EngineSetup& setup = p.setup;
+  EngineStage& es = setup.stages[r.s];
+  const int vs = VirtualStageOf(r.s, c, setup.num_stages, setup.v_shape);
+  const StagePlan& cp = plan.stages[vs];
+  const int a = cp.first_layer, z = cp.last_layer, dev = r.dev, j = r.j;
+  const double samples = r.samples;
+  EngineChunkCost& cc = setup.costs[ed.first_cost + c];
+  cc.forward_ms = cost.ForwardMs(a, z, samples, dev);
+  // Re-computation runs the forward of the layers that re-compute again right before
+  // each backward (Note [Re-computation per layer] in runtime/recompute_segments.cc).
+  const std::vector<int> recomputed = plan.RecomputedLayers(vs);
+  const double refwd = RecomputeForwardMs(cost, recomputed, samples, dev);
+  cc.backward_ms = refwd + cost.BackwardMs(a, z, samples, dev);
+  // Split backward: the input-gradient part rebuilds the forward first.
+  cc.input_grad_ms = refwd + cost.BackwardInputMs(a, z, samples, dev);
+  cc.weight_grad_ms = cost.BackwardWeightMs(a, z, samples, dev);
+  // Every replica updates all of its stage's parameters, whatever its slice; with the
+  // optimizer sharded 1/r of them, and STEP ends with the all-gather (Note [Optimizer
+  // sharding in the simulator]).
+  const bool shard = cp.shard_optimizer && es.replicas > 1;
+  const double update = cost.UpdateMs(a, z, dev) / (shard ? es.replicas : 1);
+  const double all_gather = shard ? cost.AllGatherMs(a, z, plan.stages[r.s].devices) : 0.0;
+  ed.step_ms += update + all_gather;
+  // Bucket k is ready once the backward (or W) has passed through its lowest layer
+  // (both run from the last layer down); the last bucket with the whole of it.
+  for (size_t k = 0; k < bs.size(); ++k, ++bucket)
+    es.bucket_ready_ms[bucket * es.replicas + j] =
+        k + 1 == bs.size() ? (split ? cc.weight_grad_ms : cc.backward_ms)
+        : split            ? cost.BackwardWeightMs(bs[k].first_layer, z, samples, dev)
+                           : refwd + cost.BackwardMs(bs[k].first_layer, z, samples, dev);
+  // A micro-batch keeps the activations of the layers that do not re-compute and each
+  // segment's input until its backward, which rebuilds one segment at a time (added once,
+  // by the caller); a split one holds what it rebuilt from I until W.
+  const RecomputeBytes bytes = RecomputeActivationBytes(cost, a, z, recomputed, samples);
+  cc.bytes_per_micro_batch = bytes.kept;
+  if (split) cc.rebuilt_bytes = bytes.rebuilt;
+  StageStats& stats = p.result.stages[vs];
+  stats.forward_ms = std::max(stats.forward_ms, cc.forward_ms);
+  stats.backward_ms = std::max(stats.backward_ms, cc.backward_ms);
+  stats.input_grad_ms = std::max(stats.input_grad_ms, cc.input_grad_ms);
+  stats.weight_grad_ms = std::max(stats.weight_grad_ms, cc.weight_grad_ms);
+  stats.update_ms = std::max(stats.update_ms, update);
+  stats.allgather_ms = all_gather;
+  return split ? 0.0 : bytes.rebuilt_peak;
+}
+
+// Replica j of group s: its costs per chunk, its update and when its buckets are ready.
 void AddReplica(const Plan& plan, const CostModel& cost, int s, int j,
                 const std::vector<std::vector<GradBucket>>& buckets, bool split, PreparedRun& p) {
   EngineSetup& setup = p.setup;
   EngineStage& es = setup.stages[s];
-  const int S = setup.num_stages, v = setup.num_chunks;
-  const StagePlan& sp = plan.stages[s];
-  const int dev = sp.devices[j];
+  const int dev = plan.stages[s].devices[j];
   if (dev < 0 || dev >= cost.num_devices())
     ThrowInput("plan: stage {} device {} outside the cluster's {} devices", s, dev,
                cost.num_devices());
-  const double samples = static_cast<double>(SliceOf(plan.micro_batch_size, es.replicas, j).size());
+  const ReplicaAt r{s, j, dev,
+                    static_cast<double>(SliceOf(plan.micro_batch_size, es.replicas, j).size())};
   EngineDevice ed;
   ed.stage = s;
   ed.replica = j;
   ed.first_cost = static_cast<int>(setup.costs.size());
-  if (j > 0 && cost.DeviceKind(dev) == cost.DeviceKind(sp.devices[j - 1]) &&
-      SliceOf(plan.micro_batch_size, es.replicas, j - 1).size() ==
-          SliceOf(plan.micro_batch_size, es.replicas, j).size()) {
-    const EngineDevice& before = setup.devices.back();
-    for (int c = 0; c < v; ++c) {
-      const EngineChunkCost same = setup.costs[before.first_cost + c];
-      setup.costs.push_back(same);
-    }
-    ed.step_ms = before.step_ms;
-    for (size_t k = 0; k < es.bucket_ms.size(); ++k)
-      es.bucket_ready_ms[k * es.replicas + j] = es.bucket_ready_ms[k * es.replicas + j - 1];
-    p.recompute_extra.push_back(p.recompute_extra.back());
-    setup.devices.push_back(ed);
-    return;
-  }
+  if (CopyReplicaBefore(plan, cost, r, ed, p)) return;
   if (j > 0) es.twins = false;
   double extra = 0;
   int bucket = 0;  // buckets in allreduce order: chunk v-1's first
-  for (int c = 0; c < v; ++c) setup.costs.emplace_back();
-  for (int c = v - 1; c >= 0; --c) {
-    const int vs = VirtualStageOf(s, c, S, setup.v_shape);
-    const StagePlan& cp = plan.stages[vs];
-    const int a = cp.first_layer, z = cp.last_layer;
-    EngineChunkCost& cc = setup.costs[ed.first_cost + c];
-    cc.forward_ms = cost.ForwardMs(a, z, samples, dev);
-    // Re-computation runs the forward of the layers that re-compute again right before
-    // each backward (Note [Re-computation per layer] in runtime/recompute_segments.cc).
-    const std::vector<int> recomputed = plan.RecomputedLayers(vs);
-    const double refwd = RecomputeForwardMs(cost, recomputed, samples, dev);
-    cc.backward_ms = refwd + cost.BackwardMs(a, z, samples, dev);
-    // Split backward: the input-gradient part rebuilds the forward first.
-    cc.input_grad_ms = refwd + cost.BackwardInputMs(a, z, samples, dev);
-    cc.weight_grad_ms = cost.BackwardWeightMs(a, z, samples, dev);
-    // Every replica updates all of its stage's parameters, whatever its slice; with the
-    // optimizer sharded 1/r of them, and STEP ends with the all-gather (Note [Optimizer
-    // sharding in the simulator]).
-    const bool shard = cp.shard_optimizer && es.replicas > 1;
-    const double update = cost.UpdateMs(a, z, dev) / (shard ? es.replicas : 1);
-    const double all_gather = shard ? cost.AllGatherMs(a, z, sp.devices) : 0.0;
-    ed.step_ms += update + all_gather;
-    // Bucket k is ready once the backward (or W) has passed through its lowest layer
-    // (both run from the last layer down); the last bucket with the whole of it.
-    const std::vector<GradBucket>& bs = buckets[c];
-    for (size_t k = 0; k < bs.size(); ++k, ++bucket)
-      es.bucket_ready_ms[bucket * es.replicas + j] =
-          k + 1 == bs.size() ? (split ? cc.weight_grad_ms : cc.backward_ms)
-          : split            ? cost.BackwardWeightMs(bs[k].first_layer, z, samples, dev)
-                             : refwd + cost.BackwardMs(bs[k].first_layer, z, samples, dev);
-    // A micro-batch keeps the activations of the layers that do not re-compute and each
-    // segment's input until its backward, which rebuilds one segment at a time (added once,
-    // below); a split one holds what it rebuilt from I until W.
-    const RecomputeBytes bytes = RecomputeActivationBytes(cost, a, z, recomputed, samples);
-    cc.bytes_per_micro_batch = bytes.kept;
-    if (split)
-      cc.rebuilt_bytes = bytes.rebuilt;
-    else
-      extra = std::max(extra, bytes.rebuilt_peak);
-    StageStats& stats = p.result.stages[vs];
-    stats.forward_ms = std::max(stats.forward_ms, cc.forward_ms);
-    stats.backward_ms = std::max(stats.backward_ms, cc.backward_ms);
-    stats.input_grad_ms = std::max(stats.input_grad_ms, cc.input_grad_ms);
-    stats.weight_grad_ms = std::max(stats.weight_grad_ms, cc.weight_grad_ms);
-    stats.update_ms = std::max(stats.update_ms, update);
-    stats.allgather_ms = all_gather;
+  for (int c = 0; c < setup.num_chunks; ++c) setup.costs.emplace_back();
+  for (int c = setup.num_chunks - 1; c >= 0; --c) {
+    extra = std::max(extra, AddChunk(plan, cost, r, c, buckets[c], bucket, split, ed, p));
+    bucket += static_cast<int>(buckets[c].size());
   }
   p.recompute_extra.push_back(extra);
   setup.devices.push_back(ed);

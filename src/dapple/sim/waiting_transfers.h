@@ -32,9 +32,9 @@ struct Waiting {
 // from those still to come, which wait sorted by priority behind a moving head; when time
 // reaches their ready time they move, in priority order, to the end of the due ones (every
 // due one is ready earlier). The engine sees the same transfers in the same order as with
-// one list. (Those to come are 8-16 on GNMT-16's climbs, and a new one usually goes near
-// the back: a sorted vector whose head moves cost 3% fewer instructions of the command
-// than the binary heap it replaced, whose pops took a comparison function call per level.)
+// one list. (Those to come are few, and a new one usually goes near the back: a sorted vector
+// whose head moves costs fewer instructions than a binary heap, whose pops take a
+// comparison function call per level.)
 class WaitingTransfers {
  public:
   void Clear() {

@@ -12,7 +12,7 @@
 #include "dapple/plan/dp/dp_costs.h"
 #include "dapple/plan/dp/dp_stage_placer.h"
 #include "dapple/plan/dp/layer_blocks.h"
-#include "dapple/plan/dp/pipeline_latency.h"
+#include "dapple/plan/pipeline_latency.h"
 #include "dapple/schedule/schedule.h"
 
 namespace dapple {

@@ -12,10 +12,10 @@
 //   hash] in dp_state.h): the head's devices and its costs by first block, and the head's
 //   transfer to the new stage at every boundary at once (CostModel::TransferMsAt), per take
 //   that led to the usage (with the usage, the take fixes the new stage's devices). A usage
-//   is reached by many takes (more than 8 on 2 servers of 8: with 8 kept, 700 K of GNMT-16's
-//   asks missed); past kTakesKept the cost model is asked each time. Where layers' bytes
-//   per sample are fractional the cost model walks the slices at each call (Note
-//   [Split-concat by server runs]): GNMT-16 asked it 2 million times without these.
+//   is reached by many takes (more than 8 on 2 servers of 8); past kTakesKept the cost
+//   model is asked each time. Where layers' bytes per sample are fractional the cost model
+//   walks the slices at each call (Note [Split-concat by server runs]), so these tables
+//   spare the DP's innermost loop those walks.
 // The new stage's transfer to its suffix and its allreduce are asked of the cost model,
 // which answers the same devices asked again at other layers in O(1) (Note [Split-concat
 // by server runs], Note [Rings asked again]): tables of them by device list cost more in

@@ -12,7 +12,7 @@
 #include "dapple/plan/dp/dapple_dp.h"
 #include "dapple/plan/dp/dp_stage_placer.h"
 #include "dapple/plan/dp/dp_state.h"
-#include "dapple/plan/dp/pipeline_latency.h"
+#include "dapple/plan/pipeline_latency.h"
 #include "dapple/plan/plan_costs.h"
 
 namespace dapple::internal {

@@ -4,7 +4,7 @@
 // The DP sees a plan through the analytic latency L, over coarsened layer blocks, with a
 // pivot heuristic and a beam; the baselines see it through their own objectives. Each can
 // miss a plan one or two small changes away from its answer that the simulator finds
-// faster (GNMT-16 on paper-b: PipeDream's 14-stage partition beats the DP's 7 stages). So
+// faster (a baseline's deeper partition may beat the DP's, say). So
 // the planner ends with a local search from its best proposals. Each round lists every
 // neighbour of the current plan (refine_moves.h), drops those that cannot fit memory or
 // cannot win (IterationLowerBound >= the current time), orders the rest by an analytic
@@ -24,46 +24,37 @@
 // one-step moves after taking one. So a climb is the one-step climb up to the first plan
 // where that one would stop (its moves, simulations and work the same), and only ever
 // faster from there: no plan is slower for them, and listing them costs one round per
-// local optimum (listed in every round, they moved some climbs to slower local optima:
-// AmoebaNet-6 complicated on paper-a, dapple-a 352.8 -> 354.2 ms). The planner lets a climb
-// try them only where its plan is no slower than the fastest start of the climbs run
-// together (RefineOptions::wide_moves_up_to_ms): the climbs stuck far behind (GNMT-16 on
-// paper-a: the straight pipeline's at 398 ms, its family's best 281 ms) went on with them for
-// ten times the work, to end behind still, and took GNMT-16's planning 1.8 times as long.
+// local optimum (listed in every round, they moved some climbs to slower local optima). The planner
+// lets a climb try them only where its plan is no slower than the fastest start of the climbs run
+// together (RefineOptions::wide_moves_up_to_ms): a climb stuck far behind would go on with
+// them for many times the work, to end behind still.
 //
 // Note [Regrouping at a local optimum]
 // Where no wide move is faster either, a climb may still be a few moves from a plan whose
 // stages visit the device groups in another order (Note [Regrouping the stages] in
-// regroup_moves.cc): 3 of the 60 medium problems ended 2.1-3.2% above the exhaustive optimum,
-// each optimum a regrouped plan of the planner's and a climb away. The regrouped plans
-// themselves are mostly much slower (on two of the three, the ones that lead to the optimum
-// are 1.7 and 1.5 times the plan: the layers cut for compute alone, transfers crossing
-// between the servers), so a climb would not take them as moves. So a search goes on from
-// its fastest climb (Regrouped): it climbs from each regrouped plan of that climb's end, and
-// takes the fastest end of those climbs when it is faster, as long as that helps: random
-// restarts, chosen among the orders of the plan's device groups. Each
+// regroup_moves.cc): a medium problem's exhaustive optimum can be a regrouped plan of the
+// planner's and a climb away. The regrouped plans themselves are mostly much slower (the
+// layers cut for compute alone, transfers crossing between the servers), so a climb would not take
+// them as moves. So a search goes on from its fastest climb (Regrouped): it climbs from each
+// regrouped plan of that climb's end, and takes the fastest end of those climbs when it is faster,
+// as long as that helps: random restarts, chosen among the orders of the plan's device groups. Each
 // search regroups once, after its climbs (each schedule family, the climb across schedules,
 // each size's search), so that the searches nest as before (Note [Never slower with more
 // schedules] in family_search.cc). Its budget is kRegroupWorkShare times the work of the climbs it
 // follows, within max_work: the climbs from slow plans are long, and without the cap the
-// regrouping tripled the simulations of a medium problem (10 layers, 2 x 6 devices, GBS 72:
-// 4113 -> 12353). A search whose climbs were short (the climb across schedules from the
-// families' winners, a few moves) leaves it little: with twice their work, 7 of 120 medium
-// problems of 11 and 12 layers ended 2.2-5% above the exhaustive optimum, most a regrouped
-// plan's climb away that the budget cut off (11 layers, 2 x 5 devices, GBS 72: the exchange
-// that is itself 4.4% faster comes sixth in the list, after climbs that spent the budget).
-// With 4 times, 2 of them; with 8 times, none, for 1.8 times the simulations on the 180
-// problems of 10-12 layers (with the groups left out, Note [Regrouping the stages]). The
-// planner regroups on clusters of at most kEachSizeMaxDevices devices
-// (RefineOptions::regroup), where the search is meant to reach the exhaustive optimum and a
-// search is cheap.
+// regrouping would cost several times the climbs it follows. A search whose climbs were
+// short (the climb across schedules from the families' winners, a few moves) leaves it
+// little, so the share is the least with which the medium problems of 10-12 layers reach
+// their exhaustive optimum (tests/plan/medium_exhaustive_test.cc, scripts/medium_exhaustive.sh).
+// The planner regroups on clusters of at most kEachSizeMaxDevices devices (RefineOptions::regroup),
+// where the search is meant to reach the exhaustive optimum and a search is cheap.
 //
 // Note [A budget of work]
 // The budget counts work, not seconds, so that a plan depends on its inputs alone: on any
 // machine, under any load, and on every rank of an elastic job that plans again. Work is
 // counted in device steps, in the two places a climb spends its time:
 // * listing a round's neighbours costs each one's evaluation (EvaluatePlan), about a step
-//   per device of the plan: neighbours x devices. On 512 devices a round lists about 18000
+//   per device of the plan: neighbours x devices. On a large cluster a round lists many
 //   neighbours (every unused device may join a stage), and listing is most of the time;
 // * simulating a neighbour costs its schedule, devices x micro-batches (WorkOf). The
 //   simulations counted are those a search simulating one neighbour at a time would run:
@@ -71,8 +62,8 @@
 //   none is), whatever `threads` simulated beyond it; a batch starts no neighbour once the
 //   budget is spent.
 // So the same options give the same climb with any number of threads. A count of plans
-// alone let one climb of GNMT-32 on 512 devices run a minute where the planning report's
-// longest climbs take a second.
+// alone would let a climb of wide plans on a large cluster run many times longer than one
+// on a small cluster, for the same budget.
 #include "dapple/plan/refine/refine.h"
 
 #include <algorithm>
@@ -91,7 +82,7 @@ namespace {
 
 // Simulates plans[i] for i in [begin, end) on up to `threads` threads (each fits by its
 // costs); scored[i] is empty when the simulator's peak does not fit memory.
-// A round's first neighbour is the one most often taken (54 of GNMT-16's 103 rounds), and
+// A round's first neighbour is the one most often taken, and
 // then a question put first to a run without contention (Note [Uncontended first] in
 // plan/search/slower_than.cc) would only add that run: plans[0] goes to the contended run at once.
 // Cost only: the answers are the same.
@@ -324,13 +315,11 @@ RefineResult ClimbEach(const std::vector<Scored>& starts, const CostModel& cost,
 // optimum]). So starts added after the others (DeepestStarts', Note [Even widths in every
 // server order] in proposals.cc) could make a search slower: one of their climbs ends
 // fastest, the regrouping goes on from it and finds nothing, where from the others' fastest
-// it would have found a faster plan (GNMT-32 on 2 x 5 devices of speeds 2 and 1, GBS 64:
-// zb-h1 35.87 ms with them against 35.75 ms without, dapple-b 37.08 against 36.47). So where
+// it would have found a faster plan. So where
 // one of their climbs ends fastest, the others' fastest climb is regrouped too, as it would be
 // without them (the budget from the others' work alone), and the faster end is taken; where
 // one of the others' ends fastest, nothing changes. Not regrouping the deep climbs at all
-// instead lost a medium optimum (10 layers, fast server listed first, seed 11: 112.6 ms
-// against 111.2).
+// instead can lose a medium problem's optimum.
 RefineResult RegroupedApart(std::vector<RefineResult> climbs, size_t apart_from,
                             const CostModel& cost, const Cluster& cluster,
                             const RefineOptions& options) {

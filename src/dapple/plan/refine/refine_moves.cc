@@ -231,11 +231,10 @@ void Splits(MoveContext& c, const Plan& p, std::vector<Neighbour>& out) {
 // Note [Splitting with a borrowed device]
 // A stage of one device can split only onto a device no stage uses, and a plan that uses
 // every device has none: freeing one (remove-device) and then splitting are two moves, the
-// first mostly slower alone. On servers of 5 or 6 devices at m = 2 the optimum often has one
-// more, narrower stage than the planner's plan (10 layers, 2 x 5 devices, GBS 72: 7 stages
-// against 6, 3.3% faster). So a stage also splits with one half on a device taken from
-// another stage of several replicas (the one PickGiven gives), the other half keeping its
-// devices, either way round.
+// first mostly slower alone. The optimum often has one more, narrower stage than a plan that uses
+// every device (on servers of 5 or 6 devices at m = 2, say). So a stage also splits with one half
+// on a device taken from another stage of several replicas (the one PickGiven gives), the other
+// half keeping its devices, either way round.
 void SplitsBorrowing(MoveContext& c, const Plan& p, std::vector<Neighbour>& out) {
   const int S = p.num_stages();
   for (int s = 0; s < S; ++s) {

@@ -45,8 +45,7 @@ void Rebalanced(MoveContext& c, const Plan& p, std::vector<std::vector<int>> gro
 
 // Note [Rebalancing the layers]
 // The boundary moves shift one boundary at a time, and a plan whose widths changed (a split,
-// a device moved) may want several shifted at once, each slower alone (10 layers, 2 x 6
-// devices of two speeds, GBS 24: two boundaries two layers away, 2% faster together). So
+// a device moved) may want several shifted at once, each slower alone. So
 // the layers are also cut anew over the plan's device groups so that the largest stage
 // compute is smallest (BalancedPlanOnGroups, the partition of the even-width starts).
 void Rebalance(MoveContext& c, const Plan& p, std::vector<Neighbour>& out) {
@@ -58,17 +57,14 @@ void Rebalance(MoveContext& c, const Plan& p, std::vector<Neighbour>& out) {
 // The moves keep the order in which the pipeline visits its device groups, and so which
 // servers its stages follow one another on: a narrow stage in the middle stays there, and a
 // pipeline that fills one server and then the other never comes back to the first. The
-// medium problems' optima often order their widths otherwise (10 layers, 2 x 6 devices,
-// GBS 30: [1+2+2+2+2+2+1] on servers A, A, B, B, B, A, A against the DP's 2, 2, 2 on one
-// server and 1, 2, 2, 1 on the other), or put a fast server's single devices between slow
-// pairs. So the regrouped plans exchange the device groups of two stages (groups alike in
-// width, servers and kinds of device excepted: that is the same plan again on a cluster of
-// identical servers) and cut the layers anew over the groups in their new order. So do the
-// plans with one stage's group left out, its devices unused: a merge leaves two groups' devices
-// on one stage and the layers where they were, each slower alone (11 layers, 2 x 6 devices,
-// GBS 30: the optimum is the planner's 7 stages without the pair that held one layer, 4.1%
-// faster). Most are much slower than the plan until the climb adapts them (Note [Regrouping at
-// a local optimum] in refine.cc).
+// medium problems' optima often order their widths otherwise (the narrow stages at both
+// ends on one server, the wide ones between them on the other), or put a fast server's single
+// devices between slow pairs. So the regrouped plans exchange the device groups of two stages
+// (groups alike in width, servers and kinds of device excepted: that is the same plan again on a
+// cluster of identical servers) and cut the layers anew over the groups in their new order. So do
+// the plans with one stage's group left out, its devices unused: a merge leaves two groups' devices
+// on one stage and the layers where they were, each slower alone. Most are much slower than the
+// plan until the climb adapts them (Note [Regrouping at a local optimum] in refine.cc).
 void Regroups(MoveContext& c, const Plan& p, std::vector<Neighbour>& out) {
   if (p.virtual_stages != 1 || p.num_stages() < 2) return;
   const std::vector<std::vector<int>> groups = GroupsOf(p);

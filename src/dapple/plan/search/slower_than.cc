@@ -5,7 +5,7 @@
 // (BoundedRun::SlowerWithoutContention, Note [Runs without contention] in
 // bounded_run.cc): no time of it is later than the contended run's, so when it proves
 // the plan slower, so would the contended run, and it costs less (no waiting list, no
-// queue of finishes). On GNMT-16's searches it settled 446 of the 563 questions (the
+// queue of finishes). Where devices have links of their own it settles most questions (the
 // neighbours a climb rejects are slower for their stages, not for contention). The answer
 // is the contended run's otherwise, which may stop once it proves the plan slower (Note
 // [Stopping above a time] in stop_bound.cc). Where links are shared by many devices the

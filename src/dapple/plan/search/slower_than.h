@@ -12,13 +12,13 @@
 namespace dapple {
 
 // Note [Learning whether to run without contention first]: how often the run without
-// contention settles a question depends on the problem: on GNMT-32 on paper-b (a device per
-// server) it settles most and asking it first saves 13% of the planner's instructions; on
-// AmoebaNet-36 on paper-c (8 devices a server share its links) it settles few and asking
-// it first costs 5% more. A planner call keeps the odds of its questions (thread-safe) and
-// asks that run first while it settles at least half of them (the last 64 to 128 count: the
-// counts are halved at 128); when it does not, still one question in 8, to follow the odds. Only
-// the cost depends on it: the answer is the same either way.
+// contention settles a question depends on the problem: where each device has its server's
+// links to itself it settles most, and asking it first saves work; where the devices of a
+// server share its links it settles few, and asking it first is work in vain. A planner call keeps
+// the odds of its questions (thread-safe) and asks that run first while it settles at least half of
+// them (the last 64 to 128 count: the counts are halved at 128); when it does not, still one
+// question in 8, to follow the odds. Only the cost depends on it: the answer is the same either
+// way.
 class UncontendedOdds {
  public:
   // Whether the next question goes to the run without contention first.

@@ -1,5 +1,5 @@
 // L and the pivot stage: see pipeline_latency.h for the formulas.
-#include "dapple/plan/dp/pipeline_latency.h"
+#include "dapple/plan/pipeline_latency.h"
 
 #include <algorithm>
 

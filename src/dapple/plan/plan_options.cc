@@ -1,9 +1,10 @@
 // The planner kinds by name (`dapple plan --planner`) and the micro-batch sizes a global
-// batch allows: see planner.h.
+// batch allows: see plan_options.h.
+#include "dapple/plan/plan_options.h"
+
 #include <fmt/format.h>
 
 #include "dapple/common/error.h"
-#include "dapple/plan/planner.h"
 
 namespace dapple {
 
@@ -31,13 +32,16 @@ std::string ToString(PlannerKind k) {
   return {};
 }
 
+std::string PlannerNames() {
+  std::string names;
+  for (PlannerKind k : AllPlanners()) names += (names.empty() ? "" : ", ") + ToString(k);
+  return names;
+}
+
 PlannerKind ParsePlannerKind(const std::string& name) {
-  std::vector<std::string> names;
-  for (PlannerKind k : AllPlanners()) {
+  for (PlannerKind k : AllPlanners())
     if (ToString(k) == name) return k;
-    names.push_back(ToString(k));
-  }
-  ThrowInput("unknown planner '{}' (known: {})", name, fmt::join(names, ", "));
+  ThrowInput("unknown planner '{}' (known: {})", name, PlannerNames());
 }
 
 std::vector<int> MicroBatchSizes(int global_batch) {
