@@ -25,7 +25,7 @@ echo "== 1/5 calibrate this machine (once; out/calibrate.log)"
 tail -n 1 out/calibrate.log
 
 echo "== 2/5 profile ${model[*]} as each training process runs it"
-"$dapple" profile "${model[@]}" --batch 32 --optimizer adam -o out/mlp-profile.json
+"$dapple" profile "${model[@]}" --batch 32 --optimizer adam --data fashion-mnist -o out/mlp-profile.json
 
 echo "== 3/5 plan: global batch $gbs on this machine (cluster 'local')"
 "$dapple" plan --profile out/mlp-profile.json --cluster local --global-batch "$gbs" \

@@ -143,6 +143,21 @@ TEST(AnalyticCostModel, Bf16ProfilesHoldWeightCopies) {
   EXPECT_DOUBLE_EQ(AnalyticCostModel(p, c).ShardedStaticMemoryBytes(0, 1, 2), 30 * 4.0);
 }
 
+// Note [Data in the memory figure]: the first stage's devices hold the data's inputs, the
+// last stage's its targets, beside their parameters and state; sharded or not.
+TEST(AnalyticCostModel, TheDataIsWithTheFirstAndTheLastStage) {
+  Profile p = FourLayerChain();  // layers 0..1: 30 B of parameters, 2..3: 70 B
+  p.data_input_bytes = 1000;
+  p.data_target_bytes = 10;
+  const Cluster c = TwoByFour();
+  AnalyticCostModel cost(p, c);
+  EXPECT_DOUBLE_EQ(cost.StaticMemoryBytes(0, 1), 30 * 4.0 + 1000);
+  EXPECT_DOUBLE_EQ(cost.StaticMemoryBytes(2, 3), 70 * 4.0 + 10);
+  EXPECT_DOUBLE_EQ(cost.StaticMemoryBytes(1, 2), 50 * 4.0);  // neither the first nor the last
+  EXPECT_DOUBLE_EQ(cost.StaticMemoryBytes(0, 3), 100 * 4.0 + 1010);
+  EXPECT_DOUBLE_EQ(cost.ShardedStaticMemoryBytes(0, 1, 4), 30 * 3.5 + 1000);
+}
+
 TEST(AnalyticCostModel, TheProcessesOwnMemoryIsNotTheStages) {
   // Note [Process memory]: a stage may use the device's memory less the process's own.
   Profile p = FourLayerChain();

@@ -109,6 +109,20 @@ TEST(ProfileJson, UpdateMsIsOptionalAndWrittenOnlyWhenSet) {
   EXPECT_EQ(ProfileToJsonText(q), text);
 }
 
+// Note [Data in the memory figure]: written when recorded, read back, refused when negative.
+TEST(ProfileJson, DataBytesRoundTrip) {
+  Profile p = SmallProfile();
+  EXPECT_FALSE(Json::parse(ProfileToJsonText(p)).contains("data_input_bytes"));
+  p.data_input_bytes = 4096;
+  p.data_target_bytes = 64;
+  Profile q = ParseProfileJson(ProfileToJsonText(p), "p.json");
+  EXPECT_EQ(q.data_input_bytes, 4096);
+  EXPECT_EQ(q.data_target_bytes, 64);
+  Json j = Json::parse(ProfileToJsonText(p));
+  j["data_target_bytes"] = -1;
+  EXPECT_THAT(ProfileErrorOf(j.dump()), HasSubstr("data_target_bytes"));
+}
+
 TEST(ProfileJson, BadUpdateMs) {
   Json j = Json::parse(ProfileToJsonText(SmallProfile()));
   j["layers"][1]["update_ms"] = -0.5;

@@ -293,7 +293,15 @@ double AnalyticCostModel::AllReduceBucketBytes() const { return options_.allredu
 double AnalyticCostModel::StaticMemoryBytes(int first, int last) const {
   CheckRange(first, last);
   return (param_prefix_[last + 1] - param_prefix_[first]) *
-         (options_.state_factor + WeightCopyFactor(profile_.precision));
+             (options_.state_factor + WeightCopyFactor(profile_.precision)) +
+         DataBytes(first, last);
+}
+
+// Note [Data in the memory figure] (format/profile.h): the inputs with the first layer, the
+// targets with the last.
+double AnalyticCostModel::DataBytes(int first, int last) const {
+  return (first == 0 ? profile_.data_input_bytes : 0) +
+         (last == num_layers() - 1 ? profile_.data_target_bytes : 0);
 }
 
 // Weights and gradients whole, the state beyond them 1/r, and the reduce-scatter's receive
@@ -305,7 +313,8 @@ double AnalyticCostModel::ShardedStaticMemoryBytes(int first, int last, int repl
   const double whole = std::min(sf, 2.0);  // weights and gradients
   const double factor = std::min(sf, whole + 1.0 + (sf - whole) / std::max(replicas, 1));
   return (param_prefix_[last + 1] - param_prefix_[first]) *
-         (factor + WeightCopyFactor(profile_.precision));
+             (factor + WeightCopyFactor(profile_.precision)) +
+         DataBytes(first, last);
 }
 
 double AnalyticCostModel::ActivationBytes(int first, int last, double samples) const {

@@ -74,6 +74,9 @@ class AnalyticCostModel : public CostModel {
   double ParameterBytes(int first, int last) const override;
   double AllReduceBucketBytes() const override;
   double StaticMemoryBytes(int first, int last) const override;
+  // The training data a device of a stage [first, last] holds (Note [Data in the memory
+  // figure] in format/profile.h).
+  double DataBytes(int first, int last) const;
   // Parameters x (2 + (state_factor - 2) / replicas): weights and gradients whole.
   double ShardedStaticMemoryBytes(int first, int last, int replicas) const override;
   double ActivationBytes(int first, int last, double samples) const override;

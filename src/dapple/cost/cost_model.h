@@ -107,7 +107,8 @@ class CostModel {
   virtual double AllReduceBucketBytes() const = 0;
 
   // Per device of a stage [first, last]: parameters x state factor (weights, gradients,
-  // optimizer state).
+  // optimizer state), and the training data it holds (Note [Data in the memory figure] in
+  // format/profile.h).
   virtual double StaticMemoryBytes(int first, int last) const = 0;
   // The same on each of `replicas` devices that shard the optimizer state: weights and
   // gradients whole, the state beyond them 1/replicas. By default no saving.

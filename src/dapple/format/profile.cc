@@ -62,8 +62,12 @@ void ValidateProfile(const Profile& p, const std::string& source) {
   if (p.batch_size <= 0)
     ThrowInput("{}: batch_size: must be positive (got {})", source, p.batch_size);
   if (p.layers.empty()) ThrowInput("{}: layers: the profile has no layers", source);
-  if (!std::isfinite(p.input_bytes) || p.input_bytes < 0)
-    ThrowInput("{}: input_bytes: must be a finite number >= 0 (got {})", source, p.input_bytes);
+  for (auto [name, value] :
+       {std::pair{"input_bytes", p.input_bytes}, std::pair{"data_input_bytes", p.data_input_bytes},
+        std::pair{"data_target_bytes", p.data_target_bytes}}) {
+    if (!std::isfinite(value) || value < 0)
+      ThrowInput("{}: {}: must be a finite number >= 0 (got {})", source, name, value);
+  }
   for (size_t k = 0; k < p.batch_sizes.size(); ++k) {
     if (p.batch_sizes[k] <= 0)
       ThrowInput("{}: batch_sizes[{}]: must be positive (got {})", source, k, p.batch_sizes[k]);

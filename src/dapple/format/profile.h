@@ -64,6 +64,13 @@ struct Profile {
   // outputs, at the profile batch size (JSON `input_bytes`, `dapple profile` writes it); 0
   // when not recorded, as in PipeDream text, whose input nodes are layers.
   double input_bytes = 0;
+  // Note [Data in the memory figure]: the training data a rank of the first stage holds (the
+  // inputs of every sample) and one of the last stage (the targets), as the data set is
+  // loaded for `dapple train` (JSON `data_input_bytes` and `data_target_bytes`; `dapple
+  // profile --data` writes them). A rank keeps its part of the data set in memory beside
+  // its stage for the whole run; 0 when not recorded.
+  double data_input_bytes = 0;
+  double data_target_bytes = 0;
   // Layers in a topological order; index = position in this vector.
   std::vector<LayerProfile> layers;
   // Edges (from, to) as layer indices, from < to. Empty means a chain 0 -> 1 -> ... -> N-1.

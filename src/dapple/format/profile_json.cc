@@ -53,6 +53,8 @@ Profile ParseProfileJson(const std::string& text, const std::string& source) {
   p.batch_size = root["batch_size"].PositiveInt();
   if (root.Has("precision")) p.precision = format_internal::ReadPrecision(root["precision"]);
   if (root.Has("input_bytes")) p.input_bytes = root["input_bytes"].NonNegative();
+  if (root.Has("data_input_bytes")) p.data_input_bytes = root["data_input_bytes"].NonNegative();
+  if (root.Has("data_target_bytes")) p.data_target_bytes = root["data_target_bytes"].NonNegative();
   JsonField layers = root["layers"];
   std::map<std::string, int> index;
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -107,6 +109,8 @@ std::string ProfileToJsonText(const Profile& p) {
   if (p.precision != Precision::kFloat32) root["precision"] = ToString(p.precision);
   if (!p.batch_sizes.empty()) root["batch_sizes"] = p.batch_sizes;
   if (p.input_bytes > 0) root["input_bytes"] = p.input_bytes;
+  if (p.data_input_bytes > 0) root["data_input_bytes"] = p.data_input_bytes;
+  if (p.data_target_bytes > 0) root["data_target_bytes"] = p.data_target_bytes;
   OJson layers = OJson::array();
   for (const LayerProfile& l : p.layers) {
     OJson o;

@@ -22,6 +22,7 @@
 #include "dapple/cpu/blas_env.h"
 #include "dapple/format/local_cluster.h"
 #include "dapple/format/profile.h"
+#include "dapple/models/data.h"
 #include "dapple/models/mixed_precision.h"
 #include "dapple/models/model.h"
 #include "dapple/models/model_source.h"
@@ -72,6 +73,19 @@ std::vector<int> ParseBatches(const std::string& text) {
     sizes.push_back(*v);
   }
   return sizes;
+}
+
+// Note [Data in the memory figure] (format/profile.h): the bytes of the data set that a rank
+// of the first stage and one of the last will hold, loaded as `dapple train --data` loads it.
+void RecordTrainingData(Profile* p, const std::string& data, const Model& model, uint64_t seed,
+                        int64_t seq_len) {
+  DataFileOptions files;
+  files.seq_len = seq_len;
+  const std::filesystem::path cache = DefaultDataCacheDir();
+  p->data_input_bytes = static_cast<double>(
+      MakeDataset(data, model, seed, cache, files, DataParts{true, false})->HeldBytes());
+  p->data_target_bytes = static_cast<double>(
+      MakeDataset(data, model, seed, cache, files, DataParts{false, true})->HeldBytes());
 }
 
 void RunProfile(const ProfileArgs& a, const std::vector<std::string>& extras) {
@@ -125,6 +139,7 @@ void RunProfile(const ProfileArgs& a, const std::vector<std::string>& extras) {
   Model model = LoadModel(source, a.seed, dtype);
   UseMixedPrecision(model, precision);  // the profile records model.precision
   Profile p = ProfileModel(model, po);
+  if (!a.data.empty()) RecordTrainingData(&p, a.data, model, a.seed, a.model_cli.seq_len);
   if (!script)
     for (const auto& [k, v] : ResolveModelOptions(a.model, options)) p.metadata["option." + k] = v;
   p.metadata["parameters"] = std::to_string(model.ParameterCount());
@@ -169,8 +184,9 @@ void AddProfileCommand(CLI::App& app) {
   cmd->add_option("--model", a->model, ModelHelp())->required();
   AddModelCliOptions(cmd, &a->model_cli);
   cmd->add_option("--data", a->data,
-                  "TorchScript models: a data file (PATH.pt or PATH.bin) whose samples give the "
-                  "input shape");
+                  "The data training reads (PATH.pt, PATH.bin, fashion-mnist, kjv): a TorchScript "
+                  "model's input shape, and the data a first and a last stage rank hold, which "
+                  "the plan's memory counts");
   cmd->add_option("--opt", a->opts,
                   "Model option key=value (repeatable); --key value after the flags works too; "
                   "preset=NAME selects a preset");

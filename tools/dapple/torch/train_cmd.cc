@@ -138,6 +138,7 @@ int LaunchTraining(TrainArgs& a) {
           a.o.plan_path.string(), devices, l.world_size(), l.nnodes, l.nproc);
     a.o.plan = PlanForProcesses(*planner, l.world_size(), plan, a.o.plan_path, false).plan;
   }
+  if (!a.o.plan) a.o.plan = plan;  // the file is read once
   CheckedPlan checked = LoadAndCheckPlan(a.o, l.world_size());
   if (a.o.resume || a.o.resume_auto)  // Note [Recipes in checkpoints]: refused in one line
     CheckRecipeOfLatestCheckpoint(
