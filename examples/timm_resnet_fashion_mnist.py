@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""timm's resnet18 (random initialisation, 10 classes) exported with torch.export for dapple,
+and Fashion-MNIST as 3-channel 32x32 images (the Debian package dataset-fashion-mnist).
+
+  timm_resnet_fashion_mnist.py OUT [--train-samples N]
+
+writes OUT/resnet18.pt2 (exported in training mode, the batch dimension dynamic),
+OUT/train.pt and OUT/test.pt. Then (docs/torch-export.md):
+
+  dapple profile --model OUT/resnet18.pt2 --data OUT/train.pt --loss cross-entropy \\
+    --batch 8 --batches 4,8,16 -o OUT/profile.json
+  dapple plan --profile OUT/profile.json --cluster local --global-batch 32 --micro-batch 8 \\
+    -o OUT/plan.json
+  dapple train --model OUT/resnet18.pt2 --plan OUT/plan.json --data OUT/train.pt \\
+    --eval-data OUT/test.pt --eval --loss cross-entropy --steps 40 --nproc 2 --lr 0.05 \\
+    --save-model OUT/trained.pt2
+
+and in Python: torch.export.load("OUT/trained.pt2").module()(images).
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from resnet18_fashion_mnist import rgb32  # noqa: E402
+from cnn_fashion_mnist import images, labels  # noqa: E402  (the Debian package's files)
+import timm  # noqa: E402
+import torch  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("out", nargs="?", default="out/timm_resnet18")
+    p.add_argument("--train-samples", type=int, default=10000)
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    torch.manual_seed(0)
+    model = timm.create_model("resnet18", pretrained=False, num_classes=10).train()
+    batch = torch.export.Dim("batch")
+    ep = torch.export.export(model, (torch.randn(4, 3, 32, 32),), dynamic_shapes=({0: batch},))
+    torch.export.save(ep, os.path.join(a.out, "resnet18.pt2"))
+    n = a.train_samples
+    torch.save({"input": rgb32(images("train-images-idx3-ubyte.gz")[:n]),
+                "target": labels("train-labels-idx1-ubyte.gz")[:n]},
+               os.path.join(a.out, "train.pt"))
+    torch.save({"input": rgb32(images("t10k-images-idx3-ubyte.gz")[:2000]),
+                "target": labels("t10k-labels-idx1-ubyte.gz")[:2000]},
+               os.path.join(a.out, "test.pt"))
+    print(f"wrote {a.out}/resnet18.pt2 (timm resnet18, exported in training mode), "
+          f"{a.out}/train.pt ({n} images), {a.out}/test.pt")
+
+
+if __name__ == "__main__":
+    main()
