@@ -199,8 +199,9 @@ TEST_F(ExportedModelTest, HuggingFaceBertWithAttentionMask) {
 
 TEST_F(ExportedModelTest, DataWithoutAnInputIsOneLine) {
   fs::path dir = TestDir("export_bert_nomask");
-  fs::path plan =
-      WritePlan(dir, "plan", PlanJson({{"bert.embeddings.word_embeddings", "classifier", {0}}}, 4, 2, "dapple-a"));
+  fs::path plan = WritePlan(
+      dir, "plan",
+      PlanJson({{"bert.embeddings.word_embeddings", "classifier", {0}}}, 4, 2, "dapple-a"));
   RunResult r = RunDapple("train --model " + (*dir_ / "bert.pt2").string() + " --data " +
                               (*dir_ / "bert_nomask.pt").string() + " --plan " + plan.string() +
                               " --layer-depth 3 --steps 1 --nproc 1",
@@ -263,6 +264,48 @@ TEST_F(ExportedModelTest, MlpAndGpt2InFloat32) {
        1e-4,
        1e-4},
       *dir_);
+}
+
+// The profile's layer names and `dapple train`'s losses of one module through both doors: a
+// program saved by torch.export (.pt2) and a TorchScript file (.pt) of the same weights.
+void ExpectBothDoorsAlike(const std::string& name, const std::string& data,
+                          const std::string& flags, const std::vector<StageSpec>& stages,
+                          const fs::path& models) {
+  fs::path dir = TestDir("export_doors_" + name);
+  fs::path plan = WritePlan(dir, "plan", PlanJson(stages, 4, 2, "dapple-a"));
+  std::vector<std::vector<std::string>> names;
+  std::vector<std::vector<double>> losses;
+  for (const std::string file : {name + ".pt2", name + "_twin.pt"}) {
+    const std::string common = " --model " + (models / file).string() + " --data " +
+                               (models / data).string() + " " + flags;
+    const fs::path profile = dir / (file + ".json");
+    RunResult p = RunDapple("profile" + common +
+                                " --batch 2 --batches 1,2 --repeat 1 --warmup 0 --threads 1 -o " +
+                                profile.string(),
+                            dir);
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    names.emplace_back();
+    for (const auto& l : nlohmann::json::parse(Slurp(profile))["layers"])
+      names.back().push_back(l["name"].get<std::string>());
+    RunResult t = RunDapple("train" + common + " --plan " + plan.string() +
+                                " --no-shuffle --dtype float64 --lr 0.05 --steps 5 --nproc 3 "
+                                "--log-json --timeout-s 120",
+                            dir);
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    losses.push_back(t.Losses());
+  }
+  EXPECT_EQ(names[0], names[1]);
+  ASSERT_EQ(losses[0].size(), 5u);
+  ASSERT_EQ(losses[1].size(), 5u);
+  for (size_t i = 0; i < losses[0].size(); ++i)
+    EXPECT_NEAR(losses[0][i], losses[1][i], 1e-10 * std::abs(losses[1][i])) << "step " << i;
+}
+
+TEST_F(ExportedModelTest, BothDoorsGiveTheSameLayersAndLosses) {
+  ExpectBothDoorsAlike("mlp", "mlp_data.pt", "--loss cross-entropy",
+                       {{"fc0", "fc1", {0, 1}}, {"fc2", "head", {2}}}, *dir_);
+  ExpectBothDoorsAlike("nano_gpt", "tokens.bin", "--seq-len 8",
+                       {{"wte", "blocks.0", {0, 1}}, {"blocks.1", "head", {2}}}, *dir_);
 }
 
 TEST_F(ExportedModelTest, EvalModeExportIsOneLine) {

@@ -7,19 +7,24 @@
       attention, a tied head and forward(idx, targets) returning (logits, loss)), bn.pt2 (a
       convolution, BatchNorm and a residual), gpt2.pt2 (Hugging Face's GPT2LMHeadModel, a small
       configuration at random initialisation, forward(input_ids=, labels=) returning its
-      loss, dropout 0); bad ones: eval.pt2 (BatchNorm exported in
-      evaluation mode), custom_op.pt2 (an operator outside ATen); and the data files of
-      script_models.py and graph_models.py.
+      loss, dropout 0), bert.pt2 (Hugging Face's BertForSequenceClassification, forward(
+      input_ids=, attention_mask=, labels=), with bert_data.pt and bert_nomask.pt),
+      resnet18.pt2 and vit.pt2 (timm's, with image_data.pt); mlp_twin.pt and
+      nano_gpt_twin.pt: the MLP and the GPT exported, scripted and traced (the TorchScript
+      door, the same weights); bad ones: eval.pt2 (BatchNorm exported in evaluation mode),
+      custom_op.pt2 (an operator outside ATen); and the data files of script_models.py and
+      graph_models.py.
   export_models.py check MODEL.pt2 DATA STATE_DICT LOSSES --steps N --gbs G --micro-batch M
-      [--slices S] [--seq-len T] [--loss cross-entropy|own]
+      [--slices S] [--seq-len T] [--loss cross-entropy|own] [--dtype float64|float32]
       trains the Python module the program was exported from (its class by the file's name,
-      the program's own initial values) in float64 with SGD on the same micro-batches and
+      the program's own initial values) in --dtype with SGD on the same micro-batches and
       slices as dapple, and prints one JSON line: the largest relative difference of the
       per-step losses against LOSSES (dapple's) and of the final parameters and buffers
       against STATE_DICT (dapple's --save-model output, read with torch.load into the module
       by load_state_dict). --program P.pt2: also the largest relative difference of P's weights
       (`dapple export -o P.pt2`, read with torch.export.load, in the original dtype) from
-      PyTorch's, and whether P's module runs on 3 samples.
+      PyTorch's, and whether P's module runs on 3 samples. --eval-data D: also the trained
+      module's held-out loss and accuracy on D in eval() mode.
 """
 import argparse
 import json
@@ -147,10 +152,14 @@ def write(out):
     os.makedirs(out, exist_ok=True)
     write_script_data(out)  # mlp_data.pt, tokens.bin, ... and the TorchScript models
     torch.manual_seed(0)
-    export(Mlp().train(), (torch.randn(4, 8),), os.path.join(out, "mlp.pt2"))
+    mlp, nano = Mlp().train(), NanoGpt().train()
+    export(mlp, (torch.randn(4, 8),), os.path.join(out, "mlp.pt2"))
     # Two tensors: export would take one tensor passed twice as one input.
     idx, targets = torch.randint(0, 16, (2, 4, 8))
-    export(NanoGpt().train(), (idx, targets), os.path.join(out, "nano_gpt.pt2"))
+    export(nano, (idx, targets), os.path.join(out, "nano_gpt.pt2"))
+    # The same modules through the TorchScript door.
+    torch.jit.script(mlp).save(os.path.join(out, "mlp_twin.pt"))
+    torch.jit.trace(nano, (idx, targets)).save(os.path.join(out, "nano_gpt_twin.pt"))
     export(ConvBn().train(), (torch.randn(4, 3, 8, 8),), os.path.join(out, "bn.pt2"))
     export(ConvBn().eval(), (torch.randn(4, 3, 8, 8),), os.path.join(out, "eval.pt2"))
     batch = torch.export.Dim("batch")
