@@ -22,8 +22,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from resnet18_fashion_mnist import rgb32  # noqa: E402
-from cnn_fashion_mnist import images, labels  # noqa: E402  (the Debian package's files)
+from resnet18_fashion_mnist import write_images  # noqa: E402  (Fashion-MNIST, 3x32x32)
 import timm  # noqa: E402
 import torch  # noqa: E402
 
@@ -40,12 +39,7 @@ def main():
     ep = torch.export.export(model, (torch.randn(4, 3, 32, 32),), dynamic_shapes=({0: batch},))
     torch.export.save(ep, os.path.join(a.out, "resnet18.pt2"))
     n = a.train_samples
-    torch.save({"input": rgb32(images("train-images-idx3-ubyte.gz")[:n]),
-                "target": labels("train-labels-idx1-ubyte.gz")[:n]},
-               os.path.join(a.out, "train.pt"))
-    torch.save({"input": rgb32(images("t10k-images-idx3-ubyte.gz")[:2000]),
-                "target": labels("t10k-labels-idx1-ubyte.gz")[:2000]},
-               os.path.join(a.out, "test.pt"))
+    write_images(a.out, n)
     print(f"wrote {a.out}/resnet18.pt2 (timm resnet18, exported in training mode), "
           f"{a.out}/train.pt ({n} images), {a.out}/test.pt")
 

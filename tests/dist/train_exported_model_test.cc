@@ -26,12 +26,12 @@ struct ExportCase {
   std::vector<StageSpec> stages;
   std::string loss = "cross-entropy";  // "own": forward(input, target) returns the loss
   int seq_len = 0;
-  int slices = 1;        // replica slices of a micro-batch (the widest stage's replicas)
-  std::string extra;     // more flags for dapple train
-  bool program = false;  // also `dapple export -o trained.pt2`, checked with torch.export.load
+  int slices = 1;          // replica slices of a micro-batch (the widest stage's replicas)
+  std::string extra = {};  // more flags for dapple train
+  bool program = false;    // also `dapple export -o trained.pt2`, checked with torch.export.load
   std::string dtype = "float64";
   double loss_limit = 1e-10, state_limit = 1e-9;  // relative, against PyTorch
-  std::string eval_data;  // also --eval on this file, against PyTorch's eval()
+  std::string eval_data = {};  // also --eval on this file, against PyTorch's eval()
 };
 
 class ExportedModelTest : public ::testing::Test {
@@ -100,17 +100,19 @@ void TrainExportedAndCheck(const ExportCase& c, const fs::path& models) {
   }
 }
 
+// The MLP with 2 replicas on its first stage.
+ExportCase MlpCase() {
+  return {"mlp",
+          "mlp.pt2",
+          "mlp_data.pt",
+          {{"fc0", "fc1", {0, 1}}, {"fc2", "head", {2}}},
+          "cross-entropy",
+          0,
+          2};
+}
+
 TEST_F(ExportedModelTest, MlpWithTwoReplicasOnItsFirstStage) {
-  TrainExportedAndCheck({"mlp",
-                         "mlp.pt2",
-                         "mlp_data.pt",
-                         {{"fc0", "fc1", {0, 1}}, {"fc2", "head", {2}}},
-                         "cross-entropy",
-                         0,
-                         2,
-                         "",
-                         false},
-                        *dir_);
+  TrainExportedAndCheck(MlpCase(), *dir_);
 }
 
 // The tied head (head.weight shares wte.weight's record) on the second stage, the embedding
@@ -237,21 +239,13 @@ TEST_F(ExportedModelTest, TimmVisionTransformer) {
 
 // float32 training against PyTorch's in float32.
 TEST_F(ExportedModelTest, MlpAndGpt2InFloat32) {
-  TrainExportedAndCheck({"mlp",
-                         "mlp.pt2",
-                         "mlp_data.pt",
-                         {{"fc0", "fc1", {0, 1}}, {"fc2", "head", {2}}},
-                         "cross-entropy",
-                         0,
-                         2,
-                         "",
-                         false,
-                         "float32",
-                         1e-4,
-                         1e-4},
-                        *dir_);
+  ExportCase mlp = MlpCase();
+  mlp.name = "mlp_float32";
+  mlp.dtype = "float32";
+  mlp.loss_limit = mlp.state_limit = 1e-4;
+  TrainExportedAndCheck(mlp, *dir_);
   TrainExportedAndCheck(
-      {"gpt2",
+      {"gpt2_float32",
        "gpt2.pt2",
        "tokens.bin",
        {{"transformer.wte", "transformer.h.0", {0}}, {"transformer.h.1", "lm_head", {1}}},
@@ -275,7 +269,7 @@ void ExpectBothDoorsAlike(const std::string& name, const std::string& data,
   fs::path plan = WritePlan(dir, "plan", PlanJson(stages, 4, 2, "dapple-a"));
   std::vector<std::vector<std::string>> names;
   std::vector<std::vector<double>> losses;
-  for (const std::string file : {name + ".pt2", name + "_twin.pt"}) {
+  for (const std::string& file : {name + ".pt2", name + "_twin.pt"}) {
     const std::string common = " --model " + (models / file).string() + " --data " +
                                (models / data).string() + " " + flags;
     const fs::path profile = dir / (file + ".json");
