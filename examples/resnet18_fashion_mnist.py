@@ -23,6 +23,17 @@ def rgb32(x):
     return F.pad(x, (2, 2, 2, 2)).expand(-1, 3, -1, -1).contiguous()
 
 
+def arguments(default_out):
+    """OUT and --train-samples; OUT is made and the seed set."""
+    p = argparse.ArgumentParser()
+    p.add_argument("out", nargs="?", default=default_out)
+    p.add_argument("--train-samples", type=int, default=10000)
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    torch.manual_seed(0)
+    return a
+
+
 def write_images(out, n):
     """OUT/train.pt (the first n training images) and OUT/test.pt (2000 test images)."""
     torch.save({"input": rgb32(images("train-images-idx3-ubyte.gz")[:n]),
@@ -34,12 +45,7 @@ def write_images(out, n):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("out", nargs="?", default="out/resnet18")
-    p.add_argument("--train-samples", type=int, default=10000)
-    a = p.parse_args()
-    os.makedirs(a.out, exist_ok=True)
-    torch.manual_seed(0)
+    a = arguments("out/resnet18")
     model = torchvision.models.resnet18(num_classes=10)
     torch.jit.script(model).save(os.path.join(a.out, "resnet18.pt"))
     n = a.train_samples

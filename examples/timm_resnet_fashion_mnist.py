@@ -17,23 +17,17 @@ OUT/train.pt and OUT/test.pt. Then (docs/torch-export.md):
 
 and in Python: torch.export.load("OUT/trained.pt2").module()(images).
 """
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from resnet18_fashion_mnist import write_images  # noqa: E402  (Fashion-MNIST, 3x32x32)
+from resnet18_fashion_mnist import arguments, write_images  # noqa: E402  (Fashion-MNIST)
 import timm  # noqa: E402
 import torch  # noqa: E402
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("out", nargs="?", default="out/timm_resnet18")
-    p.add_argument("--train-samples", type=int, default=10000)
-    a = p.parse_args()
-    os.makedirs(a.out, exist_ok=True)
-    torch.manual_seed(0)
+    a = arguments("out/timm_resnet18")
     model = timm.create_model("resnet18", pretrained=False, num_classes=10).train()
     batch = torch.export.Dim("batch")
     ep = torch.export.export(model, (torch.randn(4, 3, 32, 32),), dynamic_shapes=({0: batch},))
