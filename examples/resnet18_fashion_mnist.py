@@ -23,22 +23,33 @@ def rgb32(x):
     return F.pad(x, (2, 2, 2, 2)).expand(-1, 3, -1, -1).contiguous()
 
 
-def main():
+def arguments(default_out):
+    """OUT and --train-samples; OUT is made and the seed set."""
     p = argparse.ArgumentParser()
-    p.add_argument("out", nargs="?", default="out/resnet18")
+    p.add_argument("out", nargs="?", default=default_out)
     p.add_argument("--train-samples", type=int, default=10000)
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     torch.manual_seed(0)
+    return a
+
+
+def write_images(out, n):
+    """OUT/train.pt (the first n training images) and OUT/test.pt (2000 test images)."""
+    torch.save({"input": rgb32(images("train-images-idx3-ubyte.gz")[:n]),
+                "target": labels("train-labels-idx1-ubyte.gz")[:n]},
+               os.path.join(out, "train.pt"))
+    torch.save({"input": rgb32(images("t10k-images-idx3-ubyte.gz")[:2000]),
+                "target": labels("t10k-labels-idx1-ubyte.gz")[:2000]},
+               os.path.join(out, "test.pt"))
+
+
+def main():
+    a = arguments("out/resnet18")
     model = torchvision.models.resnet18(num_classes=10)
     torch.jit.script(model).save(os.path.join(a.out, "resnet18.pt"))
     n = a.train_samples
-    torch.save({"input": rgb32(images("train-images-idx3-ubyte.gz")[:n]),
-                "target": labels("train-labels-idx1-ubyte.gz")[:n]},
-               os.path.join(a.out, "train.pt"))
-    torch.save({"input": rgb32(images("t10k-images-idx3-ubyte.gz")[:2000]),
-                "target": labels("t10k-labels-idx1-ubyte.gz")[:2000]},
-               os.path.join(a.out, "test.pt"))
+    write_images(a.out, n)
     print(f"wrote {a.out}/resnet18.pt (torchvision resnet18, scripted as shipped), "
           f"{a.out}/train.pt ({n} images), {a.out}/test.pt")
 

@@ -1,7 +1,8 @@
-// A TorchScript model larger than one process's memory loads and trains under a 4-stage plan
-// (Note [Loading only what a stage reads] in models/lazy_archive.h): each rank runs in a
-// cgroup of its own whose memory limit is below the model's parameters, so a rank that read
-// the whole archive would be killed (exit 137).
+// A model larger than one process's memory loads and trains under a 4-stage plan, as a
+// TorchScript file (Note [Loading only what a stage reads] in models/lazy_archive.h) and as a
+// torch.export program (a process reads its held layers' weight records only): each rank
+// runs in a cgroup of its own whose memory limit is below the model's parameters, so a rank
+// that read the whole archive would be killed (exit 137).
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -41,19 +42,24 @@ bool CanLimitMemory() {
   return ok;
 }
 
-TEST(MemoryLimitTest, ModelLargerThanAProcessTrainsUnderFourStages) {
-  if (!CanLimitMemory()) GTEST_SKIP() << "the cgroup v1 memory controller is not writable here";
-  fs::path dir = TestDir("memory_limit");
-  // 8 x Linear(4096, 4096): 134 M parameters, 537 MB in float32; each stage holds 2 (134 MB).
+// 8 x Linear(4096, 4096): 134 M parameters, 537 MB in float32; each stage holds 2 (134 MB).
+// `save` is the Python that writes the nn.Sequential `m` to `model`.
+void WriteBigModel(const fs::path& dir, const fs::path& model, const std::string& save) {
   const std::string write =
-      DAPPLE_PYTHON " -c \"import torch, torch.nn as nn; torch.manual_seed(0); "
+      DAPPLE_PYTHON
+      " -c \"import torch, torch.nn as nn; torch.manual_seed(0); "
       "layers = []\nfor i in range(8): layers += [nn.Linear(4096, 4096), nn.ReLU()]\n"
-      "torch.jit.script(nn.Sequential(*layers)).save('" +
-      (dir / "big.pt").string() +
-      "'); torch.save({'input': torch.randn(16, 4096), 'target': torch.randint(0, 4096, (16,))}, "
+      "m = nn.Sequential(*layers); path = '" +
+      model.string() + "'; " + save +
+      "; torch.save({'input': torch.randn(16, 4096), 'target': torch.randint(0, 4096, (16,))}, "
       "'" +
       (dir / "data.pt").string() + "')\"";
   ASSERT_EQ(std::system(write.c_str()), 0) << write;
+}
+
+// Trains `model` (written by WriteBigModel) for 2 steps under 4 stages, each rank in a cgroup
+// with a limit below the model's size.
+void TrainUnderFourStages(const fs::path& dir, const fs::path& model) {
   fs::path plan =
       WritePlan(dir, "plan",
                 PlanJson({{"0", "2", {0}}, {"4", "6", {1}}, {"8", "10", {2}}, {"12", "14", {3}}}, 2,
@@ -64,7 +70,7 @@ TEST(MemoryLimitTest, ModelLargerThanAProcessTrainsUnderFourStages) {
   // other stages' 403 MB to a rank's load (about 620 MB of its own memory, beyond the page
   // cache of the file it reads).
   const int64_t limit = 560LL << 20;
-  const int port = 29000 + ::getpid() % 2000;
+  const int port = 29000 + (::getpid() + static_cast<int>(model.extension() == ".pt2")) % 2000;
   std::vector<std::unique_ptr<MemoryGroup>> groups;
   std::vector<std::thread> ranks;
   std::vector<int> codes(4, -1);
@@ -75,7 +81,7 @@ TEST(MemoryLimitTest, ModelLargerThanAProcessTrainsUnderFourStages) {
         "sh -c 'echo $$ > " + (groups.back()->dir / "cgroup.procs").string() +
         " && exec env RANK=" + std::to_string(r) + " WORLD_SIZE=4 LOCAL_RANK=" + std::to_string(r) +
         " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " + DAPPLE_BINARY +
-        " train --model " + (dir / "big.pt").string() + " --plan " + plan.string() + " --data " +
+        " train --model " + model.string() + " --plan " + plan.string() + " --data " +
         (dir / "data.pt").string() +
         " --loss cross-entropy --momentum 0 --lr 0.01 --steps 2 --timeout-s 120 " +
         "--log-json' > " + (dir / ("rank" + std::to_string(r) + ".out")).string() + " 2>&1";
@@ -95,6 +101,22 @@ TEST(MemoryLimitTest, ModelLargerThanAProcessTrainsUnderFourStages) {
     if (!line.empty() && line[0] == '{')
       r0.lines.push_back(nlohmann::json::parse(line, nullptr, false));
   EXPECT_EQ(r0.Losses().size(), 2u);
+}
+
+TEST(MemoryLimitTest, ModelLargerThanAProcessTrainsUnderFourStages) {
+  if (!CanLimitMemory()) GTEST_SKIP() << "the cgroup v1 memory controller is not writable here";
+  fs::path dir = TestDir("memory_limit");
+  WriteBigModel(dir, dir / "big.pt", "torch.jit.script(m).save(path)");
+  TrainUnderFourStages(dir, dir / "big.pt");
+}
+
+TEST(MemoryLimitTest, ExportedProgramLargerThanAProcessTrainsUnderFourStages) {
+  if (!CanLimitMemory()) GTEST_SKIP() << "the cgroup v1 memory controller is not writable here";
+  fs::path dir = TestDir("memory_limit_export");
+  WriteBigModel(dir, dir / "big.pt2",
+                "torch.export.save(torch.export.export(m.train(), (torch.randn(4, 4096),), "
+                "dynamic_shapes=({0: torch.export.Dim('batch')},)), path)");
+  TrainUnderFourStages(dir, dir / "big.pt2");
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "examples"))
 from script_models import batches  # noqa: E402  (the same batches as dapple's --no-shuffle)
 from gpt_modulelist_kjv import Gpt  # noqa: E402  (the example's GPT, smaller)
+from reference_training import add_check_args, max_rel_diff, train_in_slices  # noqa: E402
 
 
 class LoopGpt(Gpt):
@@ -142,21 +143,10 @@ def check(a):
             b.data = b.data.to(dtype)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
-    losses = []
-    for x, y in batches(a.data, a.gbs, a.steps, a.seq_len):
-        x = x.to(dtype) if x.is_floating_point() else x
-        y = y.to(dtype) if y.is_floating_point() else y
-        opt.zero_grad()
-        total = 0.0
-        for mb in range(0, a.gbs, a.micro_batch):
-            rows = a.micro_batch // a.slices
-            for s in range(a.slices):
-                lo = mb + s * rows
-                part = slice_loss(model, x[lo:lo + rows], y[lo:lo + rows], a.loss)
-                (part * rows / a.gbs).backward()
-                total += part.item() * rows / a.gbs
-        opt.step()
-        losses.append(total)
+    steps = ((x.to(dtype) if x.is_floating_point() else x, y.to(dtype) if y.is_floating_point()
+              else y) for x, y in batches(a.data, a.gbs, a.steps, a.seq_len))
+    losses = train_in_slices(opt, steps, a.gbs, a.micro_batch, a.slices,
+                             lambda x, y: slice_loss(model, x, y, a.loss))
     theirs = [float(v) for v in open(a.losses).read().split()]
     exported = torch.jit.load(a.exported)
     mine = dict(model.named_parameters())
@@ -168,8 +158,7 @@ def check(a):
     original = dict(torch.jit.load(a.model).named_buffers())
     dtypes_kept = all(original[n].dtype == b.dtype or b.is_floating_point()
                       for n, b in exported.named_buffers())
-    loss_diff = max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(losses, theirs)) \
-        if len(theirs) == len(losses) else 1e300
+    loss_diff = max_rel_diff(losses, theirs)
     print(json.dumps({"steps": len(losses), "dapple_steps": len(theirs),
                       "max_loss_rel_diff": loss_diff, "max_param_rel_diff": worst,
                       "buffer_dtypes_kept": dtypes_kept, "final_loss": losses[-1]}))
@@ -181,17 +170,8 @@ def main():
     w = sub.add_parser("write")
     w.add_argument("dir")
     c = sub.add_parser("check")
-    for name in ("model", "data", "exported", "losses"):
-        c.add_argument(name)
-    c.add_argument("--steps", type=int, required=True)
-    c.add_argument("--gbs", type=int, required=True)
-    c.add_argument("--micro-batch", type=int, required=True)
-    c.add_argument("--slices", type=int, default=1)
-    c.add_argument("--seq-len", type=int, default=0)
+    add_check_args(c, ("model", "data", "exported", "losses"))
     c.add_argument("--loss", choices=("cross-entropy", "mse", "own"), default="cross-entropy")
-    c.add_argument("--lr", type=float, default=0.05)
-    c.add_argument("--momentum", type=float, default=0.9)
-    c.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     a = p.parse_args()
     torch.set_num_threads(1)
     write(a.dir) if a.cmd == "write" else check(a)

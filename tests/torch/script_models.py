@@ -23,6 +23,8 @@ from array import array
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "examples"))
 from gpt_kjv import Block, Embed, Head  # noqa: E402  (the example's layers, two blocks here)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_training import add_check_args  # noqa: E402
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -172,17 +174,10 @@ def main():
     w = sub.add_parser("write")
     w.add_argument("dir")
     c = sub.add_parser("check")
-    for name in ("model", "data", "exported", "losses"):
-        c.add_argument(name)
-    c.add_argument("--steps", type=int, required=True)
-    c.add_argument("--gbs", type=int, required=True)
-    c.add_argument("--seq-len", type=int, default=0)
-    c.add_argument("--lr", type=float, default=0.05)
-    c.add_argument("--momentum", type=float, default=0.9)
+    add_check_args(c, ("model", "data", "exported", "losses"))
     c.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="sgd")
     c.add_argument("--weight-decay", type=float, default=0.0)
     c.add_argument("--bf16", action="store_true")
-    c.add_argument("--micro-batch", type=int, default=0)
     a = p.parse_args()
     torch.set_num_threads(1)
     write(a.dir) if a.cmd == "write" else check(a)

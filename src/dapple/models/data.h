@@ -63,7 +63,8 @@ struct DataFileOptions {
 bool IsDataFilePath(const std::string& name);
 
 // "fashion-mnist", "kjv", "synthetic", or a data file (PATH.pt: a torch.save dict of
-// `input` and `target` tensors; PATH.bin: flat little-endian uint16 token ids), shaped for
+// `input` and `target` tensors, and a model's other inputs by name, packed as Note [Packed
+// inputs] in model.h says; PATH.bin: flat little-endian uint16 token ids), shaped for
 // `model` (its input_shape/target_shape). A missing Debian package throws InputError naming
 // the package to install; a file that does not fit the model names the file and the field.
 // Decompressed files are cached under `cache_dir`. Only the parts in `parts` are read

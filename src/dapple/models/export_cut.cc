@@ -6,6 +6,7 @@
 #include <set>
 
 #include "dapple/common/error.h"
+#include "dapple/models/unit_runs.h"
 
 namespace dapple {
 namespace {
@@ -45,62 +46,27 @@ void ForEachRead(const ExportNode& n, F fn) {
       if (v >= 0) fn(v);
 }
 
-struct ModuleRun {
-  std::string unit;
-  std::vector<int> nodes;
-};
+using ModuleRun = internal::UnitRun<int>;
 
-std::vector<ModuleRun> ModuleRunsOf(const ExportGraph& g, const std::vector<int>& nodes,
-                                    bool expand, int depth) {
-  std::vector<ModuleRun> runs;
-  for (int k : nodes) {
-    std::string unit = UnitOfNode(g.nodes[k], expand, depth);
-    if (runs.empty()) {
-      runs.push_back({unit, {}});
-    } else if (!unit.empty() && unit != runs.back().unit) {
-      if (runs.back().unit.empty()) {
-        runs.back().unit = unit;  // leading glue
-      } else {
-        runs.push_back({unit, {}});
-      }
-    }
-    runs.back().nodes.push_back(k);
-  }
-  if (runs.empty()) runs.push_back({"", {}});
-  if (runs.front().unit.empty()) runs.front().unit = "forward";
-  return runs;
+// Whether the nodes of `r` read a parameter or buffer (of `trained`, their value ids).
+bool ReadsTrained(const ModuleRun& r, const ExportGraph& g, const std::set<int>& trained) {
+  bool reads = false;
+  for (int k : r.nodes) ForEachRead(g.nodes[k], [&](int v) { reads |= trained.count(v) > 0; });
+  return reads;
 }
 
-// Runs that read no parameter or buffer join the run before them (the first, the one after).
-void MergeParameterlessRuns(std::vector<ModuleRun>* runs, const ExportGraph& g) {
+// The nodes grouped into runs of one unit; a run without parameters or buffers joins a
+// neighbour (unit_runs.h).
+std::vector<ModuleRun> LayerRunsOf(const ExportGraph& g, const std::vector<int>& nodes, bool expand,
+                                   int depth) {
+  std::vector<ModuleRun> runs =
+      internal::UnitRunsOf(nodes, [&](int k) { return UnitOfNode(g.nodes[k], expand, depth); });
   std::set<int> trained;
   for (const ExportTensorInput& t : g.tensors)
     if (t.kind != ExportTensorInput::Kind::kConstant) trained.insert(t.value);
-  for (size_t i = 0; i < runs->size() && runs->size() > 1;) {
-    bool reads = false;
-    for (int k : (*runs)[i].nodes)
-      ForEachRead(g.nodes[k], [&](int v) { reads |= trained.count(v) > 0; });
-    if (reads) {
-      ++i;
-      continue;
-    }
-    ModuleRun& r = (*runs)[i];
-    ModuleRun& into = i == 0 ? (*runs)[1] : (*runs)[i - 1];
-    into.nodes.insert(i == 0 ? into.nodes.begin() : into.nodes.end(), r.nodes.begin(),
-                      r.nodes.end());
-    runs->erase(runs->begin() + static_cast<std::ptrdiff_t>(i));
-  }
-}
-
-// Unique layer names: a unit's second run is "unit~2".
-std::vector<std::string> UniqueLayerNames(const std::vector<ModuleRun>& runs) {
-  std::map<std::string, int> seen;
-  std::vector<std::string> names;
-  for (const ModuleRun& r : runs) {
-    int k = ++seen[r.unit];
-    names.push_back(k == 1 ? r.unit : r.unit + "~" + std::to_string(k));
-  }
-  return names;
+  internal::MergeParameterlessRuns(&runs,
+                                   [&](const ModuleRun& r) { return ReadsTrained(r, g, trained); });
+  return runs;
 }
 
 // Whether `n` reads a size of `t` (sym_size), not its values.
@@ -173,119 +139,146 @@ void ReadSizesAtStart(const ExportGraph& g, ExportLayer* layer, const std::strin
   std::erase_if(layer->live_out, is_int);
 }
 
-}  // namespace
+// The roles of forward's inputs: without --loss (`own_loss`) the last of two or more is the
+// target; the others are the model's inputs.
+void SetInputRoles(const ExportGraph& g, bool own_loss, const std::string& file, ExportCut* cut) {
+  if (g.user_inputs.empty()) ThrowInput("{}: forward takes no tensor input", file);
+  cut->inputs = g.user_inputs;
+  if (own_loss && g.user_inputs.size() >= 2) {
+    cut->target = g.user_inputs.back();
+    cut->inputs.pop_back();
+  }
+}
 
-ExportCut CutExportedGraph(const ExportGraph& g, bool expand, int depth, const std::string& file) {
-  const size_t args = g.user_inputs.size();
-  if (args < 1 || args > 2) {
-    ThrowInput(
-        "{}: forward takes {} inputs; dapple feeds one input, and the target as a second one "
-        "to a forward that computes its own loss",
-        file, args);
-  }
-  const int x = g.user_inputs[0];
-  const int target = args == 2 ? g.user_inputs[1] : -1;
-  // Sizes of the target are read where they are used, from a tensor with the same symbolic
-  // dimension (Note [Sizes at a cut]): the target reaches only the loss part.
-  std::vector<int> nodes;
-  std::vector<int> target_sizes;
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    if (target >= 0 && ReadsSizeOf(g.nodes[k], target)) {
-      for (const auto& out : g.nodes[k].outputs)
-        target_sizes.insert(target_sizes.end(), out.begin(), out.end());
-    } else {
-      nodes.push_back(static_cast<int>(k));
-    }
-  }
-  ExportCut cut;
-  // Token ids: the input (or a reshape of it) indexes an embedding; the first such table
-  // bounds the ids.
-  const std::set<int> from_input = ValuesFrom(g, x);
+// Token ids: the first input (or a reshape of it) indexes an embedding; the first such
+// table bounds the ids.
+void FindTokenTable(const ExportGraph& g, ExportCut* cut) {
+  const std::set<int> from_input = ValuesFrom(g, cut->inputs[0]);
   for (const ExportNode& n : g.nodes) {
     if (n.target != "torch.ops.aten.embedding.default" || n.args.size() < 2 ||
         n.args[1].kind != ExportArg::Kind::kTensor || !from_input.count(n.args[1].values[0]))
       continue;
-    for (size_t i = 0; i < g.tensors.size() && !cut.token_input; ++i)
+    for (size_t i = 0; i < g.tensors.size() && !cut->token_input; ++i)
       if (n.args[0].values == std::vector<int>{g.tensors[i].value}) {
-        cut.token_input = true;
-        cut.token_table = static_cast<int>(i);
+        cut->token_input = true;
+        cut->token_table = static_cast<int>(i);
       }
   }
-  int final_value = -1;
-  std::vector<int> loss_nodes;
-  if (target >= 0) {
-    const std::set<int> from_target = ValuesFrom(g, target);
-    for (int out : g.user_outputs)
-      if (final_value < 0 && from_target.count(out)) final_value = out;
-    if (final_value < 0)
-      ThrowInput("{}: forward(input, target) returns nothing computed from the target", file);
-    loss_nodes = SplitLossNodes(g, &nodes, from_target, file);
-  } else {
-    if (g.user_outputs.size() != 1)
-      ThrowInput("{}: forward returns {} values; the loss takes one tensor", file,
-                 g.user_outputs.size());
-    final_value = g.user_outputs[0];
-  }
-  std::vector<ModuleRun> runs = ModuleRunsOf(g, nodes, expand, depth);
-  MergeParameterlessRuns(&runs, g);
-  const std::vector<std::string> names = UniqueLayerNames(runs);
+}
 
-  // Where each value is defined (-1: the input) and the last group reading it (the loss part
-  // and the final value count as group `groups`).
-  const int groups = static_cast<int>(runs.size());
-  std::map<int, int> def{{x, -1}}, last_use;
-  std::map<int, int> order{{x, -1}};
-  for (int v : target_sizes) def[v] = order[v] = -1;
-  for (int c = 0; c <= groups; ++c) {
-    const std::vector<int>& part = c < groups ? runs[c].nodes : loss_nodes;
-    for (int k : part) {
-      ForEachRead(g.nodes[k], [&](int v) {
-        if (def.count(v) && def[v] < c) last_use[v] = std::max(last_use[v], c);
-      });
-      for (const auto& out : g.nodes[k].outputs)
-        for (int v : out) {
-          def[v] = c;
-          order[v] = k;
-        }
-    }
+// The value the loss takes (the model's output) or, for a forward computing its own loss,
+// the loss; the loss part's nodes are split off `nodes`.
+int FinalValue(const ExportGraph& g, int target, std::vector<int>* nodes,
+               std::vector<int>* loss_nodes, const std::string& file) {
+  if (target < 0) {
+    if (g.user_outputs.size() != 1)
+      ThrowInput(
+          "{}: forward returns {} values; the loss takes one tensor (a forward that computes "
+          "its own loss takes its target last, and no --loss)",
+          file, g.user_outputs.size());
+    return g.user_outputs[0];
   }
-  if (target < 0 || def.count(final_value))
-    last_use[final_value] = std::max(last_use[final_value], groups);
-  auto live_at = [&](int c) {
+  const std::set<int> from_target = ValuesFrom(g, target);
+  int final_value = -1;
+  for (int out : g.user_outputs)
+    if (final_value < 0 && from_target.count(out)) final_value = out;
+  if (final_value < 0)
+    ThrowInput("{}: forward(..., {}) returns nothing computed from the target", file,
+               g.value_names[target]);
+  *loss_nodes = SplitLossNodes(g, nodes, from_target, file);
+  return final_value;
+}
+
+// Where each value is defined and last read, by group: the layers' runs 0 .. groups-1, the
+// loss part and the final value group `groups`; the inputs are defined before group 0.
+class LiveValues {
+ public:
+  LiveValues(const ExportGraph& g, const std::vector<ModuleRun>& runs,
+             const std::vector<int>& loss_nodes, const std::vector<int>& before, int final_value,
+             bool has_target) {
+    const int groups = static_cast<int>(runs.size());
+    for (int v : before) def_[v] = order_[v] = -1;
+    for (int c = 0; c <= groups; ++c) {
+      for (int k : c < groups ? runs[c].nodes : loss_nodes) {
+        ForEachRead(g.nodes[k], [&](int v) {
+          if (def_.count(v) && def_[v] < c) last_use_[v] = std::max(last_use_[v], c);
+        });
+        for (const auto& out : g.nodes[k].outputs)
+          for (int v : out) def_[v] = c, order_[v] = k;
+      }
+    }
+    if (!has_target || def_.count(final_value))
+      last_use_[final_value] = std::max(last_use_[final_value], groups);
+  }
+
+  // The values defined before group `c` and read at or after it, in the order defined.
+  std::vector<int> At(int c) const {
     std::vector<std::pair<int, int>> live;  // (order, value)
-    for (const auto& [v, d] : def)
-      if (d < c && last_use.count(v) && last_use[v] >= c) live.push_back({order[v], v});
+    for (const auto& [v, d] : def_)
+      if (auto u = last_use_.find(v); d < c && u != last_use_.end() && u->second >= c)
+        live.push_back({order_.at(v), v});
     std::sort(live.begin(), live.end());
     std::vector<int> ids;
     for (const auto& [o, v] : live) ids.push_back(v);
     return ids;
-  };
-  std::map<int, int> tensor_index;
-  for (size_t i = 0; i < g.tensors.size(); ++i)
-    tensor_index[g.tensors[i].value] = static_cast<int>(i);
-  auto tensors_of = [&](const std::vector<int>& part) {
-    std::set<int> read;
-    for (int k : part)
-      ForEachRead(g.nodes[k], [&](int v) {
-        if (auto it = tensor_index.find(v); it != tensor_index.end()) read.insert(it->second);
-      });
-    return std::vector<int>(read.begin(), read.end());
-  };
+  }
+
+ private:
+  std::map<int, int> def_, last_use_, order_;
+};
+
+// The indices into the graph's tensors that `nodes` read.
+std::vector<int> TensorsRead(const ExportGraph& g, const std::vector<int>& nodes) {
+  std::map<int, int> index;
+  for (size_t i = 0; i < g.tensors.size(); ++i) index[g.tensors[i].value] = static_cast<int>(i);
+  std::set<int> read;
+  for (int k : nodes)
+    ForEachRead(g.nodes[k], [&](int v) {
+      if (auto it = index.find(v); it != index.end()) read.insert(it->second);
+    });
+  return {read.begin(), read.end()};
+}
+
+}  // namespace
+
+ExportCut CutExportedGraph(const ExportGraph& g, const ExportCutOptions& o,
+                           const std::string& file) {
+  ExportCut cut;
+  SetInputRoles(g, o.own_loss, file, &cut);
+  const int target = cut.target;
+  // Sizes of the target are read where they are used, from a tensor with the same symbolic
+  // dimension (Note [Sizes at a cut]): the target reaches only the loss part.
+  std::vector<int> nodes, before = cut.inputs;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    if (target >= 0 && ReadsSizeOf(g.nodes[k], target)) {
+      for (const auto& out : g.nodes[k].outputs)
+        before.insert(before.end(), out.begin(), out.end());
+    } else {
+      nodes.push_back(static_cast<int>(k));
+    }
+  }
+  FindTokenTable(g, &cut);
+  std::vector<int> loss_nodes;
+  const int final_value = FinalValue(g, target, &nodes, &loss_nodes, file);
+  const std::vector<ModuleRun> runs = LayerRunsOf(g, nodes, o.expand, o.depth);
+  const std::vector<std::string> names = internal::UniqueLayerNames(runs);
+  const int groups = static_cast<int>(runs.size());
+  const LiveValues live(g, runs, loss_nodes, before, final_value, target >= 0);
   for (int c = 0; c < groups; ++c) {
     ExportLayer layer{
-        names[c], runs[c].nodes, live_at(c), live_at(c + 1), tensors_of(runs[c].nodes), {}};
+        names[c], runs[c].nodes, live.At(c), live.At(c + 1), TensorsRead(g, runs[c].nodes), {}};
     ReadSizesAtStart(g, &layer, file);
     cut.layers.push_back(std::move(layer));
   }
-  std::vector<int> out = live_at(groups);
+  std::vector<int> out = live.At(groups);
   std::erase_if(out, [&](int v) { return g.sym_exprs.count(v) > 0; });
   if (out.size() != 1) {
     ThrowInput("{}: the {} uses {} values of the model; dapple passes one tensor to it", file,
                target >= 0 ? "loss computed in forward" : "model's output", out.size());
   }
   if (target >= 0) {
-    cut.loss =
-        ExportLayer{"loss", loss_nodes, live_at(groups), {final_value}, tensors_of(loss_nodes), {}};
+    cut.loss = ExportLayer{
+        "loss", loss_nodes, live.At(groups), {final_value}, TensorsRead(g, loss_nodes), {}};
     cut.loss->live_in.push_back(target);
     ReadSizesAtStart(g, &*cut.loss, file);
   }

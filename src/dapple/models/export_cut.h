@@ -8,10 +8,12 @@
 // stacks themselves. Consecutive nodes of one unit form a layer; nodes of the top module
 // (glue: positions, x + y, a flatten) join the layer before them; a unit that reads no
 // parameter or buffer joins the layer before it. A cut carries every value defined before it
-// and used after it (relayed through the layers between). A forward(input, target) computes
-// its own loss: the nodes after the last submodule's form the loss part, which takes the
-// last layer's output and the target; of forward's outputs (a tuple or a dataclass,
-// flattened), the one computed from the target is the loss.
+// and used after it (relayed through the layers between); forward's inputs (input_ids,
+// attention_mask) are defined before the first layer. Without --loss, a forward of two or
+// more inputs takes its target last (labels) and computes its own loss: the nodes after the
+// last submodule's form the loss part, which takes the last layer's output and the target;
+// of forward's outputs (a tuple or a dataclass, flattened), the one computed from the
+// target is the loss.
 //
 // Note [Sizes at a cut]: a program exported with a dynamic batch dimension computes the batch
 // size once (sym_size) and reshapes with it in every block. Only tensors cross cuts, and a
@@ -41,16 +43,28 @@ struct ExportLayer {
 };
 
 struct ExportCut {
+  // forward's inputs that the model takes, in order (the first layer receives them packed,
+  // Note [Packed inputs] in export_model.h), and the target (-1: none): value ids.
+  std::vector<int> inputs;
+  int target = -1;
   std::vector<ExportLayer> layers;
   std::optional<ExportLayer> loss;
   bool token_input = false;  // the input feeds an embedding as indices
   int token_table = -1;      // that embedding's table: an index into the graph's tensors
 };
 
-// Cuts `g` as Note [Layers from module paths] says; `expand` false: top-level children only;
-// `depth` d > 0: the units are the modules d levels down (containers not counted: depth 2
-// of Hugging Face's GPT2LMHeadModel is transformer.wte, transformer.h.0, ..., lm_head).
-// Throws InputError naming `file` for a graph that cannot be cut.
-ExportCut CutExportedGraph(const ExportGraph& g, bool expand, int depth, const std::string& file);
+struct ExportCutOptions {
+  bool expand = true;  // false: top-level children only
+  // d > 0: the units are the modules d levels down (containers not counted: depth 2 of
+  // Hugging Face's GPT2LMHeadModel is transformer.wte, transformer.h.0, ..., lm_head).
+  int depth = 0;
+  // No --loss: a forward of two or more inputs takes its target last and computes its loss.
+  bool own_loss = false;
+};
+
+// Cuts `g` as Note [Layers from module paths] says. Throws InputError naming `file` for a
+// graph that cannot be cut.
+ExportCut CutExportedGraph(const ExportGraph& g, const ExportCutOptions& options,
+                           const std::string& file);
 
 }  // namespace dapple

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -118,16 +119,25 @@ std::vector<SharedParameter> FindTiedParameters(const ExportArchive& archive,
   return shared;
 }
 
-// The target's shape, dtype and classes from the model's output as the export saw it.
-void SetTarget(Model* m, const ExportGraph& g, const ExportCut& cut, const ScriptModelOptions& o) {
+// The target's shape, dtype and classes: a forward's own target as the export saw it (the
+// classes from the model's output), else from the model's output and the loss.
+void SetTarget(Model* m, const ExportGraph& g, const ExportCut& cut, const ScriptModelOptions& o,
+               torch::Dtype dtype) {
   std::vector<int64_t> out;
   if (auto it = g.sample_shapes.find(cut.layers.back().live_out.at(0)); it != g.sample_shapes.end())
     out = it->second;
   const int64_t classes = out.empty() ? 0 : out.back();
-  if (cut.loss && !c10::isFloatingType(m->input_dtype)) {
-    m->target_shape = m->input_shape;  // a language model: the next token of every position
-    m->target_dtype = torch::kInt64;
-    m->num_classes = classes;
+  if (cut.target >= 0) {
+    auto shape = g.sample_shapes.find(cut.target);
+    auto type = g.input_dtypes.find(cut.target);
+    const bool labels = type != g.input_dtypes.end() ? !c10::isFloatingType(type->second)
+                                                     : !c10::isFloatingType(m->input_dtype);
+    // Without a known shape: a language model's next token of every position.
+    m->target_shape = shape != g.sample_shapes.end() ? shape->second
+                      : labels                       ? m->input_shape
+                                                     : out;
+    m->target_dtype = labels ? torch::kInt64 : dtype;
+    m->num_classes = labels ? classes : 0;
   } else if (o.loss == "cross-entropy" || o.loss == "nll") {
     m->target_shape.assign(out.begin(), out.end() - (out.empty() ? 0 : 1));
     m->target_dtype = torch::kInt64;
@@ -136,6 +146,46 @@ void SetTarget(Model* m, const ExportGraph& g, const ExportCut& cut, const Scrip
     m->target_shape = out;
     m->target_dtype = m->input_dtype;
   }
+}
+
+// A forward of several inputs takes them packed (Note [Packed inputs]): their parts as the
+// export saw them.
+void SetInputParts(Model* m, const ExportGraph& g, const ExportCut& cut, torch::Dtype dtype,
+                   const std::string& file) {
+  bool all_integer = true;
+  int64_t size = 0;
+  for (int v : cut.inputs) {
+    size_t i = std::find(g.user_inputs.begin(), g.user_inputs.end(), v) - g.user_inputs.begin();
+    auto shape = g.sample_shapes.find(v);
+    if (shape == g.sample_shapes.end())
+      ThrowInput(
+          "{}: input {} has a dynamic size other than the batch; dapple packs the inputs of a "
+          "forward of several inputs by their exported sizes",
+          file, g.InputName(i));
+    InputPart part{g.InputName(i), shape->second, g.input_dtypes.at(v)};
+    if (c10::isFloatingType(part.dtype)) part.dtype = dtype;
+    all_integer &= !c10::isFloatingType(part.dtype);
+    int64_t numel = 1;
+    for (int64_t d : part.shape) numel *= d;
+    size += numel;
+    m->input_parts.push_back(std::move(part));
+  }
+  m->input_shape = {size};
+  m->input_dtype = all_integer ? torch::kInt64 : dtype;
+}
+
+// The first layer's forward when the model takes its inputs packed: it unpacks them.
+LayerForward UnpackingForward(std::shared_ptr<LayerRunner> run, const ExportCut& cut,
+                              const std::vector<InputPart>& parts) {
+  std::vector<size_t> index;  // the part of each of the layer's inputs
+  for (int v : cut.layers[0].live_in)
+    index.push_back(std::find(cut.inputs.begin(), cut.inputs.end(), v) - cut.inputs.begin());
+  return [run, index, parts](const Activations& x) {
+    std::vector<torch::Tensor> unpacked = UnpackInputs(x.at(0), parts);
+    Activations in;
+    for (size_t i : index) in.push_back(unpacked.at(i));
+    return run->Run(in);
+  };
 }
 
 void SetExportLoss(Model* m, std::shared_ptr<ExportArchive> archive, const ExportCut& cut,
@@ -147,8 +197,6 @@ void SetExportLoss(Model* m, std::shared_ptr<ExportArchive> archive, const Expor
     m->loss = BuiltInLoss(o.loss, file);
     return;
   }
-  if (!o.loss.empty())
-    ThrowInput("{}: forward(input, target) computes its own loss; drop --loss {}", file, o.loss);
   auto tensors = ReadTensors(*archive, *cut.loss, nullptr);
   auto run = std::make_shared<LayerRunner>(archive, *cut.loss, std::move(tensors), nullptr);
   m->loss = [run](const torch::Tensor& output, const torch::Tensor& target) {
@@ -165,18 +213,20 @@ Model LoadExportedModel(const std::filesystem::path& path, const ScriptModelOpti
   if (dtype != torch::kFloat32 && dtype != torch::kFloat64)
     ThrowInput("{}: dtype must be float32 or float64", file);
   auto archive = std::make_shared<ExportArchive>(file, dtype);
-  const ExportCut cut = CutExportedGraph(archive->graph(), o.expand, o.depth, file);
+  const ExportGraph& g = archive->graph();
+  const ExportCut cut = CutExportedGraph(g, {o.expand, o.depth, o.loss.empty()}, file);
   Model m;
   m.name = file;
   m.input_shape = o.input_shape;
   m.input_dtype = c10::isFloatingType(o.input_dtype) ? dtype : o.input_dtype;
   if (cut.token_input) m.input_dtype = torch::kInt64;
+  if (cut.inputs.size() > 1) SetInputParts(&m, g, cut, dtype, file);
   if (m.input_shape.empty() && c10::isFloatingType(m.input_dtype))
     ThrowInput("{}: the input sample shape is unknown: pass --data or --input-shape", file);
   if (m.input_dtype == torch::kInt64 && cut.token_table >= 0)
-    m.vocab_size = archive->Sizes(archive->graph().tensors[cut.token_table].fqn).at(0);
+    m.vocab_size = archive->Sizes(g.tensors[cut.token_table].fqn).at(0);
   SetExportLoss(&m, archive, cut, o, file);
-  SetTarget(&m, archive->graph(), cut, o);
+  SetTarget(&m, g, cut, o, dtype);
   const int n = static_cast<int>(cut.layers.size());
   for (int i = 0; i < n; ++i) {
     NamedLayer layer;
@@ -186,7 +236,9 @@ Model LoadExportedModel(const std::filesystem::path& path, const ScriptModelOpti
       auto tensors = ReadTensors(*archive, cut.layers[i], module.get());
       auto run =
           std::make_shared<LayerRunner>(archive, cut.layers[i], std::move(tensors), module.get());
-      layer.forward = [run](const Activations& x) { return run->Run(x); };
+      layer.forward = i == 0 && !m.input_parts.empty()
+                          ? UnpackingForward(run, cut, m.input_parts)
+                          : [run](const Activations& x) { return run->Run(x); };
       layer.module = std::move(module);
     }
     m.layers.push_back(std::move(layer));

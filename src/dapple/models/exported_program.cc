@@ -51,6 +51,94 @@ std::string RecordText(caffe2::serialize::PyTorchStreamReader& r, const std::str
   return std::string(static_cast<const char*>(data.get()), size);
 }
 
+// A graph input of the signature: a parameter, buffer or tensor constant by its name in the
+// model, or a user input.
+void ReadInputSpec(const ser::InputSpec& in, ExportGraph* g, std::map<std::string, int>* ids,
+                   const std::string& path) {
+  using K = ExportTensorInput::Kind;
+  switch (in.tag()) {
+    case ser::InputSpec::Tag::PARAMETER: {
+      const auto& p = in.get_parameter();
+      g->tensors.push_back(
+          {K::kParameter, ValueId(g, ids, p.get_arg().get_name()), p.get_parameter_name()});
+      break;
+    }
+    case ser::InputSpec::Tag::BUFFER: {
+      // A buffer registered with persistent=False (BERT's position_ids) is not in the
+      // module's state_dict: a constant here.
+      const auto& b = in.get_buffer();
+      g->tensors.push_back({b.get_persistent() ? K::kBuffer : K::kConstant,
+                            ValueId(g, ids, b.get_arg().get_name()), b.get_buffer_name()});
+      break;
+    }
+    case ser::InputSpec::Tag::TENSOR_CONSTANT: {
+      const auto& c = in.get_tensor_constant();
+      g->tensors.push_back(
+          {K::kConstant, ValueId(g, ids, c.get_arg().get_name()), c.get_tensor_constant_name()});
+      break;
+    }
+    case ser::InputSpec::Tag::USER_INPUT: {
+      const ser::Argument& a = in.get_user_input().get_arg();
+      if (a.tag() != Tag::AS_TENSOR)
+        ThrowInput("{}: forward takes an input that is not a tensor", path);
+      g->user_inputs.push_back(ValueId(g, ids, a.get_as_tensor().get_name()));
+      break;
+    }
+    default:
+      ThrowInput("{}: graph input of kind {} is not supported", path, static_cast<int>(in.tag()));
+  }
+}
+
+// A graph output of the signature: a user output or the loss (buffer mutations are not
+// outputs of a training-IR program).
+void ReadOutputSpec(const ser::OutputSpec& out, ExportGraph* g, std::map<std::string, int>* ids,
+                    const std::string& path) {
+  if (out.tag() == ser::OutputSpec::Tag::LOSS_OUTPUT) {
+    g->user_outputs.push_back(ValueId(g, ids, out.get_loss_output().get_arg().get_name()));
+    return;
+  }
+  if (out.tag() != ser::OutputSpec::Tag::USER_OUTPUT) {
+    ThrowInput(
+        "{}: graph output of kind {} (a functionalized program); save what "
+        "torch.export.export returns, in training mode",
+        path, static_cast<int>(out.tag()));
+  }
+  const ser::Argument& a = out.get_user_output().get_arg();
+  if (a.tag() != Tag::AS_TENSOR)
+    ThrowInput("{}: forward returns a value that is not a tensor", path);
+  g->user_outputs.push_back(ValueId(g, ids, a.get_as_tensor().get_name()));
+}
+
+// The sizes of the graph's values as the export saw them (sample shapes, symbolic
+// expressions) and the user inputs' dtypes.
+void ReadShapes(const ser::Graph& graph, const std::map<std::string, int>& ids, torch::Dtype dtype,
+                const std::string& path, ExportGraph* g) {
+  const std::set<int> inputs(g->user_inputs.begin(), g->user_inputs.end());
+  for (const auto& [name, meta] : graph.get_tensor_values()) {
+    auto id = ids.find(name);
+    if (id == ids.end()) continue;
+    if (inputs.count(id->second))
+      g->input_dtypes[id->second] = DtypeOf(meta.get_dtype(), dtype, path + ": input " + name);
+    std::vector<int64_t> sample;
+    bool known = true;
+    std::vector<std::string>& exprs = g->dim_exprs[id->second];
+    for (size_t i = 0; i < meta.get_sizes().size(); ++i) {
+      const ser::SymInt& d = meta.get_sizes()[i];
+      bool fixed = d.tag() == ser::SymInt::Tag::AS_INT;
+      exprs.push_back(fixed ? "" : d.get_as_expr().get_expr_str());
+      if (i == 0) continue;
+      known &= fixed;
+      if (known) sample.push_back(d.get_as_int());
+    }
+    if (known) g->sample_shapes[id->second] = sample;
+  }
+  for (const auto& [name, sym] : graph.get_sym_int_values()) {
+    auto id = ids.find(name);
+    if (id != ids.end() && sym.tag() == ser::SymInt::Tag::AS_EXPR)
+      g->sym_exprs[id->second] = sym.get_as_expr().get_expr_str();
+  }
+}
+
 }  // namespace
 
 bool IsExportedProgramPath(const std::string& model) {
@@ -73,57 +161,11 @@ ExportArchive::ExportArchive(const std::string& path, torch::Dtype dtype)
   }
   const ser::GraphModule& gm = ep.get_graph_module();
   std::map<std::string, int> ids;
-  for (const ser::InputSpec& in : gm.get_signature().get_input_specs()) {
-    using K = ExportTensorInput::Kind;
-    switch (in.tag()) {
-      case ser::InputSpec::Tag::PARAMETER: {
-        const auto& p = in.get_parameter();
-        graph_.tensors.push_back({K::kParameter, ValueId(&graph_, &ids, p.get_arg().get_name()),
-                                  p.get_parameter_name()});
-        break;
-      }
-      case ser::InputSpec::Tag::BUFFER: {
-        const auto& b = in.get_buffer();
-        graph_.tensors.push_back(
-            {K::kBuffer, ValueId(&graph_, &ids, b.get_arg().get_name()), b.get_buffer_name()});
-        break;
-      }
-      case ser::InputSpec::Tag::TENSOR_CONSTANT: {
-        const auto& c = in.get_tensor_constant();
-        graph_.tensors.push_back({K::kConstant, ValueId(&graph_, &ids, c.get_arg().get_name()),
-                                  c.get_tensor_constant_name()});
-        break;
-      }
-      case ser::InputSpec::Tag::USER_INPUT: {
-        const ser::Argument& a = in.get_user_input().get_arg();
-        if (a.tag() != Tag::AS_TENSOR)
-          ThrowInput("{}: forward takes an input that is not a tensor", path);
-        graph_.user_inputs.push_back(ValueId(&graph_, &ids, a.get_as_tensor().get_name()));
-        break;
-      }
-      default:
-        ThrowInput("{}: graph input of kind {} is not supported", path, static_cast<int>(in.tag()));
-    }
-  }
+  for (const ser::InputSpec& in : gm.get_signature().get_input_specs())
+    ReadInputSpec(in, &graph_, &ids, path);
   internal::ReadNodes(gm.get_graph(), &graph_, &ids, dtype, path);
-  for (const ser::OutputSpec& out : gm.get_signature().get_output_specs()) {
-    const ser::Argument* a = nullptr;
-    if (out.tag() == ser::OutputSpec::Tag::USER_OUTPUT) a = &out.get_user_output().get_arg();
-    if (out.tag() == ser::OutputSpec::Tag::LOSS_OUTPUT) {
-      graph_.user_outputs.push_back(
-          ValueId(&graph_, &ids, out.get_loss_output().get_arg().get_name()));
-      continue;
-    }
-    if (!a) {
-      ThrowInput(
-          "{}: graph output of kind {} (a functionalized program); save what "
-          "torch.export.export returns, in training mode",
-          path, static_cast<int>(out.tag()));
-    }
-    if (a->tag() != Tag::AS_TENSOR)
-      ThrowInput("{}: forward returns a value that is not a tensor", path);
-    graph_.user_outputs.push_back(ValueId(&graph_, &ids, a->get_as_tensor().get_name()));
-  }
+  for (const ser::OutputSpec& out : gm.get_signature().get_output_specs())
+    ReadOutputSpec(out, &graph_, &ids, path);
   for (const auto& entry : gm.get_module_call_graph())
     if (entry.get_fqn().empty() && entry.get_signature())
       graph_.forward_arg_names =
@@ -134,27 +176,7 @@ ExportArchive::ExportArchive(const std::string& path, torch::Dtype dtype)
   for (ExportNode& n : graph_.nodes)
     for (int v : n.writes)
       n.counts_batches |= n.target == "torch.ops.aten.add_.Tensor" && buffers.count(v) > 0;
-  for (const auto& [name, meta] : gm.get_graph().get_tensor_values()) {
-    auto id = ids.find(name);
-    if (id == ids.end()) continue;
-    std::vector<int64_t> sample;
-    bool known = true;
-    std::vector<std::string>& exprs = graph_.dim_exprs[id->second];
-    for (size_t i = 0; i < meta.get_sizes().size(); ++i) {
-      const ser::SymInt& d = meta.get_sizes()[i];
-      bool fixed = d.tag() == ser::SymInt::Tag::AS_INT;
-      exprs.push_back(fixed ? "" : d.get_as_expr().get_expr_str());
-      if (i == 0) continue;
-      known &= fixed;
-      if (known) sample.push_back(d.get_as_int());
-    }
-    if (known) graph_.sample_shapes[id->second] = sample;
-  }
-  for (const auto& [name, sym] : gm.get_graph().get_sym_int_values()) {
-    auto id = ids.find(name);
-    if (id != ids.end() && sym.tag() == ser::SymInt::Tag::AS_EXPR)
-      graph_.sym_exprs[id->second] = sym.get_as_expr().get_expr_str();
-  }
+  ReadShapes(gm.get_graph(), ids, dtype, path, &graph_);
   CheckTrainingMode(graph_, path);
   ReadConfigs();
 }

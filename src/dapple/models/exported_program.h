@@ -62,8 +62,9 @@ struct ExportNode {
   bool counts_batches = false;
 };
 
-// A graph input that is not a user input: a parameter, buffer or tensor constant, by its
-// fully qualified name in the model ("blocks.0.ln1.weight").
+// A graph input that is not a user input: a parameter, buffer or tensor constant (or a
+// buffer that is not persistent), by its fully qualified name in the model
+// ("blocks.0.ln1.weight").
 struct ExportTensorInput {
   enum class Kind { kParameter, kBuffer, kConstant };
   Kind kind = Kind::kParameter;
@@ -85,7 +86,14 @@ struct ExportGraph {
   // dimensions' expressions ("" for a fixed size).
   std::map<int, std::string> sym_exprs;
   std::map<int, std::vector<std::string>> dim_exprs;
+  // Each user input's dtype as exported (float32 read as the model's dtype).
+  std::map<int, c10::ScalarType> input_dtypes;
   int num_values() const { return static_cast<int>(value_names.size()); }
+  // The name of user input `i`: forward's argument name ("attention_mask").
+  std::string InputName(size_t i) const {
+    return forward_arg_names.size() == user_inputs.size() ? forward_arg_names[i]
+                                                          : value_names[user_inputs[i]];
+  }
 };
 
 // The archive: its graph, and its weights read when asked for.

@@ -8,6 +8,7 @@
 #include <torch/types.h>
 
 #include <fstream>
+#include <map>
 #include <memory>
 
 #include "dapple/common/error.h"
@@ -44,9 +45,10 @@ c10::IValue ReadTorchSave(const std::string& file, bool values) {
                                            std::nullopt, std::nullopt, std::nullopt, reader);
 }
 
-// Reads `input` and `target` of a zip-format torch.save dict (their shapes only, without
-// `values`: Note [Probing with zeros] in script_model.cc).
-Batch ReadTensorFile(const std::filesystem::path& path, bool values = true) {
+// The tensors of a zip-format torch.save dict, by key (their shapes only, without `values`:
+// Note [Probing with zeros] in script_model.cc).
+std::map<std::string, torch::Tensor> ReadTensorDict(const std::filesystem::path& path,
+                                                    bool values) {
   const std::string file = path.string();
   if (!std::ifstream(path, std::ios::binary)) ThrowInput("{}: cannot open the data file", file);
   c10::IValue v;
@@ -60,15 +62,53 @@ Batch ReadTensorFile(const std::filesystem::path& path, bool values = true) {
         file, what.substr(0, what.find('\n')));
   }
   if (!v.isGenericDict()) ThrowInput("{}: expected a dict with keys 'input' and 'target'", file);
-  Batch b;
+  std::map<std::string, torch::Tensor> tensors;
   for (const auto& item : v.toGenericDict()) {
     if (!item.key().isString()) continue;
     const std::string key = item.key().toStringRef();
-    if (key != "input" && key != "target") continue;
-    if (!item.value().isTensor()) ThrowInput("{}: '{}' is not a tensor", file, key);
+    if (!item.value().isTensor()) {
+      if (key == "input" || key == "target") ThrowInput("{}: '{}' is not a tensor", file, key);
+      continue;
+    }
     const torch::Tensor t = item.value().toTensor();
-    (key == "input" ? b.inputs : b.targets) = values ? t.contiguous() : t;
+    tensors[key] = values ? t.contiguous() : t;
   }
+  return tensors;
+}
+
+// The inputs of a forward of several inputs packed (Note [Packed inputs]): the first is
+// 'input', the others are read by their names.
+torch::Tensor PackedInputs(const std::map<std::string, torch::Tensor>& tensors, const Model& m,
+                           const std::string& file) {
+  std::vector<torch::Tensor> parts;
+  for (size_t i = 0; i < m.input_parts.size(); ++i) {
+    const InputPart& p = m.input_parts[i];
+    const std::string key = i == 0 ? "input" : p.name;
+    auto it = tensors.find(key);
+    if (it == tensors.end())
+      ThrowInput("{}: no '{}' tensor; the model's forward takes input {}", file, key, p.name);
+    const torch::Tensor& t = it->second;
+    std::vector<int64_t> sample(t.sizes().begin() + (t.dim() > 0 ? 1 : 0), t.sizes().end());
+    if (t.dim() == 0 || sample != p.shape || t.size(0) != tensors.at("input").size(0))
+      ThrowInput("{}: '{}' has shape {}; the model's input {} takes {} samples of {}", file, key,
+                 Shape(t.sizes()), p.name, tensors.at("input").size(0), SampleShape(p.shape));
+    if (t.is_floating_point() != c10::isFloatingType(p.dtype))
+      ThrowInput("{}: '{}' is {}, the model's input {} takes {}", file, key,
+                 c10::toString(t.scalar_type()), p.name, c10::toString(p.dtype));
+    parts.push_back(t);
+  }
+  return PackInputs(parts, m.input_dtype);
+}
+
+// Reads `input` and `target` of a zip-format torch.save dict; for a model of several inputs
+// (`m`, when given), its inputs packed.
+Batch ReadTensorFile(const std::filesystem::path& path, const Model* m = nullptr,
+                     bool values = true) {
+  const std::string file = path.string();
+  const std::map<std::string, torch::Tensor> tensors = ReadTensorDict(path, values);
+  Batch b;
+  if (auto it = tensors.find("input"); it != tensors.end()) b.inputs = it->second;
+  if (auto it = tensors.find("target"); it != tensors.end()) b.targets = it->second;
   if (!b.inputs.defined()) ThrowInput("{}: no 'input' tensor", file);
   if (!b.targets.defined()) ThrowInput("{}: no 'target' tensor", file);
   if (b.inputs.dim() == 0 || b.inputs.size(0) == 0)
@@ -77,6 +117,7 @@ Batch ReadTensorFile(const std::filesystem::path& path, bool values = true) {
     ThrowInput("{}: 'target' has shape {} but 'input' has {} samples (first dimension)", file,
                Shape(b.targets.sizes()), b.inputs.size(0));
   }
+  if (m && !m->input_parts.empty()) b.inputs = PackedInputs(tensors, *m, file);
   return b;
 }
 
@@ -206,6 +247,9 @@ class TokenDataset : public Dataset {
 
  private:
   static void CheckModel(const std::string& file, const Model& m, int64_t seq) {
+    if (m.input_parts.size() > 1)
+      ThrowInput("{}: a token file holds one input; the model's forward also takes input {}", file,
+                 m.input_parts[1].name);
     if (m.input_dtype != torch::kInt64 || m.input_shape != std::vector<int64_t>{seq}) {
       ThrowInput("{}: token windows are int64 [{}] but the model takes {} {}", file, seq,
                  c10::toString(m.input_dtype), SampleShape(m.input_shape));
@@ -237,12 +281,12 @@ std::unique_ptr<Dataset> MakeFileDataset(const std::filesystem::path& path, cons
     return std::make_unique<TokenDataset>(path, o.eval_path, model, seed, o, parts);
   // A torch.save file is read whole (its pickled tensors cannot be mapped); the parts this
   // process does not read are dropped at once.
-  Batch train = ReadTensorFile(path);
+  Batch train = ReadTensorFile(path, &model);
   CheckFits(train, model, path.string());
   train = ToModel(train, model, parts);
   Batch test;
   if (!o.eval_path.empty()) {
-    test = ReadTensorFile(o.eval_path);
+    test = ReadTensorFile(o.eval_path, &model);
     CheckFits(test, model, o.eval_path.string());
     test = ToModel(test, model, parts);
   }
@@ -258,7 +302,7 @@ std::pair<std::vector<int64_t>, torch::Dtype> DataFileSample(const std::filesyst
     internal::TokenFile t(path, seq_len);
     return {{seq_len}, torch::kInt64};
   }
-  Batch b = internal::ReadTensorFile(path, /*values=*/false);
+  Batch b = internal::ReadTensorFile(path, nullptr, /*values=*/false);
   return {std::vector<int64_t>(b.inputs.sizes().begin() + 1, b.inputs.sizes().end()),
           b.inputs.scalar_type()};
 }

@@ -13,6 +13,7 @@
 #include "dapple/common/error.h"
 #include "dapple/models/graph_inline.h"
 #include "dapple/models/graph_layer_build.h"
+#include "dapple/models/unit_runs.h"
 
 namespace dapple {
 namespace {
@@ -47,33 +48,16 @@ std::string UnitOf(const torch::jit::Module& top, const std::string& path, bool 
   return unit;
 }
 
-struct Run {
-  std::string unit;
-  std::vector<Node*> nodes;
-};
+using Run = internal::UnitRun<Node*>;
 
-// The forward's top-level operations (no constants) grouped into runs of one unit each, glue
-// joining the run before it (the first run when there is none).
+// The forward's top-level operations (no constants) grouped into runs of one unit each
+// (unit_runs.h).
 std::vector<Run> RunsOf(const std::vector<Node*>& nodes, const internal::InlinedForward& f,
                         const torch::jit::Module& top, bool expand) {
-  std::vector<Run> runs;
-  for (Node* n : nodes) {
+  return internal::UnitRunsOf(nodes, [&](Node* n) {
     auto it = f.origin.find(n);
-    std::string unit = it == f.origin.end() ? "" : UnitOf(top, it->second, expand);
-    if (runs.empty()) {
-      runs.push_back({unit, {}});
-    } else if (!unit.empty() && unit != runs.back().unit) {
-      if (runs.back().unit.empty()) {
-        runs.back().unit = unit;  // leading glue
-      } else {
-        runs.push_back({unit, {}});
-      }
-    }
-    runs.back().nodes.push_back(n);
-  }
-  if (runs.empty()) runs.push_back({"", {}});
-  if (runs.front().unit.empty()) runs.front().unit = "forward";
-  return runs;
+    return it == f.origin.end() ? std::string() : UnitOf(top, it->second, expand);
+  });
 }
 
 // Whether a run reads any parameter or buffer (an input at or after `first_attr` that is a
@@ -87,36 +71,6 @@ bool ReadsTensors(const Run& run, const Graph& g, size_t first_attr) {
     });
   }
   return found;
-}
-
-// Runs without parameters join the run before them (the first one, the run after it).
-void MergeParameterless(std::vector<Run>* runs, const Graph& g, size_t first_attr) {
-  for (size_t i = 0; i < runs->size() && runs->size() > 1;) {
-    Run& r = (*runs)[i];
-    if (ReadsTensors(r, g, first_attr)) {
-      ++i;
-      continue;
-    }
-    if (i == 0) {
-      Run& next = (*runs)[1];
-      next.nodes.insert(next.nodes.begin(), r.nodes.begin(), r.nodes.end());
-    } else {
-      Run& prev = (*runs)[i - 1];
-      prev.nodes.insert(prev.nodes.end(), r.nodes.begin(), r.nodes.end());
-    }
-    runs->erase(runs->begin() + static_cast<std::ptrdiff_t>(i));
-  }
-}
-
-// Unique layer names: a unit's second run is "unit~2".
-std::vector<std::string> LayerNames(const std::vector<Run>& runs) {
-  std::map<std::string, int> seen;
-  std::vector<std::string> names;
-  for (const Run& r : runs) {
-    int k = ++seen[r.unit];
-    names.push_back(k == 1 ? r.unit : r.unit + "~" + std::to_string(k));
-  }
-  return names;
 }
 
 // `target` and every value computed from it by `nodes` (in program order).
@@ -233,13 +187,13 @@ GraphCut CutForwardGraph(const torch::jit::Module& top, const GraphCutOptions& o
     final_value = ModelOutput(g, file);
   }
   std::vector<Run> runs = RunsOf(nodes, f, top, options.expand);
-  MergeParameterless(&runs, g, args);
+  internal::MergeParameterlessRuns(&runs, [&](const Run& r) { return ReadsTensors(r, g, args); });
 
   internal::LayerGraphBuilder builder(g, x, target, lifted, args, file);
   std::vector<std::vector<Node*>> groups;
   for (const Run& r : runs) groups.push_back(r.nodes);
   std::vector<size_t> merged_into = builder.Cut(&groups, loss_nodes, final_value);
-  std::vector<std::string> names = LayerNames(runs);
+  std::vector<std::string> names = internal::UniqueLayerNames(runs);
   for (size_t k = 0; k < groups.size(); ++k) {
     GraphLayer layer = builder.Build(k);
     layer.name = names[merged_into[k]];

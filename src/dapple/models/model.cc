@@ -53,6 +53,27 @@ NamedLayer MakeLayer(std::string name, torch::nn::AnyModule module) {
   return l;
 }
 
+torch::Tensor PackInputs(const std::vector<torch::Tensor>& parts, torch::Dtype dtype) {
+  std::vector<torch::Tensor> flat;
+  for (const torch::Tensor& p : parts) flat.push_back(p.reshape({p.size(0), -1}).to(dtype));
+  return torch::cat(flat, 1);
+}
+
+std::vector<torch::Tensor> UnpackInputs(const torch::Tensor& packed,
+                                        const std::vector<InputPart>& parts) {
+  std::vector<torch::Tensor> out;
+  int64_t offset = 0;
+  for (const InputPart& p : parts) {
+    std::vector<int64_t> shape{packed.size(0)};
+    shape.insert(shape.end(), p.shape.begin(), p.shape.end());
+    int64_t numel = 1;
+    for (int64_t d : p.shape) numel *= d;
+    out.push_back(packed.narrow(1, offset, numel).reshape(shape).to(p.dtype));
+    offset += numel;
+  }
+  return out;
+}
+
 Activations Model::ForwardActivations(const Activations& x, int first, int last) const {
   DAPPLE_CHECK(0 <= first && first <= last && last < num_layers());
   Activations y = x;

@@ -66,6 +66,24 @@ struct SharedParameter {
   std::vector<std::pair<int, std::string>> uses;
 };
 
+// Note [Packed inputs]: a model whose forward takes several inputs (Hugging Face's
+// input_ids and attention_mask) takes them as one tensor, so that data sets, the runtime's
+// batches and replica slices, profiling and probes see one input as for any model: each
+// sample's parts flattened and concatenated in forward's order, in int64 when every part is
+// an integer, else in the model's floating dtype (ids and masks are exact in it). The first
+// layer unpacks them.
+struct InputPart {
+  std::string name;            // forward's argument name: the data file's key for it
+  std::vector<int64_t> shape;  // one sample
+  torch::Dtype dtype = torch::kInt64;
+};
+
+// `parts` ([n, part shape...] each) packed into [n, sum of the parts' sizes] in `dtype`.
+torch::Tensor PackInputs(const std::vector<torch::Tensor>& parts, torch::Dtype dtype);
+// The parts of a packed [n, ...] tensor, in their shapes and dtypes.
+std::vector<torch::Tensor> UnpackInputs(const torch::Tensor& packed,
+                                        const std::vector<InputPart>& parts);
+
 struct Model {
   std::string name;  // zoo name ("mlp", "vgg19", "resnet50", "bert", "gpt") or the .pt path
   std::vector<NamedLayer> layers;
@@ -80,6 +98,9 @@ struct Model {
   torch::Dtype target_dtype = torch::kInt64;
   int64_t num_classes = 0;  // output classes / vocabulary for synthetic targets
   int64_t vocab_size = 0;   // token models (input_dtype kInt64): ids in [0, vocab_size)
+  // A forward of several inputs: their parts, packed into the input (Note [Packed inputs]);
+  // the first is the token ids of a token model. Empty for one input.
+  std::vector<InputPart> input_parts;
   // Parameters used by more than one layer (TorchScript models with tied weights). Within
   // one process they are one tensor; across stages the runtime keeps the copies equal
   // (Note [Tied parameters] in runtime/tied_parameters.h).

@@ -29,6 +29,7 @@ class SyntheticDataset : public Dataset {
         target_dtype_(model.target_dtype),
         classes_(model.num_classes),
         vocab_(model.vocab_size),
+        parts_(model.input_parts),
         seed_(seed) {
     if (target_dtype_ == torch::kInt64 && classes_ <= 0)
       ThrowInput("synthetic data for model {}: it declares no classes", model.name);
@@ -54,13 +55,27 @@ class SyntheticDataset : public Dataset {
  private:
   Batch Draw(at::Generator gen, int64_t global_batch) const {
     Batch b;
-    auto in_shape = WithBatch(global_batch, input_shape_);
-    if (input_dtype_ == torch::kInt64)
-      b.inputs = torch::randint(0, vocab_, in_shape, gen, torch::kLong);
-    else
-      b.inputs = torch::randn(in_shape, gen, torch::TensorOptions().dtype(input_dtype_));
+    if (!parts_.empty()) {
+      std::vector<torch::Tensor> parts;
+      for (size_t i = 0; i < parts_.size(); ++i)
+        parts.push_back(Part(gen, WithBatch(global_batch, parts_[i].shape), parts_[i].dtype, i));
+      b.inputs = PackInputs(parts, input_dtype_);
+    } else {
+      b.inputs = Part(gen, WithBatch(global_batch, input_shape_), input_dtype_, 0);
+    }
     b.targets = Targets(b.inputs, gen);
     return b;
+  }
+
+  // Input part `i` (Note [Packed inputs]): token ids or noise; an integer part after the
+  // first is ones for a mask (attention_mask), else zeros (token_type_ids).
+  torch::Tensor Part(at::Generator& gen, const std::vector<int64_t>& shape, torch::Dtype dtype,
+                     size_t i) const {
+    if (c10::isFloatingType(dtype))
+      return torch::randn(shape, gen, torch::TensorOptions().dtype(dtype));
+    if (i == 0) return torch::randint(0, vocab_, shape, gen, torch::kLong);
+    const bool mask = parts_[i].name.find("mask") != std::string::npos;
+    return mask ? torch::ones(shape, torch::kLong) : torch::zeros(shape, torch::kLong);
   }
 
   torch::Tensor Targets(const torch::Tensor& x, at::Generator& gen) const {
@@ -83,6 +98,7 @@ class SyntheticDataset : public Dataset {
   std::vector<int64_t> input_shape_, target_shape_;
   torch::Dtype input_dtype_, target_dtype_;
   int64_t classes_, vocab_;
+  std::vector<InputPart> parts_;
   uint64_t seed_;
 };
 
