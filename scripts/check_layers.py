@@ -24,6 +24,7 @@ LAYERS = [
     ["plan"],
     ["cpu"],
     ["models"],
+    ["cuda"],  # libdapple_cuda.so, loaded by the runtime on demand
     ["runtime"],
     ["profiler", "calibrate"],
     ["tools"],

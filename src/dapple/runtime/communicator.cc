@@ -15,6 +15,7 @@
 
 #include "dapple/common/clock.h"
 #include "dapple/common/error.h"
+#include "dapple/runtime/cuda_module.h"
 
 // Note [Gloo's headers]: ProcessGroupGloo.hpp includes Gloo's headers, which the torch wheel
 // does not ship; Debian's libgloo-dev provides them (another Gloo revision than the one linked
@@ -87,10 +88,9 @@ DistEnv DistEnv::FromEnvironment() {
 
 torch::Device DeviceForLocalRank(int local_rank, int cuda_devices) {
   if (cuda_devices < 0) {
-    cuda_devices =
-        std::getenv("DAPPLE_TEST_CUDA_DEVICES")
-            ? EnvInt("DAPPLE_TEST_CUDA_DEVICES", 0, 0)
-            : (torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0);
+    cuda_devices = std::getenv("DAPPLE_TEST_CUDA_DEVICES")
+                       ? EnvInt("DAPPLE_TEST_CUDA_DEVICES", 0, 0)
+                       : CudaDeviceCount();
   }
   if (cuda_devices == 0) return torch::Device(torch::kCPU);
   const int index = local_rank % cuda_devices;
