@@ -10,6 +10,7 @@
 
 #include "dapple/format/plan.h"
 #include "dapple/runtime/communicator.h"
+#include "dapple/runtime/device.h"
 #include "dapple/runtime/rank_grid.h"
 #include "dapple/runtime/trainer.h"
 #include "dapple/sim/timeline.h"
@@ -84,6 +85,9 @@ class RunStats {
     peak_resident_bytes_ = peak_resident_bytes;
     resident_at_start_bytes_ = resident_at_start_bytes;
   }
+  // The caching allocator's peaks on a GPU (Note [Memory as a GPU holds it], device.h).
+  void SetDeviceMemory(const DeviceMemory& m) { device_memory_ = m; }
+  const DeviceMemory& device_memory() const { return device_memory_; }
   // The bytes of the data set this rank holds or maps (Dataset::HeldBytes; 0 on the
   // stages between the first and the last, Note [Data a stage reads] in models/data.h).
   void SetDataBytes(int64_t bytes) { data_bytes_ = bytes; }
@@ -110,6 +114,7 @@ class RunStats {
   int64_t parameter_bytes_ = 0, optimizer_bytes_ = 0, peak_resident_bytes_ = 0;
   int64_t resident_at_start_bytes_ = 0;
   int64_t data_bytes_ = 0;
+  DeviceMemory device_memory_;
 };
 
 // Collective: gathers every rank's `events` of the traced step to rank 0, which writes
@@ -124,7 +129,8 @@ struct MeasuredRun {
   double median_step_ms = 0;   // the slowest rank's median step time
 };
 
-// Collective: gathers every rank's stats; rank 0 prints the summary and returns the figures.
+// Collective: gathers every rank's stats; rank 0 prints the summary and returns the figures
+// (train_summary.cc). On a GPU each stage's line adds the caching allocator's peaks.
 MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, const Plan& plan,
                                   const TrainOptions& o, const RunStats& stats,
                                   const std::vector<double>& losses, int64_t start_step);

@@ -39,6 +39,7 @@ struct TrainArgs {
   std::string optimizer = "sgd";
   std::string dtype = "float32";
   std::string precision = "float32";
+  std::string device = "cpu";
   double timeout_s = 60;
   std::string resume;                   // --resume [auto]: "" for the bare flag
   CLI::Option* resume_given = nullptr;  // counts --resume
@@ -71,6 +72,7 @@ void Finish(TrainArgs& a) {
     ThrowInput("--dtype {}: expected float32 or float64", a.dtype);
   }
   a.o.precision = ParsePrecision(a.precision);
+  a.o.device = ParseDeviceChoice(a.device);
   CheckMasterDtype(a.o.precision, a.dtype);
   if (a.timeout_s <= 0) ThrowInput("--timeout-s {}: must be positive", a.timeout_s);
   a.o.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
@@ -143,7 +145,8 @@ int LaunchTraining(TrainArgs& a) {
         RecipeOf(a.o.optimizer, a.o.lr_schedule, a.o.clip_grad_norm, a.o.steps, a.o.precision));
   // A user's data file is checked against the model here too: one line, no process started.
   if (IsDataFilePath(a.o.data)) MakeDataset(a.o.data, checked.model, a.o.seed, "", a.o.data_files);
-  DeviceForLocalRank(0);  // a device without a transport: refused before any process starts
+  // --device cuda without a GPU: refused before any process starts.
+  DeviceForLocalRank(a.o.device, 0);
   LaunchOptions lo = MakeLaunchOptions("train", l, SelfArgvWithoutLaunchOptions());
   lo.term_delay = a.o.timeout + std::chrono::seconds(2);  // let them report what they waited on
   lo.kill_grace = std::chrono::seconds(2);
@@ -238,6 +241,10 @@ void AddTrainCommand(CLI::App& app) {
   cmd->add_option("--precision", a->precision,
                   "float32 | bf16: forward and loss under bfloat16 autocast, float32 master "
                   "weights, optimizer state and allreduce, bf16 activations between stages")
+      ->capture_default_str();
+  cmd->add_option("--device", a->device,
+                  "cpu | cuda (the GPU of each process's local rank; refused without one) | "
+                  "auto (cuda where there is a GPU, else cpu)")
       ->capture_default_str();
   cmd->add_option("--checkpoint-dir", a->o.checkpoint_dir,
                   "Save per-layer checkpoints here (always after the last step)");
