@@ -54,10 +54,16 @@ void SynchronizeDevice(const torch::Device& device) {
 
 DeviceMemory PeakDeviceMemory(const torch::Device& device) {
   if (!device.is_cuda()) return {};
-  namespace alloc = c10::cuda::CUDACachingAllocator;
-  const auto stats = alloc::getDeviceStats(device.index());
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
   const auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
   return {stats.allocated_bytes[all].peak, stats.reserved_bytes[all].peak};
+}
+
+int64_t DeviceAllocatedBytes(const torch::Device& device) {
+  if (!device.is_cuda()) return 0;
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+      .current;
 }
 
 void ResetPeakDeviceMemory(const torch::Device& device) {
@@ -69,6 +75,13 @@ int64_t DeviceTotalMemory(const torch::Device& device) {
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, device.index()) != cudaSuccess) return 0;
   return static_cast<int64_t>(prop.totalGlobalMem);
+}
+
+std::string DeviceName(const torch::Device& device) {
+  if (!device.is_cuda()) return "cpu";
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device.index()) != cudaSuccess) return device.str();
+  return prop.name;
 }
 
 }  // namespace dapple

@@ -47,9 +47,13 @@ struct DeviceMemory {
   int64_t peak_reserved_bytes = 0;
 };
 DeviceMemory PeakDeviceMemory(const torch::Device& device);
+// The bytes of tensors the caching allocator holds now (0 for the CPU).
+int64_t DeviceAllocatedBytes(const torch::Device& device);
 // Starts the peaks again from what is held now; nothing for the CPU.
 void ResetPeakDeviceMemory(const torch::Device& device);
 // The GPU's whole memory in bytes (0 for the CPU).
 int64_t DeviceTotalMemory(const torch::Device& device);
+// "NVIDIA H100 80GB HBM3" (the CUDA device's name); "cpu" for the CPU.
+std::string DeviceName(const torch::Device& device);
 
 }  // namespace dapple
