@@ -18,6 +18,7 @@
 #include "dapple/common/malloc_tuning.h"
 #include "dapple/common/process_memory.h"
 #include "dapple/runtime/communicator.h"
+#include "dapple/runtime/device.h"
 
 namespace dapple {
 namespace {
@@ -52,8 +53,10 @@ std::vector<TimingSample> PingPongInitiator(Communicator& comm, const Link& l,
                                             const CalibrationOptions& o) {
   auto ms = comm.timeout();
   auto control = torch::zeros({2}, torch::kInt64);
-  auto buf = torch::zeros({o.p2p_sizes.back()}, torch::kUInt8);
-  auto echo = torch::zeros({o.p2p_sizes.back()}, torch::kUInt8);
+  // Note [Calibrating GPUs] (calibrate_cmd.cc): the messages live where training's do.
+  const auto on_device = torch::TensorOptions(torch::kUInt8).device(comm.device());
+  auto buf = torch::zeros({o.p2p_sizes.back()}, on_device);
+  auto echo = torch::zeros({o.p2p_sizes.back()}, on_device);
   std::vector<TimingSample> samples;
   const double budget_s = o.budget.count() / 1000.0;
   auto t0 = Clock::now();
@@ -76,6 +79,7 @@ std::vector<TimingSample> PingPongInitiator(Communicator& comm, const Link& l,
       CommWork r = comm.Recv(in, l.b, kTagData, what + " (echo)");
       comm.Send(out, l.b, kTagData, what).Wait(ms);
       r.Wait(ms);
+      SynchronizeDevice(comm.device());  // a GPU's wait only orders its stream
       if (i > 0) rtts.push_back(SecondsSince(start));
     }
     samples.push_back({static_cast<double>(n), Fastest(rtts) / 2});
@@ -92,7 +96,8 @@ std::vector<TimingSample> PingPongInitiator(Communicator& comm, const Link& l,
 void PingPongResponder(Communicator& comm, const Link& l, const CalibrationOptions& o) {
   auto ms = comm.timeout();
   auto control = torch::zeros({2}, torch::kInt64);
-  auto buf = torch::zeros({o.p2p_sizes.back()}, torch::kUInt8);
+  auto buf = torch::zeros({o.p2p_sizes.back()},
+                          torch::TensorOptions(torch::kUInt8).device(comm.device()));
   for (size_t step = 0; step <= o.p2p_sizes.size(); ++step) {
     std::string what = fmt::format("calibrate {}: {} (control)", l.name, l.hosts);
     comm.Recv(control, l.a, kTagControl, what).Wait(ms);
@@ -105,6 +110,7 @@ void PingPongResponder(Communicator& comm, const Link& l, const CalibrationOptio
     for (int64_t i = 0; i <= reps; ++i) {
       comm.Recv(in, l.a, kTagData, what).Wait(ms);
       comm.Send(in, l.a, kTagData, what + " (echo)").Wait(ms);
+      SynchronizeDevice(comm.device());
     }
   }
   DAPPLE_CHECK(false, "calibrate: the initiator sent more sizes than the list holds");

@@ -56,8 +56,6 @@ class Deadline {
   // Seconds since the chain began.
   double ElapsedSeconds() const;
   std::chrono::milliseconds timeout() const { return timeout_; }
-  const torch::Device& device() const { return device_; }
-  Transport transport() const { return transport_; }
 
  private:
   std::chrono::steady_clock::time_point start_;
@@ -136,6 +134,8 @@ class Communicator {
   int rank() const { return env_.rank; }
   int size() const { return env_.world_size; }
   std::chrono::milliseconds timeout() const { return timeout_; }
+  const torch::Device& device() const { return device_; }
+  Transport transport() const { return transport_; }
 
   // Point-to-point with `tag`; a send must be paired with a receive of the same tag and
   // size on `peer`, which may be this rank (Note [Messages to oneself]). REQUIRES:

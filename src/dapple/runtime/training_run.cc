@@ -106,6 +106,10 @@ void TrainingRun::SetUpStage() {
                    fmt::format("{}", fmt::join(idle_, ", ")).c_str());
   }
   comm_ = std::make_unique<Communicator>(env_, o_.timeout, device_);
+  if (leader_ && device_.is_cuda())  // Note [Transport by device]
+    std::fprintf(stderr, "dapple train: rank 0 on %s (%s); CUDA tensors over %s\n",
+                 device_.str().c_str(), DeviceName(device_).c_str(),
+                 TransportName(comm_->transport()));
   if (sp_ && sp_->replicas() > 1) comm_->CreateGroup(fmt::format("stage{}", stage_), sp_->devices);
   if (!idle_.empty() && sums_loss_) comm_->CreateGroup("loss", loss_ranks_);
   if (sp_) tied_.emplace(model_, plan_, grid_, stage_, *comm_);

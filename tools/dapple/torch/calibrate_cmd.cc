@@ -27,6 +27,7 @@
 #include "dapple/format/cluster.h"
 #include "dapple/format/local_cluster.h"
 #include "dapple/runtime/communicator.h"
+#include "dapple/runtime/device.h"
 #include "dapple/runtime/launcher.h"
 #include "launch_cli.h"
 
@@ -53,6 +54,7 @@ struct CalibrateArgs {
   uint64_t min_fit_bytes = 1 << 20;
   bool cold_caches = false;
   bool force = false;  // measure even when the cached local calibration is current
+  std::string device = "cpu";  // Note [Calibrating GPUs]
 };
 
 std::chrono::milliseconds Millis(double s) {
@@ -135,9 +137,20 @@ void RunRank(const CalibrateArgs& a) {
   o.cold_caches = a.cold_caches;
   std::string host = a.host.empty() ? CalibrationHostName() : a.host;
 
+  // Note [Calibrating GPUs] (docs/gpu.md): with --device cuda each rank's messages and
+  // allreduces are tensors on its GPU, carried as training carries them (NCCL, or staged
+  // through the host where ranks share a GPU), so the links measured are the GPUs'; a device's
+  // memory is the GPU's, and its speed 1 unless --speed says otherwise (the profile's times
+  // are the GPU's own; the matmul loop measures CPU cores). Has not run on a GPU yet.
+  const torch::Device device = DeviceForLocalRank(ParseDeviceChoice(a.device), env.local_rank);
+  UseDevice(device);
+  if (device.is_cuda()) {
+    if (o.memory_bytes <= 0) o.memory_bytes = static_cast<double>(DeviceTotalMemory(device));
+    if (!(o.speed > 0)) o.speed = 1;
+  }
   std::optional<CalibrationResult> r;
   try {
-    Communicator comm(env, Millis(a.timeout_s));
+    Communicator comm(env, Millis(a.timeout_s), device);
     r = Calibrate(comm, host, o);
   } catch (const PeerFailedError&) {
     CommandExitCode() = 2;  // the rank that failed prints why: one line for the job
@@ -146,7 +159,8 @@ void RunRank(const CalibrateArgs& a) {
     ThrowInput("calibrate: rank {}: {}", env.rank, e.what());
   }
   if (!r) return;
-  const bool local = r->one_machine && r->cluster.num_servers() == 1;
+  // The `local` cluster is this machine's CPU cores: a GPU calibration goes to -o only.
+  const bool local = !device.is_cuda() && r->one_machine && r->cluster.num_servers() == 1;
   if (local) {
     // Each process of `dapple train --nproc N` on this machine computes with these threads.
     MachineIdentity m = ThisMachine();
@@ -213,6 +227,11 @@ void AddCalibrateCommand(CLI::App& app) {
   cmd->add_option("--memory-bytes", args->memory_bytes,
                   "memory per device (default: physical memory / devices of the server)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", args->device,
+                  "cpu | cuda: measure the GPUs (each rank on the GPU of its local rank; their "
+                  "links carry GPU tensors; memory per device the GPU's; speed 1 unless "
+                  "--speed); needs -o")
+      ->capture_default_str();
   cmd->add_option("--repeats", args->repeats, "timed round trips per size")
       ->check(CLI::Range(3, 1000))
       ->capture_default_str();
@@ -242,6 +261,11 @@ void AddCalibrateCommand(CLI::App& app) {
     if (args->timeout_s < 2 * args->budget_s)
       ThrowInput("calibrate: --timeout ({} s) must be at least twice --budget ({} s)",
                  args->timeout_s, args->budget_s);
+    // A bad --device, or cuda without a GPU: one line before any process starts.
+    DeviceForLocalRank(ParseDeviceChoice(args->device), 0);
+    if (args->device != "cpu" && args->output.empty())
+      ThrowInput("calibrate --device {}: pass -o (the `local` cluster is this machine's cores)",
+                 args->device);
     if (!LaunchedByLauncher() && args->launch.nproc == 0 && std::getenv("RANK") == nullptr &&
         std::getenv("WORLD_SIZE") == nullptr) {
       // Plain `dapple calibrate`: this machine, one process per core, as the `local` guess.
