@@ -52,6 +52,13 @@ Activations LayerRunner::Forward() {
   return with_grad;
 }
 
+Activations LayerRunner::ForwardWithOnes(Activations* grad) {
+  Activations y = Forward();
+  grad->clear();
+  for (const auto& t : y) grad->push_back(torch::ones_like(t));
+  return y;
+}
+
 std::vector<double> LayerRunner::TimeForward(int warmup, int repeat, bool cold) {
   std::vector<double> ms;
   DeviceTimer timer(device_);
@@ -69,9 +76,8 @@ std::vector<double> LayerRunner::TimeBackward(int warmup, int repeat, bool cold)
   std::vector<double> ms;
   DeviceTimer timer(device_);
   for (int r = 0; r < warmup + repeat; ++r) {
-    Activations y = Forward();
     Activations grad;
-    for (const auto& t : y) grad.push_back(torch::ones_like(t));
+    Activations y = ForwardWithOnes(&grad);
     if (cold) EvictCpuCaches();
     timer.Start();
     if (!y.empty()) torch::autograd::backward(y, grad);
@@ -91,9 +97,8 @@ void LayerRunner::TimeSplitBackward(int warmup, int repeat, bool cold,
     if (p.requires_grad()) params.push_back(p);
   DeviceTimer timer(device_);
   for (int r = 0; r < warmup + repeat; ++r) {
-    Activations y = Forward();
     Activations grad;
-    for (const auto& t : y) grad.push_back(torch::ones_like(t));
+    Activations y = ForwardWithOnes(&grad);
     if (cold) EvictCpuCaches();
     timer.Start();
     if (!y.empty() && !x_.empty())

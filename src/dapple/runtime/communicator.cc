@@ -210,13 +210,15 @@ CommWork Communicator::Recv(const torch::Tensor& t, int peer, uint32_t tag, std:
   return RecvInGroup(t, "", peer, tag, std::move(what));
 }
 
+// Note [Transport by device]: a staged operation hands Gloo host copies; the CommWork keeps
+// the caller's tensors first (what tensors() returns), the host copies after them.
 CommWork Communicator::SendInGroup(const torch::Tensor& t, const std::string& group, int member,
                                    uint32_t tag, std::string what) {
   DAPPLE_CHECK(t.is_contiguous());
   std::vector<torch::Tensor> v{Stages(t) ? HostCopy(t) : t};
   try {
-    return CommWork(BackendFor(v[0], group, Lane::kSend, member).send(v, member, static_cast<int>(tag)),
-                    v, std::move(what));
+    auto work = BackendFor(v[0], group, Lane::kSend, member).send(v, member, static_cast<int>(tag));
+    return CommWork(work, {t, v[0]}, std::move(what));
   } catch (const std::exception& e) {
     throw CommError(fmt::format("{}: send failed: {}", what, FirstLine(e)));
   }
@@ -228,8 +230,8 @@ CommWork Communicator::RecvInGroup(const torch::Tensor& t, const std::string& gr
   const bool staged = Stages(t);
   std::vector<torch::Tensor> v{staged ? torch::empty_like(t, t.options().device(torch::kCPU)) : t};
   try {
-    CommWork w(BackendFor(v[0], group, Lane::kRecv, member).recv(v, member, static_cast<int>(tag)),
-               v, std::move(what));
+    auto work = BackendFor(v[0], group, Lane::kRecv, member).recv(v, member, static_cast<int>(tag));
+    CommWork w(work, {t, v[0]}, std::move(what));
     if (staged) w.OnWaited([t, host = v[0]] { t.copy_(host); });
     return w;
   } catch (const std::exception& e) {
@@ -273,7 +275,7 @@ CommWork Communicator::AllReduceSumAsync(const torch::Tensor& t, const std::stri
   } catch (const std::exception& e) {
     throw CommError(fmt::format("{}: allreduce failed: {}", what, FirstLine(e)));
   }
-  CommWork w(work, v, std::move(what));
+  CommWork w(work, {t, v[0]}, std::move(what));
   if (staged) w.OnWaited([t, host = v[0]] { t.copy_(host); });
   return w;
 }
@@ -295,7 +297,7 @@ CommWork Communicator::AllToAllAsync(const torch::Tensor& output, const torch::T
   } catch (const std::exception& e) {
     throw CommError(fmt::format("{}: alltoall failed: {}", what, FirstLine(e)));
   }
-  CommWork w(work, {out, in}, std::move(what));
+  CommWork w(work, {output, input, out, in}, std::move(what));
   if (staged) w.OnWaited([output, out] { output.copy_(out); });
   return w;
 }
@@ -317,8 +319,12 @@ CommWork Communicator::AllGatherAsync(const std::vector<torch::Tensor>& outputs,
   } catch (const std::exception& e) {
     throw CommError(fmt::format("{}: allgather failed: {}", what, FirstLine(e)));
   }
-  std::vector<torch::Tensor> kept = out[0];
-  kept.push_back(in[0]);
+  std::vector<torch::Tensor> kept = outputs;
+  kept.push_back(input);
+  if (staged) {
+    kept.insert(kept.end(), out[0].begin(), out[0].end());
+    kept.push_back(in[0]);
+  }
   CommWork w(work, kept, std::move(what));
   if (staged) {
     w.OnWaited([outputs, host = out[0]] {

@@ -86,6 +86,8 @@ class CommWork {
   // Waits at most what is left of `deadline` (Note [One deadline per wait chain]).
   void Wait(const Deadline& deadline);
   void Wait(std::chrono::milliseconds timeout) { Wait(Deadline(timeout)); }
+  // The caller's tensors (a receive's buffer first); a staged operation's host copies
+  // follow them (Note [Transport by device]).
   const std::vector<torch::Tensor>& tensors() const { return tensors_; }
   const std::string& what() const { return what_; }
   // Records when the operation completes (steady_clock, ms), from the thread that completes
