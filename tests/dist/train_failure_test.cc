@@ -6,8 +6,8 @@
 #include <chrono>
 #include <regex>
 
-#include "output_lines.h"
 #include "dapple/runtime/device.h"
+#include "output_lines.h"
 #include "train_test_util.h"
 
 namespace dapple::testing {
@@ -118,8 +118,8 @@ TEST(TrainFailure, CudaDeviceWithoutAGpuIsRefusedAtStart) {
   for (const std::string launch : {" --nproc 3", ""}) {
     std::string env;
     if (launch.empty()) env = "WORLD_SIZE=3 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1";
-    RunResult r = RunDapple(
-        Base() + launch + " --device cuda --plan " + TwoStagePlan(dir).string(), dir, env);
+    RunResult r = RunDapple(Base() + launch + " --device cuda --plan " + TwoStagePlan(dir).string(),
+                            dir, env);
     EXPECT_EQ(r.exit_code, 2) << launch;
     EXPECT_EQ(Lines(r.err), 1) << r.err;
     EXPECT_NE(r.err.find("--device cuda: LOCAL_RANK"), std::string::npos) << r.err;

@@ -28,7 +28,8 @@ TEST(DeviceChoice, CudaWithoutGpusIsOneLineNamingTheFlagAndRank) {
     DeviceForLocalRank(DeviceChoice::kCuda, 3, 0);
     ADD_FAILURE() << "a missing GPU was accepted";
   } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "--device cuda: LOCAL_RANK 3 has no CUDA device (this machine shows none)");
+    EXPECT_STREQ(e.what(),
+                 "--device cuda: LOCAL_RANK 3 has no CUDA device (this machine shows none)");
   }
 }
 

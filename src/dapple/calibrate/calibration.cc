@@ -96,8 +96,8 @@ std::vector<TimingSample> PingPongInitiator(Communicator& comm, const Link& l,
 void PingPongResponder(Communicator& comm, const Link& l, const CalibrationOptions& o) {
   auto ms = comm.timeout();
   auto control = torch::zeros({2}, torch::kInt64);
-  auto buf = torch::zeros({o.p2p_sizes.back()},
-                          torch::TensorOptions(torch::kUInt8).device(comm.device()));
+  auto buf =
+      torch::zeros({o.p2p_sizes.back()}, torch::TensorOptions(torch::kUInt8).device(comm.device()));
   for (size_t step = 0; step <= o.p2p_sizes.size(); ++step) {
     std::string what = fmt::format("calibrate {}: {} (control)", l.name, l.hosts);
     comm.Recv(control, l.a, kTagControl, what).Wait(ms);
@@ -247,8 +247,7 @@ std::vector<int> MeasureAllReduces(Communicator& comm, const std::vector<int>& s
 
 // The devices' compute speed (unless --speed gives it) and how much a transfer or an
 // allreduce slows the compute that shares the machine with it.
-void MeasureComputeAndLoads(Communicator& comm, const CalibrationOptions& o,
-                            CalibrationResult& r) {
+void MeasureComputeAndLoads(Communicator& comm, const CalibrationOptions& o, CalibrationResult& r) {
   const int world = comm.size();
   if (!(o.speed > 0))
     r.compute = internal::MeasureComputeSpeed(comm, r.one_machine, o.cold_caches,
@@ -257,11 +256,11 @@ void MeasureComputeAndLoads(Communicator& comm, const CalibrationOptions& o,
     r.intra_stream_load = internal::MeasureStreamLoadOfPair(comm, *r.compute);
   if (!r.compute || world < 3) return;
   if (r.intra_pair)
-    r.intra_stream_load = internal::MeasureStreamLoad(comm, r.intra_pair->first,
-                                                      r.intra_pair->second, *r.compute);
+    r.intra_stream_load =
+        internal::MeasureStreamLoad(comm, r.intra_pair->first, r.intra_pair->second, *r.compute);
   if (r.inter_pair)
-    r.inter_stream_load = internal::MeasureStreamLoad(comm, r.inter_pair->first,
-                                                      r.inter_pair->second, *r.compute);
+    r.inter_stream_load =
+        internal::MeasureStreamLoad(comm, r.inter_pair->first, r.inter_pair->second, *r.compute);
   if (r.intra_pair && r.one_machine) {
     const auto [a, b] = *r.intra_pair;
     if (comm.rank() == a || comm.rank() == b) comm.CreateGroup("calibrate-intra-pair", {a, b});

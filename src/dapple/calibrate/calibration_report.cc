@@ -211,8 +211,7 @@ std::string EmulationLoadsSummary(const CalibrationResult& r, const Emulation& e
         "used by the cost model: docs/two-server.md)\n",
         internal::ByteSize(l.bytes), l.ranks.first, l.ranks.second, l.alone_s * 1e3,
         l.loaded_s * 1e3, l.loaded_s / std::max(l.alone_s, 1e-12), l.computing,
-        std::max(1.0, (l.computing + 2 * l.load_per_rank) / C), l.compute_stretch,
-        l.load_per_rank);
+        std::max(1.0, (l.computing + 2 * l.load_per_rank) / C), l.compute_stretch, l.load_per_rank);
   }
   return s;
 }

@@ -90,8 +90,7 @@ std::vector<double> LayerRunner::TimeBackward(int warmup, int repeat, bool cold)
 // The split (Note [Splitting the backward at layer outputs] in runtime/split_backward.cc):
 // the input gradient with the graph kept, then the weight gradients from the output.
 void LayerRunner::TimeSplitBackward(int warmup, int repeat, bool cold,
-                                    std::vector<double>* input_ms,
-                                    std::vector<double>* weight_ms) {
+                                    std::vector<double>* input_ms, std::vector<double>* weight_ms) {
   std::vector<torch::Tensor> params;
   for (const torch::Tensor& p : m_.Parameters(layer_, layer_))
     if (p.requires_grad()) params.push_back(p);

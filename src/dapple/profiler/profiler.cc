@@ -10,9 +10,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
-#include <map>
 #include <string_view>
 
 #include "dapple/common/core_sets.h"
@@ -79,8 +79,8 @@ class CoresRestorer {
 // training"). The profile's default sizes (1, 2, 4, ...) are a guess at the micro-batches the
 // planner will try, so a refused one is left out of the profile with a note (the planner
 // extrapolates below the smallest size measured, and may still choose such a micro-batch:
-// `dapple plan --micro-batch` fixes it, docs/your-model.md). A size the user asked for that the model refuses is an input error
-// naming the layer, the size and the model's own message.
+// `dapple plan --micro-batch` fixes it, docs/your-model.md). A size the user asked for that the
+// model refuses is an input error naming the layer, the size and the model's own message.
 struct RefusedBatch {
   std::string layer, message;
 };
@@ -149,9 +149,8 @@ Profile EmptyProfile(const Model& m, const ProfilerOptions& o, int threads) {
   p.model = m.name;
   p.precision = m.precision;  // Note [Mixed precision]: times and activations in it
   p.batch_size = o.batch_size;
-  p.device = o.device.is_cuda()
-                 ? fmt::format("{}: {}", o.device.str(), DeviceName(o.device))
-                 : fmt::format("cpu: {}, {} threads", CpuModelName(), threads);
+  p.device = o.device.is_cuda() ? fmt::format("{}: {}", o.device.str(), DeviceName(o.device))
+                                : fmt::format("cpu: {}, {} threads", CpuModelName(), threads);
   for (const auto& layer : m.layers) {
     LayerProfile lp;
     lp.id = layer.name;
@@ -239,8 +238,8 @@ std::map<std::string, std::string> ProfileMetadata(const Model& m, const Profile
       {"backward_split",
        "backward_input_ms: autograd::grad to the layer input, graph kept; "
        "backward_weight_ms: then autograd::backward to the layer's parameters"},
-      {"caches", o.cold_caches ? "cold: 64 MiB written before every timed op"
-                               : "warm: runs back to back"},
+      {"caches",
+       o.cold_caches ? "cold: 64 MiB written before every timed op" : "warm: runs back to back"},
       {"saved_bytes", "counting CPU allocator: forward allocations alive with the graph"},
       {"optimizer", ToString(o.optimizer.kind)},
       {"optimizer_options", OptimizerDescription(o.optimizer)},
@@ -276,7 +275,8 @@ Profile ProfileModel(const Model& m, const ProfilerOptions& o) {
   p.input_bytes =
       Bytes(MakeDataset("synthetic", m, o.seed, "")->GlobalBatch(0, o.batch_size).inputs);
   p.metadata = ProfileMetadata(m, o, threads);
-  if (o.device.is_cuda()) p.metadata["device_peak_bytes"] = fmt::format("{}", fmt::join(peaks, ","));
+  if (o.device.is_cuda())
+    p.metadata["device_peak_bytes"] = fmt::format("{}", fmt::join(peaks, ","));
   p.settings =
       ProfileSettings{threads, sizes, ToString(o.optimizer.kind), o.cold_caches, ThisMachine()};
   ValidateProfile(p, "profile of " + m.name);

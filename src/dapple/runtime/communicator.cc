@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
-#include <utility>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <utility>
 
 #include "dapple/common/clock.h"
 #include "dapple/common/error.h"
@@ -286,8 +286,8 @@ CommWork Communicator::AllToAllAsync(const torch::Tensor& output, const torch::T
   opts.timeout = timeout_;
   const bool staged = Stages(output);
   // alltoall_base takes non-const references
-  torch::Tensor out = staged ? torch::empty_like(output, output.options().device(torch::kCPU))
-                             : output;
+  torch::Tensor out =
+      staged ? torch::empty_like(output, output.options().device(torch::kCPU)) : output;
   torch::Tensor in = staged ? HostCopy(input) : input;
   std::vector<int64_t> equal_splits;  // empty: n equal parts
   c10::intrusive_ptr<c10d::Work> work;
@@ -328,8 +328,7 @@ CommWork Communicator::AllGatherAsync(const std::vector<torch::Tensor>& outputs,
   CommWork w(work, kept, std::move(what));
   if (staged) {
     w.OnWaited([outputs, host = out[0]] {
-      for (size_t i = 0; i < outputs.size(); ++i)
-        outputs[i].copy_(host[i]);
+      for (size_t i = 0; i < outputs.size(); ++i) outputs[i].copy_(host[i]);
     });
   }
   return w;

@@ -51,8 +51,8 @@ bool Communicator::Stages(const torch::Tensor& t) const {
   return transport_ == Transport::kStaged && (t.is_cuda() || device_.is_cpu());
 }
 
-c10d::Backend& Communicator::BackendFor(const torch::Tensor& t, const std::string& name,
-                                        Lane lane, int member) const {
+c10d::Backend& Communicator::BackendFor(const torch::Tensor& t, const std::string& name, Lane lane,
+                                        int member) const {
   if (transport_ != Transport::kNccl || !t.is_cuda()) return Group(name);
   auto it = nccl_.find(name);
   DAPPLE_CHECK(it != nccl_.end(), "no NCCL group " + name);

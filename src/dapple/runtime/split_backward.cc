@@ -105,8 +105,7 @@ void StageWorker::StoreInputGrads(Slot& s, const std::vector<int>& input_of,
   for (size_t i = 0; i < s.input.size(); ++i) {
     if (!in_grad_[i]) continue;
     torch::Tensor g;
-    if (k < input_of.size() && input_of[k] == static_cast<int>(i) && !grads.empty())
-      g = grads[k++];
+    if (k < input_of.size() && input_of[k] == static_cast<int>(i) && !grads.empty()) g = grads[k++];
     s.grad_in.push_back(g.defined() ? g : torch::zeros_like(s.input[i]));
   }
 }

@@ -53,7 +53,7 @@ struct CalibrateArgs {
   uint64_t max_bytes = 16 << 20;
   uint64_t min_fit_bytes = 1 << 20;
   bool cold_caches = false;
-  bool force = false;  // measure even when the cached local calibration is current
+  bool force = false;          // measure even when the cached local calibration is current
   std::string device = "cpu";  // Note [Calibrating GPUs]
 };
 
