@@ -17,9 +17,11 @@ done
 rm -rf .gpu
 mkdir -p .gpu/bin .gpu/lib
 cp "${bins[@]}" .gpu/bin/
-# The libraries to carry: what ldd resolves outside torch's and NVIDIA's wheels, less the C
-# library, the C++ runtime and the loader (the GPU machine's own are newer, and compatible).
-skip='/(torch|nvidia)/|/(libc|libm|libdl|librt|libpthread|libutil|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so'
+# The libraries to carry: what ldd resolves outside torch's and NVIDIA's wheels and the CUDA
+# toolkit (the GPU machine's torch brings its own CUDA runtime, which must be the one loaded),
+# less the C library, the C++ runtime and the loader (the GPU machine's own are newer, and
+# compatible).
+skip='/(torch|nvidia|cuda[^/]*)/|/(libc|libm|libdl|librt|libpthread|libutil|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda[a-z]*|libnccl)\.so'
 for b in "${bins[@]}"; do
   ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
 done | sort -u | grep -Ev "$skip" | while read -r lib; do

@@ -38,8 +38,10 @@ py=python3
 [ -x .venv/bin/python ] && py=.venv/bin/python
 if [ -x .gpu/bin/dapple-torch ]; then
   bin=.gpu/bin
-  torch_lib=$("$py" -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib
-  export LD_LIBRARY_PATH=$PWD/.gpu/lib:$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  # torch's lib/, and the CUDA runtime torch loads (dapple calls it too: without it there the
+  # loader would take the toolkit's, through the RUNPATH of this machine's build).
+  torch_dir=$("$py" -c 'import torch, os; print(os.path.dirname(torch.__file__))')
+  export LD_LIBRARY_PATH=$PWD/.gpu/lib:$torch_dir/lib:$torch_dir/../nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   gpu_tests=.gpu/bin/gpu_tests
   note "binaries: the bundle .gpu (built from $(cat .gpu/commit 2>/dev/null), torch $(cat .gpu/torch_version 2>/dev/null))"
 elif [ -x build/tools/dapple/dapple-torch ]; then
@@ -62,7 +64,7 @@ trap 'rm -rf "$work"' EXIT
 gpt=(--model gpt --opt hidden=128 --opt heads=4 --opt layers=4 --opt seq=64 --opt vocab=128)
 plan() {  # plan NAME STAGES_JSON: a plan of micro-batch 4 x 4 micro-batches
   printf '{"format": "dapple-plan/1", "planner": "hand", "global_batch_size": 16,
-    "micro_batch_size": 4, "num_micro_batches": 4, "schedule": "dapple", "stages": %s}\n' \
+    "micro_batch_size": 4, "num_micro_batches": 4, "schedule": "dapple-a", "stages": %s}\n' \
     "$2" >"$work/$1.json"
 }
 plan one '[{"first_layer_id": "embed", "last_layer_id": "head", "devices": [0]}]'
@@ -83,7 +85,7 @@ refused() {  # --device cuda on a machine without a GPU: one line, exit 2
   err=$("$dapple" train "${gpt[@]}" --plan "$work/one.json" --steps 1 --device cuda 2>&1)
   rc=$?
   echo "  $err"
-  [ "$rc" -eq 2 ] && [ "$(echo "$err" | wc -l)" -eq 1 ]
+  [ "$rc" -eq 2 ] && [ "$(echo "$err" | wc -l)" -eq 1 ] && [[ $err == *"--device cuda"* ]]
 }
 compare() { "$py" scripts/gpu_compare.py "$@" | tee -a "$summary" | grep -q ': ok:' || failed=1; }
 
@@ -139,7 +141,7 @@ compare "checkpoint: saved on CUDA, resumed on the CPU, float64" 1e-9 \
 # 3d. Step time against PyTorch's own training of the same GPT on the GPU.
 big=(--opt hidden=512 --opt heads=8 --opt layers=8 --opt seq=256 --opt vocab=128)
 printf '{"format": "dapple-plan/1", "planner": "hand", "global_batch_size": 32,
-  "micro_batch_size": 8, "num_micro_batches": 4, "schedule": "dapple", "stages":
+  "micro_batch_size": 8, "num_micro_batches": 4, "schedule": "dapple-a", "stages":
   [{"first_layer_id": "embed", "last_layer_id": "head", "devices": [0]}]}\n' >"$work/big.json"
 timeout 300 "$dapple" train --model gpt "${big[@]}" --plan "$work/big.json" --nproc 1 \
   --steps 30 --data synthetic --device cuda --log-json --quiet >"$OUT/cuda_big.log" 2>&1

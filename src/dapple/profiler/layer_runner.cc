@@ -22,8 +22,6 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double Bytes(const torch::Tensor& t) { return static_cast<double>(t.numel() * t.element_size()); }
-
 // Note [Cold caches]: timed back to back, a layer finds its weights in the caches. In
 // training on CPU devices that share a machine, the other stages' processes (and the other
 // layers of its own stage) evict them between its ops, and at small batches the weights'

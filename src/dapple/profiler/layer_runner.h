@@ -8,11 +8,11 @@
 
 #include "dapple/models/model.h"
 #include "dapple/profiler/profiler.h"
+#include "dapple/runtime/boundary.h"  // Bytes
 
 namespace dapple {
 
 double Median(std::vector<double> v);
-double Bytes(const torch::Tensor& t);
 
 struct LayerTimes {
   double forward_ms = 0, backward_ms = 0, activation_bytes = 0, saved_bytes = 0;
