@@ -9,8 +9,9 @@
 //     batches them for the same reason). NCCL matches a pair's messages in the order they
 //     were posted, not by tag: both sides post them in the schedule's order. c10d runs NCCL
 //     on its own CUDA stream, which waits for the compute stream's event before each
-//     operation; CommWork::Wait makes the compute stream wait for the operation's event, so
-//     the host does not block and allreduce buckets overlap the backward.
+//     operation, so a bucket's allreduce, started from the backward's hook, runs beside the
+//     rest of the backward; CommWork::Wait makes the compute stream wait for the operation's
+//     event (with a timeout c10d may also hold the host until the operation completed).
 //   - CUDA tensors otherwise (two ranks share a GPU, which NCCL refuses, or some rank is on
 //     the CPU): Gloo with staging through CPU copies. The send or collective copies the
 //     tensor to the host (blocking the host until the compute stream got there); a receive or
