@@ -153,12 +153,13 @@ import json, sys
 d = t = None
 for line in open(sys.argv[1]):
     if line.startswith("{") and "summary" in line:
-        d = json.loads(line)["summary"]["step_ms"]
+        summary = json.loads(line)["summary"]
+        d = summary.get("median_step_ms", summary["step_ms"])
 for line in open(sys.argv[2]):
     if line.startswith("{"):
         t = json.loads(line)["step_ms"]
 if d and t:
-    print(f"step time, GPT 512x8 seq 256, batch 8 x 4, one GPU: dapple {d:.2f} ms, "
+    print(f"step time (median), GPT 512x8 seq 256, batch 8 x 4, one GPU: dapple {d:.2f} ms, "
           f"PyTorch {t:.2f} ms, dapple / PyTorch {d / t:.2f}")
 else:
     print(f"step time: FAIL (dapple {d}, PyTorch {t}; see cuda_big.log, torch_big.log)")

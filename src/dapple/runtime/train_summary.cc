@@ -117,6 +117,7 @@ void PrintSummaryJson(const RankGrid& grid, const Plan& plan, const JobFigures& 
              {{"steps", steps_run},
               {"final_loss", final_loss},
               {"step_ms", f.step_ms},
+              {"median_step_ms", f.median_step_ms},
               {"samples_per_s", per_s},
               {"bubble_fraction", f.bubble},
               {"schedule", ToString(plan.schedule)},
