@@ -50,10 +50,11 @@ Activations LayerRunner::Forward() {
   return with_grad;
 }
 
-Activations LayerRunner::ForwardWithOnes(Activations* grad) {
+Activations LayerRunner::ForwardWithOnes(Activations* grad, bool cold) {
   Activations y = Forward();
   grad->clear();
   for (const auto& t : y) grad->push_back(torch::ones_like(t));
+  if (cold) EvictCpuCaches();
   return y;
 }
 
@@ -75,8 +76,7 @@ std::vector<double> LayerRunner::TimeBackward(int warmup, int repeat, bool cold)
   DeviceTimer timer(device_);
   for (int r = 0; r < warmup + repeat; ++r) {
     Activations grad;
-    Activations y = ForwardWithOnes(&grad);
-    if (cold) EvictCpuCaches();
+    Activations y = ForwardWithOnes(&grad, cold);
     timer.Start();
     if (!y.empty()) torch::autograd::backward(y, grad);
     const double t = timer.Lap();
@@ -95,8 +95,7 @@ void LayerRunner::TimeSplitBackward(int warmup, int repeat, bool cold,
   DeviceTimer timer(device_);
   for (int r = 0; r < warmup + repeat; ++r) {
     Activations grad;
-    Activations y = ForwardWithOnes(&grad);
-    if (cold) EvictCpuCaches();
+    Activations y = ForwardWithOnes(&grad, cold);
     timer.Start();
     if (!y.empty() && !x_.empty())
       torch::autograd::grad(y, x_, grad, /*retain_graph=*/true, /*create_graph=*/false,

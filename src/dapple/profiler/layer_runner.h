@@ -37,8 +37,9 @@ class LayerRunner {
   LayerTimes Measure(int warmup, int repeat, bool cold);
 
  private:
-  // A fresh Forward() and, in `grad`, a gradient of ones for each of its outputs.
-  Activations ForwardWithOnes(Activations* grad);
+  // A fresh Forward() and, in `grad`, a gradient of ones for each of its outputs; then, when
+  // `cold`, EvictCpuCaches() (the backward timed next starts cold).
+  Activations ForwardWithOnes(Activations* grad, bool cold);
   std::vector<double> TimeForward(int warmup, int repeat, bool cold);
   std::vector<double> TimeBackward(int warmup, int repeat, bool cold);
   // The split backward's two parts, input gradient then weight gradients.
