@@ -17,7 +17,8 @@
 #   4. with two GPUs or more: the two-stage and two-replica plans on two GPUs (NCCL) against
 #      the CPU.
 # Everything goes to $OUT (default out/gpu-check): gpu_check.log, summary.txt (one line per
-# check, "ok", "FAIL" or "skip"), the profile and the logs. Exit 1 when a check failed.
+# check, "ok", "FAIL" or "skip"), the GPU profile and run_logs.tar.gz (every run's log).
+# Exit 1 when a check failed.
 #   scripts/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -59,7 +60,11 @@ note "machine: $(nproc) cores, $gpus CUDA device(s)$(command -v nvidia-smi >/dev
 note "torch: $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# The runs' logs, packed into $OUT/run_logs.tar.gz at the end (the device tool brings back
+# at most 8 files).
+logs=$work/logs
+mkdir -p "$logs"
+trap 'tar -czf "$OUT/run_logs.tar.gz" -C "$work" logs; rm -rf "$work"' EXIT
 # The GPT of the comparisons: small enough that float64 on the CPU takes seconds.
 gpt=(--model gpt --opt hidden=128 --opt heads=4 --opt layers=4 --opt seq=64 --opt vocab=128)
 plan() {  # plan NAME STAGES_JSON: a plan of micro-batch 4 x 4 micro-batches
@@ -77,7 +82,7 @@ train() {  # train LOG PLAN DEVICE DTYPE [more flags]: a logged run of $STEPS (6
   shift 4
   timeout 300 "$dapple" train "${gpt[@]}" --plan "$work/$p.json" --nproc "$(nproc_of "$p")" \
     --steps "${STEPS:-6}" --data synthetic --dtype "$dtype" --device "$device" --log-json --timeout-s 60 \
-    "$@" >"$OUT/$log.log" 2>&1 || { echo "gpu_check: $log failed:" && tail -5 "$OUT/$log.log"; }
+    "$@" >"$logs/$log.log" 2>&1 || { echo "gpu_check: $log failed:" && tail -5 "$logs/$log.log"; }
 }
 # shellcheck disable=SC2317  # called through check
 refused() {  # --device cuda on a machine without a GPU: one line, exit 2
@@ -98,9 +103,9 @@ if [ "$gpus" -eq 0 ]; then
   train cpu_one_f64 one cpu float64
   train cpu_two_f64 two cpu float64
   DAPPLE_TEST_STAGE_THROUGH_HOST=1 train cpu_two_f64_staged two cpu float64
-  compare "cpu: one stage vs two stages, float64" 1e-9 "$OUT/cpu_one_f64.log" "$OUT/cpu_two_f64.log"
-  compare "cpu: Gloo vs staged through host copies, float64" 0 "$OUT/cpu_two_f64.log" \
-    "$OUT/cpu_two_f64_staged.log"
+  compare "cpu: one stage vs two stages, float64" 1e-9 "$logs/cpu_one_f64.log" "$logs/cpu_two_f64.log"
+  compare "cpu: Gloo vs staged through host copies, float64" 0 "$logs/cpu_two_f64.log" \
+    "$logs/cpu_two_f64_staged.log"
   note "GPU checks: skip (no CUDA device)"
   echo "gpu_check: done, $([ $failed -eq 0 ] && echo 'all passed' || echo 'FAILURES')"
   exit $failed
@@ -124,11 +129,11 @@ for dtype in float64 float32; do
   for p in one two dp2; do
     train "cpu_${p}_$dtype" "$p" cpu "$dtype"
     train "cuda_${p}_$dtype" "$p" cuda "$dtype"
-    compare "one GPU: plan $p, $dtype, CPU vs CUDA" "$tol" "$OUT/cpu_${p}_$dtype.log" \
-      "$OUT/cuda_${p}_$dtype.log"
+    compare "one GPU: plan $p, $dtype, CPU vs CUDA" "$tol" "$logs/cpu_${p}_$dtype.log" \
+      "$logs/cuda_${p}_$dtype.log"
   done
 done
-grep -ho '"gpu_peak_[a-z_]*": *[0-9]*' "$OUT"/cuda_*_float32.log | sort -u | head -4 |
+grep -ho '"gpu_peak_[a-z_]*": *[0-9]*' "$logs"/cuda_*_float32.log | sort -u | head -4 |
   sed 's/^/  memory: /' | tee -a "$summary"
 
 # 3c. A checkpoint saved on the GPU, resumed on the CPU (Note [A device per process]).
@@ -136,7 +141,7 @@ rm -rf "$work/ckpt"
 STEPS=3 train cuda_first3 two cuda float64 --checkpoint-dir "$work/ckpt"
 train cpu_resumed two cpu float64 --resume --checkpoint-dir "$work/ckpt"
 compare "checkpoint: saved on CUDA, resumed on the CPU, float64" 1e-9 \
-  "$OUT/cpu_two_float64.log" "$OUT/cpu_resumed.log" resumed
+  "$logs/cpu_two_float64.log" "$logs/cpu_resumed.log" resumed
 
 # 3d. Step time against PyTorch's own training of the same GPT on the GPU.
 big=(--opt hidden=512 --opt heads=8 --opt layers=8 --opt seq=256 --opt vocab=128)
@@ -144,11 +149,11 @@ printf '{"format": "dapple-plan/1", "planner": "hand", "global_batch_size": 32,
   "micro_batch_size": 8, "num_micro_batches": 4, "schedule": "dapple-a", "stages":
   [{"first_layer_id": "embed", "last_layer_id": "head", "devices": [0]}]}\n' >"$work/big.json"
 timeout 300 "$dapple" train --model gpt "${big[@]}" --plan "$work/big.json" --nproc 1 \
-  --steps 30 --data synthetic --device cuda --log-json --quiet >"$OUT/cuda_big.log" 2>&1
+  --steps 30 --data synthetic --device cuda --log-json --quiet >"$logs/cuda_big.log" 2>&1
 timeout 300 "$py" bench/peers/single_gpt.py --device cuda --hidden 512 --heads 8 --layers 8 \
   --seq 256 --vocab 128 --micro-batch 8 --micro-batches 4 --steps 30 --warmup 5 \
-  >"$OUT/torch_big.log" 2>&1
-"$py" - "$OUT/cuda_big.log" "$OUT/torch_big.log" <<'PY' | tee -a "$summary"
+  >"$logs/torch_big.log" 2>&1
+"$py" - "$logs/cuda_big.log" "$logs/torch_big.log" <<'PY' | tee -a "$summary"
 import json, sys
 d = t = None
 for line in open(sys.argv[1]):
@@ -167,11 +172,11 @@ PY
 
 # 4. Two GPUs or more: 3b ran plans two and dp2 over NCCL; the staged fallback on them too.
 if [ "$gpus" -ge 2 ]; then
-  grep -h "CUDA tensors over" "$OUT"/cuda_two_float64.log | head -1 | sed 's/^/  /' | tee -a "$summary"
+  grep -h "CUDA tensors over" "$logs"/cuda_two_float64.log | head -1 | sed 's/^/  /' | tee -a "$summary"
   for p in two dp2; do
     DAPPLE_CUDA_TRANSPORT=staged train "staged_${p}_float64" "$p" cuda float64
     compare "two GPUs, staged through host copies: plan $p, float64, CPU vs CUDA" 1e-9 \
-      "$OUT/cpu_${p}_float64.log" "$OUT/staged_${p}_float64.log"
+      "$logs/cpu_${p}_float64.log" "$logs/staged_${p}_float64.log"
   done
 else
   note "NCCL on several GPUs: skip (one GPU; two ranks of one NCCL communicator cannot share it)"
