@@ -6,6 +6,7 @@
 #include <chrono>
 #include <regex>
 
+#include "dapple/runtime/device.h"
 #include "output_lines.h"
 #include "train_test_util.h"
 
@@ -109,17 +110,19 @@ TEST(TrainFailure, PlanWithTooManyMessageTagsIsOneLineExit2) {
   fs::remove_all(dir);
 }
 
-TEST(TrainFailure, CudaDeviceWithoutTransportIsRefusedAtStart) {
-  // DAPPLE_TEST_CUDA_DEVICES fakes what DeviceForLocalRank sees: CUDA devices, for which
-  // there is no transport. Refused before any process starts (launcher) or trains (a rank).
+TEST(TrainFailure, CudaDeviceWithoutAGpuIsRefusedAtStart) {
+  // --device cuda on a machine without a GPU: refused before any process starts (launcher)
+  // or trains (a rank). Skipped where there is a GPU.
+  if (CudaDeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU";
   fs::path dir = TestDir("cuda");
   for (const std::string launch : {" --nproc 3", ""}) {
-    std::string env = "DAPPLE_TEST_CUDA_DEVICES=1";
-    if (launch.empty()) env += " WORLD_SIZE=3 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1";
-    RunResult r = RunDapple(Base() + launch + " --plan " + TwoStagePlan(dir).string(), dir, env);
+    std::string env;
+    if (launch.empty()) env = "WORLD_SIZE=3 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1";
+    RunResult r = RunDapple(Base() + launch + " --device cuda --plan " + TwoStagePlan(dir).string(),
+                            dir, env);
     EXPECT_EQ(r.exit_code, 2) << launch;
     EXPECT_EQ(Lines(r.err), 1) << r.err;
-    EXPECT_NE(r.err.find("no CUDA transport"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--device cuda: LOCAL_RANK"), std::string::npos) << r.err;
   }
   fs::remove_all(dir);
 }

@@ -11,6 +11,7 @@
 #include "dapple/common/error.h"
 #include "dapple/cpu/blas_env.h"
 #include "dapple/runtime/communicator.h"
+#include "dapple/runtime/device.h"
 
 namespace dapple::internal {
 
@@ -73,11 +74,15 @@ std::vector<TimingSample> MeasureAllReduce(Communicator& comm, const std::string
     if (control[0].item<double>() < 0) break;
     const int64_t n = o.allreduce_sizes[static_cast<size_t>(control[0].item<double>())];
     const int reps = static_cast<int>(control[1].item<double>());
-    auto t = torch::ones({std::max<int64_t>(1, n / 4)}, torch::kFloat32);
+    // Note [Calibrating GPUs] (calibrate_cmd.cc): on the device training sums on.
+    auto t = torch::ones({std::max<int64_t>(1, n / 4)},
+                         torch::TensorOptions(torch::kFloat32).device(comm.device()));
     std::string what = fmt::format("calibrate {}: {} on rank {}", who, ByteSize(n), comm.rank());
     comm.AllReduceSum(t, group, what);  // warm-up, and every member is here
+    SynchronizeDevice(comm.device());
     auto start = Clock::now();
     for (int i = 0; i < reps; ++i) comm.AllReduceSum(t, group, what);
+    SynchronizeDevice(comm.device());
     samples.push_back({static_cast<double>(n), SecondsSince(start) / reps});
   }
   return samples;

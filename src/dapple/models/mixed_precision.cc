@@ -4,36 +4,44 @@
 #include <ATen/autocast_mode.h>
 #include <torch/nn/module.h>
 
+#include <array>
+
 #include "dapple/common/error.h"
 
 namespace dapple {
 namespace {
 
-// Autocast to bfloat16 on the CPU for the scope's lifetime (the calling thread's state,
-// restored on exit; PyTorch 2's per-device autocast API). Leaving the outermost scope without a
-// graph being recorded drops the cast cache (Note [Mixed precision]).
+// Autocast to bfloat16 on the CPU and on CUDA devices for the scope's lifetime (the calling
+// thread's state, restored on exit; PyTorch 2's per-device autocast API): a layer on a GPU
+// (docs/gpu.md) casts as one on the CPU does. The CUDA half has not run on a GPU; on the CPU
+// it changes nothing. Leaving the outermost scope without a graph being recorded drops the
+// cast cache (Note [Mixed precision]).
 class AutocastBf16 {
  public:
-  AutocastBf16()
-      : was_enabled_(at::autocast::is_autocast_enabled(kDevice)),
-        was_dtype_(at::autocast::get_autocast_dtype(kDevice)) {
-    at::autocast::set_autocast_enabled(kDevice, true);
-    at::autocast::set_autocast_dtype(kDevice, at::kBFloat16);
+  AutocastBf16() {
+    for (size_t i = 0; i < kDevices.size(); ++i) {
+      was_enabled_[i] = at::autocast::is_autocast_enabled(kDevices[i]);
+      was_dtype_[i] = at::autocast::get_autocast_dtype(kDevices[i]);
+      at::autocast::set_autocast_enabled(kDevices[i], true);
+      at::autocast::set_autocast_dtype(kDevices[i], at::kBFloat16);
+    }
     at::autocast::increment_nesting();
   }
   ~AutocastBf16() {
     if (at::autocast::decrement_nesting() == 0 && !at::GradMode::is_enabled())
       at::autocast::clear_cache();
-    at::autocast::set_autocast_enabled(kDevice, was_enabled_);
-    at::autocast::set_autocast_dtype(kDevice, was_dtype_);
+    for (size_t i = 0; i < kDevices.size(); ++i) {
+      at::autocast::set_autocast_enabled(kDevices[i], was_enabled_[i]);
+      at::autocast::set_autocast_dtype(kDevices[i], was_dtype_[i]);
+    }
   }
   AutocastBf16(const AutocastBf16&) = delete;
   AutocastBf16& operator=(const AutocastBf16&) = delete;
 
  private:
-  static constexpr at::DeviceType kDevice = at::kCPU;
-  bool was_enabled_;
-  at::ScalarType was_dtype_;
+  static constexpr std::array<at::DeviceType, 2> kDevices = {at::kCPU, at::kCUDA};
+  std::array<bool, 2> was_enabled_{};
+  std::array<at::ScalarType, 2> was_dtype_{};
 };
 
 void CheckFloat32Masters(const Model& model) {

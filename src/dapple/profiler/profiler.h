@@ -33,6 +33,11 @@ struct ProfilerOptions {
   std::vector<CoreSet> core_sets;
   // The optimizer whose update update_ms times (dapple train's default: SGD, momentum 0.9).
   OptimizerOptions optimizer;
+  // Where the model's layers are (the caller moves them): on a GPU the times come from CUDA
+  // events after the warm-up (Note [Timing on the device], device_timer.h), saved_bytes from
+  // the caching allocator, and each layer's peak allocated bytes go into the metadata
+  // ("device_peak_bytes"). Has not run on a GPU yet.
+  torch::Device device = torch::Device(torch::kCPU);
 };
 
 // Profiles `model` (its layers in training mode, as the runtime runs them, in

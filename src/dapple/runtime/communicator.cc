@@ -2,7 +2,6 @@
 #include "dapple/runtime/communicator.h"
 
 #include <c10/util/Logging.h>
-#include <torch/cuda.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -12,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <utility>
 
 #include "dapple/common/clock.h"
 #include "dapple/common/error.h"
@@ -86,21 +86,6 @@ DistEnv DistEnv::FromEnvironment() {
   return e;
 }
 
-torch::Device DeviceForLocalRank(int local_rank, int cuda_devices) {
-  if (cuda_devices < 0) {
-    cuda_devices = std::getenv("DAPPLE_TEST_CUDA_DEVICES")
-                       ? EnvInt("DAPPLE_TEST_CUDA_DEVICES", 0, 0)
-                       : CudaDeviceCount();
-  }
-  if (cuda_devices == 0) return torch::Device(torch::kCPU);
-  const int index = local_rank % cuda_devices;
-  ThrowInput(
-      "LOCAL_RANK {}: device cuda:{} ({} CUDA devices seen), but dapple has no CUDA transport "
-      "yet (transfers go through Gloo on host memory); train on the CPU with "
-      "CUDA_VISIBLE_DEVICES= (empty)",
-      local_rank, index, cuda_devices);
-}
-
 CommWork::CommWork(c10::intrusive_ptr<c10d::Work> work, std::vector<torch::Tensor> tensors,
                    std::string what)
     : work_(std::move(work)), tensors_(std::move(tensors)), what_(std::move(what)) {}
@@ -148,10 +133,12 @@ void CommWork::Wait(const Deadline& deadline) {
                                 what_, deadline.ElapsedSeconds(),
                                 deadline.timeout().count() / 1000.0, FirstLine(e)));
   }
+  if (finish_) std::exchange(finish_, nullptr)();
 }
 
-Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout)
-    : env_(env), timeout_(timeout) {
+Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout,
+                           torch::Device device)
+    : env_(env), timeout_(timeout), device_(device) {
   store_ = MakeStore(env, timeout);
   try {
     groups_[""] = MakeGlooGroup(c10::make_intrusive<c10d::PrefixStore>("world", store_), env,
@@ -160,6 +147,8 @@ Communicator::Communicator(const DistEnv& env, std::chrono::milliseconds timeout
     throw CommError(fmt::format("rank {}: cannot form the process group of {} ranks: {}", env.rank,
                                 env.world_size, FirstLine(e)));
   }
+  members_[""] = env.rank;
+  ChooseTransport();
 }
 
 // Note [Rendezvous exposure].
@@ -222,12 +211,15 @@ CommWork Communicator::Recv(const torch::Tensor& t, int peer, uint32_t tag, std:
   return RecvInGroup(t, "", peer, tag, std::move(what));
 }
 
+// Note [Transport by device]: a staged operation hands Gloo host copies; the CommWork keeps
+// the caller's tensors first (what tensors() returns), the host copies after them.
 CommWork Communicator::SendInGroup(const torch::Tensor& t, const std::string& group, int member,
                                    uint32_t tag, std::string what) {
   DAPPLE_CHECK(t.is_contiguous());
-  std::vector<torch::Tensor> v{t};
+  std::vector<torch::Tensor> v{Stages(t) ? HostCopy(t) : t};
   try {
-    return CommWork(Group(group).send(v, member, static_cast<int>(tag)), v, std::move(what));
+    auto work = BackendFor(v[0], group, Lane::kSend, member).send(v, member, static_cast<int>(tag));
+    return CommWork(work, {t, v[0]}, std::move(what));
   } catch (const std::exception& e) {
     throw CommError(fmt::format("{}: send failed: {}", what, FirstLine(e)));
   }
@@ -236,9 +228,13 @@ CommWork Communicator::SendInGroup(const torch::Tensor& t, const std::string& gr
 CommWork Communicator::RecvInGroup(const torch::Tensor& t, const std::string& group, int member,
                                    uint32_t tag, std::string what) {
   DAPPLE_CHECK(t.is_contiguous());
-  std::vector<torch::Tensor> v{t};
+  const bool staged = Stages(t);
+  std::vector<torch::Tensor> v{staged ? torch::empty_like(t, t.options().device(torch::kCPU)) : t};
   try {
-    return CommWork(Group(group).recv(v, member, static_cast<int>(tag)), v, std::move(what));
+    auto work = BackendFor(v[0], group, Lane::kRecv, member).recv(v, member, static_cast<int>(tag));
+    CommWork w(work, {t, v[0]}, std::move(what));
+    if (staged) w.OnWaited([t, host = v[0]] { t.copy_(host); });
+    return w;
   } catch (const std::exception& e) {
     throw CommError(fmt::format("{}: receive failed: {}", what, FirstLine(e)));
   }
@@ -254,6 +250,8 @@ void Communicator::CreateGroup(const std::string& name, const std::vector<int>& 
   try {
     groups_[name] = MakeGlooGroup(c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_),
                                   env_, me, static_cast<int>(ranks.size()), timeout_);
+    members_[name] = me;
+    if (transport_ == Transport::kNccl) AddNcclGroups(name, me, static_cast<int>(ranks.size()));
   } catch (const std::exception& e) {
     throw CommError(
         fmt::format("rank {}: cannot form process group {}: {}", env_.rank, name, FirstLine(e)));
@@ -267,32 +265,42 @@ void Communicator::AllReduceSum(torch::Tensor& t, const std::string& group,
 
 CommWork Communicator::AllReduceSumAsync(const torch::Tensor& t, const std::string& group,
                                          std::string what) {
-  std::vector<torch::Tensor> v{t};
+  const bool staged = Stages(t);
+  std::vector<torch::Tensor> v{staged ? HostCopy(t) : t};
   c10d::AllreduceOptions opts;
   opts.reduceOp = c10d::ReduceOp::SUM;
   opts.timeout = timeout_;
   c10::intrusive_ptr<c10d::Work> work;
   try {
-    work = Group(group).allreduce(v, opts);
+    work = BackendFor(v[0], group, Lane::kCollective, 0).allreduce(v, opts);
   } catch (const std::exception& e) {
     throw CommError(fmt::format("{}: allreduce failed: {}", what, FirstLine(e)));
   }
-  return CommWork(work, v, std::move(what));
+  CommWork w(work, {t, v[0]}, std::move(what));
+  if (staged) w.OnWaited([t, host = v[0]] { t.copy_(host); });
+  return w;
 }
 
 CommWork Communicator::AllToAllAsync(const torch::Tensor& output, const torch::Tensor& input,
                                      const std::string& group, std::string what) {
   c10d::AllToAllOptions opts;
   opts.timeout = timeout_;
-  torch::Tensor out = output, in = input;  // alltoall_base takes non-const references
-  std::vector<int64_t> equal_splits;       // empty: n equal parts
+  const bool staged = Stages(output);
+  // alltoall_base takes non-const references
+  torch::Tensor out =
+      staged ? torch::empty_like(output, output.options().device(torch::kCPU)) : output;
+  torch::Tensor in = staged ? HostCopy(input) : input;
+  std::vector<int64_t> equal_splits;  // empty: n equal parts
   c10::intrusive_ptr<c10d::Work> work;
   try {
-    work = Group(group).alltoall_base(out, in, equal_splits, equal_splits, opts);
+    work = BackendFor(in, group, Lane::kCollective, 0)
+               .alltoall_base(out, in, equal_splits, equal_splits, opts);
   } catch (const std::exception& e) {
     throw CommError(fmt::format("{}: alltoall failed: {}", what, FirstLine(e)));
   }
-  return CommWork(work, {out, in}, std::move(what));
+  CommWork w(work, {output, input, out, in}, std::move(what));
+  if (staged) w.OnWaited([output, out] { output.copy_(out); });
+  return w;
 }
 
 CommWork Communicator::AllGatherAsync(const std::vector<torch::Tensor>& outputs,
@@ -300,17 +308,31 @@ CommWork Communicator::AllGatherAsync(const std::vector<torch::Tensor>& outputs,
                                       std::string what) {
   c10d::AllgatherOptions opts;
   opts.timeout = timeout_;
+  const bool staged = Stages(input);
   std::vector<std::vector<torch::Tensor>> out{outputs};
-  std::vector<torch::Tensor> in{input};
+  std::vector<torch::Tensor> in{staged ? HostCopy(input) : input};
+  if (staged) {
+    for (auto& o : out[0]) o = torch::empty_like(o, o.options().device(torch::kCPU));
+  }
   c10::intrusive_ptr<c10d::Work> work;
   try {
-    work = Group(group).allgather(out, in, opts);
+    work = BackendFor(in[0], group, Lane::kCollective, 0).allgather(out, in, opts);
   } catch (const std::exception& e) {
     throw CommError(fmt::format("{}: allgather failed: {}", what, FirstLine(e)));
   }
   std::vector<torch::Tensor> kept = outputs;
   kept.push_back(input);
-  return CommWork(work, kept, std::move(what));
+  if (staged) {
+    kept.insert(kept.end(), out[0].begin(), out[0].end());
+    kept.push_back(in[0]);
+  }
+  CommWork w(work, kept, std::move(what));
+  if (staged) {
+    w.OnWaited([outputs, host = out[0]] {
+      for (size_t i = 0; i < outputs.size(); ++i) outputs[i].copy_(host[i]);
+    });
+  }
+  return w;
 }
 
 void Communicator::Barrier(const std::string& what) {

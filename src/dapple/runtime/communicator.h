@@ -1,6 +1,7 @@
 // The runtime's communicator over c10d (docs/design.md section 7): a TCPStore rendezvous from
 // the usual launcher variables, ProcessGroupGloo for point-to-point data and one sub-group
-// per replicated stage for its allreduce. Every wait has a timeout and a failure names
+// per replicated stage for its allreduce; CUDA tensors over NCCL or staged through the host
+// (Note [Transport by device], transport.h). Every wait has a timeout and a failure names
 // what was being waited on.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,6 +18,9 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
+
+#include "dapple/runtime/device.h"
+#include "dapple/runtime/transport.h"
 
 namespace dapple {
 
@@ -35,15 +40,6 @@ struct DistEnv {
   // malformed one throws InputError naming it.
   static DistEnv FromEnvironment();
 };
-
-// The one place that maps a process to its compute device: cuda:(LOCAL_RANK mod count)
-// when there are CUDA devices, else the CPU. Everything else takes the device from here.
-// `cuda_devices` < 0: as many as libtorch sees, or DAPPLE_TEST_CUDA_DEVICES when set (a
-// test hook that fakes the choice on a machine without GPUs).
-// Every transfer and allreduce goes through Gloo on host memory and there is no CUDA
-// transport yet, so a CUDA choice would start and then break at the first send: it throws
-// InputError, one line, instead (docs/runtime.md, "Devices").
-torch::Device DeviceForLocalRank(int local_rank, int cuda_devices = -1);
 
 // Note [One deadline per wait chain]: a failure must show within one --timeout-s, whichever
 // wait sees it first. Waits that follow one another without anything else between them
@@ -90,6 +86,8 @@ class CommWork {
   // Waits at most what is left of `deadline` (Note [One deadline per wait chain]).
   void Wait(const Deadline& deadline);
   void Wait(std::chrono::milliseconds timeout) { Wait(Deadline(timeout)); }
+  // The caller's tensors (a receive's buffer first); a staged operation's host copies
+  // follow them (Note [Transport by device]).
   const std::vector<torch::Tensor>& tensors() const { return tensors_; }
   const std::string& what() const { return what_; }
   // Records when the operation completes (steady_clock, ms), from the thread that completes
@@ -97,6 +95,9 @@ class CommWork {
   // only when its caller gets there.
   void RecordCompletion();
   double CompletedMs() const { return completed_ms_ ? completed_ms_->load() : -1.0; }
+  // Runs `finish` once, after the first Wait that succeeds (a staged receive copies its host
+  // buffer into the CUDA tensor there: Note [Transport by device]).
+  void OnWaited(std::function<void()> finish) { finish_ = std::move(finish); }
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;
@@ -105,6 +106,7 @@ class CommWork {
   std::shared_ptr<std::atomic<double>> completed_ms_;
   MessagesToSelf* from_self_ = nullptr;  // with from_tag_: a receive from this rank
   uint32_t from_tag_ = 0;
+  std::function<void()> finish_;
 };
 
 // Thread-compatible (one thread drives it), except that GatherStrings may also be called
@@ -122,8 +124,11 @@ class Communicator {
   //
   // Connects to (rank 0: serves) that store and builds the world process group. `timeout` bounds
   // every later wait. Throws InputError naming the address when the rendezvous cannot be reached
-  // within the timeout.
-  Communicator(const DistEnv& env, std::chrono::milliseconds timeout);
+  // within the timeout. `device`: this process's compute device; with more than one rank,
+  // construction gathers every rank's place to choose the transport of CUDA tensors (Note
+  // [Transport by device]).
+  Communicator(const DistEnv& env, std::chrono::milliseconds timeout,
+               torch::Device device = torch::Device(torch::kCPU));
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -131,6 +136,8 @@ class Communicator {
   int rank() const { return env_.rank; }
   int size() const { return env_.world_size; }
   std::chrono::milliseconds timeout() const { return timeout_; }
+  const torch::Device& device() const { return device_; }
+  Transport transport() const { return transport_; }
 
   // Point-to-point with `tag`; a send must be paired with a receive of the same tag and
   // size on `peer`, which may be this rank (Note [Messages to oneself]). REQUIRES:
@@ -177,15 +184,34 @@ class Communicator {
   std::string Lookup(const std::string& key, const std::string& what);
 
  private:
+  // The NCCL groups of one process group (Note [Transport by device]): collectives, and
+  // point-to-point from the lower member to the higher (up) and back (down).
+  struct NcclGroups {
+    c10::intrusive_ptr<c10d::Backend> collectives, up, down;
+  };
+  enum class Lane { kCollective, kSend, kRecv };
+
   static c10::intrusive_ptr<c10d::Store> MakeStore(const DistEnv& env,
                                                    std::chrono::milliseconds timeout);
   c10d::Backend& Group(const std::string& name) const;
+  // The backend that carries `t` in group `name`: NCCL for a CUDA tensor under kNccl (for
+  // point-to-point with `member`, the lane of the direction), else Gloo.
+  c10d::Backend& BackendFor(const torch::Tensor& t, const std::string& name, Lane lane,
+                            int member) const;
+  // True when `t` goes through a host copy (Note [Transport by device]).
+  bool Stages(const torch::Tensor& t) const;
+  void ChooseTransport();
+  void AddNcclGroups(const std::string& name, int member, int size);
 
   DistEnv env_;
   std::chrono::milliseconds timeout_;
+  torch::Device device_;
+  Transport transport_ = Transport::kGloo;
   c10::intrusive_ptr<c10d::Store> store_;
   std::map<std::string, c10::intrusive_ptr<c10d::Backend>> groups_;  // "" = world
-  MessagesToSelf to_self_;  // Note [Messages to oneself]
+  std::map<std::string, NcclGroups> nccl_;                           // under kNccl
+  std::map<std::string, int> members_;  // this rank's index in each group ("" = rank)
+  MessagesToSelf to_self_;              // Note [Messages to oneself]
 };
 
 }  // namespace dapple

@@ -40,70 +40,74 @@ void StageWorker::InputGrad(int mb) {
   if (last) {
     roots.push_back(s.loss);
   } else {
-    Activations received = TakeReceived(Op::kRecvGrad, mb);
-    size_t k = 0;
-    for (size_t i = 0; i < s.output.size(); ++i) {
-      if (!out_grad_[i]) continue;
-      if (s.output[i].requires_grad()) {
-        roots.push_back(s.output[i]);
-        root_grads.push_back(received.at(k));
-      }
-      ++k;
-    }
+    OutputRoots(s.output, TakeReceived(Op::kRecvGrad, mb), roots, root_grads);
   }
   const bool has_root = !roots.empty() && roots[0].requires_grad();
-  // What the gradients are taken with respect to: the stage inputs that carry a gradient,
-  // then the outputs of every layer but the last (whose outputs are the roots).
-  std::vector<torch::Tensor> wrt;
-  std::vector<int> input_of;  // index in s.input of wrt[k], for the inputs
-  if (stage_ > 0) {
-    for (size_t i = 0; i < s.input.size(); ++i) {
-      if (in_grad_[i] && s.input[i].requires_grad()) {
-        wrt.push_back(s.input[i]);
-        input_of.push_back(static_cast<int>(i));
-      }
-    }
-  }
-  std::vector<std::pair<int, int>> output_of;  // (layer, tensor) of wrt[k] after the inputs
-  for (int l = 0; l + 1 < n; ++l) {
-    for (size_t t = 0; t < s.layer_outputs[l].size(); ++t) {
-      if (!s.layer_outputs[l][t].requires_grad()) continue;
-      wrt.push_back(s.layer_outputs[l][t]);
-      output_of.push_back({l, static_cast<int>(t)});
-    }
+  const SplitTargets targets = SplitBackwardTargets(s, n);
+  std::vector<torch::Tensor> grads;
+  if (has_root && !targets.wrt.empty()) {
+    grads = torch::autograd::grad(roots, targets.wrt, root_grads, /*retain_graph=*/true,
+                                  /*create_graph=*/false, /*allow_unused=*/true);
   }
   s.w_roots.assign(n, Activations());
   s.w_grads.assign(n, Activations());
-  std::vector<torch::Tensor> grads;
-  if (has_root && !wrt.empty()) {
-    grads = torch::autograd::grad(roots, wrt, root_grads, /*retain_graph=*/true,
-                                  /*create_graph=*/false, /*allow_unused=*/true);
-  }
   if (has_root) {
     s.w_roots[n - 1] = roots;
     s.w_grads[n - 1] = root_grads;
   }
-  for (size_t k = 0; k < output_of.size() && !grads.empty(); ++k) {
-    const torch::Tensor& g = grads[input_of.size() + k];
-    if (!g.defined()) continue;  // the roots do not depend on this output
-    auto [l, t] = output_of[k];
-    s.w_roots[l].push_back(s.layer_outputs[l][t]);
-    s.w_grads[l].push_back(g);
-  }
-  if (stage_ > 0) {
-    s.grad_in.clear();
-    size_t k = 0;
-    for (size_t i = 0; i < s.input.size(); ++i) {
-      if (!in_grad_[i]) continue;
-      torch::Tensor g;
-      if (k < input_of.size() && input_of[k] == static_cast<int>(i) && !grads.empty())
-        g = grads[k++];
-      s.grad_in.push_back(g.defined() ? g : torch::zeros_like(s.input[i]));
-    }
-  }
+  KeepLayerOutputGrads(s, targets, grads);
+  if (stage_ > 0) StoreInputGrads(s, targets.input_of, grads);
   s.layer_outputs.clear();  // the roots keep what W needs
   s.output.clear();
   s.loss = torch::Tensor();
+}
+
+// The stage inputs that carry a gradient, then the outputs of every layer but the last (whose
+// outputs are the roots).
+StageWorker::SplitTargets StageWorker::SplitBackwardTargets(const Slot& s, int n) const {
+  SplitTargets t;
+  if (stage_ > 0) {
+    for (size_t i = 0; i < s.input.size(); ++i) {
+      if (in_grad_[i] && s.input[i].requires_grad()) {
+        t.wrt.push_back(s.input[i]);
+        t.input_of.push_back(static_cast<int>(i));
+      }
+    }
+  }
+  for (int l = 0; l + 1 < n; ++l) {
+    for (size_t k = 0; k < s.layer_outputs[l].size(); ++k) {
+      if (!s.layer_outputs[l][k].requires_grad()) continue;
+      t.wrt.push_back(s.layer_outputs[l][k]);
+      t.output_of.push_back({l, static_cast<int>(k)});
+    }
+  }
+  return t;
+}
+
+// Every layer output's gradient becomes a root of W for its layer.
+void StageWorker::KeepLayerOutputGrads(Slot& s, const SplitTargets& targets,
+                                       const std::vector<torch::Tensor>& grads) {
+  for (size_t k = 0; k < targets.output_of.size() && !grads.empty(); ++k) {
+    const torch::Tensor& g = grads[targets.input_of.size() + k];
+    if (!g.defined()) continue;  // the roots do not depend on this output
+    auto [l, t] = targets.output_of[k];
+    s.w_roots[l].push_back(s.layer_outputs[l][t]);
+    s.w_grads[l].push_back(g);
+  }
+}
+
+// The gradients to send back, one per stage input that carries one (zeros where the roots do
+// not depend on it).
+void StageWorker::StoreInputGrads(Slot& s, const std::vector<int>& input_of,
+                                  const std::vector<torch::Tensor>& grads) {
+  s.grad_in.clear();
+  size_t k = 0;
+  for (size_t i = 0; i < s.input.size(); ++i) {
+    if (!in_grad_[i]) continue;
+    torch::Tensor g;
+    if (k < input_of.size() && input_of[k] == static_cast<int>(i) && !grads.empty()) g = grads[k++];
+    s.grad_in.push_back(g.defined() ? g : torch::zeros_like(s.input[i]));
+  }
 }
 
 void StageWorker::WeightGrad(int mb) {

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dapple/models/data.h"
@@ -132,6 +133,19 @@ class StageWorker {
   void Backward(int mb);
   void InputGrad(int mb);   // I: split_backward.cc
   void WeightGrad(int mb);  // W: split_backward.cc
+  // What I takes gradients with respect to (Note [Splitting the backward at layer outputs]):
+  // wrt, the stage inputs first (their indices in input_of), then layer outputs (layer,
+  // tensor) in output_of.
+  struct SplitTargets {
+    std::vector<torch::Tensor> wrt;
+    std::vector<int> input_of;
+    std::vector<std::pair<int, int>> output_of;
+  };
+  SplitTargets SplitBackwardTargets(const Slot& s, int n) const;
+  void KeepLayerOutputGrads(Slot& s, const SplitTargets& targets,
+                            const std::vector<torch::Tensor>& grads);
+  void StoreInputGrads(Slot& s, const std::vector<int>& input_of,
+                       const std::vector<torch::Tensor>& grads);
   void SendActivation(int mb);
   void SendGradient(int mb);
   void PostRecv(const Instruction& inst);

@@ -10,6 +10,7 @@
 
 #include "dapple/format/plan.h"
 #include "dapple/runtime/communicator.h"
+#include "dapple/runtime/device.h"
 #include "dapple/runtime/rank_grid.h"
 #include "dapple/runtime/trainer.h"
 #include "dapple/sim/timeline.h"
@@ -88,6 +89,9 @@ class RunStats {
   // data, and whatever loading left resident (Note [Probing with zeros] in
   // models/script_model.cc).
   void SetPeakBeforeTraining(int64_t bytes) { peak_before_training_bytes_ = bytes; }
+  // The caching allocator's peaks on a GPU (Note [Memory as a GPU holds it], device.h).
+  void SetDeviceMemory(const DeviceMemory& m) { device_memory_ = m; }
+  const DeviceMemory& device_memory() const { return device_memory_; }
   // The bytes of the data set this rank holds or maps (Dataset::HeldBytes; 0 on the
   // stages between the first and the last, Note [Data a stage reads] in models/data.h).
   void SetDataBytes(int64_t bytes) { data_bytes_ = bytes; }
@@ -116,6 +120,7 @@ class RunStats {
   int64_t resident_at_start_bytes_ = 0;
   int64_t peak_before_training_bytes_ = 0;
   int64_t data_bytes_ = 0;
+  DeviceMemory device_memory_;
 };
 
 // Collective: gathers every rank's `events` of the traced step to rank 0, which writes
@@ -130,7 +135,8 @@ struct MeasuredRun {
   double median_step_ms = 0;   // the slowest rank's median step time
 };
 
-// Collective: gathers every rank's stats; rank 0 prints the summary and returns the figures.
+// Collective: gathers every rank's stats; rank 0 prints the summary and returns the figures
+// (train_summary.cc). On a GPU each stage's line adds the caching allocator's peaks.
 MeasuredRun GatherAndPrintSummary(Communicator& comm, const RankGrid& grid, const Plan& plan,
                                   const TrainOptions& o, const RunStats& stats,
                                   const std::vector<double>& losses, int64_t start_step);

@@ -70,6 +70,8 @@ struct TrainOptions {
   bool evaluate = false;
   int64_t eval_samples = 0;  // at most this many held-out samples; 0: all
   std::chrono::milliseconds timeout{60000};
+  // Each process's compute device (Note [A device per process], device.h).
+  DeviceChoice device = DeviceChoice::kCpu;
   int64_t bucket_bytes = 25 << 20;
   // One allreduce after the last backward even when the plan's allreduce_overlap is true.
   bool no_overlap = false;

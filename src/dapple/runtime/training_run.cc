@@ -51,7 +51,8 @@ TrainingRun::TrainingRun(const TrainOptions& options, const DistEnv& env)
       plan_(checked_.plan),
       grid_(plan_, env.world_size, o_.plan_path.string()),
       lowered_(LoweredForRanks(plan_, grid_, o_.plan_path.string())),
-      device_(DeviceForLocalRank(env.local_rank)) {
+      device_(DeviceForLocalRank(o_.device, env.local_rank)) {
+  UseDevice(device_);  // Note [A device per process]
   try {
     SetUpStage();
     SetUpOptimizerAndData();
@@ -104,7 +105,11 @@ void TrainingRun::SetUpStage() {
                    grid_.num_active(), env_.world_size, idle_.size() > 1 ? "s" : "",
                    fmt::format("{}", fmt::join(idle_, ", ")).c_str());
   }
-  comm_ = std::make_unique<Communicator>(env_, o_.timeout);
+  comm_ = std::make_unique<Communicator>(env_, o_.timeout, device_);
+  if (leader_ && device_.is_cuda())  // Note [Transport by device]
+    std::fprintf(stderr, "dapple train: rank 0 on %s (%s); CUDA tensors over %s\n",
+                 device_.str().c_str(), DeviceName(device_).c_str(),
+                 TransportName(comm_->transport()));
   if (sp_ && sp_->replicas() > 1) comm_->CreateGroup(fmt::format("stage{}", stage_), sp_->devices);
   if (!idle_.empty() && sums_loss_) comm_->CreateGroup("loss", loss_ranks_);
   if (sp_) tied_.emplace(model_, plan_, grid_, stage_, *comm_);
@@ -248,6 +253,7 @@ void TrainingRun::Finish() {
   if (worker_) stats_.SetPeaks(worker_->peak_live_micro_batches(), worker_->peak_live_bytes());
   if (chunks_) stats_.SetPeaks(chunks_->peak_live_micro_batches(), chunks_->peak_live_bytes());
   stats_.SetDataBytes(data_ ? data_->HeldBytes() : 0);
+  stats_.SetDeviceMemory(PeakDeviceMemory(device_));  // Note [Memory as a GPU holds it]
   stats_.SetMemory(Bytes(HeldParameters(model_, held_)),
                    optimizer_ ? OptimizerStateBytes(*optimizer_, o_.optimizer.kind) : 0,
                    PeakResidentBytes(), resident_at_start_);

@@ -27,6 +27,7 @@
 #include "dapple/format/cluster.h"
 #include "dapple/format/local_cluster.h"
 #include "dapple/runtime/communicator.h"
+#include "dapple/runtime/device.h"
 #include "dapple/runtime/launcher.h"
 #include "launch_cli.h"
 
@@ -52,7 +53,8 @@ struct CalibrateArgs {
   uint64_t max_bytes = 16 << 20;
   uint64_t min_fit_bytes = 1 << 20;
   bool cold_caches = false;
-  bool force = false;  // measure even when the cached local calibration is current
+  bool force = false;          // measure even when the cached local calibration is current
+  std::string device = "cpu";  // Note [Calibrating GPUs]
 };
 
 std::chrono::milliseconds Millis(double s) {
@@ -99,6 +101,21 @@ int LaunchCalibration(const CalibrateArgs& a, std::optional<double> busy_cores) 
   return LaunchLocal(o);
 }
 
+// Note [Calibrating GPUs] (docs/gpu.md): with --device cuda each rank's messages and
+// allreduces are tensors on its GPU, carried as training carries them (NCCL, or staged
+// through the host where ranks share a GPU), so the links measured are the GPUs'; a device's
+// memory is the GPU's, and its speed 1 unless --speed says otherwise (the profile's times
+// are the GPU's own; the matmul loop measures CPU cores). Has not run on a GPU yet.
+torch::Device CalibrationDevice(const CalibrateArgs& a, int local_rank, CalibrationOptions& o) {
+  const torch::Device device = DeviceForLocalRank(ParseDeviceChoice(a.device), local_rank);
+  UseDevice(device);
+  if (device.is_cuda()) {
+    if (o.memory_bytes <= 0) o.memory_bytes = static_cast<double>(DeviceTotalMemory(device));
+    if (!(o.speed > 0)) o.speed = 1;
+  }
+  return device;
+}
+
 void RunRank(const CalibrateArgs& a) {
   KeepFreedMemoryForReuse();  // Note [Freed memory stays]
   DistEnv env = DistEnv::FromEnvironment();
@@ -135,9 +152,10 @@ void RunRank(const CalibrateArgs& a) {
   o.cold_caches = a.cold_caches;
   std::string host = a.host.empty() ? CalibrationHostName() : a.host;
 
+  const torch::Device device = CalibrationDevice(a, env.local_rank, o);
   std::optional<CalibrationResult> r;
   try {
-    Communicator comm(env, Millis(a.timeout_s));
+    Communicator comm(env, Millis(a.timeout_s), device);
     r = Calibrate(comm, host, o);
   } catch (const PeerFailedError&) {
     CommandExitCode() = 2;  // the rank that failed prints why: one line for the job
@@ -146,7 +164,8 @@ void RunRank(const CalibrateArgs& a) {
     ThrowInput("calibrate: rank {}: {}", env.rank, e.what());
   }
   if (!r) return;
-  const bool local = r->one_machine && r->cluster.num_servers() == 1;
+  // The `local` cluster is this machine's CPU cores: a GPU calibration goes to -o only.
+  const bool local = !device.is_cuda() && r->one_machine && r->cluster.num_servers() == 1;
   if (local) {
     // Each process of `dapple train --nproc N` on this machine computes with these threads.
     MachineIdentity m = ThisMachine();
@@ -183,6 +202,61 @@ bool CachedCalibrationIsCurrent(int nproc, std::optional<double> busy_now) {
   return true;
 }
 
+// The sizes, repeats and time limits of the measurements.
+void AddSweepOptions(CLI::App* cmd, CalibrateArgs* a) {
+  cmd->add_option("--repeats", a->repeats, "timed round trips per size")
+      ->check(CLI::Range(3, 1000))
+      ->capture_default_str();
+  cmd->add_option("--budget", a->budget_s,
+                  "seconds one link's sweep may take; larger sizes are skipped beyond it")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--timeout", a->timeout_s, "seconds any wait may take (at least twice --budget)")
+      ->check(CLI::Range(0.5, 7200.0))
+      ->capture_default_str();
+  cmd->add_option("--min-bytes", a->min_bytes, "smallest message (sizes grow x4)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  cmd->add_option("--max-bytes", a->max_bytes, "largest message")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  cmd->add_option("--min-fit-bytes", a->min_fit_bytes,
+                  "messages up to this size must finish within the budget, else the link is "
+                  "too slow to measure")
+      ->transform(CLI::AsSizeValue(false));
+}
+
+// `dapple calibrate`: checks the flags, then launches the ranks or runs as one of them.
+void RunCalibrateCommand(CalibrateArgs& a) {
+  std::optional<double> busy;  // cores busy with other work, sampled before any rank starts
+  if (a.min_bytes > a.max_bytes)
+    ThrowInput("calibrate: --min-bytes {} exceeds --max-bytes {}", a.min_bytes, a.max_bytes);
+  if (a.timeout_s < 2 * a.budget_s)
+    ThrowInput("calibrate: --timeout ({} s) must be at least twice --budget ({} s)", a.timeout_s,
+               a.budget_s);
+  // A bad --device, or cuda without a GPU: one line before any process starts.
+  DeviceForLocalRank(ParseDeviceChoice(a.device), 0);
+  if (a.device != "cpu" && a.output.empty())
+    ThrowInput("calibrate --device {}: pass -o (the `local` cluster is this machine's cores)",
+               a.device);
+  if (!LaunchedByLauncher() && a.launch.nproc == 0 && std::getenv("RANK") == nullptr &&
+      std::getenv("WORLD_SIZE") == nullptr) {
+    // Plain `dapple calibrate`: this machine, one process per core, as the `local` guess.
+    a.launch.nproc = std::max(2, ThisMachine().cores);
+    busy = BusyCores(kBusyWindow);
+    if (a.output.empty() && !a.force && CachedCalibrationIsCurrent(a.launch.nproc, busy)) return;
+  }
+  if (a.launch.nproc > 0 && !LaunchedByLauncher()) {
+    if (a.output.empty() && a.launch.nnodes > 1)
+      ThrowInput("calibrate: a job of {} nodes needs -o (only one machine is `local`)",
+                 a.launch.nnodes);
+    if (!busy) busy = BusyCores(kBusyWindow);
+    CommandExitCode() = LaunchCalibration(a, busy);
+    return;
+  }
+  RunRank(a);
+}
+
 }  // namespace
 
 void AddCalibrateCommand(CLI::App& app) {
@@ -213,54 +287,13 @@ void AddCalibrateCommand(CLI::App& app) {
   cmd->add_option("--memory-bytes", args->memory_bytes,
                   "memory per device (default: physical memory / devices of the server)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--repeats", args->repeats, "timed round trips per size")
-      ->check(CLI::Range(3, 1000))
+  cmd->add_option("--device", args->device,
+                  "cpu | cuda: measure the GPUs (each rank on the GPU of its local rank; their "
+                  "links carry GPU tensors; memory per device the GPU's; speed 1 unless "
+                  "--speed); needs -o")
       ->capture_default_str();
-  cmd->add_option("--budget", args->budget_s,
-                  "seconds one link's sweep may take; larger sizes are skipped beyond it")
-      ->check(CLI::Range(0.1, 3600.0))
-      ->capture_default_str();
-  cmd->add_option("--timeout", args->timeout_s,
-                  "seconds any wait may take (at least twice --budget)")
-      ->check(CLI::Range(0.5, 7200.0))
-      ->capture_default_str();
-  cmd->add_option("--min-bytes", args->min_bytes, "smallest message (sizes grow x4)")
-      ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
-  cmd->add_option("--max-bytes", args->max_bytes, "largest message")
-      ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
-  cmd->add_option("--min-fit-bytes", args->min_fit_bytes,
-                  "messages up to this size must finish within the budget, else the link is "
-                  "too slow to measure")
-      ->transform(CLI::AsSizeValue(false));
-  cmd->callback([args] {
-    std::optional<double> busy;  // cores busy with other work, sampled before any rank starts
-    if (args->min_bytes > args->max_bytes)
-      ThrowInput("calibrate: --min-bytes {} exceeds --max-bytes {}", args->min_bytes,
-                 args->max_bytes);
-    if (args->timeout_s < 2 * args->budget_s)
-      ThrowInput("calibrate: --timeout ({} s) must be at least twice --budget ({} s)",
-                 args->timeout_s, args->budget_s);
-    if (!LaunchedByLauncher() && args->launch.nproc == 0 && std::getenv("RANK") == nullptr &&
-        std::getenv("WORLD_SIZE") == nullptr) {
-      // Plain `dapple calibrate`: this machine, one process per core, as the `local` guess.
-      args->launch.nproc = std::max(2, ThisMachine().cores);
-      busy = BusyCores(kBusyWindow);
-      if (args->output.empty() && !args->force &&
-          CachedCalibrationIsCurrent(args->launch.nproc, busy))
-        return;
-    }
-    if (args->launch.nproc > 0 && !LaunchedByLauncher()) {
-      if (args->output.empty() && args->launch.nnodes > 1)
-        ThrowInput("calibrate: a job of {} nodes needs -o (only one machine is `local`)",
-                   args->launch.nnodes);
-      if (!busy) busy = BusyCores(kBusyWindow);
-      CommandExitCode() = LaunchCalibration(*args, busy);
-      return;
-    }
-    RunRank(*args);
-  });
+  AddSweepOptions(cmd, args.get());
+  cmd->callback([args] { RunCalibrateCommand(*args); });
 }
 
 }  // namespace dapple

@@ -28,6 +28,7 @@
 #include "dapple/models/model_source.h"
 #include "dapple/models/zoo.h"
 #include "dapple/profiler/profiler.h"
+#include "dapple/runtime/device.h"
 #include "dapple/runtime/optimizer.h"
 #include "model_cli.h"
 
@@ -48,6 +49,7 @@ struct ProfileArgs {
   std::string output;
   std::string format = "json";
   std::string optimizer = "sgd";
+  std::string device = "cpu";
   bool cold_caches = false;
   ModelCli model_cli;
   std::string data;  // a data file: the input sample of a TorchScript model
@@ -116,6 +118,8 @@ void RunProfile(const ProfileArgs& a, const std::vector<std::string>& extras) {
   po.cold_caches = a.cold_caches;
   po.seed = a.seed;
   po.optimizer = optimizer;
+  po.device = DeviceForLocalRank(ParseDeviceChoice(a.device), 0);  // Note [A device per process]
+  UseDevice(po.device);
   // A line rewritten in place only on a terminal; logs and pipes get none (the result and
   // the summary say what was measured).
   po.progress = isatty(fileno(stderr)) != 0;
@@ -138,6 +142,8 @@ void RunProfile(const ProfileArgs& a, const std::vector<std::string>& extras) {
   torch::Dtype dtype = a.dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
   Model model = LoadModel(source, a.seed, dtype);
   UseMixedPrecision(model, precision);  // the profile records model.precision
+  if (po.device.is_cuda())
+    for (auto& layer : model.layers) layer.module->to(po.device);
   Profile p = ProfileModel(model, po);
   if (!a.data.empty()) RecordTrainingData(&p, a.data, model, a.seed, a.model_cli.seq_len);
   if (!script)
@@ -213,6 +219,10 @@ void AddProfileCommand(CLI::App& app) {
   cmd->add_option("--optimizer", a->optimizer,
                   "Optimizer whose per-layer update is timed (update_ms): sgd (momentum 0.9, as "
                   "dapple train) | adam | adamw")
+      ->capture_default_str();
+  cmd->add_option("--device", a->device,
+                  "cpu | cuda (time the layers on GPU 0 with CUDA events; refused without one) "
+                  "| auto")
       ->capture_default_str();
   cmd->add_option("-o,--output", a->output, "Output file")->required();
   cmd->add_option("--format", a->format, "json (dapple-profile/1) | pipedream")

@@ -41,6 +41,7 @@ struct TrainArgs {
   std::string optimizer = "sgd";
   std::string dtype = "float32";
   std::string precision = "float32";
+  std::string device = "cpu";
   double timeout_s = 60;
   std::string resume;                   // --resume [auto]: "" for the bare flag
   CLI::Option* resume_given = nullptr;  // counts --resume
@@ -73,6 +74,7 @@ void Finish(TrainArgs& a) {
     ThrowInput("--dtype {}: expected float32 or float64", a.dtype);
   }
   a.o.precision = ParsePrecision(a.precision);
+  a.o.device = ParseDeviceChoice(a.device);
   CheckMasterDtype(a.o.precision, a.dtype);
   if (a.timeout_s <= 0) ThrowInput("--timeout-s {}: must be positive", a.timeout_s);
   a.o.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
@@ -146,7 +148,8 @@ int LaunchTraining(TrainArgs& a) {
         RecipeOf(a.o.optimizer, a.o.lr_schedule, a.o.clip_grad_norm, a.o.steps, a.o.precision));
   // A user's data file is checked against the model here too: one line, no process started.
   if (IsDataFilePath(a.o.data)) MakeDataset(a.o.data, checked.model, a.o.seed, "", a.o.data_files);
-  DeviceForLocalRank(0);  // a device without a transport: refused before any process starts
+  // --device cuda without a GPU: refused before any process starts.
+  DeviceForLocalRank(a.o.device, 0);
   LaunchOptions lo = MakeLaunchOptions("train", l, SelfArgvWithoutLaunchOptions());
   lo.term_delay = a.o.timeout + std::chrono::seconds(2);  // let them report what they waited on
   lo.kill_grace = std::chrono::seconds(2);
@@ -195,14 +198,8 @@ void RunTrainCommand(TrainArgs& a) {
   RunTraining(a.o, env);
 }
 
-}  // namespace
-
-void AddTrainCommand(CLI::App& app) {
-  auto a = std::make_shared<TrainArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "train",
-      "Train a model under a plan: pipeline + data parallel over c10d (one process per "
-      "device)");
+// What to train: the model, its options and its data.
+void AddModelAndDataOptions(CLI::App* cmd, TrainArgs* a) {
   cmd->add_option(
          "--model", a->o.model,
          "Zoo model name (as for `dapple profile`), a TorchScript file PATH.pt or a torch.export "
@@ -230,9 +227,10 @@ void AddTrainCommand(CLI::App& app) {
                   "Users' models: write the module with the trained weights here (for a .pt2, "
                   "a state_dict)");
   cmd->add_option("--data-cache-dir", a->o.data_cache_dir, "Where decompressed data is cached");
-  AddLaunchOptions(cmd, &a->launch,
-                   "Launch this many local processes (else read RANK, WORLD_SIZE, LOCAL_RANK, "
-                   "MASTER_ADDR, MASTER_PORT)");
+}
+
+// How each step computes: the optimizer, the number types, the device.
+void AddComputeOptions(CLI::App* cmd, TrainArgs* a) {
   cmd->add_option("--optimizer", a->optimizer, "sgd (momentum) | adam | adamw")
       ->capture_default_str();
   cmd->add_option("--lr", a->o.optimizer.lr, "Learning rate")->capture_default_str();
@@ -248,6 +246,23 @@ void AddTrainCommand(CLI::App& app) {
                   "float32 | bf16: forward and loss under bfloat16 autocast, float32 master "
                   "weights, optimizer state and allreduce, bf16 activations between stages")
       ->capture_default_str();
+  cmd->add_option("--device", a->device,
+                  "cpu | cuda (the GPU of each process's local rank; refused without one) | "
+                  "auto (cuda where there is a GPU, else cpu)")
+      ->capture_default_str();
+  cmd->add_flag("--recompute", a->o.recompute,
+                "Keep only stage inputs and recompute the forward in the backward");
+  cmd->add_flag("--shard-optimizer", a->o.shard_optimizer,
+                "Shard the optimizer state across the replicas of every stage that has more "
+                "than one (reduce-scatter, sharded step, all-gather)");
+  cmd->add_option("--bucket-mb", a->bucket_mb, "Allreduce bucket size in MiB")
+      ->capture_default_str();
+  cmd->add_flag("--no-overlap", a->o.no_overlap,
+                "Allreduce after the last backward, even when the plan overlaps it");
+}
+
+// Surviving failures: checkpoints, resuming, restarts and elastic re-planning.
+void AddRecoveryOptions(CLI::App* cmd, TrainArgs* a) {
   cmd->add_option("--checkpoint-dir", a->o.checkpoint_dir,
                   "Save per-layer checkpoints here (always after the last step)");
   cmd->add_option("--checkpoint-every", a->o.checkpoint_every, "Also every K steps");
@@ -279,11 +294,13 @@ void AddTrainCommand(CLI::App& app) {
   cmd->add_option("--exclude-devices", a->exclude_devices,
                   "With --elastic and --nproc: devices (e.g. 2 or 1,3) that count as lost from "
                   "the start; the job is planned for the others");
-  cmd->add_flag("--recompute", a->o.recompute,
-                "Keep only stage inputs and recompute the forward in the backward");
-  cmd->add_flag("--shard-optimizer", a->o.shard_optimizer,
-                "Shard the optimizer state across the replicas of every stage that has more "
-                "than one (reduce-scatter, sharded step, all-gather)");
+  cmd->add_option("--timeout-s", a->timeout_s,
+                  "Longest wait for a peer or the rendezvous before failing")
+      ->capture_default_str();
+}
+
+// What the run reports: traces, progress lines, the evaluation.
+void AddReportOptions(CLI::App* cmd, TrainArgs* a) {
   cmd->add_option("--trace", a->o.trace_path,
                   "Write the measured timeline of the last step (or --trace-steps) as a Chrome "
                   "trace, as `simulate`");
@@ -302,13 +319,23 @@ void AddTrainCommand(CLI::App& app) {
   cmd->add_option("--eval-samples", a->o.eval_samples,
                   "Evaluate at most this many held-out samples (default: all)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--timeout-s", a->timeout_s,
-                  "Longest wait for a peer or the rendezvous before failing")
-      ->capture_default_str();
-  cmd->add_option("--bucket-mb", a->bucket_mb, "Allreduce bucket size in MiB")
-      ->capture_default_str();
-  cmd->add_flag("--no-overlap", a->o.no_overlap,
-                "Allreduce after the last backward, even when the plan overlaps it");
+}
+
+}  // namespace
+
+void AddTrainCommand(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "train",
+      "Train a model under a plan: pipeline + data parallel over c10d (one process per "
+      "device)");
+  AddModelAndDataOptions(cmd, a.get());
+  AddLaunchOptions(cmd, &a->launch,
+                   "Launch this many local processes (else read RANK, WORLD_SIZE, LOCAL_RANK, "
+                   "MASTER_ADDR, MASTER_PORT)");
+  AddComputeOptions(cmd, a.get());
+  AddRecoveryOptions(cmd, a.get());
+  AddReportOptions(cmd, a.get());
   // Model options may also be given as extra words, as for `dapple profile`: --hidden 64.
   cmd->allow_extras();
   cmd->callback([a, cmd] {
