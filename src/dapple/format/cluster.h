@@ -53,11 +53,13 @@ struct ServerSpec {
 // process's own memory; version 2 the wake-up cost of 2 ranks, Note [Wake-up cost] in
 // calibrate/calibration_steps.cc; version 3 counts in the process's memory the freed memory
 // a training rank lets malloc keep, Note [Freed memory between steps] in
-// common/malloc_tuning.h). A cached calibration of this machine written by an
+// common/malloc_tuning.h; version 4 measures that memory without the CUDA libraries, which
+// a CPU process no longer loads, Note [CUDA on demand] in runtime/cuda_module.h). A cached
+// calibration of this machine written by an
 // older dapple lacks the newer figures, so `--cluster local` does not use it and plain
 // `dapple calibrate` measures again. JSON `calibration_version` in `local`; absent: 0 (written
 // before versions were). Raise it whenever calibrate measures something new.
-inline constexpr int kCalibrationVersion = 3;
+inline constexpr int kCalibrationVersion = 4;
 
 // The devices of a cluster that is one CPU machine (the `local` preset, a calibration of one
 // machine): how each training process computes there, to compare with how a profile was

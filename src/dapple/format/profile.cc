@@ -56,18 +56,23 @@ void CheckNumber(double v, const std::string& source, int layer, const char* fie
     ThrowInput("{}: layers[{}].{}: must be a finite number >= 0 (got {})", source, layer, field, v);
 }
 
-}  // namespace
-
-void ValidateProfile(const Profile& p, const std::string& source) {
-  if (p.batch_size <= 0)
-    ThrowInput("{}: batch_size: must be positive (got {})", source, p.batch_size);
-  if (p.layers.empty()) ThrowInput("{}: layers: the profile has no layers", source);
+// The model input's and the data's bytes (Note [Data in the memory figure] in profile.h).
+void CheckModelBytes(const Profile& p, const std::string& source) {
   for (auto [name, value] :
        {std::pair{"input_bytes", p.input_bytes}, std::pair{"data_input_bytes", p.data_input_bytes},
         std::pair{"data_target_bytes", p.data_target_bytes}}) {
     if (!std::isfinite(value) || value < 0)
       ThrowInput("{}: {}: must be a finite number >= 0 (got {})", source, name, value);
   }
+}
+
+}  // namespace
+
+void ValidateProfile(const Profile& p, const std::string& source) {
+  if (p.batch_size <= 0)
+    ThrowInput("{}: batch_size: must be positive (got {})", source, p.batch_size);
+  if (p.layers.empty()) ThrowInput("{}: layers: the profile has no layers", source);
+  CheckModelBytes(p, source);
   for (size_t k = 0; k < p.batch_sizes.size(); ++k) {
     if (p.batch_sizes[k] <= 0)
       ThrowInput("{}: batch_sizes[{}]: must be positive (got {})", source, k, p.batch_sizes[k]);
