@@ -34,7 +34,7 @@ find_library(kineto_LIBRARY torch_cpu PATHS "${torch_prefix}/../../lib" NO_DEFAU
 find_package(Torch QUIET)
 
 # NCCL's headers for c10d's ProcessGroupNCCL.hpp: those of the nvidia-nccl wheel that torch
-# requires and loads at run time, before the toolkit's (runtime/nccl_backend.cc).
+# requires and loads at run time, before the toolkit's (runtime/comm/nccl_backend.cc).
 find_path(DAPPLE_NCCL_INCLUDE_DIR nccl.h PATHS "${torch_prefix}/../../../nvidia/nccl/include"
           NO_DEFAULT_PATH)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How much of a layer's backward is its weight gradient W, measured with PyTorch itself
 (python3-torch, the libtorch of `dapple`) on layers shaped like the zoo's, split as
-`dapple profile` and the runtime split it (runtime/split_backward.cc): I = autograd.grad to
+`dapple profile` and the runtime split it (runtime/worker/split_backward.cc): I = autograd.grad to
 the input with the graph kept, then W = autograd.backward to the layer's parameters.
 Prints, per layer, B (one backward), I, W, W / (I + W) (what --weight-grad-share stands
 for) and (I + W) / B. One thread, median of REPEAT runs.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reduce-scatter over c10d's Gloo, two ways, side by side in one run (Note [Optimizer sharding],
-runtime/sharded_optimizer.h):
+runtime/optim/sharded_optimizer.h):
   alltoall: dapple's, Gloo's alltoall of the buffer then a local sum of the r received parts;
   gloo:     Gloo's own reduce_scatter_tensor (PyTorch 2).
 Each rank is one process of one thread on the loopback, as dapple's ranks are.

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Lists every include that runs back up the layers of the code (docs/design.md section 9).
 
-The layers, lowest first, are LAYERS below; inside plan/ the order is PLAN_LEVELS. A file
-may include a file of its own unit (a layer, or inside plan/ a sub-folder or a file with its
-header) or of a unit on a lower level; units side by side on one level include neither each
-other nor anything above. A file of plan/ that PLAN_LEVELS does not place is an error too,
-so that a new file is given its place. Prints `file:line: includes X (unit a above unit b)`
+The layers, lowest first, are LAYERS below; inside plan/ the order is PLAN_LEVELS, inside
+runtime/ RUNTIME_LEVELS. A file may include a file of its own unit (a layer, inside plan/ a
+sub-folder or a file with its header, inside runtime/ a sub-folder) or of a unit on a lower
+level; units side by side on one level include neither each other nor anything above. A file
+of plan/ or runtime/ that the table does not place is an error too, so that a new file is
+given its place. Prints `file:line: includes X (unit a above unit b)`
 for each and exits 1 when there is one.
 
   check_layers.py [repository root]
@@ -49,6 +50,15 @@ PLAN_LEVELS = [
     ["planner"],                     # the entry: RunPlanner
 ]
 
+# The sub-folders of src/dapple/runtime/, lowest first (docs/runtime.md, "Files").
+RUNTIME_LEVELS = [
+    ["comm/"],                    # devices, the communicator and its transports, the rank grid
+    ["optim/"],                   # optimizers, their sharding, clipping, the learning rate
+    ["checkpoint/", "worker/"],   # checkpoints and recipes; the stage worker and chunks
+    ["launch/"],                  # the local launcher and its restarts
+    ["train/"],                   # the options, the entry and one rank's run in phases
+]
+
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 SOURCES = (".h", ".cc")
 
@@ -59,6 +69,9 @@ def levels(rows):
 
 LAYER_LEVEL = levels(LAYERS)
 PLAN_LEVEL = levels(PLAN_LEVELS)
+RUNTIME_LEVEL = levels(RUNTIME_LEVELS)
+# The layers with a table inside: (table name, its levels).
+INNER = {"plan": ("PLAN_LEVELS", PLAN_LEVEL), "runtime": ("RUNTIME_LEVELS", RUNTIME_LEVEL)}
 
 
 def layer_of(root, path):
@@ -71,9 +84,9 @@ def layer_of(root, path):
   return None
 
 
-def plan_unit(root, path):
-  """The unit of a file of src/dapple/plan/: its sub-folder (with /) or its stem."""
-  rel = path.relative_to(root / "src" / "dapple" / "plan").parts
+def inner_unit(root, layer, path):
+  """The unit of a file of src/dapple/<layer>/: its sub-folder (with /) or its stem."""
+  rel = path.relative_to(root / "src" / "dapple" / layer).parts
   return rel[0] + "/" if len(rel) > 1 else pathlib.Path(rel[0]).stem
 
 
@@ -86,7 +99,6 @@ def resolve(root, path, include):
 def problems(root):
   """(file, line, message) of each include that runs back up, and each unplaced file."""
   out = []
-  plan_dir = root / "src" / "dapple" / "plan"
   files = sorted(p for d in ("src", "tools") for p in (root / d).rglob("*")
                  if p.suffix in SOURCES and p.is_file())
   for path in files:
@@ -96,9 +108,9 @@ def problems(root):
     if layer not in LAYER_LEVEL:
       out.append((path, 1, f"layer {layer} is not in check_layers.py's LAYERS"))
       continue
-    in_plan = layer == "plan"
-    if in_plan and plan_unit(root, path) not in PLAN_LEVEL:
-      out.append((path, 1, f"plan unit {plan_unit(root, path)} is not in PLAN_LEVELS"))
+    inner = INNER.get(layer)
+    if inner and inner_unit(root, layer, path) not in inner[1]:
+      out.append((path, 1, f"{layer} unit {inner_unit(root, layer, path)} is not in {inner[0]}"))
       continue
     for n, text in enumerate(path.read_text(errors="replace").splitlines(), 1):
       m = INCLUDE.match(text)
@@ -109,10 +121,11 @@ def problems(root):
         continue
       to_layer = layer_of(root, target)
       if to_layer is None or to_layer == layer:
-        if in_plan and target.is_relative_to(plan_dir):
-          src, dst = plan_unit(root, path), plan_unit(root, target)
-          if src != dst and PLAN_LEVEL.get(dst, len(PLAN_LEVELS)) >= PLAN_LEVEL[src]:
-            out.append((path, n, f"includes {m.group(1)} (plan unit {dst} is not below {src})"))
+        if inner and target.is_relative_to(root / "src" / "dapple" / layer):
+          level = inner[1]
+          src, dst = inner_unit(root, layer, path), inner_unit(root, layer, target)
+          if src != dst and level.get(dst, len(level)) >= level[src]:
+            out.append((path, n, f"includes {m.group(1)} ({layer} unit {dst} is not below {src})"))
         continue
       if LAYER_LEVEL.get(to_layer, len(LAYERS)) >= LAYER_LEVEL[layer]:
         out.append((path, n, f"includes {m.group(1)} (layer {to_layer} is not below {layer})"))

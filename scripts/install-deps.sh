@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # libgloo-dev: Gloo's headers only, which c10d's ProcessGroupGloo.hpp includes and the torch
-# wheel does not ship (Note [Gloo's headers] in runtime/communicator.cc); its library is
+# wheel does not ship (Note [Gloo's headers] in runtime/comm/communicator.cc); its library is
 # never linked.
 packages=(
   build-essential cmake ninja-build ccache pkg-config clang

@@ -8,7 +8,7 @@
 #include "dapple/common/json_util.h"
 #include "dapple/common/malloc_tuning.h"
 #include "dapple/format/cluster.h"
-#include "dapple/runtime/launcher.h"
+#include "dapple/runtime/launch/launcher.h"
 #include "dist/netns_test_util.h"
 #include "output_lines.h"
 

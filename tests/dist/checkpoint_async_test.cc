@@ -1,5 +1,5 @@
-// Note [Asynchronous checkpoints] (runtime/async_checkpoint.h): checkpoints written by the
-// background writer are the bytes a synchronous save writes, every one of them is committed
+// Note [Asynchronous checkpoints] (runtime/checkpoint/async_checkpoint.h): checkpoints written by
+// the background writer are the bytes a synchronous save writes, every one of them is committed
 // (the end of training waits for the last), and the losses do not change. A kill inside the
 // writer is tested by CheckpointDamage.KilledWhileSavingKeepsThePreviousCheckpoint and
 // TrainChaos (saving is asynchronous by default).

@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "dapple/format/plan.h"
-#include "dapple/runtime/launcher.h"
+#include "dapple/runtime/launch/launcher.h"
 #include "train_test_util.h"
 
 namespace dapple::testing {

@@ -11,7 +11,7 @@
 
 #include "dapple/models/data.h"
 #include "dapple/models/model.h"
-#include "dapple/runtime/checkpoint.h"
+#include "dapple/runtime/checkpoint/checkpoint.h"
 #include "dist/train_test_util.h"
 
 namespace dapple::testing {

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <regex>
 
-#include "dapple/runtime/device.h"
+#include "dapple/runtime/comm/device.h"
 #include "output_lines.h"
 #include "train_test_util.h"
 

@@ -190,7 +190,7 @@ TEST_F(GraphModelTest, UNetInterleaved) {
 }
 
 // A parameter tied across the chunks of an interleaved plan is not run (Note [Tied
-// parameters] across chunks in runtime/chunk_set.cc): one line, before any rank starts.
+// parameters] across chunks in runtime/worker/chunk_set.cc): one line, before any rank starts.
 TEST_F(GraphModelTest, TiedHeadAcrossChunksIsOneLine) {
   fs::path dir = TestDir("graph_tied_chunks");
   nlohmann::json j = nlohmann::json::parse(PlanJson({{"wte", "wpe", {0}},

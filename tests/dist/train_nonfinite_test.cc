@@ -1,6 +1,6 @@
 // What `dapple train` does with data that poisons training, and what its output promises: a
 // NaN sample stops the job at its step before that step's checkpoint (Note [Non-finite
-// losses] in runtime/step_losses.cc), and the newest checkpoint still exports; with
+// losses] in runtime/train/step_losses.cc), and the newest checkpoint still exports; with
 // --log-json stdout holds only JSON lines, and the held-out line names the file it evaluated.
 #include <gtest/gtest.h>
 

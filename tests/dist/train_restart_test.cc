@@ -1,4 +1,4 @@
-// `dapple train --max-restarts N` (Note [Restarts] in runtime/restarts.h): after a
+// `dapple train --max-restarts N` (Note [Restarts] in runtime/launch/restarts.h): after a
 // rank dies the launcher starts every rank again; they resume from the newest checkpoint and
 // the run ends bit-identical to one without the failure (same plan).
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-// Note [Transport by device] (runtime/transport.h): the staged transport, which carries CUDA
+// Note [Transport by device] (runtime/comm/transport.h): the staged transport, which carries CUDA
 // tensors through host copies where ranks share a GPU, is checked here on the CPU: with
 // DAPPLE_TEST_STAGE_THROUGH_HOST=1 every send, receive and collective goes through a host
 // clone and is copied back when waited for. Training under it must give exactly the losses

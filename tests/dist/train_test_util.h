@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "dapple/models/model.h"
-#include "dapple/runtime/checkpoint.h"
+#include "dapple/runtime/checkpoint/checkpoint.h"
 
 namespace dapple::testing {
 

@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "dapple/runtime/launcher.h"
+#include "dapple/runtime/launch/launcher.h"
 #include "dist/netns_test_util.h"
 #include "output_lines.h"
 #include "train_test_util.h"

@@ -7,9 +7,9 @@
 #include <cstdlib>
 
 #include "dapple/profiler/device_timer.h"
-#include "dapple/runtime/communicator.h"
-#include "dapple/runtime/device.h"
-#include "dapple/runtime/launcher.h"
+#include "dapple/runtime/comm/communicator.h"
+#include "dapple/runtime/comm/device.h"
+#include "dapple/runtime/launch/launcher.h"
 
 namespace dapple {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
-#include "dapple/runtime/nccl_backend.h"
+#include "dapple/runtime/comm/nccl_backend.h"
 
 namespace dapple {
 namespace {

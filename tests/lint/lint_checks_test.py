@@ -3,8 +3,8 @@
 
 scripts/check_function_length.py: a function of 80 lines passes, one of 81 fails and is
 named with its length. scripts/check_layers.py: a tree whose includes go down passes; an
-include up the layers, an include up inside plan/, one between side-by-side layers and a
-plan/ file the table does not place each fail. The fixtures are written to a temporary
+include up the layers, an include up inside plan/ or runtime/, one between side-by-side
+layers and a plan/ or runtime/ file the table does not place each fail. The fixtures are written to a temporary
 folder, so no tool reading the repository takes them for code.
 
   lint_checks_test.py [repository root]
@@ -66,6 +66,8 @@ def test_layers(tmp):
       "src/dapple/plan/dp/dp_costs.h": ["dapple/plan/plan_costs.h", "dapple/plan/dp/x.h"],
       "src/dapple/plan/dp/x.h": [],
       "src/dapple/plan/planner.h": ["dapple/plan/dp/dp_costs.h"],
+      "src/dapple/runtime/comm/c.h": [],
+      "src/dapple/runtime/worker/w.h": ["dapple/runtime/comm/c.h", "dapple/plan/planner.h"],
       "tools/dapple/cmd.cc": ["dapple/plan/planner.h", "local.h"],
       "tools/dapple/local.h": [],
   }
@@ -83,6 +85,9 @@ def test_layers(tmp):
       "an include between side-by-side plan units": ("src/dapple/plan/search/s.h",
                                                      "dapple/plan/dp/x.h",
                                                      "plan unit dp/ is not below search/"),
+      "an include up inside runtime/": ("src/dapple/runtime/comm/d.h",
+                                        "dapple/runtime/worker/w.h",
+                                        "runtime unit worker/ is not below comm/"),
   }
   for i, (name, (rel, include, message)) in enumerate(cases.items()):
     root = tmp / f"bad{i}"
@@ -97,6 +102,12 @@ def test_layers(tmp):
   rc, out = run("check_layers.py", root)
   expect("a plan/ file the table does not place fails",
          rc == 1 and "plan unit new_part is not in PLAN_LEVELS" in out, out)
+  root = tmp / "unplaced_runtime"
+  write(root, good)
+  write(root, {"src/dapple/runtime/loose.h": []})
+  rc, out = run("check_layers.py", root)
+  expect("a runtime/ file the table does not place fails",
+         rc == 1 and "runtime unit loose is not in RUNTIME_LEVELS" in out, out)
 
 
 def main():

@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "dapple/common/error.h"
-#include "dapple/runtime/checkpoint.h"
+#include "dapple/runtime/checkpoint/checkpoint.h"
 
 namespace dapple {
 namespace {

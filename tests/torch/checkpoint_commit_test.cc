@@ -1,12 +1,12 @@
 // Note [Checkpoint commit]: rank 0 commits a checkpoint only when every layer was confirmed
 // by its writer, and every confirmed file it can see has the confirmed size.
-#include "dapple/runtime/checkpoint_commit.h"
+#include "dapple/runtime/checkpoint/checkpoint_commit.h"
 
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
 
 #include "dapple/common/error.h"
-#include "dapple/runtime/checkpoint.h"
+#include "dapple/runtime/checkpoint/checkpoint.h"
 
 namespace dapple {
 namespace {

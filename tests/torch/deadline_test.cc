@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "dapple/common/error.h"
-#include "dapple/runtime/communicator.h"
-#include "dapple/runtime/launcher.h"
+#include "dapple/runtime/comm/communicator.h"
+#include "dapple/runtime/launch/launcher.h"
 
 namespace dapple {
 namespace {

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "dapple/common/error.h"
-#include "dapple/runtime/device.h"
-#include "dapple/runtime/transport.h"
+#include "dapple/runtime/comm/device.h"
+#include "dapple/runtime/comm/transport.h"
 
 namespace dapple {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "dapple/common/core_sets.h"
 #include "dapple/common/machine.h"
-#include "dapple/runtime/launcher.h"
+#include "dapple/runtime/launch/launcher.h"
 
 namespace dapple {
 namespace {

@@ -1,7 +1,7 @@
 // NCCL on a machine without a GPU: compiled and linked in every build, refused in one line.
 // Note [CUDA on demand]: this process maps no CUDA library until NCCL is asked for, which loads
 // libdapple_cuda.so and libtorch_cuda with it.
-#include "dapple/runtime/nccl_backend.h"
+#include "dapple/runtime/comm/nccl_backend.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 
 #include "cli/loaded_libraries.h"
 #include "dapple/common/error.h"
-#include "dapple/runtime/cuda_module.h"
+#include "dapple/runtime/comm/cuda_module.h"
 
 namespace dapple {
 namespace {

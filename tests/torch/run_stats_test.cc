@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "dapple/format/plan.h"
-#include "dapple/runtime/train_report.h"
-#include "dapple/runtime/trainer.h"
+#include "dapple/runtime/train/train_options.h"
+#include "dapple/runtime/train/train_report.h"
 
 namespace dapple {
 namespace {

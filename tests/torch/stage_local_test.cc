@@ -6,7 +6,7 @@
 
 #include "dapple/models/model.h"
 #include "dapple/models/model_source.h"
-#include "dapple/runtime/boundary.h"
+#include "dapple/runtime/worker/boundary.h"
 
 namespace dapple {
 namespace {

@@ -17,8 +17,8 @@
 #include "dapple/common/error.h"
 #include "dapple/common/malloc_tuning.h"
 #include "dapple/common/process_memory.h"
-#include "dapple/runtime/communicator.h"
-#include "dapple/runtime/device.h"
+#include "dapple/runtime/comm/communicator.h"
+#include "dapple/runtime/comm/device.h"
 
 namespace dapple {
 namespace {

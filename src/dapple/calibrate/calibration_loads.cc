@@ -13,7 +13,7 @@
 #include "dapple/calibrate/calibration_matmul.h"
 #include "dapple/calibrate/calibration_steps.h"
 #include "dapple/common/error.h"
-#include "dapple/runtime/communicator.h"
+#include "dapple/runtime/comm/communicator.h"
 
 namespace dapple::internal {
 namespace {

@@ -10,8 +10,8 @@
 #include "dapple/calibrate/calibration_matmul.h"
 #include "dapple/common/error.h"
 #include "dapple/cpu/blas_env.h"
-#include "dapple/runtime/communicator.h"
-#include "dapple/runtime/device.h"
+#include "dapple/runtime/comm/communicator.h"
+#include "dapple/runtime/comm/device.h"
 
 namespace dapple::internal {
 

@@ -306,7 +306,7 @@ double AnalyticCostModel::DataBytes(int first, int last) const {
 
 // Weights and gradients whole, the state beyond them 1/r, and the reduce-scatter's receive
 // buffers, as large as the gradients at the end of the last backward (Note [Optimizer
-// sharding] in runtime/sharded_optimizer.h); never more than unsharded.
+// sharding] in runtime/optim/sharded_optimizer.h); never more than unsharded.
 double AnalyticCostModel::ShardedStaticMemoryBytes(int first, int last, int replicas) const {
   CheckRange(first, last);
   const double sf = options_.state_factor;

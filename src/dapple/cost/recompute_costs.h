@@ -1,6 +1,6 @@
 // What re-computing some layers of a stage costs and saves (Note [Re-computation per layer]
-// in runtime/recompute_segments.cc): the extra forward and the activation bytes a micro-batch
-// keeps, for the simulator and the planners alike.
+// in runtime/worker/recompute_segments.cc): the extra forward and the activation bytes a
+// micro-batch keeps, for the simulator and the planners alike.
 #pragma once
 
 #include <algorithm>
@@ -21,7 +21,7 @@ std::vector<RecomputeSegment> RecomputeSegments(const std::vector<int>& layers);
 
 // The activation bytes of one micro-batch slice of `samples` samples on stage [first, last]
 // whose layers `recomputed` (sorted, in the stage) re-compute. A micro-batch holds what the
-// runtime holds (Note [Re-computation per layer] in runtime/recompute_segments.cc): the
+// runtime holds (Note [Re-computation per layer] in runtime/worker/recompute_segments.cc): the
 // stage's input as received and every layer's output. A segment of re-computed layers frees
 // its layers' outputs but its last's when a layer of the stage follows it: that output is the
 // next layer's input, which that layer keeps for its backward.

@@ -1,5 +1,5 @@
 // libdapple_cuda.so: the part of dapple that links libtorch_cuda (Note [CUDA on demand] in
-// runtime/cuda_module.h). dapple's processes load it with dlopen only when they use a CUDA
+// runtime/comm/cuda_module.h). dapple's processes load it with dlopen only when they use a CUDA
 // device, so that a CPU process never maps libtorch_cuda and the CUDA libraries it needs.
 #include <c10/util/intrusive_ptr.h>
 

@@ -54,7 +54,7 @@ struct ServerSpec {
 // calibrate/calibration_steps.cc; version 3 counts in the process's memory the freed memory
 // a training rank lets malloc keep, Note [Freed memory between steps] in
 // common/malloc_tuning.h; version 4 measures that memory without the CUDA libraries, which
-// a CPU process no longer loads, Note [CUDA on demand] in runtime/cuda_module.h). A cached
+// a CPU process no longer loads, Note [CUDA on demand] in runtime/comm/cuda_module.h). A cached
 // calibration of this machine written by an
 // older dapple lacks the newer figures, so `--cluster local` does not use it and plain
 // `dapple calibrate` measures again. JSON `calibration_version` in `local`; absent: 0 (written

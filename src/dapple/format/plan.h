@@ -24,7 +24,7 @@ struct StagePlan {
   // Re-computation: the stage keeps only its input per micro-batch in flight and runs the
   // forward again before each backward. JSON `recompute` of the stage, false when absent.
   bool recompute = false;
-  // Note [Re-computation per layer] (runtime/recompute_segments.cc): the layers of the stage
+  // Note [Re-computation per layer] (runtime/worker/recompute_segments.cc): the layers of the stage
   // that re-compute, when not all do (`recompute` false): each keeps only its input, and a run
   // of consecutive ones (a segment) only the input of its first. JSON `recompute_layers`, layer
   // ids (strings) or indices into the profile's layer order; sorted indices here after

@@ -103,7 +103,7 @@ struct Model {
   std::vector<InputPart> input_parts;
   // Parameters used by more than one layer (TorchScript models with tied weights). Within
   // one process they are one tensor; across stages the runtime keeps the copies equal
-  // (Note [Tied parameters] in runtime/tied_parameters.h).
+  // (Note [Tied parameters] in runtime/comm/tied_parameters.h).
   std::vector<SharedParameter> shared_parameters;
   // How the held layers and the loss compute (Note [Mixed precision] in mixed_precision.h);
   // set by UseMixedPrecision.

@@ -11,8 +11,8 @@
 #include "dapple/models/mixed_precision.h"
 #include "dapple/profiler/counting_allocator.h"
 #include "dapple/profiler/device_timer.h"
-#include "dapple/runtime/device.h"
-#include "dapple/runtime/optimizer.h"
+#include "dapple/runtime/comm/device.h"
+#include "dapple/runtime/optim/optimizer.h"
 
 namespace dapple {
 
@@ -85,7 +85,7 @@ std::vector<double> LayerRunner::TimeBackward(int warmup, int repeat, bool cold)
   return ms;
 }
 
-// The split (Note [Splitting the backward at layer outputs] in runtime/split_backward.cc):
+// The split (Note [Splitting the backward at layer outputs] in runtime/worker/split_backward.cc):
 // the input gradient with the graph kept, then the weight gradients from the output.
 void LayerRunner::TimeSplitBackward(int warmup, int repeat, bool cold,
                                     std::vector<double>* input_ms, std::vector<double>* weight_ms) {

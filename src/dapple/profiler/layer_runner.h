@@ -8,7 +8,7 @@
 
 #include "dapple/models/model.h"
 #include "dapple/profiler/profiler.h"
-#include "dapple/runtime/boundary.h"  // Bytes
+#include "dapple/runtime/worker/boundary.h"  // Bytes
 
 namespace dapple {
 
@@ -18,7 +18,7 @@ struct LayerTimes {
   double forward_ms = 0, backward_ms = 0, activation_bytes = 0, saved_bytes = 0;
   double input_ms = 0, weight_ms = 0;  // the backward split as the zb schedules run it
   // On a GPU: the caching allocator's peak of allocated bytes while the layer was measured
-  // (Note [Memory as a GPU holds it], runtime/device.h); 0 on the CPU.
+  // (Note [Memory as a GPU holds it], runtime/comm/device.h); 0 on the CPU.
   double device_peak_bytes = 0;
 };
 

@@ -22,7 +22,7 @@
 #include "dapple/models/data.h"
 #include "dapple/models/mixed_precision.h"
 #include "dapple/profiler/layer_runner.h"
-#include "dapple/runtime/device.h"
+#include "dapple/runtime/comm/device.h"
 
 namespace dapple {
 namespace {

@@ -8,7 +8,7 @@
 #include "dapple/common/core_sets.h"
 #include "dapple/format/profile.h"
 #include "dapple/models/model.h"
-#include "dapple/runtime/optimizer.h"
+#include "dapple/runtime/optim/optimizer.h"
 
 namespace dapple {
 

@@ -86,7 +86,7 @@ double AddChunk(const Plan& plan, const CostModel& cost, const ReplicaAt& r, int
   EngineChunkCost& cc = setup.costs[ed.first_cost + c];
   cc.forward_ms = cost.ForwardMs(a, z, samples, dev);
   // Re-computation runs the forward of the layers that re-compute again right before
-  // each backward (Note [Re-computation per layer] in runtime/recompute_segments.cc).
+  // each backward (Note [Re-computation per layer] in runtime/worker/recompute_segments.cc).
   const std::vector<int> recomputed = plan.RecomputedLayers(vs);
   const double refwd = RecomputeForwardMs(cost, recomputed, samples, dev);
   cc.backward_ms = refwd + cost.BackwardMs(a, z, samples, dev);

@@ -26,9 +26,9 @@
 #include "dapple/common/malloc_tuning.h"
 #include "dapple/format/cluster.h"
 #include "dapple/format/local_cluster.h"
-#include "dapple/runtime/communicator.h"
-#include "dapple/runtime/device.h"
-#include "dapple/runtime/launcher.h"
+#include "dapple/runtime/comm/communicator.h"
+#include "dapple/runtime/comm/device.h"
+#include "dapple/runtime/launch/launcher.h"
 #include "launch_cli.h"
 
 namespace dapple {

@@ -12,7 +12,7 @@
 #include "dapple/format/cluster.h"
 #include "dapple/format/plan.h"
 #include "dapple/format/profile.h"
-#include "dapple/runtime/restarts.h"
+#include "dapple/runtime/launch/restarts.h"
 
 namespace dapple {
 

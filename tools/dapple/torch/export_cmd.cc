@@ -7,8 +7,8 @@
 
 #include "commands.h"
 #include "dapple/common/error.h"
-#include "dapple/runtime/checkpoint.h"
-#include "dapple/runtime/export.h"
+#include "dapple/runtime/checkpoint/checkpoint.h"
+#include "dapple/runtime/checkpoint/export.h"
 
 namespace dapple {
 namespace {

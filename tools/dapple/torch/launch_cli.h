@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "dapple/runtime/launcher.h"
+#include "dapple/runtime/launch/launcher.h"
 
 namespace dapple {
 

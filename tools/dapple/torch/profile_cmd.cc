@@ -28,8 +28,8 @@
 #include "dapple/models/model_source.h"
 #include "dapple/models/zoo.h"
 #include "dapple/profiler/profiler.h"
-#include "dapple/runtime/device.h"
-#include "dapple/runtime/optimizer.h"
+#include "dapple/runtime/comm/device.h"
+#include "dapple/runtime/optim/optimizer.h"
 #include "model_cli.h"
 
 namespace dapple {

@@ -7,7 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "dapple/runtime/trainer.h"
+#include "dapple/runtime/train/train_options.h"
 
 namespace dapple {
 
