@@ -1,3 +1,4 @@
+// StepLosses: see step_losses.h (Note [Loss off the critical path]).
 #include "dapple/runtime/train/step_losses.h"
 
 #include <fmt/format.h>
