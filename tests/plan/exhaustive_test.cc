@@ -19,10 +19,7 @@ const std::vector<ScheduleKind> kExhaustiveSchedules = {
 
 // Problems the brute force finishes in about a second: at most 7 layers and 6 devices.
 std::unique_ptr<testing::RandomProblem> SmallExhaustiveProblem(unsigned seed) {
-  for (unsigned s = seed;; s += 1000) {
-    auto p = testing::MakeRandomProblemOfAnyKind(s);
-    if (p->cost->num_layers() <= 7 && p->cluster.num_devices() <= 6) return p;
-  }
+  return testing::SmallRandomProblem(seed, 7, 6);
 }
 
 TEST(ExhaustiveBounds, CutsKeepTheOptimumOfTheBruteForce) {

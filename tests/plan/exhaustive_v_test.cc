@@ -20,10 +20,7 @@ const std::vector<ScheduleKind> kVShapes = {ScheduleKind::kZbV, ScheduleKind::kV
 
 // Problems the brute force finishes in about a second: at most 8 layers and 6 devices.
 std::unique_ptr<testing::RandomProblem> SmallVProblem(unsigned seed) {
-  for (unsigned s = seed;; s += 1000) {
-    auto p = testing::MakeRandomProblemOfAnyKind(s);
-    if (p->cost->num_layers() <= 8 && p->cluster.num_devices() <= 6) return p;
-  }
+  return testing::SmallRandomProblem(seed, 8, 6);
 }
 
 TEST(ExhaustiveVShapes, CutsKeepTheOptimumOfTheBruteForce) {

@@ -63,4 +63,14 @@ inline std::unique_ptr<RandomProblem> MakeRandomProblemOfAnyKind(unsigned seed) 
                          : MakeRandomMixedProblem(seed);
 }
 
+// The first problem of any kind, from `seed` on in steps of 1000, with at most `max_layers`
+// layers and `max_devices` devices (problems a brute force finishes in about a second).
+inline std::unique_ptr<RandomProblem> SmallRandomProblem(unsigned seed, int max_layers,
+                                                         int max_devices) {
+  for (unsigned s = seed;; s += 1000) {
+    auto p = MakeRandomProblemOfAnyKind(s);
+    if (p->cost->num_layers() <= max_layers && p->cluster.num_devices() <= max_devices) return p;
+  }
+}
+
 }  // namespace dapple::testing

@@ -44,4 +44,17 @@ ExhaustiveResult ExhaustivePlan(const CostModel& cost, const Cluster& cluster, i
                                 const std::vector<bool>& forward_timed = {}, bool prune = true,
                                 const Plan* start = nullptr);
 
+// The plan a leaf of either exhaustive search scores, before its stages are set: planner
+// "exhaustive", M micro-batches of m samples, `schedule`, the overlap setting.
+inline Plan ExhaustiveLeafPlan(int m, int M, ScheduleKind schedule, bool allreduce_overlap) {
+  Plan p;
+  p.planner = "exhaustive";
+  p.micro_batch_size = m;
+  p.num_micro_batches = M;
+  p.global_batch_size = m * M;
+  p.schedule = schedule;
+  p.allreduce_overlap = allreduce_overlap;
+  return p;
+}
+
 }  // namespace dapple

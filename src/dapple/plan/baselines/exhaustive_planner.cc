@@ -62,13 +62,7 @@ struct ExhaustiveSearch {
   double min_memory = 1e300;
 
   void Leaf() {
-    Plan p;
-    p.planner = "exhaustive";
-    p.micro_batch_size = m;
-    p.num_micro_batches = M;
-    p.global_batch_size = m * M;
-    p.schedule = schedule;
-    p.allreduce_overlap = allreduce_overlap;
+    Plan p = ExhaustiveLeafPlan(m, M, schedule, allreduce_overlap);
     p.stages.assign(stages.rbegin(), stages.rend());
     const bool have = result->plan.has_value();
     SimResult r;

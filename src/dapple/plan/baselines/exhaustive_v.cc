@@ -80,14 +80,8 @@ struct VSearch {
   }
 
   void Leaf() {
-    Plan p;
-    p.planner = "exhaustive";
-    p.micro_batch_size = m;
-    p.num_micro_batches = M;
-    p.global_batch_size = m * M;
-    p.schedule = kind;
+    Plan p = ExhaustiveLeafPlan(m, M, kind, allreduce_overlap);
     p.virtual_stages = 2;
-    p.allreduce_overlap = allreduce_overlap;
     p.stages = chunks;
     const PlanCosts pc = EvaluatePlan(p, cost);
     if (!pc.fits) {
