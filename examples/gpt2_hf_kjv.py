@@ -23,7 +23,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpt_kjv import kjv_text, write_tokens  # noqa: E402
+from gpt_kjv import write_kjv_splits  # noqa: E402
 import torch  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
@@ -45,10 +45,7 @@ def main():
     ep = torch.export.export(model, (), {"input_ids": idx, "labels": labels},
                              dynamic_shapes={"input_ids": {0: batch}, "labels": {0: batch}})
     torch.export.save(ep, os.path.join(a.out, "gpt2.pt2"))
-    text = kjv_text()
-    cut = len(text) * 95 // 100
-    write_tokens(os.path.join(a.out, "train.bin"), text[:cut])
-    write_tokens(os.path.join(a.out, "eval.bin"), text[cut:])
+    cut = write_kjv_splits(a.out)
     print(f"wrote {a.out}/gpt2.pt2 (Hugging Face GPT2LMHeadModel, {a.layers} blocks), "
           f"{a.out}/train.bin ({cut} tokens), {a.out}/eval.bin")
 

@@ -108,6 +108,16 @@ def write_tokens(path, text):
         f.write(ids.tobytes())
 
 
+def write_kjv_splits(out):
+    """out/train.bin (the first 95% of the King James Bible) and out/eval.bin (the rest), as
+    character tokens; returns the number of training tokens."""
+    text = kjv_text()
+    cut = len(text) * 95 // 100
+    write_tokens(os.path.join(out, "train.bin"), text[:cut])
+    write_tokens(os.path.join(out, "eval.bin"), text[cut:])
+    return cut
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("out", nargs="?", default="out/gpt")
@@ -118,10 +128,7 @@ def main():
     torch.manual_seed(0)
     model = Gpt(vocab=128, seq=a.seq, d=a.hidden, heads=4)
     torch.jit.script(model).save(os.path.join(a.out, "gpt.pt"))
-    text = kjv_text()
-    cut = len(text) * 95 // 100
-    write_tokens(os.path.join(a.out, "train.bin"), text[:cut])
-    write_tokens(os.path.join(a.out, "eval.bin"), text[cut:])
+    cut = write_kjv_splits(a.out)
     print(f"wrote {a.out}/gpt.pt (layers embed, block0..block3, head; tied "
           f"embeddings), {a.out}/train.bin ({cut} tokens), {a.out}/eval.bin")
 

@@ -17,7 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpt_kjv import kjv_text, write_tokens  # noqa: E402
+from gpt_kjv import write_kjv_splits  # noqa: E402
 
 
 class Attention(nn.Module):
@@ -82,10 +82,7 @@ def main():
     torch.manual_seed(0)
     model = Gpt(vocab=128, seq=a.seq, d=a.hidden, heads=4, layers=a.layers)
     torch.jit.script(model).save(os.path.join(a.out, "gpt.pt"))
-    text = kjv_text()
-    cut = len(text) * 95 // 100
-    write_tokens(os.path.join(a.out, "train.bin"), text[:cut])
-    write_tokens(os.path.join(a.out, "eval.bin"), text[cut:])
+    cut = write_kjv_splits(a.out)
     print(f"wrote {a.out}/gpt.pt (blocks in an nn.ModuleList, tied head), "
           f"{a.out}/train.bin ({cut} tokens), {a.out}/eval.bin")
 
