@@ -94,5 +94,12 @@ TEST_F(ScriptModelErrorTest, LauncherChecksTheDataFile) {
                 {"mlp_badclass.pt", "'target' holds class"});
 }
 
+// The held-out file as well, read without its inputs' values (CheckDataFile).
+TEST_F(ScriptModelErrorTest, LauncherChecksTheHeldOutFile) {
+  ExpectOneLine(Train("mlp.pt", "mlp_data.pt", "mlp_plan.json",
+                      "--nproc 1 --eval --eval-data " + F("mlp_badclass.pt")),
+                {"mlp_badclass.pt", "'target' holds class"});
+}
+
 }  // namespace
 }  // namespace dapple::testing

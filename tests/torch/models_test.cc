@@ -44,7 +44,7 @@ void ZeroGrads(const Model& m) {
     if (p.grad().defined()) p.mutable_grad().zero_();
 }
 
-class EveryModel : public testing::TestWithParam<std::string> {};
+class EveryModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EveryModel, LayerByLayerEqualsWhole) {
   Model m = BuildModel(GetParam(), Small(GetParam()), 1, torch::kFloat64);
@@ -132,7 +132,7 @@ TEST_P(EveryModel, FewTrainingStepsLowerTheLoss) {
   EXPECT_LT(last, 0.8 * first) << GetParam();
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, EveryModel, testing::ValuesIn(ModelNames()),
+INSTANTIATE_TEST_SUITE_P(Zoo, EveryModel, ::testing::ValuesIn(ModelNames()),
                          [](const auto& info) { return info.param; });
 
 TEST(Zoo, AllFiveModels) {

@@ -38,6 +38,27 @@ void SyncDirectory(const std::filesystem::path& dir) {
 }
 
 void WriteFileAtomic(const std::filesystem::path& path, std::string_view text) {
+  WriteFileAtomic(path, [text](const ByteSink& sink) { sink(text.data(), text.size()); });
+}
+
+namespace {
+
+// Writes all of [p, p + size) to fd; false with errno set when it cannot.
+bool WriteAll(int fd, const char* p, size_t size) {
+  while (size > 0) {
+    ssize_t n = write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+void WriteFileAtomic(const std::filesystem::path& path,
+                     const std::function<void(const ByteSink&)>& produce) {
   std::filesystem::path tmp = path;
   tmp += fmt::format(".tmp{}", static_cast<long>(getpid()));
   // Note [Durable writes]: the data reaches the disk (fsync) before the rename makes it
@@ -45,22 +66,29 @@ void WriteFileAtomic(const std::filesystem::path& path, std::string_view text) {
   // complete new one, never an empty or partial one under the final name.
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) ThrowInput("{}: cannot write file: {}", path.string(), std::strerror(errno));
-  const char* p = text.data();
-  size_t left = text.size();
   bool ok = true;
-  while (ok && left > 0) {
-    ssize_t n = write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    if (ok) {
-      p += n;
-      left -= static_cast<size_t>(n);
-    }
-  }
-  ok = ok && fsync(fd) == 0;
-  int err = errno;
-  ok = close(fd) == 0 && ok;
+  int err = 0;
   std::error_code ec;
+  try {
+    produce([&](const char* data, size_t size) {
+      if (ok && !WriteAll(fd, data, size)) {
+        ok = false;
+        err = errno;
+      }
+    });
+  } catch (...) {
+    close(fd);
+    std::filesystem::remove(tmp, ec);
+    throw;
+  }
+  if (ok && fsync(fd) != 0) {
+    ok = false;
+    err = errno;
+  }
+  if (close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
   if (!ok) {
     std::filesystem::remove(tmp, ec);
     ThrowInput("{}: write failed: {}", path.string(), std::strerror(err));

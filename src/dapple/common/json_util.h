@@ -1,7 +1,9 @@
 // Checked access to JSON fields: every failure names the file and the field path.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -17,6 +19,13 @@ Json ReadJsonFile(const std::filesystem::path& path);
 // fsync, rename, then fsync of the folder (Note [Durable writes]), so neither a failure nor
 // a crash leaves a partial output file. Throws InputError when it cannot write.
 void WriteFileAtomic(const std::filesystem::path& path, std::string_view text);
+// Where a producer writes its bytes, in order.
+using ByteSink = std::function<void(const char* data, size_t size)>;
+// The same for bytes made as they are written: `produce` writes the whole file to the sink,
+// so that a large file never sits in memory whole. An exception from `produce` removes the
+// temporary file and propagates.
+void WriteFileAtomic(const std::filesystem::path& path,
+                     const std::function<void(const ByteSink&)>& produce);
 // fsync of a folder, so that the entries created or renamed in it survive a crash. Throws
 // InputError naming the folder.
 void SyncDirectory(const std::filesystem::path& dir);

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <set>
+#include <utility>
 
 #include "dapple/common/error.h"
 #include "dapple/common/json_util.h"
@@ -69,7 +70,10 @@ Batch InMemoryDataset::GlobalBatch(int64_t step, int64_t global_batch) {
   return Formatted(train_, parts.size() == 1 ? parts[0] : torch::cat(parts));
 }
 
-Batch InMemoryDataset::TestSet() { return Formatted(test_, torch::Tensor()); }
+Batch InMemoryDataset::TestSet() {
+  if (load_test_) test_ = std::exchange(load_test_, nullptr)();
+  return Formatted(test_, torch::Tensor());
+}
 
 Batch InMemoryDataset::Formatted(const Batch& b, const torch::Tensor& index) const {
   auto part = [&](const torch::Tensor& rows,

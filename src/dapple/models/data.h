@@ -73,6 +73,11 @@ std::unique_ptr<Dataset> MakeDataset(const std::string& name, const Model& model
                                      const std::filesystem::path& cache_dir,
                                      const DataFileOptions& files = {}, DataParts parts = {});
 
+// Checks a user's data file (and the held-out file of `files`) against `model` as
+// MakeDataset does, with the same errors, reading none of the inputs' values: a launcher's
+// check before any process starts, at no memory.
+void CheckDataFile(const std::string& name, const Model& model, const DataFileOptions& files);
+
 // The input sample of data file `path` (shape without the batch dimension, dtype), for
 // models whose input is not known before the data (TorchScript). Token files: [seq_len]
 // int64. Throws InputError naming the file when it is malformed.

@@ -41,6 +41,9 @@ class InMemoryDataset : public Dataset {
   Batch GlobalBatch(int64_t step, int64_t global_batch) override;
   Batch TestSet() override;
   int64_t HeldBytes() const override;
+  // Makes the held-out samples on the first TestSet instead (evaluation runs after training,
+  // so training does not hold them).
+  void LoadTestLater(std::function<Batch()> load) { load_test_ = std::move(load); }
 
  private:
   const torch::Tensor& Permutation(int64_t epoch);
@@ -52,6 +55,7 @@ class InMemoryDataset : public Dataset {
   RowFormat format_;
   int64_t cached_epoch_ = -1;
   torch::Tensor cached_perm_;
+  std::function<Batch()> load_test_;
 };
 
 std::unique_ptr<Dataset> MakeSyntheticDataset(const Model& model, uint64_t seed);

@@ -30,30 +30,32 @@ std::string SampleShape(const std::vector<int64_t>& s) {
   return fmt::format("[{}]", fmt::join(s, ", "));
 }
 
-// The object of a zip-format torch.save file, its records read from the file one by one (not
-// the whole file into memory first). Without `values` the tensors' values are not read: their
-// shapes and dtypes are right, their memory untouched (skipping_reader.h).
-c10::IValue ReadTorchSave(const std::string& file, bool values) {
-  std::shared_ptr<caffe2::serialize::ReadAdapterInterface> adapter;
-  if (values) {
-    adapter = std::make_shared<caffe2::serialize::FileAdapter>(file);
-  } else {
-    adapter = std::make_shared<SkippingReader>(file, DataRecordOffsets(file));
-  }
-  caffe2::serialize::PyTorchStreamReader reader(adapter);
-  return torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"data/",
-                                           std::nullopt, std::nullopt, std::nullopt, reader);
-}
+// Which values a read of a torch.save file fills in. The others are not read: their tensors'
+// shapes and dtypes are right, their memory untouched (skipping_reader.h), so that a check of
+// a large file costs no memory.
+enum class Values {
+  kAll,
+  kTargetOnly,  // the 'target' tensor's (small, and the class check reads them)
+};
 
-// The tensors of a zip-format torch.save dict, by key (their shapes only, without `values`:
-// Note [Probing with zeros] in script_model.cc).
+// The tensors of a zip-format torch.save dict, by key, its records read from the file one by
+// one (not the whole file into memory first).
 std::map<std::string, torch::Tensor> ReadTensorDict(const std::filesystem::path& path,
-                                                    bool values) {
+                                                    Values values) {
   const std::string file = path.string();
   if (!std::ifstream(path, std::ios::binary)) ThrowInput("{}: cannot open the data file", file);
+  std::shared_ptr<caffe2::serialize::ReadAdapterInterface> adapter;
+  std::shared_ptr<SkippingReader> skipping;
   c10::IValue v;
   try {
-    v = ReadTorchSave(file, values);
+    if (values == Values::kAll) {
+      adapter = std::make_shared<caffe2::serialize::FileAdapter>(file);
+    } else {
+      adapter = skipping = std::make_shared<SkippingReader>(file, DataRecordOffsets(file));
+    }
+    caffe2::serialize::PyTorchStreamReader reader(adapter);
+    v = torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"data/",
+                                          std::nullopt, std::nullopt, std::nullopt, reader);
   } catch (const std::exception& e) {
     std::string what = e.what();
     ThrowInput(
@@ -71,16 +73,19 @@ std::map<std::string, torch::Tensor> ReadTensorDict(const std::filesystem::path&
       continue;
     }
     const torch::Tensor t = item.value().toTensor();
-    tensors[key] = values ? t.contiguous() : t;
+    if (skipping && key == "target") skipping->ReadSkipped(t.storage().data());
+    tensors[key] = values == Values::kAll ? t.contiguous() : t;
   }
   return tensors;
 }
 
 // The inputs of a forward of several inputs packed (Note [Packed inputs]): the first is
-// 'input', the others are read by their names.
+// 'input', the others are read by their names. Without `values`, a tensor of the packed
+// shape that holds no memory (on the meta device), for the checks.
 torch::Tensor PackedInputs(const std::map<std::string, torch::Tensor>& tensors, const Model& m,
-                           const std::string& file) {
+                           const std::string& file, Values values) {
   std::vector<torch::Tensor> parts;
+  int64_t packed_width = 0;
   for (size_t i = 0; i < m.input_parts.size(); ++i) {
     const InputPart& p = m.input_parts[i];
     const std::string key = i == 0 ? "input" : p.name;
@@ -96,14 +101,16 @@ torch::Tensor PackedInputs(const std::map<std::string, torch::Tensor>& tensors, 
       ThrowInput("{}: '{}' is {}, the model's input {} takes {}", file, key,
                  c10::toString(t.scalar_type()), p.name, c10::toString(p.dtype));
     parts.push_back(t);
+    packed_width += t.numel() / t.size(0);
   }
-  return PackInputs(parts, m.input_dtype);
+  if (values == Values::kAll) return PackInputs(parts, m.input_dtype);
+  return torch::empty({parts[0].size(0), packed_width},
+                      torch::TensorOptions().dtype(m.input_dtype).device(torch::kMeta));
 }
 
 // Reads `input` and `target` of a zip-format torch.save dict; for a model of several inputs
 // (`m`, when given), its inputs packed.
-Batch ReadTensorFile(const std::filesystem::path& path, const Model* m = nullptr,
-                     bool values = true) {
+Batch ReadTensorFile(const std::filesystem::path& path, const Model* m, Values values) {
   const std::string file = path.string();
   const std::map<std::string, torch::Tensor> tensors = ReadTensorDict(path, values);
   Batch b;
@@ -117,7 +124,7 @@ Batch ReadTensorFile(const std::filesystem::path& path, const Model* m = nullptr
     ThrowInput("{}: 'target' has shape {} but 'input' has {} samples (first dimension)", file,
                Shape(b.targets.sizes()), b.inputs.size(0));
   }
-  if (m && !m->input_parts.empty()) b.inputs = PackedInputs(tensors, *m, file);
+  if (m && !m->input_parts.empty()) b.inputs = PackedInputs(tensors, *m, file, values);
   return b;
 }
 
@@ -274,6 +281,26 @@ class TokenDataset : public Dataset {
 
 }  // namespace
 
+// What a data file is checked against and read for: the model's data fields, without its
+// layers (a held-out set read after training keeps this, not the model).
+Model DataShapeOf(const Model& m) {
+  Model shape;
+  shape.name = m.name;
+  shape.input_shape = m.input_shape;
+  shape.input_dtype = m.input_dtype;
+  shape.target_shape = m.target_shape;
+  shape.target_dtype = m.target_dtype;
+  shape.num_classes = m.num_classes;
+  shape.vocab_size = m.vocab_size;
+  shape.input_parts = m.input_parts;
+  return shape;
+}
+
+// Checks a torch.save data file against the model, reading no input values.
+void CheckTensorFile(const std::filesystem::path& path, const Model& model) {
+  CheckFits(ReadTensorFile(path, &model, Values::kTargetOnly), model, path.string());
+}
+
 std::unique_ptr<Dataset> MakeFileDataset(const std::filesystem::path& path, const Model& model,
                                          uint64_t seed, const DataFileOptions& o, DataParts parts) {
   if (!std::filesystem::is_regular_file(path)) ThrowInput("{}: no such data file", path.string());
@@ -281,19 +308,32 @@ std::unique_ptr<Dataset> MakeFileDataset(const std::filesystem::path& path, cons
     return std::make_unique<TokenDataset>(path, o.eval_path, model, seed, o, parts);
   // A torch.save file is read whole (its pickled tensors cannot be mapped); the parts this
   // process does not read are dropped at once.
-  Batch train = ReadTensorFile(path, &model);
+  Batch train = ReadTensorFile(path, &model, Values::kAll);
   CheckFits(train, model, path.string());
   train = ToModel(train, model, parts);
-  Batch test;
+  auto data = std::make_unique<InMemoryDataset>(std::move(train), Batch{}, seed, o.shuffle);
   if (!o.eval_path.empty()) {
-    test = ReadTensorFile(o.eval_path, &model);
-    CheckFits(test, model, o.eval_path.string());
-    test = ToModel(test, model, parts);
+    // Checked now; read when evaluation asks, after training, so that training does not hold it.
+    CheckTensorFile(o.eval_path, model);
+    data->LoadTestLater([eval = o.eval_path, shape = DataShapeOf(model), parts] {
+      return ToModel(ReadTensorFile(eval, &shape, Values::kAll), shape, parts);
+    });
   }
-  return std::make_unique<InMemoryDataset>(std::move(train), std::move(test), seed, o.shuffle);
+  return data;
 }
 
 }  // namespace internal
+
+void CheckDataFile(const std::string& name, const Model& model, const DataFileOptions& files) {
+  const std::filesystem::path path = name;
+  if (!std::filesystem::is_regular_file(path)) ThrowInput("{}: no such data file", name);
+  if (internal::EndsWith(name, ".bin")) {  // mapped, its pages released after the id check
+    internal::TokenDataset checked(path, files.eval_path, model, 0, files, DataParts{false, false});
+    return;
+  }
+  internal::CheckTensorFile(path, model);
+  if (!files.eval_path.empty()) internal::CheckTensorFile(files.eval_path, model);
+}
 
 std::pair<std::vector<int64_t>, torch::Dtype> DataFileSample(const std::filesystem::path& path,
                                                              int64_t seq_len) {
@@ -302,7 +342,7 @@ std::pair<std::vector<int64_t>, torch::Dtype> DataFileSample(const std::filesyst
     internal::TokenFile t(path, seq_len);
     return {{seq_len}, torch::kInt64};
   }
-  Batch b = internal::ReadTensorFile(path, nullptr, /*values=*/false);
+  Batch b = internal::ReadTensorFile(path, nullptr, internal::Values::kTargetOnly);
   return {std::vector<int64_t>(b.inputs.sizes().begin() + 1, b.inputs.sizes().end()),
           b.inputs.scalar_type()};
 }

@@ -55,4 +55,12 @@ size_t SkippingReader::read(uint64_t pos, void* buf, size_t n, const char* /*wha
   return n;
 }
 
+bool SkippingReader::ReadSkipped(const void* buffer) const {
+  auto it = skipped_.find(buffer);
+  if (it == skipped_.end()) return false;
+  // The buffer is the record's own, allocated by the zip reader and not yet written.
+  file_.ReadAt(it->second.first, const_cast<void*>(buffer), it->second.second, path_);
+  return true;
+}
+
 }  // namespace dapple

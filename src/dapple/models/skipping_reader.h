@@ -34,6 +34,9 @@ class SkippingReader : public caffe2::serialize::ReadAdapterInterface {
   SkippingReader(std::string path, std::set<uint64_t> records);
   size_t size() const override { return size_; }
   size_t read(uint64_t pos, void* buf, size_t n, const char* what) const override;
+  // Reads the record skipped into `buffer` after all (the values of one tensor of a read
+  // otherwise without values). False when no record was skipped into `buffer`.
+  bool ReadSkipped(const void* buffer) const;
   // Buffer -> (file offset, bytes) of every record skipped so far.
   const std::map<const void*, std::pair<uint64_t, size_t>>& skipped() const { return skipped_; }
 

@@ -147,7 +147,7 @@ int LaunchTraining(TrainArgs& a) {
         a.o.checkpoint_dir,
         RecipeOf(a.o.optimizer, a.o.lr_schedule, a.o.clip_grad_norm, a.o.steps, a.o.precision));
   // A user's data file is checked against the model here too: one line, no process started.
-  if (IsDataFilePath(a.o.data)) MakeDataset(a.o.data, checked.model, a.o.seed, "", a.o.data_files);
+  if (IsDataFilePath(a.o.data)) CheckDataFile(a.o.data, checked.model, a.o.data_files);
   // --device cuda without a GPU: refused before any process starts.
   DeviceForLocalRank(a.o.device, 0);
   LaunchOptions lo = MakeLaunchOptions("train", l, SelfArgvWithoutLaunchOptions());

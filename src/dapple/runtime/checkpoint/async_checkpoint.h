@@ -38,9 +38,14 @@ namespace dapple {
 // their next transfer, as without checkpoints. A failure of the writer (a full disk, a
 // confirmation that never came) is rethrown by the training thread at the next save or at
 // the end. When the training thread fails, a save in flight gets 2 s to finish (a save
-// whose files were all confirmed is then still committed) and is abandoned after that. Memory: one
-// extra copy of the rank's stage state while a save is in flight. `--sync-checkpoints` writes in
-// the training thread instead (the step then stalls for the whole save).
+// whose files were all confirmed is then still committed) and is abandoned after that.
+//
+// Memory: one extra copy of the rank's stage state while a save in the middle of a run is in
+// flight (`--checkpoint-every`). The final checkpoint shares the tensors instead
+// (SnapshotValues::kShared): nothing changes them before the end of training waits for its
+// writer. Files are written record by record, never whole in memory. `--sync-checkpoints`
+// writes in the training thread instead, sharing the tensors (the step then stalls for the
+// whole save).
 struct CheckpointJob {
   std::filesystem::path dir;
   int64_t step = 0;

@@ -1,8 +1,11 @@
 // Per-layer checkpoints: pickled dicts of tensors, atomic writes, a `latest` pointer.
 #include "dapple/runtime/checkpoint/checkpoint.h"
 
+#include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
+#include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 
 #include <cstdio>
 #include <fstream>
@@ -24,6 +27,26 @@ std::string FileName(const std::string& layer) {
   return s + ".pt";
 }
 
+// torch::jit::pickle_save's archive, written record by record into `sink`: pickle_save
+// builds the whole archive in one growing buffer, which held a layer's tensors two or three
+// times over at the peak of a checkpoint (malloc keeps what it freed, Note [Freed memory
+// stays]). The pickle itself is small: the tensors' values are records of their own.
+void PickleSave(const c10::IValue& value, const ByteSink& sink) {
+  std::vector<char> pickled;
+  torch::jit::Pickler pickler(
+      [&](const char* data, size_t size) { pickled.insert(pickled.end(), data, data + size); });
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
+    sink(static_cast<const char*>(data), size);
+    return size;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(),
+                                     writer);
+  writer.writeEndOfFile();
+}
+
 std::vector<char> ReadBytes(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
   if (!in) ThrowInput("{}: cannot open the checkpoint file", p.string());
@@ -37,41 +60,47 @@ std::filesystem::path CheckpointStepDir(const std::filesystem::path& dir, int64_
 }
 
 LayerSnapshot SnapshotLayer(const std::string& layer, torch::nn::Module& module,
-                            torch::optim::Optimizer* opt, OptimizerKind kind) {
-  if (opt == nullptr) return SnapshotLayer(layer, module, nullptr);
+                            torch::optim::Optimizer* opt, OptimizerKind kind,
+                            SnapshotValues values) {
+  if (opt == nullptr) return SnapshotLayer(layer, module, nullptr, values);
   WholeParamStates states(*opt, kind);
-  return SnapshotLayer(layer, module, &states);
+  return SnapshotLayer(layer, module, &states, values);
 }
 
 LayerSnapshot SnapshotLayer(const std::string& layer, torch::nn::Module& module,
-                            ParamStateStore* states) {
+                            ParamStateStore* states, SnapshotValues values) {
+  // .cpu() of a host tensor is the tensor itself; of a device tensor, a host copy.
+  auto on_host = [values](const torch::Tensor& t) {
+    torch::Tensor host = t.detach().cpu();
+    return values == SnapshotValues::kShared ? host : host.clone();
+  };
   c10::Dict<std::string, torch::Tensor> dict;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     torch::Tensor p = item.value();
-    dict.insert("param/" + item.key(), p.detach().cpu().clone());
+    dict.insert("param/" + item.key(), on_host(p));
     if (states == nullptr) continue;
     for (const auto& [field, t] : states->Export(p)) {
-      dict.insert("state/" + item.key() + "/" + field, t.detach().cpu().clone());
+      dict.insert("state/" + item.key() + "/" + field, on_host(t));
     }
   }
   // Note [Buffers in checkpoints]: running statistics (BatchNorm's running_mean,
   // running_var, num_batches_tracked) are state too; without them a resumed run would
   // normalise differently in evaluation from an uninterrupted one.
   for (const auto& item : module.named_buffers(/*recurse=*/true)) {
-    dict.insert("buffer/" + item.key(), item.value().detach().cpu().clone());
+    dict.insert("buffer/" + item.key(), on_host(item.value()));
   }
   return {layer, dict};
 }
 
 int64_t WriteLayerSnapshot(const std::filesystem::path& dir, int64_t step,
                            const LayerSnapshot& snapshot) {
-  std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(snapshot.tensors));
   auto folder = CheckpointStepDir(dir, step);
   std::error_code ec;
   std::filesystem::create_directories(folder, ec);
   if (ec) ThrowInput("{}: cannot create the checkpoint folder: {}", folder.string(), ec.message());
   const auto path = folder / FileName(snapshot.layer);
-  WriteFileAtomic(path, std::string_view(bytes.data(), bytes.size()));
+  WriteFileAtomic(path,
+                  [&](const ByteSink& sink) { PickleSave(c10::IValue(snapshot.tensors), sink); });
   // What is on the disk now, for the writer's confirmation (Note [Checkpoint commit]).
   return static_cast<int64_t>(std::filesystem::file_size(path));
 }

@@ -57,15 +57,25 @@ struct LayerSnapshot {
   c10::Dict<std::string, torch::Tensor> tensors;  // "param/N", "state/N/FIELD", "buffer/N"
 };
 
-// Copies layer `layer` (its module's parameters, buffers and, with `opt`, their optimizer
-// state) to host memory: the clones share nothing with the module.
+// Whether a snapshot's host tensors are copies (training goes on while a writer writes them)
+// or share the module's storage where it is on the host (nothing changes the values until the
+// write ends: a synchronous save, or the final checkpoint of a run, whose writer is awaited
+// before anything else runs). A shared snapshot spares a copy of the stage's state.
+enum class SnapshotValues { kCopied, kShared };
+
+// Layer `layer` (its module's parameters, buffers and, with `opt`, their optimizer state) on
+// the host: with kCopied the clones share nothing with the module.
 LayerSnapshot SnapshotLayer(const std::string& layer, torch::nn::Module& module,
-                            torch::optim::Optimizer* opt, OptimizerKind kind);
+                            torch::optim::Optimizer* opt, OptimizerKind kind,
+                            SnapshotValues values = SnapshotValues::kCopied);
 // The same with the optimizer state from `states` (null: none); with a sharded optimizer
 // collective over the stage's replicas (ShardedOptimizer::Export).
 LayerSnapshot SnapshotLayer(const std::string& layer, torch::nn::Module& module,
-                            ParamStateStore* states);
-// Writes a snapshot as SaveLayer does; any thread may call it. Returns the file's size.
+                            ParamStateStore* states,
+                            SnapshotValues values = SnapshotValues::kCopied);
+// Writes a snapshot as SaveLayer does, record by record as torch::jit::pickle_save lays them
+// out (the same bytes), never holding the file in memory; any thread may call it. Returns
+// the file's size.
 int64_t WriteLayerSnapshot(const std::filesystem::path& dir, int64_t step,
                            const LayerSnapshot& snapshot);
 

@@ -275,7 +275,7 @@ void TrainingRun::Finish() {
 }
 
 // Saves this rank's layers (none on an idle rank) when it is replica 0 of its stage; rank 0
-// commits. Note [Asynchronous checkpoints]: waits for the previous save, copies the tensors,
+// commits. Note [Asynchronous checkpoints]: waits for the previous save, takes the tensors,
 // and leaves the rest to the writer.
 void TrainingRun::SaveCheckpoint(int64_t steps_done) {
   writer_->Wait();
@@ -284,10 +284,14 @@ void TrainingRun::SaveCheckpoint(int64_t steps_done) {
   job.step = steps_done;
   // A sharded stage's replicas all take part in assembling the state (Note [Optimizer
   // sharding]); replica 0 keeps it.
+  // The final checkpoint's writer is awaited before anything changes the values (Finish).
+  const SnapshotValues values = o_.sync_checkpoints || steps_done == o_.steps
+                                    ? SnapshotValues::kShared
+                                    : SnapshotValues::kCopied;
   if (replica_ == 0 || sharded_) {
     for (int l : held_layers_) {
       LayerSnapshot snapshot =
-          SnapshotLayer(model_.layers[l].name, *model_.layers[l].module, param_states_);
+          SnapshotLayer(model_.layers[l].name, *model_.layers[l].module, param_states_, values);
       if (replica_ == 0) job.layers.push_back(std::move(snapshot));
     }
   }
