@@ -198,6 +198,11 @@ void TrainingRun::SetUpWorker() {
 
 void TrainingRun::Record(std::optional<FinishedStep> done) {
   if (!done) return;
+  if (!sp_) {  // an idle rank 0 runs nothing: its step is the wait for the step's loss sum
+    const double now = NowMs();
+    done->step_ms = now - last_sum_ms_;
+    last_sum_ms_ = now;
+  }
   CheckLossFinite(*done, plan_.global_batch_size, o_.data_files.shuffle, leader_);
   losses_.push_back(done->loss);
   stats_.AddStep(done->events, done->t0, done->t1, done->step_ms, done->step == start_);
@@ -224,6 +229,7 @@ void TrainingRun::Step(int64_t step) {
   if (optimizer_)
     SetLearningRate(*optimizer_, LearningRateAt(o_.lr_schedule, o_.optimizer.lr, step, o_.steps));
   const double t0 = NowMs();
+  if (step == start_) last_sum_ms_ = t0;
   StepResult r = worker_   ? worker_->RunStep(step, batch)
                  : chunks_ ? chunks_->RunStep(step, batch)
                            : StepResult{};

@@ -96,6 +96,8 @@ class TrainingRun {
   ParamStateStore* param_states_ = nullptr;
   std::optional<GradClipper> clipper_;  // Note [Global gradient clipping]
   int64_t start_ = 0;
+  // An idle rank's steps: the arrivals of the loss sums (Record); the previous one's time.
+  double last_sum_ms_ = 0;
   std::vector<double> losses_;
   std::unique_ptr<Dataset> data_;
   std::optional<StageWorker> worker_;
