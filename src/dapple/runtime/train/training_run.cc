@@ -10,6 +10,7 @@
 
 #include "dapple/common/clock.h"
 #include "dapple/common/error.h"
+#include "dapple/common/malloc_tuning.h"
 #include "dapple/common/process_memory.h"
 #include "dapple/models/mixed_precision.h"
 #include "dapple/runtime/checkpoint/checkpoint.h"
@@ -88,6 +89,10 @@ void TrainingRun::SetUpStage() {
   held_layers_ = HeldLayerIndices(held_);
   chunked_ = grid_.num_chunks() > 1;  // Note [Chunks in the runtime]
   model_ = std::move(checked_.model);
+  // What that load freed (its shape probe's temporaries, Note [Probing with zeros]) goes back
+  // to the kernel before the stage's tensors are read, so that the freed blocks do not stay
+  // resident beside them (Note [Freed memory stays]).
+  ReturnFreedMemory();
   MaterializeLayers(model_, HeldLayerRange(held_));
   UseMixedPrecision(model_, o_.precision);  // before ProbeStage: bf16 boundaries
   if (!device_.is_cpu()) {
