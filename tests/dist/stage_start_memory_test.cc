@@ -4,7 +4,7 @@
 // the large model holds at most 15% more than a rank of the tiny one plus its own stage's
 // parameters; the launcher, which holds no stage, less than a rank of the tiny model.
 // Reading every layer to learn the output's shape put the whole model (200 MB) into every
-// process, the launcher's included.
+// process, the launcher's included. Each rank and the launcher load the model once.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -40,11 +40,13 @@ RunResult TrainFourStages(const fs::path& dir, const std::vector<StageSpec>& sta
                    dir);
 }
 
-int64_t LauncherPeak(const RunResult& r) {
+int64_t LauncherFigure(const RunResult& r, const std::string& key) {
   for (const auto& j : r.lines)
-    if (j.contains("launcher")) return j["launcher"]["peak_resident_bytes"].get<int64_t>();
+    if (j.contains("launcher")) return j["launcher"][key].get<int64_t>();
   return -1;
 }
+
+int64_t LauncherPeak(const RunResult& r) { return LauncherFigure(r, "peak_resident_bytes"); }
 
 TEST(StageStartMemory, ARankHoldsItsStageAndTheLauncherNone) {
   const fs::path tiny_dir = TestDir("start_memory_tiny"), big_dir = TestDir("start_memory_big");
@@ -83,6 +85,24 @@ TEST(StageStartMemory, ARankHoldsItsStageAndTheLauncherNone) {
               tiny_rank_peak / mib);
   EXPECT_GT(launcher, 0) << big.out;
   EXPECT_LT(launcher, tiny_rank_peak);
+}
+
+// Note [Stage-local models] (models/model.h): each rank loads the TorchScript file once (its
+// plan check's load, in which it then materialises its stage), and so does the launcher.
+TEST(StageStartMemory, ARankAndTheLauncherLoadTheModelOnce) {
+  const fs::path dir = TestDir("start_memory_loads");
+  WriteSequential(dir, 3, 16);
+  const fs::path plan =
+      WritePlan(dir, "plan", PlanJson({{"0", "2", {0}}, {"4", "8", {1}}}, 4, 2, "dapple-a"));
+  const RunResult r = RunDapple("train --model " + (dir / "model.pt").string() + " --plan " +
+                                    plan.string() + " --data " + (dir / "data.pt").string() +
+                                    " --loss cross-entropy --steps 1 --nproc 2 --log-json",
+                                dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json stages = r.Summary()["stages"];
+  ASSERT_EQ(stages.size(), 2u) << r.out;
+  for (const auto& s : stages) EXPECT_EQ(s["model_loads"].get<int>(), 1) << s.dump();
+  EXPECT_EQ(LauncherFigure(r, "model_loads"), 1) << r.out;
 }
 
 }  // namespace

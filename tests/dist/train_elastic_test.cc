@@ -143,6 +143,14 @@ TEST_F(TrainElasticStart, FewerProcessesThanThePlanUnderAnOuterLauncher) {
             std::string::npos)
       << r.err;
   ASSERT_TRUE(fs::exists(ckpt / "elastic-plan-2.json"));
+  // The model the launcher and each rank load for the planner is the one they check the plan
+  // against and the rank trains: one load each (Note [Stage-local models]).
+  for (const auto& s : r.Summary()["stages"]) EXPECT_EQ(s["model_loads"].get<int>(), 1) << r.out;
+  for (const auto& j : r.lines) {
+    if (j.contains("launcher")) {
+      EXPECT_EQ(j["launcher"]["model_loads"].get<int>(), 1) << r.out;
+    }
+  }
   ASSERT_EQ(r.Losses().size(), 2u) << r.out;
   ExpectUninterrupted(r.Losses(), 2);
 

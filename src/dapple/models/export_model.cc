@@ -204,6 +204,36 @@ void SetExportLoss(Model* m, std::shared_ptr<ExportArchive> archive, const Expor
   };
 }
 
+// Layer i of the cut, held: its tensors read from the archive. The first layer of a model
+// that takes its inputs packed unpacks them.
+NamedLayer HeldExportLayer(std::shared_ptr<ExportArchive> archive, const ExportCut& cut, int i,
+                           const std::vector<InputPart>& input_parts) {
+  NamedLayer layer;
+  layer.name = cut.layers[i].name;
+  auto module = std::make_shared<ExportLayerModule>();
+  auto tensors = ReadTensors(*archive, cut.layers[i], module.get());
+  auto run =
+      std::make_shared<LayerRunner>(archive, cut.layers[i], std::move(tensors), module.get());
+  layer.forward = i == 0 && !input_parts.empty()
+                      ? UnpackingForward(run, cut, input_parts)
+                      : [run](const Activations& x) { return run->Run(x); };
+  layer.module = std::move(module);
+  return layer;
+}
+
+// Note [Stage-local models]: the held layers of a model loaded with none, from the archive and
+// the cut of that load, made as the load makes its held layers. That load left the tensors it
+// read (the loss's) in the archive's memory, so that a tied weight is one tensor here too.
+LayerMaterializer ExportLayerMaterializer(std::shared_ptr<ExportArchive> archive,
+                                          std::shared_ptr<const ExportCut> cut) {
+  return [archive, cut](Model& m, const LayerRange& held) {
+    const int n = m.num_layers();
+    for (int i = 0; i < n; ++i)
+      if (held.Contains(i, n)) m.layers[i] = HeldExportLayer(archive, *cut, i, m.input_parts);
+    archive->ForgetRead();
+  };
+}
+
 }  // namespace
 
 Model LoadExportedModel(const std::filesystem::path& path, const ScriptModelOptions& o,
@@ -214,7 +244,7 @@ Model LoadExportedModel(const std::filesystem::path& path, const ScriptModelOpti
     ThrowInput("{}: dtype must be float32 or float64", file);
   auto archive = std::make_shared<ExportArchive>(file, dtype);
   const ExportGraph& g = archive->graph();
-  const ExportCut cut = CutExportedGraph(g, {o.expand, o.depth, o.loss.empty()}, file);
+  ExportCut cut = CutExportedGraph(g, {o.expand, o.depth, o.loss.empty()}, file);
   Model m;
   m.name = file;
   m.input_shape = o.input_shape;
@@ -229,22 +259,19 @@ Model LoadExportedModel(const std::filesystem::path& path, const ScriptModelOpti
   SetTarget(&m, g, cut, o, dtype);
   const int n = static_cast<int>(cut.layers.size());
   for (int i = 0; i < n; ++i) {
-    NamedLayer layer;
-    layer.name = cut.layers[i].name;
     if (held.Contains(i, n)) {
-      auto module = std::make_shared<ExportLayerModule>();
-      auto tensors = ReadTensors(*archive, cut.layers[i], module.get());
-      auto run =
-          std::make_shared<LayerRunner>(archive, cut.layers[i], std::move(tensors), module.get());
-      layer.forward = i == 0 && !m.input_parts.empty()
-                          ? UnpackingForward(run, cut, m.input_parts)
-                          : [run](const Activations& x) { return run->Run(x); };
-      layer.module = std::move(module);
+      m.layers.push_back(HeldExportLayer(archive, cut, i, m.input_parts));
+    } else {
+      m.layers.push_back({cut.layers[i].name, nullptr, {}});
     }
-    m.layers.push_back(std::move(layer));
   }
   m.shared_parameters = FindTiedParameters(*archive, cut);
-  archive->ForgetRead();
+  if (held.HoldsNone(n)) {
+    m.materialize_layers =
+        ExportLayerMaterializer(archive, std::make_shared<const ExportCut>(std::move(cut)));
+  } else {
+    archive->ForgetRead();
+  }
   return m;
 }
 

@@ -117,6 +117,17 @@ void Model::SetTraining(bool on) {
     if (l.held()) l.module->train(on);
 }
 
+void MaterializeLayers(Model& m, const LayerRange& held) {
+  DAPPLE_CHECK(m.materialize_layers != nullptr,
+               "model " + m.name + " was loaded with layers held, or materialised already");
+  for (const auto& l : m.layers)
+    DAPPLE_CHECK(!l.held(), "model " + m.name + ": layer " + l.name + " is held already");
+  // Cleared first: what the load kept is freed once the held layers are made.
+  LayerMaterializer materialize = std::move(m.materialize_layers);
+  m.materialize_layers = nullptr;
+  materialize(m, held);
+}
+
 std::vector<std::string> ModelNames() {
   std::vector<std::string> names;
   for (const auto& [name, entry] : Zoo()) names.push_back(name);
@@ -171,6 +182,15 @@ static uint64_t LayerSeed(uint64_t seed, int layer) {
   return (z ^ (z >> 31)) & 0x7FFFFFFFFFFFFFFFull;
 }
 
+// Layer i of a zoo model from its recipe (Note [Per-layer seeds]).
+static NamedLayer BuildZooLayer(const internal::LayerRecipe& recipe, uint64_t seed, int i,
+                                torch::Dtype dtype) {
+  torch::manual_seed(LayerSeed(seed, i));
+  NamedLayer layer = MakeLayer(recipe.name, recipe.make());
+  layer.module->to(dtype);
+  return layer;
+}
+
 Model BuildModel(const std::string& name, const ModelOptions& options, uint64_t seed,
                  torch::Dtype dtype, LayerRange held) {
   if (dtype != torch::kFloat32 && dtype != torch::kFloat64)
@@ -181,17 +201,23 @@ Model BuildModel(const std::string& name, const ModelOptions& options, uint64_t 
   model.name = name;
   const int n = static_cast<int>(zoo.layers.size());
   for (int i = 0; i < n; ++i) {
-    if (!held.Contains(i, n)) {
+    if (held.Contains(i, n)) {
+      model.layers.push_back(BuildZooLayer(zoo.layers[i], seed, i, dtype));
+    } else {
       model.layers.push_back({zoo.layers[i].name, nullptr, {}});
-      continue;
     }
-    torch::manual_seed(LayerSeed(seed, i));
-    NamedLayer layer = MakeLayer(zoo.layers[i].name, zoo.layers[i].make());
-    layer.module->to(dtype);
-    model.layers.push_back(std::move(layer));
   }
   if (model.input_dtype != torch::kInt64) model.input_dtype = dtype;
   if (model.target_dtype != torch::kInt64) model.target_dtype = dtype;
+  if (held.HoldsNone(n)) {  // Note [Stage-local models]: the recipes build the held layers later
+    auto recipes =
+        std::make_shared<const std::vector<internal::LayerRecipe>>(std::move(zoo.layers));
+    model.materialize_layers = [recipes, seed, dtype](Model& m, const LayerRange& range) {
+      const int count = m.num_layers();
+      for (int i = 0; i < count; ++i)
+        if (range.Contains(i, count)) m.layers[i] = BuildZooLayer((*recipes)[i], seed, i, dtype);
+    };
+  }
   return model;
 }
 

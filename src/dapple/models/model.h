@@ -6,8 +6,16 @@
 // Note [Stage-local models]: a process materialises only the layers of its stage. Every
 // layer keeps its name; a layer that is not held has no module and no forward. Zoo layers
 // are built from a seed of their own (Note [Per-layer seeds] in model.cc), so a layer has the
-// same initial values whichever other layers the process builds; TorchScript models load
-// the whole file and free the other layers' parameters and buffers.
+// same initial values whichever other layers the process builds; TorchScript and torch.export
+// models read only the held layers' parameters and buffers from their file.
+//
+// A rank learns which layers it holds only from the plan, and the plan is checked against
+// the model's layer names (its layer ids are the names). So a rank loads its model once with
+// no layer held (the names, shapes, tied parameters; a user's file read and its graph cut
+// once), checks the plan against it, and then materialises its stage's layers in place
+// (MaterializeLayers) from what that load kept (the archive and the cut), neither reading the
+// file's structure nor cutting its graph again. The layers are the same as a load that held
+// them from the start: the same values, the same forward.
 #pragma once
 
 #include <torch/nn/modules/container/any.h>
@@ -58,7 +66,18 @@ struct LayerRange {
       if (i >= a && i <= b) return true;
     return false;
   }
+  // Whether the range holds none of `num_layers` layers (kNoLayers in model_source.h).
+  bool HoldsNone(int num_layers) const {
+    for (int i = 0; i < num_layers; ++i)
+      if (Contains(i, num_layers)) return false;
+    return true;
+  }
 };
+
+struct Model;
+// Materialises the layers in a range of a model loaded with none held, in place (Note
+// [Stage-local models]); made by the loader from what it keeps of the load.
+using LayerMaterializer = std::function<void(Model&, const LayerRange&)>;
 
 // A parameter that several layers use (tied weights, such as an output head that reuses
 // the embedding matrix): (layer index, the parameter's name in that layer) of every use.
@@ -108,6 +127,9 @@ struct Model {
   // How the held layers and the loss compute (Note [Mixed precision] in mixed_precision.h);
   // set by UseMixedPrecision.
   Precision precision = Precision::kFloat32;
+  // Set by a load that held no layer, until MaterializeLayers uses it: what that load kept to
+  // materialise layers later (Note [Stage-local models]).
+  LayerMaterializer materialize_layers;
 
   int num_layers() const { return static_cast<int>(layers.size()); }
   // Runs layers [first, last] on x. REQUIRES: those layers are held.
@@ -123,6 +145,13 @@ struct Model {
   // Sets training (true) or evaluation mode on every held layer.
   void SetTraining(bool on);
 };
+
+// Materialises the layers in `held` of `m`, a model loaded with no layer held, in place from
+// what its load kept (Note [Stage-local models]): the layers, their values and forward are
+// those of a load with `held`; the other layers stay without a module. A range that holds
+// none materialises nothing. REQUIRES: `m` was loaded holding no layer and has not been
+// materialised since.
+void MaterializeLayers(Model& m, const LayerRange& held);
 
 // Builds zoo model `name` with `options` (unknown names/options throw InputError listing
 // the known ones), parameters initialised deterministically from `seed` (one seed per

@@ -1,12 +1,22 @@
 // LoadModel: see model_source.h.
 #include "dapple/models/model_source.h"
 
+#include <atomic>
+
 #include "dapple/common/error.h"
 #include "dapple/models/export_model.h"
 
 namespace dapple {
+namespace {
+
+std::atomic<int> load_count{0};
+
+}  // namespace
+
+int ModelLoads() { return load_count.load(); }
 
 Model LoadModel(const ModelSource& source, uint64_t seed, torch::Dtype dtype, LayerRange held) {
+  ++load_count;
   if (!source.is_script()) return BuildModel(source.model, source.options, seed, dtype, held);
   if (!source.options.empty()) {
     ThrowInput("{}: zoo model options ({}=...) do not apply to a TorchScript model", source.model,

@@ -20,11 +20,17 @@ struct ModelSource {
 };
 
 // The model with the layers in `held` materialised (Note [Stage-local models]). Zoo models
-// are initialised from `seed`; TorchScript models keep their file's values. Bad input
-// throws InputError naming the model and what is wrong.
+// are initialised from `seed`; TorchScript models keep their file's values. A range that
+// holds no layer (kNoLayers) gives the names, shapes and tied parameters, and a model whose
+// layers MaterializeLayers (model.h) makes later without loading again. Bad input throws
+// InputError naming the model and what is wrong.
 Model LoadModel(const ModelSource& source, uint64_t seed, torch::Dtype dtype, LayerRange held = {});
 
 // A LayerRange that holds no layer (names only, for plan checks).
 inline const LayerRange kNoLayers{1, 0, {}};
+
+// How many times this process has called LoadModel: a zoo model built, a user's file read and
+// its graph cut. A rank of `dapple train` loads its model once (Note [Stage-local models]).
+int ModelLoads();
 
 }  // namespace dapple

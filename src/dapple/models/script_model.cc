@@ -171,12 +171,13 @@ std::vector<torch::Tensor> LayerTensors(const NamedLayer& layer) {
 }
 
 // Note [Probing with zeros]: a model's output shape (hence its targets') is learnt by running
-// its layers on a probe batch. Run on the values, that read every layer's tensors from the
-// archive, also in a process that holds one stage or none (the launcher, a rank's plan
-// check), and malloc keeps what is freed (Note [Freed memory stays]): each process held the
-// whole model at its start. Only shapes are wanted, so the layers a process does not hold run
-// on zeros in pages that take no memory (LazyArchive::StandIn), freed after each layer; the
-// held ones run on their values, read once.
+// its layers on a probe batch. Run on the values, that would read every layer's tensors from
+// the archive, also in a process that holds one stage or none (the launcher; a rank, whose
+// load holds no layer until its plan is checked, Note [Stage-local models] in model.h), and
+// malloc keeps what is freed (Note [Freed memory stays]): each process would hold the whole
+// model at its start. Only shapes are wanted, so the layers a load does not hold run on zeros
+// in pages that take no memory (LazyArchive::StandIn), freed after each layer; the held ones
+// run on their values, read once.
 
 // Runs the layers in evaluation mode (no BatchNorm statistic changes) on `input`: the output,
 // or the exception of the layer that failed, with the layer's name.
@@ -252,6 +253,33 @@ int64_t VocabSize(const torch::jit::Module& top) {
   return 0;
 }
 
+// Layer `g` of the model, held: its tensors (still to be read, as the archive holds them) and
+// its graph's interpreter.
+NamedLayer HeldScriptLayer(const torch::jit::Module& top, const GraphLayer& g,
+                           const std::string& file) {
+  NamedLayer layer;
+  layer.name = g.name;
+  layer.module = std::make_shared<ScriptLayerModule>(top, g.attrs);
+  layer.forward = ForwardOf(std::make_shared<GraphLayerRunner>(top, g), file + ": layer " + g.name);
+  return layer;
+}
+
+// Note [Stage-local models]: the held layers of a model loaded with none, from the archive and
+// the cut of that load: made as the load makes its held layers, their tensors read.
+LayerMaterializer ScriptLayerMaterializer(std::shared_ptr<LazyArchive> archive,
+                                          std::shared_ptr<const GraphCut> cut, std::string file,
+                                          torch::Dtype dtype) {
+  return [archive, cut, file, dtype](Model& m, const LayerRange& held) {
+    const torch::jit::Module top = archive->module();
+    const int n = m.num_layers();
+    for (int i = 0; i < n; ++i) {
+      if (!held.Contains(i, n)) continue;
+      m.layers[i] = HeldScriptLayer(top, cut->layers.at(i), file);
+      for (const auto& t : LayerTensors(m.layers[i])) archive->Materialize(t, dtype);
+    }
+  };
+}
+
 // The parameters and buffers the held layers read.
 std::set<const void*> HeldTensors(const Model& m, LayerRange held) {
   std::set<const void*> keep;
@@ -296,14 +324,7 @@ Model LoadScriptModel(const std::filesystem::path& path, const ScriptModelOption
     for (const auto& t : loss_tensors.parameters()) archive->Materialize(t, dtype);
     for (const auto& t : loss_tensors.buffers()) archive->Materialize(t, dtype);
   }
-  for (const GraphLayer& g : cut.layers) {
-    NamedLayer layer;
-    layer.name = g.name;
-    layer.module = std::make_shared<ScriptLayerModule>(top, g.attrs);
-    layer.forward =
-        ForwardOf(std::make_shared<GraphLayerRunner>(top, g), file + ": layer " + g.name);
-    m.layers.push_back(std::move(layer));
-  }
+  for (const GraphLayer& g : cut.layers) m.layers.push_back(HeldScriptLayer(top, g, file));
   top.train();
   const std::set<const void*> keep = HeldTensors(m, held);
   ProbeOutput(&m, *archive, keep, o, dtype, cut.loss.has_value(), file);
@@ -315,6 +336,10 @@ Model LoadScriptModel(const std::filesystem::path& path, const ScriptModelOption
     m.layers[i].forward = {};
   }
   FreeUnheld(*archive, keep);
+  if (held.HoldsNone(n)) {
+    m.materialize_layers = ScriptLayerMaterializer(
+        archive, std::make_shared<const GraphCut>(std::move(cut)), file, dtype);
+  }
   return m;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -111,13 +112,19 @@ void Finish(TrainArgs& a) {
     ThrowInput("--exclude-devices: only for a job of one node started with --nproc");
 }
 
+// The model with no layer held (names, shapes, tied parameters): loaded once in a process, for
+// the planner and the plan check (Note [Stage-local models] in models/model.h).
+Model LoadNamesOnly(const TrainArgs& a) {
+  return LoadModel(SourceOf(a.o), a.o.seed, a.o.dtype, kNoLayers);
+}
+
 // --elastic's planner for a job of `world` processes: the profile and cluster of the flags or
-// the plan's record; new plans go into the checkpoint folder.
-std::shared_ptr<const ElasticPlanner> MakePlanner(const TrainArgs& a, const Plan& plan, int world) {
+// the plan's record; new plans go into the checkpoint folder. `model`: LoadNamesOnly's.
+std::shared_ptr<const ElasticPlanner> MakePlanner(const TrainArgs& a, const Plan& plan, int world,
+                                                  const Model& model) {
   ElasticInputs in = WithPlanRecord(a.elastic_inputs, plan, a.o.plan_path);
   in.plan_folder = a.o.checkpoint_dir;
   std::vector<std::string> layers;
-  const Model model = LoadModel(SourceOf(a.o), a.o.seed, a.o.dtype, kNoLayers);
   for (const auto& layer : model.layers) layers.push_back(layer.name);
   in.interleave = model.shared_parameters.empty();
   return std::make_shared<const ElasticPlanner>(in, layers, world);
@@ -131,8 +138,12 @@ int LaunchTraining(TrainArgs& a) {
   // makes the same plan first, to check it.
   const LaunchCli& l = a.launch;
   const Plan plan = ReadPlanJson(a.o.plan_path);
+  std::optional<Model> model;  // loaded once, for the planner and the plan check
   std::shared_ptr<const ElasticPlanner> planner;
-  if (a.elastic) planner = MakePlanner(a, plan, l.world_size());
+  if (a.elastic) {
+    model = LoadNamesOnly(a);
+    planner = MakePlanner(a, plan, l.world_size(), *model);
+  }
   if (int devices = plan.num_devices(); devices > l.world_size()) {
     if (!planner)
       ThrowInput(
@@ -141,7 +152,7 @@ int LaunchTraining(TrainArgs& a) {
     a.o.plan = PlanForProcesses(*planner, l.world_size(), plan, a.o.plan_path, false).plan;
   }
   if (!a.o.plan) a.o.plan = plan;  // the file is read once
-  CheckedPlan checked = LoadAndCheckPlan(a.o, l.world_size());
+  CheckedPlan checked = LoadAndCheckPlan(a.o, l.world_size(), std::move(model));
   if (a.o.resume || a.o.resume_auto)  // Note [Recipes in checkpoints]: refused in one line
     CheckRecipeOfLatestCheckpoint(
         a.o.checkpoint_dir,
@@ -169,9 +180,10 @@ int LaunchTraining(TrainArgs& a) {
   }
   const int code = LaunchWithRestarts(lo, restarts);
   if (a.o.log_json) {  // the launcher's own memory: it holds no stage (Note [Probing with zeros])
-    std::printf("%s\n", nlohmann::json{{"launcher", {{"peak_resident_bytes", PeakResidentBytes()}}}}
-                            .dump()
-                            .c_str());
+    const nlohmann::json launcher{
+        {"launcher",
+         {{"peak_resident_bytes", PeakResidentBytes()}, {"model_loads", ModelLoads()}}}};
+    std::printf("%s\n", launcher.dump().c_str());
   }
   return code;
 }
@@ -188,14 +200,17 @@ void RunTrainCommand(TrainArgs& a) {
   if (env.world_size == 1 && std::getenv("MASTER_PORT") == nullptr) {
     env.master_port = PickFreePort();  // a lone process needs no agreed port
   }
-  if (a.elastic) {  // Note [Fewer processes than the plan] (elastic.h)
+  std::optional<Model> model;  // loaded here for the planner: the rank takes it on
+  if (a.elastic) {             // Note [Fewer processes than the plan] (elastic.h)
     const Plan plan = ReadPlanJson(a.o.plan_path);
-    if (plan.num_devices() > env.world_size)
-      a.o.plan = PlanForProcesses(*MakePlanner(a, plan, env.world_size), env.world_size, plan,
-                                  a.o.plan_path, /*record=*/env.rank == 0)
+    if (plan.num_devices() > env.world_size) {
+      model = LoadNamesOnly(a);
+      a.o.plan = PlanForProcesses(*MakePlanner(a, plan, env.world_size, *model), env.world_size,
+                                  plan, a.o.plan_path, /*record=*/env.rank == 0)
                      .plan;
+    }
   }
-  RunTraining(a.o, env);
+  RunTraining(a.o, env, std::move(model));
 }
 
 // What to train: the model, its options and its data.

@@ -25,10 +25,14 @@ std::string FewNames(const std::vector<std::string>& names) {
 
 ModelSource SourceOf(const TrainOptions& o) { return {o.model, o.model_options, o.script}; }
 
-CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
+CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size,
+                             std::optional<Model> names_only) {
   const std::string source = o.plan_path.string();
-  CheckedPlan c{o.plan ? *o.plan : ReadPlanJson(o.plan_path),
-                LoadModel(SourceOf(o), o.seed, o.dtype, kNoLayers)};
+  CheckedPlan c{
+      o.plan ? *o.plan : ReadPlanJson(o.plan_path),
+      names_only ? std::move(*names_only) : LoadModel(SourceOf(o), o.seed, o.dtype, kNoLayers)};
+  for (const auto& l : c.model.layers)
+    DAPPLE_CHECK(!l.held(), "the model of a plan check holds layer " + l.name);
   Plan& plan = c.plan;
   if (o.shard_optimizer) {  // --shard-optimizer
     if (plan.virtual_stages > 1)
@@ -86,8 +90,8 @@ CheckedPlan LoadAndCheckPlan(const TrainOptions& o, int world_size) {
   return c;
 }
 
-void RunTraining(const TrainOptions& options, const DistEnv& env) {
-  TrainingRun run(options, env);
+void RunTraining(const TrainOptions& options, const DistEnv& env, std::optional<Model> names_only) {
+  TrainingRun run(options, env, std::move(names_only));
   for (int64_t step = run.first_step(); step < options.steps; ++step) run.Step(step);
   run.Finish();
 }

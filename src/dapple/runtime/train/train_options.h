@@ -82,22 +82,28 @@ struct TrainOptions {
 // A plan read and checked against a model: layer ids are the model's layer names.
 struct CheckedPlan {
   Plan plan;
-  Model model;  // names only: no layer held
+  // No layer held; a rank materialises its stage's layers in it (Note [Stage-local models]
+  // in models/model.h).
+  Model model;
 };
 
 // The model source of the options.
 ModelSource SourceOf(const TrainOptions& options);
 
-// Reads options.plan_path, loads the model's layer names and checks that the plan's layers
-// are the model's (by layer id = layer name, and the layer count) and that the plan uses
-// exactly `world_size` devices. Throws InputError with one line naming the plan and the
-// mismatch.
-CheckedPlan LoadAndCheckPlan(const TrainOptions& options, int world_size);
+// Reads options.plan_path (or takes options.plan) and checks that the plan's layers are the
+// model's (by layer id = layer name, and the layer count) and that the plan uses exactly
+// `world_size` devices. The model is `names_only`, loaded from the options' source with no
+// layer held, or, when not given, loaded so here. Throws InputError with one line naming the
+// plan and the mismatch.
+CheckedPlan LoadAndCheckPlan(const TrainOptions& options, int world_size,
+                             std::optional<Model> names_only = std::nullopt);
 
 // Runs training as rank env.rank of env.world_size (collective: every rank calls it): the
-// phases of a TrainingRun (training_run.h) in a row. Throws InputError for bad input,
-// CommError when a peer fails or stops answering.
-void RunTraining(const TrainOptions& options, const DistEnv& env);
+// phases of a TrainingRun (training_run.h) in a row. `names_only`: the model as
+// LoadAndCheckPlan takes it, when the caller has loaded it already (the rank loads its model
+// once). Throws InputError for bad input, CommError when a peer fails or stops answering.
+void RunTraining(const TrainOptions& options, const DistEnv& env,
+                 std::optional<Model> names_only = std::nullopt);
 
 // The names of the model's layers, in order; a few of `names` for a message.
 std::vector<std::string> LayerNames(const Model& model);

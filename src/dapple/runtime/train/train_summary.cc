@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dapple/common/json_util.h"
+#include "dapple/models/model_source.h"
 #include "dapple/runtime/train/train_report.h"
 
 namespace dapple {
@@ -25,13 +26,15 @@ struct StageFigures {
         rss_grown(stages, 0),
         rss_before_training(stages, 0),
         gpu_allocated(stages, 0),
-        gpu_reserved(stages, 0) {}
+        gpu_reserved(stages, 0),
+        model_loads(stages, 0) {}
   std::vector<int> peak_mbs;
   std::vector<int64_t> peak_bytes, param_bytes, opt_bytes, rss_bytes, data_bytes;
   std::vector<int64_t> rss_grown;            // Note [Memory above the start]
   std::vector<int64_t> rss_before_training;  // the peak up to the first step
   // Note [Memory as a GPU holds it] (device.h): zeros on the CPU.
   std::vector<int64_t> gpu_allocated, gpu_reserved;
+  std::vector<int> model_loads;  // LoadModel calls: 1 (Note [Stage-local models])
 };
 
 struct JobFigures {
@@ -53,7 +56,8 @@ Json RankFigures(const RunStats& stats) {
           {"rss_before_training_bytes", stats.peak_before_training_bytes()},
           {"data_bytes", stats.data_bytes()},
           {"gpu_allocated_bytes", stats.device_memory().peak_allocated_bytes},
-          {"gpu_reserved_bytes", stats.device_memory().peak_reserved_bytes}};
+          {"gpu_reserved_bytes", stats.device_memory().peak_reserved_bytes},
+          {"model_loads", ModelLoads()}};
 }
 
 JobFigures CollectFigures(const std::vector<std::string>& all, const RankGrid& grid, int world) {
@@ -75,6 +79,7 @@ JobFigures CollectFigures(const std::vector<std::string>& all, const RankGrid& g
     keep_max(st.rss_before_training, s, j.value("rss_before_training_bytes", int64_t{0}));
     keep_max(st.gpu_allocated, s, j.value("gpu_allocated_bytes", int64_t{0}));
     keep_max(st.gpu_reserved, s, j.value("gpu_reserved_bytes", int64_t{0}));
+    keep_max(st.model_loads, s, j.value("model_loads", 0));
     f.bubble += j["bubble"].get<double>() / grid.num_active();
     f.step_ms = std::max(f.step_ms, j["step_ms"].get<double>());
     f.median_step_ms = std::max(f.median_step_ms, j["median_step_ms"].get<double>());
@@ -111,7 +116,8 @@ void PrintSummaryJson(const RankGrid& grid, const Plan& plan, const JobFigures& 
                   {"peak_resident_above_start_bytes", st.rss_grown[s]},
                   {"peak_resident_before_training_bytes", st.rss_before_training[s]},
                   {"planned_peak_memory_bytes", PlannedStagePeak(plan, s)},
-                  {"planned_process_memory_bytes", PlannedProcessMemory(plan)}};
+                  {"planned_process_memory_bytes", PlannedProcessMemory(plan)},
+                  {"model_loads", st.model_loads[s]}};
     if (st.gpu_reserved[s] > 0) {
       stage["gpu_peak_allocated_bytes"] = st.gpu_allocated[s];
       stage["gpu_peak_reserved_bytes"] = st.gpu_reserved[s];

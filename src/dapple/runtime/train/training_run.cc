@@ -10,6 +10,7 @@
 
 #include "dapple/common/clock.h"
 #include "dapple/common/error.h"
+#include "dapple/common/malloc_tuning.h"
 #include "dapple/common/process_memory.h"
 #include "dapple/models/mixed_precision.h"
 #include "dapple/runtime/checkpoint/checkpoint.h"
@@ -41,13 +42,14 @@ Schedule LoweredForRanks(const Plan& plan, const RankGrid& grid, const std::stri
 
 }  // namespace
 
-TrainingRun::TrainingRun(const TrainOptions& options, const DistEnv& env)
+TrainingRun::TrainingRun(const TrainOptions& options, const DistEnv& env,
+                         std::optional<Model> names_only)
     : o_(WithCheckpointDir(options)),
       own_checkpoint_dir_(options.checkpoint_dir.empty()),
       env_(env),
       faults_(FaultInjector::FromEnvironment(env.rank, RestartAttempt())),
       uncaught_at_start_(std::uncaught_exceptions()),
-      checked_(LoadAndCheckPlan(o_, env.world_size)),
+      checked_(LoadAndCheckPlan(o_, env.world_size, std::move(names_only))),
       plan_(checked_.plan),
       grid_(plan_, env.world_size, o_.plan_path.string()),
       lowered_(LoweredForRanks(plan_, grid_, o_.plan_path.string())),
@@ -81,11 +83,17 @@ void TrainingRun::SetUpStage() {
   leader_ = env_.rank == 0;
   sums_loss_ = leader_ || !grid_.Idle(env_.rank);
   resident_at_start_ = ResidentBytes();
-  // Note [Stage-local models]: this rank builds only its stage's layers (each chunk's).
+  // Note [Stage-local models]: this rank materialises only its stage's layers (each chunk's),
+  // in the model its plan check loaded.
   held_ = HeldRanges(plan_, grid_, env_.rank);
   held_layers_ = HeldLayerIndices(held_);
   chunked_ = grid_.num_chunks() > 1;  // Note [Chunks in the runtime]
-  model_ = LoadModel(SourceOf(o_), o_.seed, o_.dtype, HeldLayerRange(held_));
+  model_ = std::move(checked_.model);
+  // What that load freed (its shape probe's temporaries, Note [Probing with zeros]) goes back
+  // to the kernel before the stage's tensors are read, so that the freed blocks do not stay
+  // resident beside them (Note [Freed memory stays]).
+  ReturnFreedMemory();
+  MaterializeLayers(model_, HeldLayerRange(held_));
   UseMixedPrecision(model_, o_.precision);  // before ProbeStage: bf16 boundaries
   if (!device_.is_cpu()) {
     for (auto& l : model_.layers)

@@ -37,9 +37,11 @@ namespace dapple {
 
 class TrainingRun {
  public:
-  // Set-up; collective (every rank of env constructs one). Throws InputError for bad input,
-  // CommError when a peer fails.
-  TrainingRun(const TrainOptions& options, const DistEnv& env);
+  // Set-up; collective (every rank of env constructs one). `names_only`: the model loaded
+  // with no layer held, if the caller has it (LoadAndCheckPlan); the rank materialises its
+  // stage in it. Throws InputError for bad input, CommError when a peer fails.
+  TrainingRun(const TrainOptions& options, const DistEnv& env,
+              std::optional<Model> names_only = std::nullopt);
   // Note [Leak on failure]: leaves the communicator undestroyed when an exception is on its
   // way out (the process is about to exit).
   ~TrainingRun();
@@ -68,7 +70,7 @@ class TrainingRun {
   DistEnv env_;
   FaultInjector faults_;
   int uncaught_at_start_;
-  CheckedPlan checked_;
+  CheckedPlan checked_;  // its model moves to model_ (SetUpStage)
   const Plan& plan_;
   RankGrid grid_;
   Schedule lowered_;
