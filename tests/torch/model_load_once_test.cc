@@ -57,7 +57,19 @@ class TwoInputs(nn.Module):
             h = torch.relu(b(h))
         return self.head(self.bn(h))
 
+class OwnLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 8)
+        self.fc2 = nn.Linear(8, 4)
+        self.register_buffer("class_weight", torch.tensor([1.0, 2.0, 3.0, 4.0]))
+
+    def forward(self, x, target):
+        h = self.fc2(torch.relu(self.fc1(x)))
+        return nn.functional.cross_entropy(h, target, weight=self.class_weight)
+
 torch.jit.script(Tied().train()).save(out + "/tied.pt")
+torch.jit.script(OwnLoss().train()).save(out + "/own_loss.pt")
 batch = torch.export.Dim("batch")
 args = (torch.randint(0, 16, (4, 6)), torch.ones(4, 6))
 torch.export.save(torch.export.export(TwoInputs().train(), args,
@@ -225,6 +237,25 @@ TEST_F(ModelLoadOnce, ExportedProgramMaterialisedLaterEqualsLoadedHeld) {
   Model m = LoadModel(Exported(), 5, torch::kFloat32, kNoLayers);
   EXPECT_EQ(m.input_parts.size(), 2u);
   EXPECT_EQ(m.shared_parameters.size(), 1u);
+}
+
+// A loss computed in forward that reads a buffer (class weights) keeps it, whichever layers
+// the process holds: the tensors no held layer reads are freed, the loss's are not.
+TEST_F(ModelLoadOnce, AForwardsOwnLossKeepsTheTensorsItReads) {
+  ASSERT_TRUE(written_);
+  ModelSource s{(dir_ / "own_loss.pt").string(), {}, {}};
+  s.script.input_shape = {6};
+  const torch::Tensor output = torch::randn({5, 4}), target = torch::tensor({0, 1, 2, 3, 3});
+  const torch::Tensor want = torch::nn::functional::cross_entropy(
+      output, target,
+      torch::nn::functional::CrossEntropyFuncOptions().weight(torch::tensor({1.f, 2.f, 3.f, 4.f})));
+  for (const LayerRange& held : {LayerRange{1, 1, {}}, LayerRange{0, 0, {}}, LayerRange{}}) {
+    Model m = LoadModel(s, 5, torch::kFloat32, held);
+    EXPECT_TRUE(torch::allclose(m.loss(output, target), want)) << held.first << ".." << held.last;
+  }
+  Model later = LoadModel(s, 5, torch::kFloat32, kNoLayers);
+  MaterializeLayers(later, LayerRange{1, 1, {}});
+  EXPECT_TRUE(torch::allclose(later.loss(output, target), want));
 }
 
 TEST_F(ModelLoadOnce, ZooModelMaterialisedLaterEqualsLoadedHeld) { ExpectTwoPhasesEqualOne(Zoo()); }

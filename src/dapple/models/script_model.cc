@@ -319,14 +319,17 @@ Model LoadScriptModel(const std::filesystem::path& path, const ScriptModelOption
     ThrowInput("{}: the input sample shape is unknown: pass --data or --input-shape", file);
   if (m.input_dtype == torch::kInt64) m.vocab_size = VocabSize(top);
   SetLoss(&m, top, cut, o, file);
+  std::vector<torch::Tensor> loss_tensors;  // a forward's own loss reads them in any process
   if (cut.loss) {
-    ScriptLayerModule loss_tensors(top, cut.loss->attrs);
-    for (const auto& t : loss_tensors.parameters()) archive->Materialize(t, dtype);
-    for (const auto& t : loss_tensors.buffers()) archive->Materialize(t, dtype);
+    ScriptLayerModule loss_module(top, cut.loss->attrs);
+    loss_tensors = loss_module.parameters();
+    for (const auto& b : loss_module.buffers()) loss_tensors.push_back(b);
+    for (const auto& t : loss_tensors) archive->Materialize(t, dtype);
   }
   for (const GraphLayer& g : cut.layers) m.layers.push_back(HeldScriptLayer(top, g, file));
   top.train();
-  const std::set<const void*> keep = HeldTensors(m, held);
+  std::set<const void*> keep = HeldTensors(m, held);
+  for (const auto& t : loss_tensors) keep.insert(t.unsafeGetTensorImpl());
   ProbeOutput(&m, *archive, keep, o, dtype, cut.loss.has_value(), file);
   m.shared_parameters = FindShared(m.layers);
   const int n = m.num_layers();
