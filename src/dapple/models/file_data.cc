@@ -36,6 +36,7 @@ std::string SampleShape(const std::vector<int64_t>& s) {
 enum class Values {
   kAll,
   kTargetOnly,  // the 'target' tensor's (small, and the class check reads them)
+  kNone,        // shapes and dtypes only
 };
 
 // The tensors of a zip-format torch.save dict, by key, its records read from the file one by
@@ -73,7 +74,7 @@ std::map<std::string, torch::Tensor> ReadTensorDict(const std::filesystem::path&
       continue;
     }
     const torch::Tensor t = item.value().toTensor();
-    if (skipping && key == "target") skipping->ReadSkipped(t.storage().data());
+    if (values == Values::kTargetOnly && key == "target") skipping->ReadSkipped(t.storage().data());
     tensors[key] = values == Values::kAll ? t.contiguous() : t;
   }
   return tensors;
@@ -342,7 +343,7 @@ std::pair<std::vector<int64_t>, torch::Dtype> DataFileSample(const std::filesyst
     internal::TokenFile t(path, seq_len);
     return {{seq_len}, torch::kInt64};
   }
-  Batch b = internal::ReadTensorFile(path, nullptr, internal::Values::kTargetOnly);
+  Batch b = internal::ReadTensorFile(path, nullptr, internal::Values::kNone);
   return {std::vector<int64_t>(b.inputs.sizes().begin() + 1, b.inputs.sizes().end()),
           b.inputs.scalar_type()};
 }
